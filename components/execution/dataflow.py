@@ -1,0 +1,63 @@
+"""Dataflow (SN40L RDU) execution.
+
+- fusion=none: every operator is its own kernel call; intermediates go through HBM; each call
+  pays a launch and a pipeline fill/drain (SN40L paper, "unfused" baseline of its Fig. 10).
+- fusion=layer (default, `auto`): one kernel call per decoder layer; intermediates stay in
+  on-chip SRAM, so only the layer's input/output activations touch HBM; the tensor-parallel
+  collectives are streamed inside the call (peer-to-peer writes into remote on-chip memory), so
+  link time overlaps the weight stream (SN40L paper; Kernel Looping paper).
+- orchestration: software = the host issues every call (`launch_us`); hardware = the chip's
+  graph orchestrator launches calls (`hw_launch_us`) (SN40L paper).
+- kernel_looping: the N consecutive calls of the decoder-layer kernel become one call with a
+  pipelined loop over layers, so launch and fill/drain are paid once per step instead of once
+  per layer (Kernel Looping paper).
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from components.ops import Op
+
+APPLIES = {"fusion", "orchestration", "kernel_looping"}
+
+
+def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
+    notes = []
+    if opt.cuda_graphs:
+        notes.append("cuda_graphs does not apply to dataflow execution; ignored")
+    fused = opt.fusion in ("auto", "layer")
+    if opt.kernel_looping and not fused:
+        notes.append("kernel_looping needs fusion=layer (it loops the fused layer kernel); ignored")
+    launch = (hw.hw_launch_us if opt.orchestration == "hardware" else hw.launch_us) * 1e-6
+    fill = hw.fill_drain_us * 1e-6
+    calls: List[dict] = []
+
+    def new_call(repeat, looped=False):
+        calls.append({"repeat": repeat,
+                      "launch_each": 0.0 if looped else launch,
+                      "fill_each": 0.0 if looped else fill,
+                      "launch_once": launch if looped else 0.0,
+                      "fill_once": fill if looped else 0.0,
+                      "overlap_link": fused})
+        return len(calls) - 1
+
+    if not fused:
+        for op in ops:
+            op.call = new_call(op.repeat)
+        return ops, calls, notes
+
+    by_stage = {}
+    for op in ops:
+        if op.stage not in by_stage:
+            looped = op.stage == "layer" and opt.kernel_looping
+            by_stage[op.stage] = new_call(op.repeat, looped)
+        op.call = by_stage[op.stage]
+    # Inside a fused layer the intermediates live in SRAM: only the layer input (residual stream)
+    # is read and its output written through memory, once per layer.
+    layer_ops = [op for op in ops if op.stage == "layer"]
+    if layer_ops:
+        d_io = layer_ops[0].act_bytes_per_token   # input norm reads d and writes d
+        for op in layer_ops:
+            op.act_bytes_per_token = 0.0
+        layer_ops[0].act_bytes_per_token = d_io
+    return ops, calls, notes

@@ -1,0 +1,33 @@
+"""GPU execution: every operator is its own kernel (TensorRT-LLM issues ~10 per decoder layer).
+
+Each kernel call pays `launch_us` (host-side launch; removed by CUDA graphs) and `sync_us`
+(the kernel-boundary drain/synchronisation that CUDA graphs cannot remove). Collectives are
+separate kernels whose time adds to the step (not overlapped). Sources: Kernel Looping paper
+(~320 kernel launches per token for Llama-3.1-8B, a few microseconds each);
+shared/reference/hardware.md.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from components.ops import Op
+
+APPLIES = {"cuda_graphs"}
+
+
+def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
+    notes = []
+    if opt.kernel_looping:
+        notes.append("kernel_looping does not apply to gpu execution (no looped kernel calls); ignored")
+    if opt.orchestration == "hardware":
+        notes.append("orchestration=hardware does not apply to gpu execution; ignored")
+    if opt.fusion == "layer":
+        notes.append("fusion=layer does not apply to gpu execution (one kernel per operator); ignored")
+    launch = 0.0 if opt.cuda_graphs else hw.launch_us * 1e-6
+    calls = []
+    for i, op in enumerate(ops):
+        op.call = i
+        calls.append({"repeat": op.repeat, "launch_each": launch + hw.sync_us * 1e-6,
+                      "fill_each": 0.0, "launch_once": 0.0, "fill_once": 0.0,
+                      "overlap_link": False})
+    return ops, calls, notes

@@ -1,0 +1,4 @@
+"""Model architectures, selected by `model.arch`."""
+from components.models import dense
+
+ARCHITECTURES = {"dense": dense}

@@ -1,0 +1,99 @@
+"""Dense decoder-only transformer (GQA or MHA attention, SwiGLU or GELU MLP), tensor-parallel.
+
+Operator list follows the ~10 kernels per decoder layer an inference engine such as
+TensorRT-LLM issues (Kernel Looping paper, shared/reference/hardware.md): input norm, QKV GEMM,
+RoPE + KV write, attention, output projection, all-reduce, residual add + norm, gate/up GEMM,
+activation, down projection, all-reduce, residual add. Per-chip costs under tensor parallel `tp`:
+heads, KV heads (replicated when tp > kv_heads), FFN columns and vocabulary are split `tp` ways;
+each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
+"""
+from __future__ import annotations
+
+from typing import List
+
+from components.ops import Op
+
+
+def kv_heads_per_chip(n_kv_heads: int, tp: int) -> int:
+    """KV heads stored on each chip; replicated when there are more chips than KV heads."""
+    return max(n_kv_heads // tp, 1)
+
+
+def param_counts(m) -> dict:
+    """Parameter counts (whole model, unsharded) by part."""
+    d, hd = m.d_model, m.head_dim
+    q_out, kv_out = m.n_heads * hd, m.n_kv_heads * hd
+    attn = d * q_out + 2 * d * kv_out + q_out * d
+    if m.qkv_bias:
+        attn += q_out + 2 * kv_out
+    n_mats = 3 if m.ffn_act == "swiglu" else 2
+    mlp = n_mats * d * m.ffn_dim
+    norms = 2 * d
+    embed = m.vocab_size * d
+    head = 0 if m.tied_embeddings else m.vocab_size * d
+    layer = attn + mlp + norms
+    return {"embed": embed, "lm_head": head, "layer": layer, "final_norm": d,
+            "total": embed + head + m.n_layers * layer + d}
+
+
+def kv_bytes_per_token(m, kv_bytes: float) -> float:
+    """KV-cache bytes per token, all layers, unsharded: 2 * layers * kv_heads * head_dim * bytes."""
+    return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim * kv_bytes
+
+
+def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float) -> List[Op]:
+    """Per-chip operator list for one decode/prefill step of a dense model."""
+    d, hd, L = m.d_model, m.head_dim, m.n_layers
+    h = m.n_heads // tp
+    kvh = kv_heads_per_chip(m.n_kv_heads, tp)
+    ffn = m.ffn_dim // tp
+    qkv_out = (h + 2 * kvh) * hd
+    n_up = 2 if m.ffn_act == "swiglu" else 1
+    ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
+    kv_tok = 2.0 * kvh * hd * kv_bytes          # K and V of one token, one layer, this chip
+
+    def gemm(name, k, n, bias=0):
+        return Op(name, "gemm", repeat=L, weight_bytes=(k * n + bias) * w_bytes,
+                  flops_per_token=2.0 * k * n, act_bytes_per_token=(k + n) * act_bytes)
+
+    def elementwise(name, kind, n_in, n_out, weights=0):
+        return Op(name, kind, repeat=L, weight_bytes=weights * w_bytes,
+                  flops_per_token=4.0 * n_out, act_bytes_per_token=(n_in + n_out) * act_bytes)
+
+    ops = [
+        Op("embedding", "embed", stage="pre", flops_per_token=0.0,
+           act_bytes_per_token=2.0 * d * w_bytes),     # gather one row, write it
+        elementwise("input_norm", "norm", d, d, weights=d),
+        gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
+        Op("rope_kv_write", "elementwise", repeat=L, flops_per_token=6.0 * (h + kvh) * hd,
+           act_bytes_per_token=2.0 * qkv_out * act_bytes, kv_write_per_token=kv_tok),
+        Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok,
+           attn_flops_per_ctx=4.0 * h * hd,               # QK^T and PV, multiply-add = 2
+           act_bytes_per_token=2.0 * h * hd * act_bytes),
+        gemm("o_proj", h * hd, d),
+    ]
+    if tp > 1:
+        ops.append(Op("attn_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
+                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+    ops += [
+        elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d),
+        gemm("gate_up_proj", d, n_up * ffn),
+        elementwise("activation", "elementwise", n_up * ffn, ffn),
+        gemm("down_proj", ffn, d),
+    ]
+    if tp > 1:
+        ops.append(Op("mlp_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
+                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+    ops += [
+        elementwise("residual_add", "elementwise", 2 * d, d),
+        Op("final_norm", "norm", stage="post", weight_bytes=d * w_bytes, flops_per_token=4.0 * d,
+           act_bytes_per_token=2.0 * d * act_bytes),
+        Op("lm_head", "gemm", stage="post", weight_bytes=d * (m.vocab_size / tp) * w_bytes,
+           flops_per_token=2.0 * d * m.vocab_size / tp,
+           act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
+           link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,
+           n_collectives=1 if tp > 1 else 0),   # all-gather of FP32 logits
+        Op("sampling", "sample", stage="post", flops_per_token=5.0 * m.vocab_size,
+           act_bytes_per_token=m.vocab_size * 4.0),
+    ]
+    return ops

@@ -1,0 +1,35 @@
+"""The plain operator record every model component produces and every execution model groups.
+
+An `Op` holds per-chip costs as linear coefficients, so the kernel can evaluate any batch and
+context length without knowing which model produced it:
+
+    flops      = tokens * flops_per_token + seqs * attn_flops_per_ctx * (causal query-key pairs)
+    bytes      = weight_bytes + tokens * act_bytes_per_token
+                 + seqs * context * kv_read_per_ctx + tokens * kv_write_per_token
+    link bytes = tokens * link_bytes_per_token          (tensor-parallel collectives)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Where an op sits: `pre` runs once per step before the decoder stack, `layer` once per decoder
+# layer (the op's `repeat` says how many), `post` once after it.
+STAGES = ("pre", "layer", "post")
+
+
+@dataclass
+class Op:
+    name: str
+    kind: str                      # gemm | attention | norm | elementwise | collective | embed | sample
+    stage: str = "layer"
+    repeat: int = 1                # invocations per step (decoder layers for `layer` ops)
+    weight_bytes: float = 0.0      # per invocation, per chip
+    weight_tier: str = "hbm"       # set by memory placement
+    flops_per_token: float = 0.0
+    act_bytes_per_token: float = 0.0   # activations read + written through memory
+    kv_read_per_ctx: float = 0.0       # KV bytes read per context token per sequence
+    kv_write_per_token: float = 0.0
+    attn_flops_per_ctx: float = 0.0    # FLOPs per (query token, key token) pair
+    link_bytes_per_token: float = 0.0  # bytes each chip sends per token in collectives
+    n_collectives: int = 0             # collective operations per invocation (latency terms)
+    call: int = -1                     # kernel call index, set by the execution model

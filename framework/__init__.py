@@ -1,0 +1,1 @@
+"""decodelab framework: Hydra entry point, config -> arrays, Numba kernel, metrics, tracking."""

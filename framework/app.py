@@ -1,0 +1,52 @@
+"""The Hydra application: compose a config, evaluate the design, write its files, print it.
+MLflow logging happens in the Hydra callback (framework/callbacks.py), not here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+import framework.schema  # noqa: F401  (registers the typed schemas)
+from framework.evaluate import evaluate
+from framework.report import print_result, write_outputs
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def run_label(cfg) -> str:
+    w = cfg.workload
+    return (f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
+            f"{cfg.kv_policy.name} | {cfg.optimizations.name} | b{w.batch_size} "
+            f"{w.prompt_len}+{w.output_len}")
+
+
+def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
+    """Evaluate one composed config and write its files; returns what the callback logs."""
+    res = evaluate(cfg)
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
+    name = run_label(cfg)
+    files = write_outputs(cfg_dict, res, out_dir, name, plots=cfg.tracking.get("plots", True),
+                          step_csv=cfg.tracking.get("step_csv", True))
+    cfg_file = out_dir / "config_resolved.yaml"
+    cfg_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    files["config"] = str(cfg_file)
+    from framework.report import result_record
+    return {"record": result_record(cfg_dict, res), "files": files, "name": name, "res": res}
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def job(cfg: DictConfig) -> Dict[str, Any]:
+    hc = HydraConfig.get()
+    ret = run_design(cfg, Path(hc.runtime.output_dir))
+    res = ret.pop("res")
+    if not cfg.quiet:
+        print_result(ret["name"], res)
+    if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
+        # bad input in a single run: one line per problem, no traceback, non-zero exit
+        print("\n".join(f"error: {line}" for line in res["reason"].splitlines()), file=sys.stderr)
+        sys.exit(2)
+    return ret

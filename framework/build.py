@@ -1,0 +1,113 @@
+"""Config -> components -> plain arrays for the kernel. Nothing here is Hydra-specific: `cfg` is
+any object with attribute access (an OmegaConf node or a SimpleNamespace)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import numpy as np
+
+from components.execution import EXECUTION_MODELS
+from components.kv_policy import KV_POLICIES
+from components.models import ARCHITECTURES
+from components.ops import Op
+from components.placement import place
+from framework import kernel as K
+from framework.validate import DTYPE_BYTES, ConfigError, check_config, check_feasible
+
+
+@dataclass
+class Design:
+    """Everything the kernel needs, plus what metrics need to explain the result."""
+    op_call: np.ndarray
+    op_w: np.ndarray
+    op_lin: np.ndarray
+    call_rep: np.ndarray
+    call_cost: np.ndarray
+    tier_bw: np.ndarray
+    kv_frac: np.ndarray
+    hw: np.ndarray
+    ops: List[Op]
+    tier_names: List[str]
+    memory: Dict
+    weight_bytes_total: float       # whole model, all chips
+    kv_bytes_per_token: float       # whole model, all chips
+    hbm_bw_total: float             # bytes/s over the tensor-parallel group
+    notes: List[str] = field(default_factory=list)
+
+    def arrays(self):
+        return (self.op_call, self.op_w, self.op_lin, self.call_rep, self.call_cost,
+                self.tier_bw, self.kv_frac, self.hw)
+
+
+def _lookup(registry: dict, field_name: str, key: str):
+    if key not in registry:
+        raise ConfigError(f"{field_name}={key!r} is not one of: {', '.join(sorted(registry))}")
+    return registry[key]
+
+
+def peak_flops(hw, dtype: str) -> float:
+    """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them)."""
+    if DTYPE_BYTES[dtype] <= 1.0 and hw.peak_tflops_fp8 > 0:
+        return hw.peak_tflops_fp8 * 1e12
+    return hw.peak_tflops_bf16 * 1e12
+
+
+def build(cfg) -> Design:
+    """Validate `cfg` and turn it into kernel arrays. Raises ConfigError or Infeasible."""
+    check_config(cfg)
+    check_feasible(cfg)
+    m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
+    arch = _lookup(ARCHITECTURES, "model.arch", m.arch)
+    policy = _lookup(KV_POLICIES, "kv_policy.name", cfg.kv_policy.name)
+    execution = _lookup(EXECUTION_MODELS, "hardware.execution", hw.execution)
+    tp = hw.tensor_parallel
+    wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
+
+    ops = arch.build_ops(m, tp, wb, ab, kb)
+    ops, calls, notes = execution.assign_calls(ops, hw, opt)
+
+    # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
+    params = arch.param_counts(m)
+    w_chip = sum(op.weight_bytes * op.repeat for op in ops) + params["embed"] / tp * wb
+    if m.tied_embeddings:
+        w_chip -= params["embed"] / tp * wb        # the lm_head op already reads the shared table
+    kv_tok_chip = sum(op.kv_write_per_token * op.repeat for op in ops)
+    max_cached = policy.cached_tokens(cfg.kv_policy, w.prompt_len, w.output_len)
+    mem = place(hw.tiers, w_chip, w.batch_size * max_cached * kv_tok_chip)
+
+    tier_names = [t.name for t in hw.tiers]
+    n_t = len(tier_names)
+    op_w = np.zeros((len(ops), n_t))
+    op_lin = np.zeros((len(ops), K.N_LIN))
+    for i, op in enumerate(ops):
+        op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
+        op_lin[i] = (op.flops_per_token, op.act_bytes_per_token, op.kv_read_per_ctx,
+                     op.kv_write_per_token, op.attn_flops_per_ctx, op.link_bytes_per_token,
+                     op.n_collectives)
+    call_cost = np.zeros((len(calls), K.N_CALL))
+    for c, call in enumerate(calls):
+        call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],
+                        call["fill_once"], 1.0 if call["overlap_link"] else 0.0)
+    pk = policy.kernel_params(cfg.kv_policy)
+    hwv = np.zeros(K.N_HW)
+    hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
+    hwv[K.H_BW_EFF_MAX] = hw.bw_eff_max
+    hwv[K.H_BW_HALF] = hw.bw_half_mb * 1e6
+    hwv[K.H_C_EFF_MAX] = hw.compute_eff_max
+    hwv[K.H_C_HALF] = hw.compute_half_gflop * 1e9
+    hwv[K.H_LINK_BW] = max(hw.link_bw_gb_s, 1e-9) * 1e9
+    hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
+    hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6
+    hwv[K.H_ACT_TIER] = tier_names.index("hbm")
+    hwv[K.H_KV_CAP] = pk["kv_cap"]
+    hwv[K.H_KV_READ_FRAC] = pk["read_frac"]
+    hbm = hw.tiers[tier_names.index("hbm")]
+    return Design(
+        op_call=np.array([op.call for op in ops], dtype=np.int64), op_w=op_w, op_lin=op_lin,
+        call_rep=np.array([c["repeat"] for c in calls], dtype=np.float64), call_cost=call_cost,
+        tier_bw=np.array([t.bandwidth_gb_s * 1e9 for t in hw.tiers]),
+        kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops,
+        tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
+        kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
+        hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9, notes=notes)

@@ -1,0 +1,145 @@
+"""The Numba simulation kernel. It knows nothing of models, hardware names or Hydra: it walks the
+steps of a request batch over plain arrays and returns each step's time split by cause.
+
+Inputs (all per chip of one tensor-parallel replica):
+  op_call[o]        kernel call that op o belongs to
+  op_w[o, t]        weight bytes op o reads from memory tier t per invocation
+  op_lin[o, :]      linear coefficients, columns named by the L_* constants below
+  call_rep[c]       invocations of call c per step (decoder layers for per-layer calls)
+  call_cost[c, :]   per-call overheads and flags, columns named by the C_* constants
+  tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
+  hw[:]             scalar machine parameters, named by the H_* constants
+  steps[r, :]       the rows to evaluate: (query tokens per sequence, context after the step,
+                    sequences) -- row 0 is usually the prefill, the rest decode steps
+Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CAUSES = ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess")
+K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
+
+L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL = range(7)
+N_LIN = 7
+
+C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK = range(5)
+N_CALL = 5
+
+(H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
+ H_HOST_STEP, H_ACT_TIER, H_KV_CAP, H_KV_READ_FRAC) = range(11)
+N_HW = 11
+
+S_QTOK, S_CTX, S_SEQS = range(3)
+
+
+@njit(cache=True)
+def _eff(x, eff_max, half):
+    """Achieved fraction of peak for an operation of size x: eff_max * x / (x + half)."""
+    if half <= 0.0:
+        return eff_max
+    return eff_max * x / (x + half)
+
+
+@njit(cache=True)
+def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              q_tok, ctx, seqs, acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one step (every sequence adds q_tok tokens, reaching `ctx` context) by cause."""
+    n_ops = op_call.shape[0]
+    n_calls = call_rep.shape[0]
+    n_tiers = tier_bw.shape[0]
+    act_tier = int(hw[H_ACT_TIER])
+    for c in range(n_calls):
+        acc_flops[c] = 0.0
+        acc_link[c, 0] = 0.0
+        acc_link[c, 1] = 0.0
+        for t in range(n_tiers):
+            acc_bytes[c, t] = 0.0
+
+    tokens = q_tok * seqs
+    kv_ctx = ctx
+    if hw[H_KV_CAP] > 0.0 and kv_ctx > hw[H_KV_CAP]:
+        kv_ctx = hw[H_KV_CAP]
+    kv_ctx_read = kv_ctx * hw[H_KV_READ_FRAC]
+    # causal (query, key) pairs per sequence: query j of q_tok sees ctx - q_tok + j + 1 keys
+    pairs = q_tok * kv_ctx - q_tok * (q_tok - 1.0) / 2.0
+    if pairs < q_tok:
+        pairs = q_tok
+
+    for o in range(n_ops):
+        c = op_call[o]
+        for t in range(n_tiers):
+            acc_bytes[c, t] += op_w[o, t]
+        acc_bytes[c, act_tier] += tokens * op_lin[o, L_ACT_TOK]
+        kv = seqs * kv_ctx_read * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
+        if kv > 0.0:
+            for t in range(n_tiers):
+                acc_bytes[c, t] += kv * kv_frac[t]
+        acc_flops[c] += tokens * op_lin[o, L_FLOPS_TOK] + seqs * pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        acc_link[c, 0] += tokens * op_lin[o, L_LINK_TOK]
+        acc_link[c, 1] += op_lin[o, L_NCOLL]
+
+    for k in range(out_row.shape[0]):
+        out_row[k] = 0.0
+    peak = hw[H_PEAK_FLOPS]
+    for c in range(n_calls):
+        total = 0.0
+        mem_i = 0.0
+        for t in range(n_tiers):
+            total += acc_bytes[c, t]
+            mem_i += acc_bytes[c, t] / tier_bw[t]
+        mem_a = 0.0
+        if total > 0.0:
+            mem_a = mem_i / _eff(total, hw[H_BW_EFF_MAX], hw[H_BW_HALF])
+        comp_i = acc_flops[c] / peak
+        comp_a = 0.0
+        if acc_flops[c] > 0.0:
+            comp_a = comp_i / _eff(acc_flops[c], hw[H_C_EFF_MAX], hw[H_C_HALF])
+        link = 0.0
+        if acc_link[c, 0] > 0.0:
+            link = acc_link[c, 0] / hw[H_LINK_BW]
+        link += acc_link[c, 1] * hw[H_COLL_LAT]
+        ach = max(mem_a, comp_a)
+        if call_cost[c, C_OVERLAP_LINK] > 0.0:
+            body = max(ach, link)
+        else:
+            body = ach + link
+        rep = call_rep[c]
+        if mem_i >= comp_i:
+            out_row[K_MEM] += rep * mem_i
+        else:
+            out_row[K_COMP] += rep * comp_i
+        out_row[K_EXCESS] += rep * (ach - max(mem_i, comp_i))
+        out_row[K_COLL] += rep * (body - ach)
+        out_row[K_LAUNCH] += rep * call_cost[c, C_LAUNCH_EACH] + call_cost[c, C_LAUNCH_ONCE]
+        out_row[K_FILL] += rep * call_cost[c, C_FILL_EACH] + call_cost[c, C_FILL_ONCE]
+    out_row[K_HOST] += hw[H_HOST_STEP]
+
+
+@njit(cache=True)
+def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, steps):
+    """Evaluate every row of `steps`; returns out[rows, len(CAUSES)] in seconds."""
+    n_rows = steps.shape[0]
+    n_calls = call_rep.shape[0]
+    out = np.zeros((n_rows, 7))
+    acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
+    acc_flops = np.zeros(n_calls)
+    acc_link = np.zeros((n_calls, 2))
+    for r in range(n_rows):
+        step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+                  steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS],
+                  acc_bytes, acc_flops, acc_link, out[r])
+    return out
+
+
+def request_steps(batch: int, prompt_len: int, output_len: int) -> np.ndarray:
+    """Rows for one static batch: the prefill (emits the first token), then output_len - 1
+    decode steps, each adding one token to every sequence."""
+    steps = np.empty((output_len, 3))
+    steps[0] = (prompt_len, prompt_len, batch)
+    dec = np.arange(1, output_len, dtype=np.float64)
+    steps[1:, S_QTOK] = 1.0
+    steps[1:, S_CTX] = prompt_len + dec
+    steps[1:, S_SEQS] = batch
+    return steps

@@ -1,0 +1,149 @@
+"""Typed schemas of every config group, registered in Hydra's ConfigStore.
+
+The primary config (`conf/config.yaml`) lists `decodelab_schema` first in its defaults, so
+every group file is merged into a typed node: an unknown field or a wrong type fails at
+composition with Hydra's own message. Group files therefore hold only numbers and names.
+
+Units are in the field names: `_gib` = 2**30 bytes, `_gb_s` = 1e9 bytes/s, `_us` = microseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    """Transformer shape. Dense GQA/MHA is implemented; the MoE, MLA and hybrid fields are
+    part of the schema so those architectures are data, not a schema change."""
+
+    name: str = MISSING
+    arch: str = "dense"            # dense | moe | mla | hybrid
+    n_layers: int = MISSING
+    d_model: int = MISSING
+    n_heads: int = MISSING
+    n_kv_heads: int = MISSING
+    head_dim: int = MISSING
+    ffn_dim: int = MISSING
+    vocab_size: int = MISSING
+    ffn_act: str = "swiglu"        # swiglu (gate+up+down) | gelu (up+down)
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    max_context: int = 131072
+    # Mixture of experts (arch=moe)
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    expert_ffn_dim: int = 0
+    first_dense_layers: int = 0
+    # Multi-head latent attention (arch=mla)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    n_mtp_modules: int = 0
+    # Hybrid / sliding-window layers (arch=hybrid): per-layer kinds, repeated to n_layers
+    layer_pattern: List[str] = field(default_factory=list)   # e.g. [full, sliding]
+    sliding_window: int = 0
+    state_bytes_per_layer: int = 0
+    source: str = ""
+
+
+@dataclass
+class MemoryTier:
+    name: str = MISSING            # sram | hbm | ddr | host
+    capacity_gib: float = MISSING  # per chip
+    bandwidth_gb_s: float = MISSING  # per chip, peak
+
+
+@dataclass
+class HardwareConfig:
+    """One system: `n_chips` identical chips. All rates are per chip."""
+
+    name: str = MISSING
+    execution: str = MISSING       # execution model: gpu | dataflow
+    n_chips: int = 1
+    tensor_parallel: int = 1       # chips one model replica is sharded over
+    peak_tflops_bf16: float = MISSING
+    peak_tflops_fp8: float = 0.0   # 0: no FP8 units, FP8 runs at the BF16 rate
+    tiers: List[MemoryTier] = field(default_factory=list)
+    # Interconnect used by tensor-parallel collectives
+    link_bw_gb_s: float = 0.0      # per chip, one direction
+    collective_latency_us: float = 0.0
+    host_link_gb_s: float = 0.0    # host <-> chip copies
+    # Achieved fraction of peak as a function of an operator's size:
+    # eff(x) = eff_max * x / (x + x_half)
+    bw_eff_max: float = 1.0
+    bw_half_mb: float = 0.0        # bytes moved (MB) at which half of bw_eff_max is reached
+    compute_eff_max: float = 1.0
+    compute_half_gflop: float = 0.0
+    # Per kernel call overheads
+    launch_us: float = 0.0         # host/software launch of one kernel call
+    sync_us: float = 0.0           # synchronisation at a kernel boundary
+    fill_drain_us: float = 0.0     # pipeline fill + drain of one call (dataflow)
+    hw_launch_us: float = 0.0      # launch cost when the chip's own orchestrator launches
+    host_step_us: float = 0.0      # host scheduling per decode step (sampling, bookkeeping)
+    source: str = ""
+
+
+@dataclass
+class KVPolicyConfig:
+    name: str = "full"
+    sinks: int = 0
+    window: int = 0
+    budget: int = 0
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OptimizationsConfig:
+    """Execution options. Each names the cost term it changes (see docs/model.md)."""
+
+    name: str = "baseline"
+    cuda_graphs: bool = False      # GPU: removes per-kernel launch, keeps sync
+    fusion: str = "auto"           # auto | none | layer  (dataflow: one call per decoder layer)
+    orchestration: str = "software"  # software | hardware (dataflow kernel launch)
+    kernel_looping: bool = False   # dataflow: fill/drain/launch once per token, not per layer
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = "decode"
+    batch_size: int = 1
+    prompt_len: int = 4096
+    output_len: int = 128
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    act_dtype: str = "bf16"
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: str = "sqlite:///outputs/mlflow.db"
+    artifact_root: str = "outputs/mlartifacts"
+    experiment: str = "decodelab"
+    plots: bool = True
+    step_csv: bool = True
+
+
+@dataclass
+class DecodelabConfig:
+    model: ModelConfig = MISSING
+    hardware: HardwareConfig = MISSING
+    kv_policy: KVPolicyConfig = MISSING
+    optimizations: OptimizationsConfig = MISSING
+    workload: WorkloadConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    quiet: bool = False
+
+
+def register() -> None:
+    ConfigStore.instance().store(name="decodelab_schema", node=DecodelabConfig)
+
+
+register()

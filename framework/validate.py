@@ -1,0 +1,102 @@
+"""Domain validation of a composed config. Every problem is one line naming the field, the value
+and what is allowed. Hydra's schema already rejected unknown fields and wrong types."""
+from __future__ import annotations
+
+from typing import List
+
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+EXECUTIONS = ("gpu", "dataflow")
+ARCHS_IMPLEMENTED = ("dense",)
+ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
+FUSIONS = ("auto", "none", "layer")
+ORCHESTRATIONS = ("software", "hardware")
+TIER_NAMES = ("sram", "hbm", "ddr", "host")
+
+
+class ConfigError(ValueError):
+    """Bad input: the user must change the config. One line per problem."""
+
+
+class Infeasible(Exception):
+    """A valid design that cannot run (does not fit, does not shard). Recorded as a result."""
+
+
+def _positive(errors: List[str], prefix: str, obj, names) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not v > 0:
+            errors.append(f"{prefix}.{n}={v} must be > 0")
+
+
+def _choice(errors: List[str], field: str, value, allowed) -> None:
+    if value not in allowed:
+        errors.append(f"{field}={value!r} is not one of: {', '.join(map(str, allowed))}")
+
+
+def check_config(cfg) -> None:
+    """Raise ConfigError listing every bad field (one line each)."""
+    e: List[str] = []
+    m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
+    _choice(e, "model.arch", m.arch, ARCHS_KNOWN)
+    if m.arch in ARCHS_KNOWN and m.arch not in ARCHS_IMPLEMENTED:
+        e.append(f"model.arch={m.arch!r} ({m.name}) has no model component yet; implemented: "
+                 f"{', '.join(ARCHS_IMPLEMENTED)}")
+    _positive(e, "model", m, ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim",
+                              "ffn_dim", "vocab_size", "max_context"))
+    if m.n_kv_heads > 0 and m.n_heads > 0 and m.n_heads % m.n_kv_heads:
+        e.append(f"model.n_kv_heads={m.n_kv_heads} does not divide model.n_heads={m.n_heads}")
+    _choice(e, "model.ffn_act", m.ffn_act, ("swiglu", "gelu"))
+
+    _choice(e, "hardware.execution", hw.execution, EXECUTIONS)
+    _positive(e, "hardware", hw, ("n_chips", "tensor_parallel", "peak_tflops_bf16"))
+    if hw.tensor_parallel > 0 and hw.n_chips > 0 and hw.tensor_parallel > hw.n_chips:
+        e.append(f"hardware.tensor_parallel={hw.tensor_parallel} exceeds hardware.n_chips="
+                 f"{hw.n_chips} of {hw.name}")
+    names = [t.name for t in hw.tiers]
+    if "hbm" not in names:
+        e.append(f"hardware.tiers of {hw.name} has no 'hbm' tier (tiers: {names}); "
+                 "weights and KV are placed in hbm first")
+    for i, t in enumerate(hw.tiers):
+        _choice(e, f"hardware.tiers[{i}].name", t.name, TIER_NAMES)
+        if not t.capacity_gib > 0 or not t.bandwidth_gb_s > 0:
+            e.append(f"hardware.tiers[{i}] ({t.name}) needs capacity_gib > 0 and "
+                     f"bandwidth_gb_s > 0, got {t.capacity_gib} and {t.bandwidth_gb_s}")
+    if hw.tensor_parallel > 1 and not hw.link_bw_gb_s > 0:
+        e.append(f"hardware.link_bw_gb_s={hw.link_bw_gb_s} must be > 0 when "
+                 f"tensor_parallel={hw.tensor_parallel}")
+    for n in ("bw_eff_max", "compute_eff_max"):
+        v = getattr(hw, n)
+        if not 0 < v <= 1:
+            e.append(f"hardware.{n}={v} must be in (0, 1]")
+    for n in ("bw_half_mb", "compute_half_gflop", "launch_us", "sync_us", "fill_drain_us",
+              "hw_launch_us", "host_step_us", "collective_latency_us"):
+        if getattr(hw, n) < 0:
+            e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
+
+    _positive(e, "workload", w, ("batch_size", "prompt_len"))
+    if w.output_len < 2:
+        e.append(f"workload.output_len={w.output_len} must be >= 2 (the prefill emits the "
+                 "first token; TPOT needs at least one decode step)")
+    for n in ("weight_dtype", "kv_dtype", "act_dtype"):
+        _choice(e, f"workload.{n}", getattr(w, n), tuple(DTYPE_BYTES))
+    _choice(e, "optimizations.fusion", opt.fusion, FUSIONS)
+    _choice(e, "optimizations.orchestration", opt.orchestration, ORCHESTRATIONS)
+    if e:
+        raise ConfigError("\n".join(e))
+
+
+def check_feasible(cfg) -> None:
+    """Raise Infeasible when a valid design cannot be sharded or is longer than the model allows."""
+    m, hw, w = cfg.model, cfg.hardware, cfg.workload
+    tp = hw.tensor_parallel
+    if m.n_heads % tp:
+        raise Infeasible(f"tensor_parallel={tp} does not divide n_heads={m.n_heads} of {m.name}")
+    if m.n_kv_heads % tp and tp % m.n_kv_heads:
+        raise Infeasible(f"tensor_parallel={tp} does not divide kv_heads={m.n_kv_heads} of {m.name}"
+                         " (nor is it a multiple of it, for KV-head replication)")
+    if m.ffn_dim % tp:
+        raise Infeasible(f"tensor_parallel={tp} does not divide ffn_dim={m.ffn_dim} of {m.name}")
+    total = w.prompt_len + w.output_len
+    if total > m.max_context:
+        raise Infeasible(f"prompt_len + output_len = {total} exceeds max_context={m.max_context} "
+                         f"of {m.name}")
