@@ -28,6 +28,7 @@ class Design:
     kv_frac: np.ndarray
     hw: np.ndarray
     ops: List[Op]
+    calls: List[dict]
     tier_names: List[str]
     memory: Dict
     weight_bytes_total: float       # whole model, all chips
@@ -69,9 +70,9 @@ def build(cfg) -> Design:
 
     # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
     params = arch.param_counts(m)
-    w_chip = sum(op.weight_bytes * op.repeat for op in ops) + params["embed"] / tp * wb
-    if m.tied_embeddings:
-        w_chip -= params["embed"] / tp * wb        # the lm_head op already reads the shared table
+    w_chip = sum(op.weight_bytes * op.repeat for op in ops)
+    if not m.tied_embeddings:                   # tied: the lm_head op reads the shared table
+        w_chip += params["embed"] / tp * wb
     kv_tok_chip = sum(op.kv_write_per_token * op.repeat for op in ops)
     max_cached = policy.cached_tokens(cfg.kv_policy, w.prompt_len, w.output_len)
     mem = place(hw.tiers, w_chip, w.batch_size * max_cached * kv_tok_chip)
@@ -107,7 +108,7 @@ def build(cfg) -> Design:
         op_call=np.array([op.call for op in ops], dtype=np.int64), op_w=op_w, op_lin=op_lin,
         call_rep=np.array([c["repeat"] for c in calls], dtype=np.float64), call_cost=call_cost,
         tier_bw=np.array([t.bandwidth_gb_s * 1e9 for t in hw.tiers]),
-        kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops,
+        kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops, calls=calls,
         tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9, notes=notes)

@@ -1,0 +1,66 @@
+"""`decodelab bench [overrides]`: in-process speed of the simulation kernel after JIT.
+
+Reports the time of one decode-step evaluation (a long decode walked by one kernel call, divided
+by its steps, and one single-step call including Numba's dispatch), and the speedup of the Numba
+kernel over the pure-Python reference (framework/reference.py) on the same steps."""
+from __future__ import annotations
+
+import time
+from typing import List
+
+import numpy as np
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure(cfg, n_steps: int = 4096, ref_steps: int = 256) -> dict:
+    from framework import kernel as K
+    from framework.build import build
+    from framework.reference import reference_simulate
+    design = build(cfg)
+    args = design.arrays()
+    w = cfg.workload
+    steps = K.request_steps(w.batch_size, w.prompt_len, n_steps + 1)[1:]
+    one = steps[:1].copy()
+    t0 = time.perf_counter()
+    K.simulate(*args, one)                         # JIT compile or load from cache
+    jit_s = time.perf_counter() - t0
+    walk = _best(lambda: K.simulate(*args, steps), 5)
+    single = _best(lambda: K.simulate(*args, one), 2000)
+    sub = steps[:ref_steps]
+    numba_sub = _best(lambda: K.simulate(*args, sub), 20)
+    ref = _best(lambda: reference_simulate(design, cfg, sub), 3)
+    return {"jit_or_cache_load_s": jit_s, "step_us_in_walk": walk / n_steps * 1e6,
+            "step_us_single_call": single * 1e6, "reference_step_us": ref / ref_steps * 1e6,
+            "speedup_vs_python": ref / numba_sub, "kernel_calls_per_step": float(design.call_rep.sum()),
+            "ops": len(design.ops)}
+
+
+def main(overrides: List[str]) -> int:
+    from hydra import compose, initialize_config_dir
+    from rich.console import Console
+    from rich.table import Table
+    import framework.schema  # noqa: F401
+    from framework.app import CONF_DIR
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    r = measure(cfg)
+    t = Table(title=f"decodelab bench: {cfg.model.name} on {cfg.hardware.name}")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    t.add_column("target", justify="right")
+    t.add_row("JIT compile / cache load", f"{r['jit_or_cache_load_s']:.3f} s", "")
+    t.add_row("decode step, inside a walk", f"{r['step_us_in_walk']:.2f} us", "")
+    t.add_row("decode step, one call (with dispatch)", f"{r['step_us_single_call']:.2f} us", "<= 20 us")
+    t.add_row("pure-Python reference step", f"{r['reference_step_us']:.1f} us", "")
+    t.add_row("Numba speedup over Python", f"{r['speedup_vs_python']:.0f}x", ">= 100x")
+    Console().print(t)
+    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0
+    return 0 if ok else 1

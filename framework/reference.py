@@ -1,0 +1,69 @@
+"""Pure-Python reference of the simulation, written independently of the array layout: it reads
+the component-level operator list (`Design.ops`, `Design.calls`) and the config, not the kernel's
+arrays. Tests require the Numba kernel to match it; `decodelab bench` times both."""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from components.kv_policy import KV_POLICIES
+from framework.build import peak_flops
+
+
+def _efficiency(size: float, eff_max: float, half: float) -> float:
+    return eff_max if half <= 0 else eff_max * size / (size + half)
+
+
+def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[str, float]:
+    """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens and
+    ends with `ctx` tokens of context."""
+    hw = cfg.hardware
+    tiers = [t.name for t in hw.tiers]
+    bw = {t.name: t.bandwidth_gb_s * 1e9 for t in hw.tiers}
+    w_frac = dict(zip(tiers, design.memory["weight_frac"]))
+    kv_frac = dict(zip(tiers, design.memory["kv_frac"]))
+    pol = KV_POLICIES[cfg.kv_policy.name].kernel_params(cfg.kv_policy)
+    cap, read_frac = pol["kv_cap"], pol["read_frac"]
+    kv_ctx = min(ctx, cap) if cap > 0 else ctx
+    pairs = max(q_tok * kv_ctx - q_tok * (q_tok - 1) / 2, q_tok)
+    tokens = q_tok * seqs
+    peak = peak_flops(hw, cfg.workload.weight_dtype)
+
+    per_call: List[dict] = [{"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "link": 0.0,
+                             "ncoll": 0} for _ in design.calls]
+    for op in design.ops:
+        acc = per_call[op.call]
+        for t in tiers:
+            acc["bytes"][t] += op.weight_bytes * w_frac[t]
+        acc["bytes"]["hbm"] += tokens * op.act_bytes_per_token
+        kv = seqs * kv_ctx * read_frac * op.kv_read_per_ctx + tokens * op.kv_write_per_token
+        for t in tiers:
+            acc["bytes"][t] += kv * kv_frac[t]
+        acc["flops"] += tokens * op.flops_per_token + seqs * pairs * op.attn_flops_per_ctx
+        acc["link"] += tokens * op.link_bytes_per_token
+        acc["ncoll"] += op.n_collectives
+
+    out = dict.fromkeys(("memory", "compute", "launch_sync", "fill_drain", "host",
+                         "collectives", "excess"), 0.0)
+    for call, acc in zip(design.calls, per_call):
+        total = sum(acc["bytes"].values())
+        t_mem = sum(b / bw[t] for t, b in acc["bytes"].items())
+        t_mem_real = t_mem / _efficiency(total, hw.bw_eff_max, hw.bw_half_mb * 1e6) if total else 0.0
+        t_comp = acc["flops"] / peak
+        t_comp_real = (t_comp / _efficiency(acc["flops"], hw.compute_eff_max,
+                                            hw.compute_half_gflop * 1e9) if acc["flops"] else 0.0)
+        t_link = (acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0) \
+            + acc["ncoll"] * hw.collective_latency_us * 1e-6
+        busy = max(t_mem_real, t_comp_real)
+        body = max(busy, t_link) if call["overlap_link"] else busy + t_link
+        n = call["repeat"]
+        out["memory" if t_mem >= t_comp else "compute"] += n * max(t_mem, t_comp)
+        out["excess"] += n * (busy - max(t_mem, t_comp))
+        out["collectives"] += n * (body - busy)
+        out["launch_sync"] += n * call["launch_each"] + call["launch_once"]
+        out["fill_drain"] += n * call["fill_each"] + call["fill_once"]
+    out["host"] += hw.host_step_us * 1e-6
+    return out
+
+
+def reference_simulate(design, cfg, steps) -> List[Dict[str, float]]:
+    return [reference_step(design, cfg, float(q), float(c), float(s)) for q, c, s in steps]
