@@ -3,7 +3,7 @@ any object with attribute access (an OmegaConf node or a SimpleNamespace)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -54,8 +54,10 @@ def peak_flops(hw, dtype: str) -> float:
     return hw.peak_tflops_bf16 * 1e12
 
 
-def build(cfg) -> Design:
-    """Validate `cfg` and turn it into kernel arrays. Raises ConfigError or Infeasible."""
+def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
+    """Validate `cfg` and turn it into kernel arrays. Raises ConfigError or Infeasible.
+    `host_round_trip_steps` caps the steps one host round trip may cover (speculative decoding
+    needs the host after every verification: k + 1 steps)."""
     check_config(cfg)
     check_feasible(cfg)
     m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
@@ -67,6 +69,8 @@ def build(cfg) -> Design:
 
     ops = arch.build_ops(m, tp, wb, ab, kb)
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
+    steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
+    notes += trip_notes
 
     # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
     params = arch.param_counts(m)
@@ -99,7 +103,7 @@ def build(cfg) -> Design:
     hwv[K.H_C_HALF] = hw.compute_half_gflop * 1e9
     hwv[K.H_LINK_BW] = max(hw.link_bw_gb_s, 1e-9) * 1e9
     hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
-    hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6
+    hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
     hwv[K.H_KV_CAP] = pk["kv_cap"]
     hwv[K.H_KV_READ_FRAC] = pk["read_frac"]

@@ -4,34 +4,37 @@
 is `ok`, `infeasible` or `invalid`, with the reason, so a sweep records it and carries on."""
 from __future__ import annotations
 
-from typing import Any, Dict
+import math
+from typing import Any, Dict, Optional
 
 import numpy as np
+from omegaconf import OmegaConf
 
+from components import speculative as spec
 from components.placement import GIB
 from framework import kernel as K
 from framework.build import Design, build
 from framework.validate import ConfigError, Infeasible
 
 
-def metrics(cfg, design: Design, steps: np.ndarray, out: np.ndarray) -> Dict[str, float]:
+def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, tokens: float,
+            mean_ctx: float, memory: Dict) -> Dict[str, float]:
+    """prefill[k]: seconds by cause until the first token; decode_sum[k]: seconds by cause of all
+    decode work, which emits `tokens` tokens per sequence."""
     w, hw = cfg.workload, cfg.hardware
-    row_total = out.sum(axis=1)
-    decode = out[1:]
-    tpot = float(row_total[1:].mean())
-    ttft = float(row_total[0])
+    tpot = float(decode_sum.sum()) / tokens
+    ttft = float(prefill.sum())
     b = w.batch_size
     replicas = hw.n_chips // hw.tensor_parallel
     # Dataflow paper Eq. 3: roofline tok/s = samples * HBM_bw / (weights + KV_per_sample * samples),
-    # with the KV of a sample at the mean decode context.
-    mean_ctx = float(steps[1:, K.S_CTX].mean())
+    # with the KV of a sample at its mean decode context.
     kv_per_sample = design.kv_bytes_per_token * _cached(design, mean_ctx)
     roofline_tok_s = b * design.hbm_bw_total / (design.weight_bytes_total + kv_per_sample * b)
     agg = b / tpot
     res = {
         "ttft_ms": ttft * 1e3,
         "tpot_ms": tpot * 1e3,
-        "e2e_ms": float(row_total.sum()) * 1e3,
+        "e2e_ms": (ttft + tpot * tokens) * 1e3,
         "tok_s_user": 1.0 / tpot,
         "tok_s_aggregate": agg,
         "tok_s_system": agg * replicas,
@@ -42,11 +45,11 @@ def metrics(cfg, design: Design, steps: np.ndarray, out: np.ndarray) -> Dict[str
         "n_kernel_calls_per_step": float(design.call_rep.sum()),
     }
     for k, cause in enumerate(K.CAUSES):
-        res[f"tpot_{cause}_ms"] = float(decode[:, k].mean()) * 1e3
-        res[f"ttft_{cause}_ms"] = float(out[0, k]) * 1e3
-    for name, used in design.memory["used"].items():
+        res[f"tpot_{cause}_ms"] = float(decode_sum[k]) / tokens * 1e3
+        res[f"ttft_{cause}_ms"] = float(prefill[k]) * 1e3
+    for name, used in memory["used"].items():
         res[f"mem_{name}_gib"] = used / GIB
-        res[f"mem_{name}_pct"] = 100.0 * used / design.memory["capacity"][name]
+        res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]
     return res
 
 
@@ -55,10 +58,65 @@ def _cached(design: Design, ctx: float) -> float:
     return min(ctx, cap) if cap > 0 else ctx
 
 
+def _draft_cfg(cfg):
+    """The draft as a full config: the target's hardware, workload and options, the draft model."""
+    s = cfg.speculative
+    if s.method not in spec.METHODS:
+        raise ConfigError(f"speculative.method={s.method!r} is not one of: {', '.join(spec.METHODS)}")
+    if s.k < 1:
+        raise ConfigError(f"speculative.k={s.k} must be >= 1")
+    if not 0.0 <= s.acceptance <= 1.0 or not 0.0 <= s.ar <= 1.0:
+        raise ConfigError(f"speculative.acceptance={s.acceptance} and speculative.ar={s.ar} "
+                          "must be in [0, 1]")
+    d = cfg.copy()
+    OmegaConf.set_readonly(d, False)
+    d.model = spec.mtp_draft(cfg.model) if s.method == "mtp" else cfg.speculative.draft
+    d.speculative.enabled = False
+    return d
+
+
+def _joint_memory(a: Dict, b: Dict) -> Dict:
+    used = {n: a["used"][n] + b["used"][n] for n in a["used"]}
+    for n, u in used.items():
+        if u > a["capacity"][n] * (1 + 1e-9):
+            raise Infeasible(f"target + draft do not fit memory: {u / GIB:.1f} GiB needed in {n}, "
+                             f"{a['capacity'][n] / GIB:.1f} GiB per chip")
+    return {"used": used, "capacity": a["capacity"]}
+
+
+def _speculative(cfg, design: Design, keep_steps: bool) -> Dict[str, Any]:
+    s, w = cfg.speculative, cfg.workload
+    draft = build(_draft_cfg(cfg), host_round_trip_steps=s.k + 1)
+    memory = _joint_memory(design.memory, draft.memory)
+    e_tok = spec.tokens_per_round(s.k, s.acceptance, s.ar)
+    rounds = max(1, math.ceil((w.output_len - 1) / e_tok))
+    ctx0 = w.prompt_len + 1.0 + np.arange(rounds) * e_tok       # context at each round's start
+    verify = np.stack([np.full(rounds, s.k + 1.0), ctx0 + s.k + 1, np.full(rounds, w.batch_size)], 1)
+    drafting = np.stack([np.ones(rounds * s.k), (ctx0[:, None] + 1 + np.arange(s.k)).ravel(),
+                         np.full(rounds * s.k, w.batch_size)], 1)
+    pre = K.request_steps(w.batch_size, w.prompt_len, 2)[:1]
+    t_pre = K.simulate(*design.arrays(), pre)[0] + K.simulate(*draft.arrays(), pre)[0]
+    t_ver = K.simulate(*design.arrays(), verify)
+    t_dra = K.simulate(*draft.arrays(), drafting).reshape(rounds, s.k, len(K.CAUSES)).sum(1)
+    per_round = t_ver + t_dra
+    tokens = rounds * e_tok
+    m = metrics(cfg, design, t_pre, per_round.sum(0), tokens, float(ctx0.mean() + e_tok / 2), memory)
+    m["spec_tokens_per_round"] = e_tok
+    m["spec_draft_time_share"] = float(t_dra.sum() / per_round.sum())
+    res = {"status": "ok", "reason": "", "metrics": m, "notes": design.notes + draft.notes}
+    if keep_steps:
+        res["steps"] = np.vstack([pre, verify])
+        res["times"] = np.vstack([t_pre[None, :], per_round])
+    return res
+
+
 def evaluate(cfg, keep_steps: bool = True) -> Dict[str, Any]:
     """Run one design. Returns {status, reason, metrics, notes, steps (rows x causes), ...}."""
     try:
-        design = build(cfg)
+        spec_on = cfg.speculative.enabled
+        design = build(cfg, host_round_trip_steps=cfg.speculative.k + 1 if spec_on else None)
+        if spec_on:
+            return _speculative(cfg, design, keep_steps)
     except ConfigError as e:
         return {"status": "invalid", "reason": str(e), "metrics": {}, "notes": []}
     except Infeasible as e:
@@ -66,8 +124,9 @@ def evaluate(cfg, keep_steps: bool = True) -> Dict[str, Any]:
     w = cfg.workload
     steps = K.request_steps(w.batch_size, w.prompt_len, w.output_len)
     out = K.simulate(*design.arrays(), steps)
-    res = {"status": "ok", "reason": "", "metrics": metrics(cfg, design, steps, out),
-           "notes": list(design.notes)}
+    m = metrics(cfg, design, out[0], out[1:].sum(0), w.output_len - 1.0,
+                float(steps[1:, K.S_CTX].mean()), design.memory)
+    res = {"status": "ok", "reason": "", "metrics": m, "notes": list(design.notes)}
     if keep_steps:
         res["steps"] = steps
         res["times"] = out

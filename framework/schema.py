@@ -108,6 +108,19 @@ class OptimizationsConfig:
     fusion: str = "auto"           # auto | none | layer  (dataflow: one call per decoder layer)
     orchestration: str = "software"  # software | hardware (dataflow kernel launch)
     kernel_looping: bool = False   # dataflow: fill/drain/launch once per token, not per layer
+    schedule_offloading: int = 1   # dataflow: M decode steps per host round trip (1 = off)
+
+
+@dataclass
+class SpeculativeConfig:
+    """Speculative decoding: a draft proposes k tokens, the target verifies k+1 in one pass."""
+
+    enabled: bool = False
+    method: str = "draft"          # draft (a separate draft model) | mtp (target's MTP heads)
+    k: int = 4                     # lookahead: tokens drafted per round
+    acceptance: float = 0.8        # per-token acceptance probability alpha (i.i.d. model)
+    ar: float = 0.0                # > 0: the Dataflow paper's AR = (a + 1) / (k + 1), used instead
+    draft: ModelConfig = field(default_factory=ModelConfig)
 
 
 @dataclass
@@ -139,7 +152,9 @@ class DecodelabConfig:
     optimizations: OptimizationsConfig = MISSING
     workload: WorkloadConfig = MISSING
     tracking: TrackingConfig = MISSING
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     quiet: bool = False
+    claim: Dict[str, Any] = field(default_factory=dict)   # set by sweeps/ files that pin a claim
 
 
 def register() -> None:

@@ -81,6 +81,9 @@ def check_config(cfg) -> None:
         _choice(e, f"workload.{n}", getattr(w, n), tuple(DTYPE_BYTES))
     _choice(e, "optimizations.fusion", opt.fusion, FUSIONS)
     _choice(e, "optimizations.orchestration", opt.orchestration, ORCHESTRATIONS)
+    if opt.schedule_offloading < 1:
+        e.append(f"optimizations.schedule_offloading={opt.schedule_offloading} must be >= 1 "
+                 "(decode steps per host round trip; 1 = off)")
     if e:
         raise ConfigError("\n".join(e))
 

@@ -8,6 +8,10 @@
   link time overlaps the weight stream (SN40L paper; Kernel Looping paper).
 - orchestration: software = the host issues every call (`launch_us`); hardware = the chip's
   graph orchestrator launches calls (`hw_launch_us`) (SN40L paper).
+- schedule_offloading=M: the runtime stitches M copies of the one-token decode schedule, so the
+  chip's orchestrator runs M decode steps per host round trip: `host_step_us` is paid once per M
+  steps. With speculative decoding M is capped by the speculation window (k + 1 steps), since
+  the host decides acceptance after every verification (Dataflow paper).
 - kernel_looping: the N consecutive calls of the decoder-layer kernel become one call with a
   pipelined loop over layers, so launch and fill/drain are paid once per step instead of once
   per layer (Kernel Looping paper).
@@ -18,7 +22,17 @@ from typing import List, Tuple
 
 from components.ops import Op
 
-APPLIES = {"fusion", "orchestration", "kernel_looping"}
+APPLIES = {"fusion", "orchestration", "kernel_looping", "schedule_offloading"}
+
+
+def host_round_trip(opt, cap=None):
+    """Decode steps per host round trip (ScheduleOffloading's M, capped by speculation)."""
+    m = max(1, opt.schedule_offloading)
+    notes = []
+    if cap is not None and m > cap:
+        notes.append(f"schedule_offloading={m} capped at the speculation window k+1={cap}")
+        m = cap
+    return m, notes
 
 
 def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:

@@ -15,6 +15,16 @@ from components.ops import Op
 APPLIES = {"cuda_graphs"}
 
 
+def host_round_trip(opt, cap=None):
+    """Decode steps per host round trip: always 1 on a GPU (a CUDA graph replays one step and
+    cannot capture MoE routing or speculation branches)."""
+    notes = []
+    if opt.schedule_offloading > 1:
+        notes.append("schedule_offloading does not apply to gpu execution (the host launches "
+                     "every step); ignored")
+    return 1, notes
+
+
 def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
     notes = []
     if opt.kernel_looping:
