@@ -7,6 +7,7 @@ import sys
 
 SUBCOMMANDS = {
     "bench": ("framework.bench", "main", "time one decode-step evaluation and the Numba speedup"),
+    "claims": ("framework.claims", "main", "run the claim sweeps in sweeps/ and compare with the papers"),
 }
 
 

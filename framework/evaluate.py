@@ -42,6 +42,7 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
         "pct_roofline": 100.0 * agg / roofline_tok_s,
         "pct_peak_bw": 100.0 * agg * (design.weight_bytes_total / b + kv_per_sample)
                        / design.hbm_bw_total,
+        "achieved_bw_tb_s": agg * (design.weight_bytes_total / b + kv_per_sample) / 1e12,
         "n_kernel_calls_per_step": float(design.call_rep.sum()),
     }
     for k, cause in enumerate(K.CAUSES):

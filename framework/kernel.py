@@ -99,12 +99,14 @@ def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         link = 0.0
         if acc_link[c, 0] > 0.0:
             link = acc_link[c, 0] / hw[H_LINK_BW]
-        link += acc_link[c, 1] * hw[H_COLL_LAT]
+        latency = acc_link[c, 1] * hw[H_COLL_LAT]
         ach = max(mem_a, comp_a)
         if call_cost[c, C_OVERLAP_LINK] > 0.0:
-            body = max(ach, link)
+            # streamed collectives hide their transfer under the call, not their latency: the
+            # next layer depends on the reduced result
+            body = max(ach, link) + latency
         else:
-            body = ach + link
+            body = ach + link + latency
         rep = call_rep[c]
         if mem_i >= comp_i:
             out_row[K_MEM] += rep * mem_i

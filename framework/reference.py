@@ -51,10 +51,10 @@ def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[s
         t_comp = acc["flops"] / peak
         t_comp_real = (t_comp / _efficiency(acc["flops"], hw.compute_eff_max,
                                             hw.compute_half_gflop * 1e9) if acc["flops"] else 0.0)
-        t_link = (acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0) \
-            + acc["ncoll"] * hw.collective_latency_us * 1e-6
+        t_link = acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0
+        t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6
         busy = max(t_mem_real, t_comp_real)
-        body = max(busy, t_link) if call["overlap_link"] else busy + t_link
+        body = (max(busy, t_link) if call["overlap_link"] else busy + t_link) + t_latency
         n = call["repeat"]
         out["memory" if t_mem >= t_comp else "compute"] += n * max(t_mem, t_comp)
         out["excess"] += n * (busy - max(t_mem, t_comp))

@@ -106,7 +106,7 @@ class OptimizationsConfig:
     name: str = "baseline"
     cuda_graphs: bool = False      # GPU: removes per-kernel launch, keeps sync
     fusion: str = "auto"           # auto | none | layer  (dataflow: one call per decoder layer)
-    orchestration: str = "software"  # software | hardware (dataflow kernel launch)
+    orchestration: str = "auto"    # auto (hardware where the chip can) | software | hardware
     kernel_looping: bool = False   # dataflow: fill/drain/launch once per token, not per layer
     schedule_offloading: int = 1   # dataflow: M decode steps per host round trip (1 = off)
 

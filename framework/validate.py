@@ -9,7 +9,7 @@ EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense",)
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
 FUSIONS = ("auto", "none", "layer")
-ORCHESTRATIONS = ("software", "hardware")
+ORCHESTRATIONS = ("auto", "software", "hardware")
 TIER_NAMES = ("sram", "hbm", "ddr", "host")
 
 

@@ -6,8 +6,8 @@
   on-chip SRAM, so only the layer's input/output activations touch HBM; the tensor-parallel
   collectives are streamed inside the call (peer-to-peer writes into remote on-chip memory), so
   link time overlaps the weight stream (SN40L paper; Kernel Looping paper).
-- orchestration: software = the host issues every call (`launch_us`); hardware = the chip's
-  graph orchestrator launches calls (`hw_launch_us`) (SN40L paper).
+- orchestration: software = the host issues every call (`launch_us`); hardware (and auto) = the
+  chip's graph orchestrator launches calls (`hw_launch_us`) (SN40L paper).
 - schedule_offloading=M: the runtime stitches M copies of the one-token decode schedule, so the
   chip's orchestrator runs M decode steps per host round trip: `host_step_us` is paid once per M
   steps. With speculative decoding M is capped by the speculation window (k + 1 steps), since
@@ -42,7 +42,8 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     fused = opt.fusion in ("auto", "layer")
     if opt.kernel_looping and not fused:
         notes.append("kernel_looping needs fusion=layer (it loops the fused layer kernel); ignored")
-    launch = (hw.hw_launch_us if opt.orchestration == "hardware" else hw.launch_us) * 1e-6
+    hardware = opt.orchestration in ("auto", "hardware")
+    launch = (hw.hw_launch_us if hardware else hw.launch_us) * 1e-6
     fill = hw.fill_drain_us * 1e-6
     calls: List[dict] = []
 

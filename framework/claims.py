@@ -1,0 +1,169 @@
+"""`decodelab claims [ID ...]`: run every claim sweep under `sweeps/` in-process and compare the
+simulated figures with the published ones.
+
+A claim sweep is an ordinary Hydra config (runnable on its own with
+`decodelab -m --config-dir sweeps --config-name <file>`): its `hydra.sweeper.params` list the
+jobs, and its `claim:` block says which figures to compute from the jobs' metrics:
+
+    claim:
+      id: C5
+      source: SN40L Table IV
+      figures:
+        - name: tok/s per user           # one figure per published number
+          metric: tok_s_user             # any metric of a result
+          where: {optimizations.kernel_looping: "true"}   # jobs whose overrides match
+          ratio: {key: hardware, num: sn40l_rack16, den: dgx_h100}  # optional: metric ratio
+          # or ratio: {num: {speculative: draft}, den: {speculative: none}}: jobs paired on
+          # every other override
+          reduce: max                    # mean (default) | geomean | max | min over jobs/pairs
+          published: 1042                # a number (pass within tolerance) or [lo, hi]
+          tolerance: 0.15
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from omegaconf import OmegaConf
+
+SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sweeps"
+REDUCERS = {
+    "mean": lambda v: sum(v) / len(v),
+    "geomean": lambda v: math.exp(sum(math.log(x) for x in v) / len(v)),
+    "max": max,
+    "min": min,
+}
+
+
+def expand(params: Dict[str, str]) -> List[Dict[str, str]]:
+    """The jobs of a sweep: the cartesian product of Hydra sweep values (`a,b,c`, `range(...)`,
+    `choice(...)`), parsed with Hydra's own override parser."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    keys, values = [], []
+    for o in parsed:
+        keys.append(o.get_key_element())
+        values.append(list(o.sweep_string_iterator()) if o.is_sweep_override()
+                       else [o.get_value_element_as_str()])
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def load_sweep(path: Path) -> Tuple[dict, List[Dict[str, str]]]:
+    raw = OmegaConf.load(path)
+    params = OmegaConf.to_container(raw.hydra.sweeper.params, resolve=False)
+    claim = OmegaConf.to_container(raw.claim, resolve=False)
+    return claim, expand({k: str(v) for k, v in params.items()})
+
+
+def _matches(job: Dict[str, str], where: Optional[dict]) -> bool:
+    # Hydra's sweep iterator spells booleans True/False; YAML may say true/false
+    return all(str(job.get(k)).lower() == str(v).lower() for k, v in (where or {}).items())
+
+
+def figure_value(fig: dict, jobs: List[Dict[str, str]], results: List[dict]) -> Optional[float]:
+    """Compute one figure from the sweep's jobs and results (None if no job qualifies)."""
+    metric = fig["metric"]
+    pool = [(j, r) for j, r in zip(jobs, results) if _matches(j, fig.get("where"))]
+    ratio = fig.get("ratio")
+    values = []
+    if ratio:
+        if "key" in ratio:
+            num, den = {ratio["key"]: ratio["num"]}, {ratio["key"]: ratio["den"]}
+        else:
+            num, den = ratio["num"], ratio["den"]
+        varied = set(num) | set(den)
+        rest = lambda j: tuple(sorted((k, v) for k, v in j.items() if k not in varied))  # noqa: E731
+        dens = {rest(j): r for j, r in pool if _matches(j, den)}
+        for j, r in pool:
+            d = dens.get(rest(j))
+            if _matches(j, num) and d and r["status"] == "ok" and d["status"] == "ok":
+                values.append(r["metrics"][metric] / d["metrics"][metric])
+    else:
+        values = [r["metrics"][metric] for j, r in pool if r["status"] == "ok"]
+    if not values:
+        return None
+    return REDUCERS[fig.get("reduce", "mean")](values)
+
+
+def judge(fig: dict, value: Optional[float]) -> Tuple[str, bool, Optional[float]]:
+    pub = fig["published"]
+    if value is None:
+        return str(pub), False, None
+    if isinstance(pub, (list, tuple)):
+        lo, hi = float(pub[0]), float(pub[1])
+        return f"{lo:g}-{hi:g}", lo <= value <= hi, None
+    tol = float(fig.get("tolerance", 0.15))
+    r = value / float(pub)
+    return f"{float(pub):g}", abs(r - 1.0) <= tol, r
+
+
+def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR) -> List[dict]:
+    """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure."""
+    from hydra import compose, initialize_config_dir
+    import framework.schema  # noqa: F401
+    from framework.app import CONF_DIR
+    from framework.evaluate import evaluate
+    rows = []
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        for path in sorted(sweeps_dir.glob("*.yaml")):
+            claim, jobs = load_sweep(path)
+            if ids and claim["id"] not in ids:
+                continue
+            results = []
+            for job in jobs:
+                cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in job.items()])
+                results.append(evaluate(cfg, keep_steps=False))
+            for fig in claim["figures"]:
+                value = figure_value(fig, jobs, results)
+                pub, ok, ratio = judge(fig, value)
+                rows.append({"id": claim["id"], "sweep": path.stem, "figure": fig["name"],
+                             "published": pub, "simulated": value, "ratio": ratio, "pass": ok,
+                             "metric": fig["metric"]})
+    return rows
+
+
+def main(argv: List[str]) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    ids = [a for a in argv if not a.startswith("-") and "=" not in a]
+    rows = run_claims(ids or None)
+    t = Table(title="decodelab claims (pass: within tolerance, default 15%; ranges: inside)")
+    for col in ("id", "figure", "published", "simulated", "ratio", "pass"):
+        t.add_column(col, justify="right" if col in ("published", "simulated", "ratio") else "left")
+    for r in rows:
+        t.add_row(r["id"], r["figure"], r["published"],
+                  "-" if r["simulated"] is None else f"{r['simulated']:.3g}",
+                  "" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                  "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
+    Console().print(t)
+    if "--no-track" not in argv:
+        _log(rows)
+    return 0 if all(r["pass"] for r in rows) else 1
+
+
+def _log(rows: List[dict]) -> None:
+    """Log the claims table to MLflow as one run (tracking settings of the default config)."""
+    import tempfile
+    import pandas as pd
+    from hydra import compose, initialize_config_dir
+    from framework import tracking
+    from framework.app import CONF_DIR
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        tr = compose(config_name="config").tracking
+    try:
+        run = tracking.start_run(tr, "claims", {"kind": "claims", "git_commit": tracking.git_commit()})
+        client = tracking._client(tr.uri)
+        for r in rows:
+            if r["simulated"] is not None:
+                key = f"{r['id']}_{r['figure']}".replace(" ", "_").replace("/", "_per_")
+                client.log_metric(run, "".join(c for c in key if c.isalnum() or c in "_-.")[:250],
+                                  float(r["simulated"]))
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "claims.csv"
+            pd.DataFrame(rows).to_csv(p, index=False)
+            client.log_artifact(run, str(p))
+        tracking.end_run(tr, run)
+    except Exception as e:  # never lose the printed table to a tracker problem
+        print(f"warning: claims table not logged to MLflow ({type(e).__name__}: {e})")
