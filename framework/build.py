@@ -32,6 +32,8 @@ class Design:
     tier_names: List[str]
     memory: Dict
     weight_bytes_total: float       # whole model, all chips
+    weight_bytes_streamed: float    # read every step (no embedding table: gathered by row)
+    calls_per_step: float           # kernel calls per step (a looped call counts once)
     kv_bytes_per_token: float       # whole model, all chips
     hbm_bw_total: float             # bytes/s over the tensor-parallel group
     notes: List[str] = field(default_factory=list)
@@ -49,7 +51,7 @@ def _lookup(registry: dict, field_name: str, key: str):
 
 def peak_flops(hw, dtype: str) -> float:
     """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them)."""
-    if DTYPE_BYTES[dtype] <= 1.0 and hw.peak_tflops_fp8 > 0:
+    if DTYPE_BYTES[dtype] == 1.0 and hw.peak_tflops_fp8 > 0:     # 8-bit weights
         return hw.peak_tflops_fp8 * 1e12
     return hw.peak_tflops_bf16 * 1e12
 
@@ -114,5 +116,8 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         tier_bw=np.array([t.bandwidth_gb_s * 1e9 for t in hw.tiers]),
         kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops, calls=calls,
         tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
+        weight_bytes_streamed=(params["total"] - (0 if m.tied_embeddings else params["embed"])) * wb,
+        calls_per_step=float(sum(1 if c["launch_once"] or c["fill_once"] else c["repeat"]
+                                 for c in calls)),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9, notes=notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from components.execution import EXECUTION_MODELS
 from components.kv_policy import KV_POLICIES
 from framework.build import peak_flops
 
@@ -61,7 +62,8 @@ def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[s
         out["collectives"] += n * (body - busy)
         out["launch_sync"] += n * call["launch_each"] + call["launch_once"]
         out["fill_drain"] += n * call["fill_each"] + call["fill_once"]
-    out["host"] += hw.host_step_us * 1e-6
+    steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
+    out["host"] += hw.host_step_us * 1e-6 / steps_per_trip
     return out
 
 

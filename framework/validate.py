@@ -33,9 +33,34 @@ def _choice(errors: List[str], field: str, value, allowed) -> None:
         errors.append(f"{field}={value!r} is not one of: {', '.join(map(str, allowed))}")
 
 
+def _schema_problems(cfg) -> List[str]:
+    """Fields the typed schema cannot catch: required fields left unset (MISSING) and keys added
+    with Hydra's `+` append, which opens a typed node."""
+    from dataclasses import fields
+    from omegaconf import DictConfig, OmegaConf
+    from framework import schema
+    if not isinstance(cfg, DictConfig):
+        return []
+    e = [f"{k} is required but not set (add it to the group's YAML or override {k}=...)"
+         for k in sorted(OmegaConf.missing_keys(cfg))]
+    groups = {"model": schema.ModelConfig, "hardware": schema.HardwareConfig,
+              "workload": schema.WorkloadConfig, "optimizations": schema.OptimizationsConfig,
+              "kv_policy": schema.KVPolicyConfig, "speculative": schema.SpeculativeConfig}
+    for g, dc in groups.items():
+        if g not in cfg:
+            continue
+        known = {f.name for f in fields(dc)}
+        for k in cfg[g]:
+            if k not in known:
+                e.append(f"{g}.{k} is not a field of {g}; fields: {', '.join(sorted(known))}")
+    return e
+
+
 def check_config(cfg) -> None:
     """Raise ConfigError listing every bad field (one line each)."""
-    e: List[str] = []
+    e: List[str] = _schema_problems(cfg)
+    if e:
+        raise ConfigError("\n".join(e))
     m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
     _choice(e, "model.arch", m.arch, ARCHS_KNOWN)
     if m.arch in ARCHS_KNOWN and m.arch not in ARCHS_IMPLEMENTED:
@@ -70,7 +95,7 @@ def check_config(cfg) -> None:
             e.append(f"hardware.{n}={v} must be in (0, 1]")
     for n in ("bw_half_mb", "compute_half_gflop", "launch_us", "sync_us", "fill_drain_us",
               "hw_launch_us", "host_step_us", "collective_latency_us"):
-        if getattr(hw, n) < 0:
+        if not getattr(hw, n) >= 0:        # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
 
     _positive(e, "workload", w, ("batch_size", "prompt_len"))
