@@ -36,6 +36,7 @@ class Design:
     calls_per_step: float           # kernel calls per step (a looped call counts once)
     kv_bytes_per_token: float       # whole model, all chips
     hbm_bw_total: float             # bytes/s over the tensor-parallel group
+    kv_caps: np.ndarray             # KV-policy caps (kernel.P_*), applied to step rows
     notes: List[str] = field(default_factory=list)
 
     def arrays(self):
@@ -107,8 +108,6 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
     hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
-    hwv[K.H_KV_CAP] = pk["kv_cap"]
-    hwv[K.H_KV_READ_FRAC] = pk["read_frac"]
     hbm = hw.tiers[tier_names.index("hbm")]
     return Design(
         op_call=np.array([op.call for op in ops], dtype=np.int64), op_w=op_w, op_lin=op_lin,
@@ -120,4 +119,6 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         calls_per_step=float(sum(1 if c["launch_once"] or c["fill_once"] else c["repeat"]
                                  for c in calls)),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
-        hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9, notes=notes)
+        hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9,
+        kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),
+        notes=notes)

@@ -30,7 +30,8 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
     # Dataflow paper Eq. 3: roofline tok/s = samples * HBM_bw / (weights + KV_per_sample * samples),
     # with the weights every step streams (the embedding table is only gathered by row) and the
     # KV of a sample at its mean decode context.
-    kv_per_sample = design.kv_bytes_per_token * _cached(design, mean_ctx)
+    kv_per_sample = design.kv_bytes_per_token * K.attended_tokens(
+        float(w.prompt_len), mean_ctx, design.kv_caps)
     w_bytes = design.weight_bytes_streamed
     roofline_tok_s = b * design.hbm_bw_total / (w_bytes + kv_per_sample * b)
     agg = b / tpot
@@ -54,11 +55,6 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
         res[f"mem_{name}_gib"] = used / GIB
         res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]
     return res
-
-
-def _cached(design: Design, ctx: float) -> float:
-    cap = design.hw[K.H_KV_CAP]
-    return min(ctx, cap) if cap > 0 else ctx
 
 
 def _draft_cfg(cfg):
@@ -97,6 +93,8 @@ def _speculative(cfg, design: Design, keep_steps: bool) -> Dict[str, Any]:
     verify = np.stack([np.full(rounds, s.k + 1.0), ctx0 + s.k + 1, np.full(rounds, w.batch_size)], 1)
     drafting = np.stack([np.ones(rounds * s.k), (ctx0[:, None] + 1 + np.arange(s.k)).ravel(),
                          np.full(rounds * s.k, w.batch_size)], 1)
+    verify = K.apply_caps(verify, w.prompt_len, design.kv_caps)
+    drafting = K.apply_caps(drafting, w.prompt_len, draft.kv_caps)
     pre = K.request_steps(w.batch_size, w.prompt_len, 2)[:1]
     t_pre = K.simulate(*design.arrays(), pre)[0] + K.simulate(*draft.arrays(), pre)[0]
     t_ver = K.simulate(*design.arrays(), verify)
@@ -126,10 +124,10 @@ def evaluate(cfg, keep_steps: bool = True) -> Dict[str, Any]:
     except Infeasible as e:
         return {"status": "infeasible", "reason": str(e), "metrics": {}, "notes": []}
     w = cfg.workload
-    steps = K.request_steps(w.batch_size, w.prompt_len, w.output_len)
+    steps = K.request_steps(w.batch_size, w.prompt_len, w.output_len, design.kv_caps)
     out = K.simulate(*design.arrays(), steps)
     m = metrics(cfg, design, out[0], out[1:].sum(0), w.output_len - 1.0,
-                float(steps[1:, K.S_CTX].mean()), design.memory)
+                w.prompt_len + w.output_len / 2.0, design.memory)
     res = {"status": "ok", "reason": "", "metrics": m, "notes": list(design.notes)}
     if keep_steps:
         res["steps"] = steps

@@ -9,8 +9,10 @@ Inputs (all per chip of one tensor-parallel replica):
   call_cost[c, :]   per-call overheads and flags, columns named by the C_* constants
   tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
   hw[:]             scalar machine parameters, named by the H_* constants
-  steps[r, :]       the rows to evaluate: (query tokens per sequence, context after the step,
-                    sequences) -- row 0 is usually the prefill, the rest decode steps
+  steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
+                    per sequence, sequences) -- row 0 is usually the prefill, the rest decode
+                    steps. The KV policy is applied by the caller (`attended_tokens`): the
+                    kernel reads and attends exactly the tokens a row names.
 Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
 """
 from __future__ import annotations
@@ -28,8 +30,12 @@ C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK = range(5
 N_CALL = 5
 
 (H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
- H_HOST_STEP, H_ACT_TIER, H_KV_CAP, H_KV_READ_FRAC) = range(11)
-N_HW = 11
+ H_HOST_STEP, H_ACT_TIER) = range(9)
+N_HW = 9
+
+# KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
+P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
+N_KV_CAPS = 3
 
 S_QTOK, S_CTX, S_SEQS = range(3)
 
@@ -45,7 +51,7 @@ def _eff(x, eff_max, half):
 @njit(cache=True)
 def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
               q_tok, ctx, seqs, acc_bytes, acc_flops, acc_link, out_row):
-    """Time of one step (every sequence adds q_tok tokens, reaching `ctx` context) by cause."""
+    """Time of one step (every sequence adds q_tok tokens and attends `ctx` KV tokens) by cause."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
     n_tiers = tier_bw.shape[0]
@@ -59,9 +65,6 @@ def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
 
     tokens = q_tok * seqs
     kv_ctx = ctx
-    if hw[H_KV_CAP] > 0.0 and kv_ctx > hw[H_KV_CAP]:
-        kv_ctx = hw[H_KV_CAP]
-    kv_ctx_read = kv_ctx * hw[H_KV_READ_FRAC]
     # causal (query, key) pairs per sequence: query j of q_tok sees ctx - q_tok + j + 1 keys
     pairs = q_tok * kv_ctx - q_tok * (q_tok - 1.0) / 2.0
     if pairs < q_tok:
@@ -72,7 +75,7 @@ def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         for t in range(n_tiers):
             acc_bytes[c, t] += op_w[o, t]
         acc_bytes[c, act_tier] += tokens * op_lin[o, L_ACT_TOK]
-        kv = seqs * kv_ctx_read * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
+        kv = seqs * kv_ctx * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
         if kv > 0.0:
             for t in range(n_tiers):
                 acc_bytes[c, t] += kv * kv_frac[t]
@@ -135,7 +138,39 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     return out
 
 
-def request_steps(batch: int, prompt_len: int, output_len: int) -> np.ndarray:
+@njit(cache=True)
+def attended_tokens(prompt, ctx, caps):
+    """KV tokens a step attends for a sequence of `prompt` prompt tokens whose context reaches
+    `ctx` after the step, under the policy caps (0 = none). Prefill (ctx <= prompt, whole or
+    chunked) attends everything: policies select after the prompt has been seen. Afterwards the
+    cache holds min(min(prompt, prompt_cap) + generated, total_cap) tokens, of which at most
+    read_cap are read."""
+    if ctx <= prompt:
+        return ctx
+    kept = prompt
+    if caps[P_PROMPT_CAP] > 0.0 and kept > caps[P_PROMPT_CAP]:
+        kept = caps[P_PROMPT_CAP]
+    n = kept + (ctx - prompt)
+    if caps[P_TOTAL_CAP] > 0.0 and n > caps[P_TOTAL_CAP]:
+        n = caps[P_TOTAL_CAP]
+    if caps[P_READ_CAP] > 0.0 and n > caps[P_READ_CAP]:
+        n = caps[P_READ_CAP]
+    return n
+
+
+NO_CAPS = np.zeros(N_KV_CAPS)
+
+
+def apply_caps(steps: np.ndarray, prompt_len: float, caps: np.ndarray) -> np.ndarray:
+    """Rows whose S_CTX holds the context reached are rewritten to the KV tokens attended."""
+    out = steps.copy()
+    for r in range(out.shape[0]):
+        out[r, S_CTX] = attended_tokens(float(prompt_len), float(steps[r, S_CTX]), caps)
+    return out
+
+
+def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray = NO_CAPS
+                  ) -> np.ndarray:
     """Rows for one static batch: the prefill (emits the first token), then output_len - 1
     decode steps, each adding one token to every sequence."""
     steps = np.empty((output_len, 3))
@@ -144,4 +179,4 @@ def request_steps(batch: int, prompt_len: int, output_len: int) -> np.ndarray:
     steps[1:, S_QTOK] = 1.0
     steps[1:, S_CTX] = prompt_len + dec
     steps[1:, S_SEQS] = batch
-    return steps
+    return apply_caps(steps, prompt_len, caps) if np.any(caps) else steps

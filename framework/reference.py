@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Dict, List
 
 from components.execution import EXECUTION_MODELS
-from components.kv_policy import KV_POLICIES
 from framework.build import peak_flops
 
 
@@ -16,15 +15,13 @@ def _efficiency(size: float, eff_max: float, half: float) -> float:
 
 def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[str, float]:
     """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens and
-    ends with `ctx` tokens of context."""
+    attends `ctx` KV tokens (the KV policy already applied by the caller)."""
     hw = cfg.hardware
     tiers = [t.name for t in hw.tiers]
     bw = {t.name: t.bandwidth_gb_s * 1e9 for t in hw.tiers}
     w_frac = dict(zip(tiers, design.memory["weight_frac"]))
     kv_frac = dict(zip(tiers, design.memory["kv_frac"]))
-    pol = KV_POLICIES[cfg.kv_policy.name].kernel_params(cfg.kv_policy)
-    cap, read_frac = pol["kv_cap"], pol["read_frac"]
-    kv_ctx = min(ctx, cap) if cap > 0 else ctx
+    kv_ctx = ctx
     pairs = max(q_tok * kv_ctx - q_tok * (q_tok - 1) / 2, q_tok)
     tokens = q_tok * seqs
     peak = peak_flops(hw, cfg.workload.weight_dtype)
@@ -36,7 +33,7 @@ def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[s
         for t in tiers:
             acc["bytes"][t] += op.weight_bytes * w_frac[t]
         acc["bytes"]["hbm"] += tokens * op.act_bytes_per_token
-        kv = seqs * kv_ctx * read_frac * op.kv_read_per_ctx + tokens * op.kv_write_per_token
+        kv = seqs * kv_ctx * op.kv_read_per_ctx + tokens * op.kv_write_per_token
         for t in tiers:
             acc["bytes"][t] += kv * kv_frac[t]
         acc["flops"] += tokens * op.flops_per_token + seqs * pairs * op.attn_flops_per_ctx

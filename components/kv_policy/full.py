@@ -8,6 +8,7 @@ def cached_tokens(pol, prompt_len: int, generated: int) -> int:
 
 
 def kernel_params(pol) -> dict:
-    """Plain parameters for the kernel: kv_cap = cached-token cap (0 = none), read_frac = share
-    of the cached tokens read per decode step."""
-    return {"kv_cap": 0.0, "read_frac": 1.0}
+    """Caps on the KV tokens kept and read (0 = none; framework.kernel.attended_tokens):
+    prompt_cap on prompt tokens kept after prefill, total_cap on tokens held, read_cap on tokens
+    read per decode step."""
+    return {"prompt_cap": 0.0, "total_cap": 0.0, "read_cap": 0.0}
