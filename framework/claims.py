@@ -99,8 +99,15 @@ def judge(fig: dict, value: Optional[float]) -> Tuple[str, bool, Optional[float]
     return f"{float(pub):g}", abs(r - 1.0) <= tol, r
 
 
-def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR) -> List[dict]:
-    """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure."""
+def _job_label(job: Dict[str, str], varied: List[str]) -> str:
+    return " ".join(f"{k.split('.')[-1].split('@')[0]}={job[k]}" for k in varied) or "job"
+
+
+def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
+               plots_dir: Optional[Path] = None) -> List[dict]:
+    """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
+    With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
+    cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`."""
     from hydra import compose, initialize_config_dir
     import framework.schema  # noqa: F401
     from framework.app import CONF_DIR
@@ -115,6 +122,8 @@ def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR) -
             for job in jobs:
                 cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in job.items()])
                 results.append(evaluate(cfg, keep_steps=False))
+            if plots_dir is not None:
+                _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
             for fig in claim["figures"]:
                 value = figure_value(fig, jobs, results)
                 pub, ok, ratio = judge(fig, value)
@@ -124,11 +133,24 @@ def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR) -
     return rows
 
 
+def _plot_sweep(stem: str, cid: str, jobs, results, plots_dir: Path) -> None:
+    from framework.report import breakdown_plot
+    varied = [k for k in jobs[0] if len({j[k] for j in jobs}) > 1]
+    ok = [(j, r) for j, r in zip(jobs, results) if r["status"] == "ok" and "tpot_memory_ms" in r["metrics"]]
+    if ok:
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        breakdown_plot([r["metrics"] for _, r in ok], [_job_label(j, varied) for j, _ in ok],
+                       plots_dir / f"{stem}.png", title=f"{cid}: time per output token")
+
+
 def main(argv: List[str]) -> int:
     from rich.console import Console
     from rich.table import Table
+    import tempfile
     ids = [a for a in argv if not a.startswith("-") and "=" not in a]
-    rows = run_claims(ids or None)
+    track = "--no-track" not in argv
+    plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
+    rows = run_claims(ids or None, plots_dir=plots)
     t = Table(title="decodelab claims (pass: within tolerance, default 15%; ranges: inside)")
     for col in ("id", "figure", "published", "simulated", "ratio", "pass"):
         t.add_column(col, justify="right" if col in ("published", "simulated", "ratio") else "left")
@@ -138,13 +160,14 @@ def main(argv: List[str]) -> int:
                   "" if r["ratio"] is None else f"{r['ratio']:.2f}",
                   "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
     Console().print(t)
-    if "--no-track" not in argv:
-        _log(rows)
+    if track:
+        _log(rows, plots)
     return 0 if all(r["pass"] for r in rows) else 1
 
 
-def _log(rows: List[dict]) -> None:
-    """Log the claims table to MLflow as one run (tracking settings of the default config)."""
+def _log(rows: List[dict], plots: Optional[Path] = None) -> None:
+    """Log the claims table (and the per-sweep breakdown plots) to MLflow as one run, with the
+    tracking settings of the default config."""
     import tempfile
     import pandas as pd
     from hydra import compose, initialize_config_dir
@@ -164,6 +187,8 @@ def _log(rows: List[dict]) -> None:
             p = Path(d) / "claims.csv"
             pd.DataFrame(rows).to_csv(p, index=False)
             client.log_artifact(run, str(p))
+        for png in sorted(plots.glob("*.png")) if plots else ():
+            client.log_artifact(run, str(png), "breakdown")
         tracking.end_run(tr, run)
     except Exception as e:  # never lose the printed table to a tracker problem
         print(f"warning: claims table not logged to MLflow ({type(e).__name__}: {e})")
