@@ -1,0 +1,275 @@
+"""Serving simulation (framework/serving*.py): the Numba scheduler against its pure-Python
+reference on small random workloads, hand-worked golden cases, invariants, bad input, the
+measured-data validation and the CLI."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import compose_cfg
+from framework import kernel as K
+from framework import serving as S
+from framework import serving_kernel as SK
+from framework.build import build
+from framework.evaluate import evaluate
+from framework.serving_reference import engine_dict, reference_serve, reference_table
+from framework.serving_validate import default_csv, mape, run_validation
+
+REQ_COLS = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+SMALL = ("workload.n_requests=16", "workload.prompt_len=300", "workload.output_len=12")
+
+
+def _run(*overrides, caps=None):
+    cfg = compose_cfg(*overrides)
+    design = build(cfg)
+    if caps is not None:
+        design.kv_caps = np.asarray(caps, dtype=float)
+    req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
+    return cfg, design, req, steps, mixed, eng
+
+
+def _random_case(seed: int):
+    """A small random workload and engine: closed or open loop, lengths, chunking, ordering,
+    buckets, mixed or separate steps, queueing or preemption under a small KV pool."""
+    rng = np.random.default_rng(seed)
+    chunk = int(rng.choice([0, 64, 200]))
+    preempt = chunk > 0 and rng.random() < 0.5
+    ov = [f"workload={'closed_loop' if rng.random() < 0.5 else 'open_loop'}",
+          f"workload.n_requests={int(rng.integers(6, 16))}",
+          f"workload.concurrency={int(rng.integers(1, 6))}",
+          f"workload.arrival_rate={float(rng.uniform(20, 300)):.1f}",
+          f"workload.prompt_len={int(rng.integers(16, 400))}",
+          f"workload.output_len={int(rng.integers(2, 16))}",
+          "workload.prompt_dist.kind=uniform", "workload.prompt_dist.low=8",
+          "workload.prompt_dist.high=400", "workload.output_dist.kind=uniform",
+          "workload.output_dist.low=2", "workload.output_dist.high=40",
+          f"workload.seed={seed}", f"engine.chunk_size={chunk}",
+          f"engine.max_tokens_per_step={int(rng.choice([512, 1024, 8192]))}",
+          f"engine.order={rng.choice(['fcfs', 'sjf'])}",
+          f"engine.mixed_steps={bool(rng.random() < 0.7)}",
+          f"engine.on_kv_full={'preempt' if preempt else 'queue'}",
+          f"engine.kv_block_tokens={int(rng.choice([1, 16, 32]))}",
+          f"engine.kv_mem_fraction={float(rng.choice([0.9, 0.001, 0.0016]))}"]
+    if rng.random() < 0.3:
+        ov.append("engine.batch_buckets=[1,2,4,8]")
+    caps = [[0, 0, 0], [64, 0, 0], [0, 128, 96], [32, 160, 128]][int(rng.integers(0, 4))]
+    return ov, caps
+
+
+EXPLICIT = {   # hand-picked hard paths: preemption under a tiny pool, a static-graph engine
+    "preempt": (["workload=open_loop", "workload.arrival_rate=200", "engine=vllm",
+                 "engine.chunk_size=64", "engine.kv_mem_fraction=0.0015", "engine.order=sjf",
+                 "workload.output_dist.kind=uniform", "workload.output_dist.low=2",
+                 "workload.output_dist.high=40", *SMALL], [0, 0, 0]),
+    "static_graphs": (["workload=closed_loop", "workload.concurrency=6", "engine=sn40l_static",
+                       "hardware=sn40l_node8", *SMALL], [0, 0, 0]),
+}
+CASES = list(range(10)) + list(EXPLICIT)
+
+
+def _case(case):
+    return EXPLICIT[case] if case in EXPLICIT else _random_case(case)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_numba_matches_reference(case):
+    ov, caps = _case(case)
+    try:
+        cfg, design, req, steps, mixed, eng = _run(*ov, caps=caps)
+    except S.Infeasible:
+        pytest.skip("random case does not fit the KV pool")
+    p = S.prepare(cfg, design)
+    ref = reference_serve(design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"],
+                          p["prompt"], p["output"], p["think"])
+    np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref), rtol=1e-9, atol=1e-12)
+
+
+def test_reference_cases_cover_preemption_and_waiting():
+    """The random cases above exercise the hard paths: preemption and KV-bound queueing."""
+    preempted = waited = 0
+    for case in CASES:
+        ov, caps = _case(case)
+        try:
+            _, _, req, steps, _, _ = _run(*ov, caps=caps)
+        except S.Infeasible:
+            continue
+        preempted += req[:, SK.R_PREEMPT].sum() > 0
+        waited += (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).any()
+    assert preempted >= 1 and waited >= 3
+
+
+def test_one_client_is_the_static_batch_of_one():
+    """1 client, closed loop: every decode step is the static batch-1 decode row (same context,
+    CUDA graphs); the prefill is the static prefill row run eagerly (graphs replay decode-only
+    steps): TTFT = static TTFT + one launch per kernel call."""
+    p, o = 2000, 64
+    static = evaluate(compose_cfg(f"workload.prompt_len={p}", f"workload.output_len={o}"))["metrics"]
+    cfg, design, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=1",
+                                         "workload.n_requests=3", f"workload.prompt_len={p}",
+                                         f"workload.output_len={o}")
+    hw = cfg.hardware
+    eager = design.call_rep.sum() * hw.launch_us * 1e-3          # ms: launches a graph removes
+    ttft = (req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]) * 1e3
+    tpot = (req[:, SK.R_DONE] - req[:, SK.R_FIRST]) / (o - 1) * 1e3
+    np.testing.assert_allclose(ttft, static["ttft_ms"] + eager, rtol=1e-12)
+    np.testing.assert_allclose(tpot, static["tpot_ms"], rtol=1e-12)
+    # back to back: each request arrives when the previous one ends
+    np.testing.assert_allclose(req[1:, SK.R_ARRIVAL], req[:-1, SK.R_DONE], rtol=0)
+    *_, req2, _, _, _ = _run("workload=closed_loop", "workload.concurrency=1",
+                             "workload.n_requests=3", f"workload.prompt_len={p}",
+                             f"workload.output_len={o}", "engine.graphs_decode_only=false")
+    np.testing.assert_allclose((req2[:, SK.R_FIRST] - req2[:, SK.R_ARRIVAL]) * 1e3,
+                               static["ttft_ms"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("buckets, padded", [("[1,2,4,8]", 4), ("[]", 3), ("[3,16]", 3)])
+def test_static_buckets_round_the_batch_up(buckets, padded):
+    """3 clients in lockstep (equal requests, admitted together): each decode step costs the
+    kernel's uniform row at the smallest compiled batch >= 3."""
+    p = 500
+    cfg, design, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=3",
+                                         "workload.n_requests=3", f"workload.prompt_len={p}",
+                                         "workload.output_len=6", f"engine.batch_buckets={buckets}")
+    dec = steps[steps[:, SK.T_MIXED] == 0]
+    assert len(dec) == 5 and (dec[:, SK.T_SEQS] == 3).all() and (dec[:, SK.T_PADDED] == padded).all()
+    rows = np.array([[1.0, p + g, padded] for g in range(1, 6)])
+    np.testing.assert_allclose(dec[:, SK.T_DUR], K.simulate(*design.arrays(), rows).sum(1),
+                               rtol=1e-12)
+
+
+def test_kv_memory_caps_concurrency():
+    """A pool of exactly k requests' KV (queue mode reserves prompt + output - 1 tokens each):
+    no more than k run at once, the others wait, and KV held never exceeds the pool."""
+    p, o, k = 1000, 50, 3
+    cfg = compose_cfg("workload=closed_loop")
+    d = build(cfg)
+    per_tok = S.kv_bytes_per_token_chip(d)
+    blocks = math.ceil((p + o - 1) / 32)
+    free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
+    frac = (k + 0.5) * blocks * 32 * per_tok / free_hbm
+    _, _, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=8",
+                                  "workload.n_requests=16", f"workload.prompt_len={p}",
+                                  f"workload.output_len={o}", f"engine.kv_mem_fraction={frac}")
+    assert steps[:, SK.T_SEQS].max() == k
+    assert (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).sum() >= 16 - k
+    assert steps[:, SK.T_RESERVED].max() <= k * blocks * 32
+    assert (steps[:, SK.T_KV] <= steps[:, SK.T_RESERVED]).all()
+
+
+def test_preemption_recomputes_and_finishes_everything():
+    cfg, design, req, steps, _, _ = _run("workload=open_loop", "workload.arrival_rate=500",
+                                         "engine=vllm", "engine.chunk_size=128",
+                                         "engine.kv_mem_fraction=0.002", *SMALL)
+    pool_tokens = np.floor(design.memory["kv_pool_bytes"] / S.kv_bytes_per_token_chip(design) / 16) * 16
+    assert req[:, SK.R_PREEMPT].sum() > 0
+    assert np.isfinite(req[:, SK.R_DONE]).all()
+    assert steps[:, SK.T_RESERVED].max() <= pool_tokens
+    # recomputed prefills: more prefill tokens than prompts
+    assert steps[:, SK.T_PREFILL].sum() > req[:, SK.R_PROMPT].sum()
+
+
+def test_token_accounting_and_breakdown():
+    cfg, design, req, steps, _, _ = _run("workload=open_loop", "workload.arrival_rate=30",
+                                         "engine.chunk_size=256", *SMALL)
+    # every prompt token is prefilled once; every output token comes from a decode step or the
+    # last prefill chunk
+    assert steps[:, SK.T_PREFILL].sum() == req[:, SK.R_PROMPT].sum()
+    assert steps[:, SK.T_DECODE].sum() + len(req) == req[:, SK.R_OUTPUT].sum()
+    assert (steps[:, SK.T_TOKENS] <= cfg.engine.max_tokens_per_step).all()
+    m = S.serving_metrics(cfg, design, req, steps)
+    parts = sum(m[f"tpot_{c}_ms"] for c in K.CAUSES)
+    assert parts == pytest.approx(m["tpot_ms"], rel=1e-9)
+    assert sum(m[f"time_{c}_pct"] for c in K.CAUSES) == pytest.approx(100.0, rel=1e-9)
+    assert m["ttft_p50_ms"] <= m["ttft_p90_ms"] <= m["ttft_p99_ms"]
+
+
+def test_more_bandwidth_never_slower():
+    base = ("workload=closed_loop", "workload.concurrency=8", "workload.n_requests=32",
+            "workload.prompt_len=1024", "workload.output_len=64")
+    slow = evaluate(compose_cfg(*base))["metrics"]
+    fast = evaluate(compose_cfg(*base, "hardware.tiers.0.bandwidth_gb_s=5000"))["metrics"]
+    for key in ("tpot_ms", "e2e_ms", "makespan_s"):
+        assert fast[key] < slow[key]
+    assert fast["tok_s_aggregate"] > slow["tok_s_aggregate"]
+
+
+def test_aggregate_throughput_grows_with_concurrency():
+    tput = [evaluate(compose_cfg("workload=closed_loop", f"workload.concurrency={c}",
+                                 f"workload.n_requests={4 * c}", "workload.prompt_len=512",
+                                 "workload.output_len=128"))["metrics"]["tok_s_aggregate"]
+            for c in (1, 2, 4, 8, 16, 32, 64)]
+    assert all(b > a for a, b in zip(tput, tput[1:])), tput
+
+
+def test_seeded_and_reproducible():
+    ov = ("workload=open_loop", "workload.n_requests=50")
+    a = evaluate(compose_cfg(*ov))["metrics"]
+    b = evaluate(compose_cfg(*ov))["metrics"]
+    c = evaluate(compose_cfg(*ov, "workload.seed=1"))["metrics"]
+    assert a == b and a["ttft_ms"] != c["ttft_ms"]
+
+
+def test_trace_replay():
+    res = evaluate(compose_cfg("workload=trace", "workload.n_requests=40"))
+    assert res["status"] == "ok" and res["metrics"]["n_requests"] == 40
+
+
+def test_static_kind_is_unchanged_by_the_engine_group():
+    a = evaluate(compose_cfg())
+    b = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1"))
+    assert a["metrics"] == b["metrics"] and "serving" not in a
+
+
+@pytest.mark.parametrize("override, status, words", [
+    ("workload.kind=batchy", "invalid", "workload.kind='batchy'"),
+    ("engine.order=random", "invalid", "engine.order='random'"),
+    ("engine.on_kv_full=preempt", "invalid", "engine.chunk_size > 0"),
+    ("workload.arrival_rate=0", "invalid", "workload.arrival_rate=0"),
+    ("workload.prompt_dist.kind=zipf", "invalid", "workload.prompt_dist.kind='zipf'"),
+    ("workload.prompt_dist.kind=fixed workload.prompt_len=9000", "infeasible",
+     "max_tokens_per_step=8192"),
+    ("engine.kv_mem_fraction=0.0001", "infeasible", "KV pool"),
+    ("workload.trace=no/such.csv", "invalid", "workload.trace"),
+])
+def test_bad_serving_input_is_one_line(override, status, words):
+    res = evaluate(compose_cfg("workload=open_loop", "workload.n_requests=8", *override.split()))
+    assert res["status"] == status and words in res["reason"] and "\n" not in res["reason"]
+
+
+def test_validation_rows_tpot_within_target():
+    """The issue's target: TPOT mean absolute percentage error <= 10% on the measured H100 rows
+    (shared/validation), from the same H100 parameters as the papers' GPU claims."""
+    csv = default_csv()
+    if not csv.is_file():
+        pytest.skip(f"{csv} not present")
+    df = run_validation(csv)
+    assert (df["status"] == "ok").all()
+    assert mape(df, "tpot") <= 10.0
+    assert df["tpot_err_pct"].abs().max() <= 20.0
+
+
+def test_validate_cli_accepts_any_csv(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+                   "meta-llama/Llama-3.1-8B-Instruct,trtllm,1.0,bf16,1,512,32,2,50.0,7.0\n")
+    out = subprocess.run([sys.executable, "-m", "framework.cli", "validate", f"csv={csv}",
+                          "--no-track"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "mean absolute percentage error" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "framework.cli", "validate",
+                          f"csv={tmp_path / 'none.csv'}", "--no-track"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "error:" in bad.stdout
+
+
+@pytest.mark.benchmark
+def test_serving_speed_targets():
+    """10,000 requests of 1k in / 512 out in <= 1 s after JIT; Numba >= 100x the reference."""
+    from framework import serving_bench
+    r = serving_bench.measure(compose_cfg())
+    assert r["serve_10k_s"] <= serving_bench.TARGET_S, r
+    assert r["speedup_vs_python"] >= serving_bench.TARGET_SPEEDUP, r
