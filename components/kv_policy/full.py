@@ -1,14 +1,55 @@
-"""Full KV cache: every prompt and generated token is kept and read at every decode step."""
+"""Full KV cache: every prompt and generated token is kept and read at every decode step.
+
+Policy interface (every module in components/kv_policy/ provides it; docs/kv_policies.md):
+  check(pol, model) -> list of one-line problems (ConfigError lines)
+  cached_tokens(pol, prompt_len, generated, model=None) -> tokens stored per sequence
+  kernel_params(pol, model=None) -> {prompt_cap, total_cap, read_cap} (0 = none; the caps
+      framework.kernel.attended_tokens applies: stored = min(min(P, prompt_cap) + t, total_cap),
+      read per decode step = min(stored, read_cap); prefill attends everything)
+  slot_layout(pol) -> "static" (a fixed slot of slot_capacity tokens) | "growing"
+  slot_capacity(pol, model=None) -> tokens of a static slot (0 for growing)
+  read_tokens(pol, model, stored) -> KV token-equivalents read per decode step, layer-averaged
+      (what the caps give, plus what they cannot express: Quest's page metadata, dense layers)
+  decode_overhead_bytes(pol, model, stored) -> extra bytes per decode step (H2O's scores)
+  prefill_overhead(pol, model, prompt_len, kv_bytes, act_bytes) -> {flops, bytes} of selection
+"""
 from __future__ import annotations
 
+from components.kv_policy.cost import NO_COST
 
-def cached_tokens(pol, prompt_len: int, generated: int) -> int:
+
+def check(pol, model) -> list:
+    return []
+
+
+def cached_tokens(pol, prompt_len: int, generated: int, model=None) -> float:
     """Tokens held per sequence after `generated` tokens were produced."""
-    return prompt_len + generated
+    return float(prompt_len + generated)
 
 
-def kernel_params(pol) -> dict:
+def kernel_params(pol, model=None) -> dict:
     """Caps on the KV tokens kept and read (0 = none; framework.kernel.attended_tokens):
     prompt_cap on prompt tokens kept after prefill, total_cap on tokens held, read_cap on tokens
     read per decode step."""
     return {"prompt_cap": 0.0, "total_cap": 0.0, "read_cap": 0.0}
+
+
+def slot_layout(pol) -> str:
+    return "growing"
+
+
+def slot_capacity(pol, model=None) -> float:
+    return 0.0
+
+
+def read_tokens(pol, model, stored: float) -> float:
+    return float(stored)
+
+
+def decode_overhead_bytes(pol, model, stored: float) -> float:
+    return 0.0
+
+
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
+                     act_bytes: float = 2.0) -> dict:
+    return dict(NO_COST)

@@ -41,8 +41,10 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim * kv_bytes
 
 
-def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float) -> List[Op]:
-    """Per-chip operator list for one decode/prefill step of a dense model."""
+def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
+              tokens_per_step: float = 1.0) -> List[Op]:
+    """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
+    whatever the step's tokens: `tokens_per_step` matters only to MoE models)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
     h = m.n_heads // tp
     kvh = kv_heads_per_chip(m.n_kv_heads, tp)
