@@ -1,0 +1,110 @@
+"""`decodelab compare [RUN_ID ...] [--experiment NAME] [--filter EXPR] [--csv FILE]`: selected
+MLflow runs side by side, as a pandas table from `mlflow.search_runs`, printed and saved as CSV.
+
+Runs are chosen by id, or by an MLflow search filter over an experiment (e.g.
+`--filter "tags.status = 'ok' and params.model.name = 'llama3_1_8b'"`); sweep parent runs are left
+out. The table keeps the params that differ between the chosen runs (`--params` names others)
+and the headline metrics (`--metrics` to choose). A few runs print as columns (runs side by
+side), many as rows. The tracker is the default config's (`tracking.uri=...` to change).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import List, Optional
+
+METRICS = ("tpot_ms", "ttft_ms", "tok_s_user", "tok_s_aggregate", "pct_roofline", "mem_hbm_pct")
+SIDE_BY_SIDE = 8          # at most this many runs print as columns
+
+
+def select(uri: str, experiment: str, run_ids: List[str], filter_string: str = "",
+           max_results: int = 10000):
+    """The chosen runs as mlflow.search_runs' DataFrame (one row per run)."""
+    import mlflow
+    from framework import tracking
+    tracking._client(uri)                     # SQLite tuning, as for every tracker access
+    mlflow.set_tracking_uri(uri)
+    if run_ids:
+        quoted = ", ".join(f"'{r}'" for r in run_ids)
+        clause = f"attributes.run_id IN ({quoted})"
+        filter_string = f"{clause} and {filter_string}" if filter_string else clause
+        df = mlflow.search_runs(search_all_experiments=True, filter_string=filter_string,
+                                max_results=max_results)
+    else:
+        df = mlflow.search_runs(experiment_names=[experiment], filter_string=filter_string,
+                                max_results=max_results)
+    if "tags.sweep" in df.columns:
+        df = df[df["tags.sweep"] != "true"]
+    return df
+
+
+def table(df, params: Optional[List[str]] = None, metrics: Optional[List[str]] = None):
+    """Run id, name and status, the params that differ (or those named), the metrics."""
+    import pandas as pd
+    pcols = [c for c in df.columns if c.startswith("params.")]
+    if params:
+        keep_p = [f"params.{p}" for p in params if f"params.{p}" in df.columns]
+    else:
+        keep_p = sorted(c for c in pcols if df[c].astype(str).nunique(dropna=False) > 1
+                        and not c.endswith(".source"))        # citations, not settings
+    mnames = metrics or [m for m in METRICS if f"metrics.{m}" in df.columns]
+    keep_m = [f"metrics.{m}" for m in mnames if f"metrics.{m}" in df.columns]
+    base = [c for c in ("run_id", "tags.mlflow.runName", "tags.status") if c in df.columns]
+    out = df[base + keep_p + keep_m].copy()
+    out.columns = [c.split(".", 1)[1] if c.startswith(("params.", "metrics.")) else
+                   {"tags.mlflow.runName": "name", "tags.status": "status"}.get(c, c)
+                   for c in out.columns]
+    return out.reset_index(drop=True) if isinstance(out, pd.DataFrame) else out
+
+
+def show(t, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    rt = Table(title=title, show_lines=False)
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    if 0 < len(t) <= SIDE_BY_SIDE:                 # runs side by side
+        rt.add_column("")
+        for rid in t["run_id"]:
+            rt.add_column(str(rid)[:8], justify="right")
+        for col in t.columns[1:]:
+            if col != "name":                      # long labels: in the CSV
+                rt.add_row(col, *[fmt(v) for v in t[col]])
+    else:
+        for col in t.columns:
+            rt.add_column(col, justify="right" if t[col].dtype.kind == "f" else "left")
+        for row in t.itertuples(index=False):
+            rt.add_row(*[fmt(v) for v in row])
+    Console().print(rt)
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(prog="decodelab compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("args", nargs="*", metavar="RUN_ID | tracking.KEY=VALUE")
+    ap.add_argument("--experiment", help="experiment name (default: the config's)")
+    ap.add_argument("--filter", default="", help="MLflow search filter, e.g. \"tags.status = 'ok'\"")
+    ap.add_argument("--params", help="comma-separated params to show (default: those that differ)")
+    ap.add_argument("--metrics", help=f"comma-separated metrics (default: {','.join(METRICS)})")
+    ap.add_argument("--csv", default="compare.csv", help="CSV file written (default: compare.csv)")
+    ap.add_argument("--max", type=int, default=10000, help="at most this many runs")
+    a = ap.parse_intermixed_args(argv)
+    from omegaconf import OmegaConf
+    from dataclasses import asdict
+    from framework.schema import TrackingConfig
+    over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
+    tr = {**asdict(TrackingConfig()), **over.get("tracking", {})}
+    run_ids = [x for x in a.args if "=" not in x]
+    try:
+        df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, a.max)
+    except Exception as e:
+        print(f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return 2
+    if df.empty:
+        print("no runs match")
+        return 1
+    t = table(df, a.params.split(",") if a.params else None,
+              a.metrics.split(",") if a.metrics else None)
+    show(t, f"{len(t)} runs ({tr['uri']})")
+    Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
+    t.to_csv(a.csv, index=False)
+    print(f"wrote {a.csv}")
+    return 0

@@ -1,0 +1,157 @@
+"""`decodelab sync [DIR ...] [tracking.uri=... tracking.experiment=...]`: upload the results that
+did not reach the tracker (the server was down, the sweep was interrupted before recording).
+
+Every job of `decodelab`, `decodelab -m` and `decodelab sweep` writes `result.json` in its own
+directory, and a `mlflow_run_id` file beside it once its MLflow run exists. Sync walks DIRs
+(default: outputs/), takes every result.json without that marker and logs it exactly as the
+Hydra callback would (framework/tracking.py), to the tracker named in the result's own config
+unless `tracking.*` overrides are given, then writes the marker. Results of one sweep directory
+go under that sweep's parent run (created now if the tracker never saw it).
+
+Idempotent: a marked result is never sent again, and a result whose config hash is already in a
+finished run of the experiment is only marked (so a crash between logging and marking does not
+double it). A run left unfinished by a tracker that died mid-write (same hash, status RUNNING)
+is deleted and replaced.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from framework.callbacks import RUN_ID_FILE
+
+FILES = ("result.json", "steps.csv", "breakdown.png", "config_resolved.yaml")
+
+
+@dataclass
+class SyncReport:
+    uploaded: int = 0
+    already: int = 0            # marked now: the tracker had them (same config hash)
+    replaced_partial: int = 0
+    skipped_disabled: int = 0
+    failed: int = 0
+    errors: List[str] = field(default_factory=list)
+
+
+def pending(dirs: List[Path]) -> List[Path]:
+    """result.json files under dirs without a mlflow_run_id marker beside them."""
+    out = []
+    for d in dirs:
+        files = [d] if d.is_file() else sorted(d.rglob("result.json"))
+        out.extend(f for f in files if not (f.parent / RUN_ID_FILE).exists())
+    return out
+
+
+def sweep_dir_of(result: Path) -> Optional[Path]:
+    """The sweep directory of a job of a multirun / fast sweep; None for a single run."""
+    d = result.parent.parent
+    if any((d / n).exists() for n in ("multirun.yaml", "sweep.json", "mlflow_parent_run_id")):
+        return d
+    return None
+
+
+def _label(record: dict, result: Path) -> str:
+    from omegaconf import OmegaConf
+    from framework.app import run_label
+    try:
+        return run_label(OmegaConf.create(record["config"]))
+    except Exception:
+        return f"{result.parent.parent.name}/{result.parent.name}"
+
+
+def _tracking(record: dict, overrides: Dict) -> Dict:
+    from dataclasses import asdict
+    from framework.schema import TrackingConfig
+    return {**asdict(TrackingConfig()), **record.get("config", {}).get("tracking", {}), **overrides}
+
+
+def sync(dirs: List[Path], overrides: Optional[Dict] = None) -> SyncReport:
+    from framework.recorder import Recorder
+    rep = SyncReport()
+    groups: Dict[Tuple, List[Tuple[Path, dict]]] = {}
+    for f in pending(dirs):
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            rep.failed += 1
+            rep.errors.append(f"{f}: unreadable ({e})")
+            continue
+        tr = _tracking(rec, overrides or {})
+        if not tr.get("enabled", True):
+            rep.skipped_disabled += 1
+            continue
+        key = (tr["uri"], tr["experiment"], str(sweep_dir_of(f) or ""))
+        groups.setdefault(key, []).append((f, {**rec, "_tracking": tr}))
+    recorded: Dict[Tuple[str, str], Dict[str, str]] = {}
+    for (uri, exp, sweep), items in groups.items():
+        tr = items[0][1]["_tracking"]
+        sweep_dir = Path(sweep) if sweep else None
+        r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
+                     {"kind": "sync"})
+        if (uri, exp) not in recorded:
+            recorded[(uri, exp)] = r.recorded_hashes()
+        done = recorded[(uri, exp)]
+        partial = _partial_runs(r) if r.ok else {}
+        for f, rec in items:
+            if not r.ok:
+                break
+            h = rec.get("config_hash")
+            if h and h in done:
+                (f.parent / RUN_ID_FILE).write_text(done[h])
+                rep.already += 1
+                continue
+            for run_id in partial.get(h, ()):
+                r.client.delete_run(run_id)
+                rep.replaced_partial += 1
+            rec.update(name=_label(rec, f), dir=str(f.parent))
+            run_id = r.record(rec, [str(f.parent / n) for n in FILES if (f.parent / n).is_file()])
+            if run_id:
+                rep.uploaded += 1
+                if h:
+                    done[h] = run_id
+        if sweep_dir is not None:
+            r.finish()
+        if not r.ok:
+            left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
+            rep.failed += left
+            rep.errors.append(f"{uri} ({exp}): {r.error}; {left} results still to upload")
+    return rep
+
+
+def _partial_runs(r) -> Dict[str, List[str]]:
+    """{config hash: run ids} of runs a dead tracker left unfinished."""
+    from framework.tracking import HASH_TAG
+    out: Dict[str, List[str]] = {}
+    try:
+        runs = r.client.search_runs([r.exp], max_results=5000, filter_string=(
+            f"tags.{HASH_TAG} != '' and attributes.status = 'RUNNING'"))
+    except Exception:
+        return out
+    for run in runs:
+        out.setdefault(run.data.tags[HASH_TAG], []).append(run.info.run_id)
+    return out
+
+
+def main(argv: List[str]) -> int:
+    from omegaconf import OmegaConf
+    ap = argparse.ArgumentParser(prog="decodelab sync", description=__doc__.split("\n\n")[0])
+    ap.add_argument("args", nargs="*", metavar="DIR | tracking.KEY=VALUE",
+                    help="directories (default: outputs) and tracking overrides")
+    a = ap.parse_args(argv)
+    dirs = [Path(x) for x in a.args if "=" not in x] or [Path("outputs")]
+    over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
+    bad = [k for k in over if k != "tracking"]
+    if bad or any(not d.exists() for d in dirs):
+        what = ", ".join(bad) if bad else ", ".join(str(d) for d in dirs if not d.exists())
+        print(f"error: {what}: give directories that exist and tracking.KEY=VALUE overrides")
+        return 2
+    rep = sync(dirs, over.get("tracking", {}))
+    print(f"sync: {rep.uploaded} uploaded, {rep.already} already in the tracker (marked), "
+          f"{rep.replaced_partial} unfinished runs replaced, {rep.skipped_disabled} with tracking "
+          f"disabled left alone, {rep.failed} not uploaded")
+    for e in rep.errors:
+        print(f"warning: {e}")
+    return 1 if rep.failed else 0

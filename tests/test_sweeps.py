@@ -1,0 +1,482 @@
+"""Sweeps at scale (issue 7): the fast sweep path, resuming, sync, compare and search, against a
+real MLflow store (SQLite in a temporary directory, or a real `mlflow server` on 127.0.0.1).
+Nothing is mocked; stores are read back with MlflowClient.
+
+Speed targets are benchmarks (`-m benchmark`, skipped in CI): 1,000 designs with MLflow logging,
+and the cold start of `decodelab`. The hypothesis test runs a few hundred configs in CI and
+10,000 with DECODELAB_NIGHTLY=1.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
+                                        "ignore::FutureWarning")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300):
+    e = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200", **(env or {})}
+    e.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run([sys.executable, "-m", "framework.cli", *args], cwd=cwd, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def explain(p) -> str:
+    return f"exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}"
+
+
+def client(uri: str):
+    from framework import tracking
+    return tracking._client(uri)
+
+
+def runs(uri: str, experiment: str = "decodelab"):
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    assert exp is not None, f"no experiment {experiment!r} in {uri}"
+    return c.search_runs([exp.experiment_id], max_results=5000)
+
+
+def split(all_runs):
+    parents = [r for r in all_runs if r.data.tags.get("sweep") == "true"]
+    return parents, [r for r in all_runs if r.data.tags.get("sweep") != "true"]
+
+
+def sqlite_uri(tmp: Path) -> str:
+    return f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
+
+
+def tracking_args(tmp: Path, uri: str | None = None):
+    return [f"tracking.uri={uri or sqlite_uri(tmp)}", f"tracking.artifact_root={tmp / 'art'}"]
+
+
+def sweep(tmp: Path, overrides, jobs: int = 1, target=None):
+    """make_plan + run_sweep in this process (workers are processes when jobs > 1)."""
+    from framework.sweep import run_sweep
+    from framework.sweep_plan import make_plan
+    plan = make_plan(target, [f"hydra.sweep.dir={tmp / 'sweep'}"] + list(overrides))
+    return plan, run_sweep(plan, jobs=jobs, progress=False)
+
+
+def result_dirs(sweep_dir: Path):
+    return sorted((p.parent for p in sweep_dir.glob("*/result.json")),
+                  key=lambda d: int(d.name))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1 in its own process group (killed as a group)."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root, self.port = root, port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self, timeout: float = 120) -> "MlflowServer":
+        import urllib.request
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+               "MLFLOW_DISABLE_TELEMETRY": "true"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
+             str(self.port), "--workers", "1",
+             "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
+             "--artifacts-destination", str(self.root / "server_artifacts")],
+            stdout=open(self.root / "server.log", "a"), stderr=subprocess.STDOUT,
+            start_new_session=True, env=env)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-2000:]
+        raise TimeoutError("mlflow server did not become healthy")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------- the fast path
+
+
+def test_fast_sweep_gives_the_jobs_and_results_of_hydra_multirun(tmp_path):
+    """`decodelab sweep` = `decodelab -m` with the same overrides: same job numbers, configs,
+    config hashes and metrics, from a sweep file plus command-line sweeps."""
+    args = ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,8", "tracking=off",
+            "quiet=true"]
+    hydra = cli(tmp_path, "-m", "--config-dir", str(ROOT / "sweeps"), "--config-name",
+                "c1_gpu_bandwidth", *args)
+    assert hydra.returncode == 0, explain(hydra)
+    (mdir,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
+    plan, out = sweep(tmp_path, args, target="c1_gpu_bandwidth")
+    assert len(plan.jobs) == 8 and out.counts()["ok"] == 8
+    for d in result_dirs(out.sweep_dir):
+        fast = json.loads((d / "result.json").read_text())
+        ref = json.loads((mdir / d.name / "result.json").read_text())
+        assert fast["config"] == ref["config"], d.name
+        assert fast["config_hash"] == ref["config_hash"]
+        assert fast["metrics"] == pytest.approx(ref["metrics"], rel=1e-12)
+    # the sweep file's params (model, hardware, TP 1,8 ...) with the command line winning
+    assert plan.jobs[0][:3] == ["model=llama3_2_1b", "hardware=dgx_h100",
+                                "hardware.tensor_parallel=1"]
+
+
+@pytest.mark.slow
+def test_500_designs_4_workers_one_store(tmp_path):
+    """500 designs evaluated by 4 worker processes, recorded in one SQLite store: every design
+    exactly once, each under the sweep's parent, with the callback's params/metrics/tags."""
+    overrides = ["model=llama3_2_1b,llama3_2_3b,llama3_1_8b,llama2_7b,qwen2_5_0_5b",
+                 "workload.batch_size=1,2,4,8,16,32,64,128,256,512",
+                 "workload.prompt_len=128,512,1024,2048,3968,8192,16384,32768,65536,131072",
+                 *tracking_args(tmp_path)]
+    plan, out = sweep(tmp_path, overrides, jobs=4)
+    assert len(plan.jobs) == 500 and not out.tracker_error and out.recorded == 500
+    parents, children = split(runs(sqlite_uri(tmp_path)))
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.metrics["n_designs"] == 500
+    assert len(children) == 500                                            # none lost
+    hashes = [c.data.tags["config_hash"] for c in children]
+    assert len(set(hashes)) == 500                                         # none doubled
+    assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
+    assert all(c.info.status == "FINISHED" for c in children)
+    dirs = result_dirs(out.sweep_dir)
+    assert [int(d.name) for d in dirs] == list(range(500))
+    by_id = {c.info.run_id: c for c in children}
+    statuses = set()
+    for d in dirs:
+        rec = json.loads((d / "result.json").read_text())
+        run = by_id[(d / "mlflow_run_id").read_text().strip()]
+        assert run.data.tags["config_hash"] == rec["config_hash"]
+        assert run.data.tags["status"] == rec["status"]
+        statuses.add(rec["status"])
+        if rec["status"] == "ok":
+            assert run.data.metrics["tpot_ms"] == pytest.approx(rec["metrics"]["tpot_ms"])
+        assert run.data.params["workload.batch_size"] == str(
+            rec["config"]["workload"]["batch_size"])
+    assert statuses == {"ok", "infeasible"}      # long prompts overflow max_context or memory
+    summary = (out.sweep_dir / "summary.csv").read_text().splitlines()
+    assert len(summary) == 501
+
+
+# --------------------------------------------------------------------------- no lost results
+
+
+@pytest.mark.slow
+def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
+    """A real MLflow server dies mid-sweep: the sweep completes, every result is on disk, and
+    `decodelab sync` uploads the rest afterwards, once (a second sync uploads nothing)."""
+    server = MlflowServer(tmp_path, free_port()).start()
+    n = 30
+    args = ["sweep", "model=llama3_2_1b,llama3_1_8b,qwen2_5_0_5b", "workload.batch_size=range(1,11)",
+            f"tracking.uri={server.uri}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "-j", "1", "-q"]
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200", **FAIL_FAST}
+    proc = subprocess.Popen([sys.executable, "-m", "framework.cli", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while len(list((tmp_path / "sweep").glob("*/mlflow_run_id"))) < 5:
+            assert proc.poll() is None and time.monotonic() - t0 < 180, proc.communicate()
+            time.sleep(0.02)
+        server.kill()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        server.kill()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, f"{out}\n{err}"
+    dirs = result_dirs(tmp_path / "sweep")
+    assert len(dirs) == n                                  # all results on disk
+    marked = [d for d in dirs if (d / "mlflow_run_id").exists()]
+    assert 5 <= len(marked) < n, len(marked)
+    assert "did not reach the tracker" in out and "decodelab sync" in out
+
+    server.start()
+    try:
+        s1 = cli(tmp_path, "sync", str(tmp_path / "sweep"), env=FAIL_FAST)
+        assert s1.returncode == 0, explain(s1)
+        assert re.search(rf"\b{n - len(marked)} uploaded", s1.stdout), s1.stdout
+        s2 = cli(tmp_path, "sync", str(tmp_path / "sweep"), env=FAIL_FAST)
+        assert s2.returncode == 0 and "0 uploaded" in s2.stdout, explain(s2)
+        parents, children = split(runs(server.uri))
+    finally:
+        server.kill()
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"   # the sweep's own parent
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert len(finished) == n
+    assert len({c.data.tags["config_hash"] for c in finished}) == n
+    assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in finished)
+    assert all((d / "mlflow_run_id").exists() for d in dirs)
+
+
+@pytest.mark.slow
+def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
+    """Ctrl-C stops a sweep; the same command again evaluates only what is not recorded; then
+    `decodelab -m` over a superset skips the recorded designs too."""
+    args = ["sweep", "model=llama3_2_1b,llama3_1_8b", "workload.batch_size=range(1,21)",
+            *tracking_args(tmp_path), f"hydra.sweep.dir={tmp_path / 'sweep'}", "-j", "2", "-q"]
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "framework.cli", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while len(list((tmp_path / "sweep").glob("*/mlflow_run_id"))) < 5:
+        assert proc.poll() is None and time.monotonic() - t0 < 180, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, f"{out}\n{err}"
+    assert "interrupted" in out and "Traceback" not in err, err
+    first = len(split(runs(sqlite_uri(tmp_path)))[1])
+    assert 5 <= first < 40
+
+    again = cli(tmp_path, *args)
+    assert again.returncode == 0, explain(again)
+    assert f"{first} designs already recorded" in again.stdout
+    rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
+    assert len(rows) - 1 == 40 - first                     # only the missing ones ran
+    parents, children = split(runs(sqlite_uri(tmp_path)))
+    assert len(parents) == 1                               # the same sweep directory: one parent
+    first_parent = parents[0].info.run_id
+    assert len(children) == 40 and len({c.data.tags["config_hash"] for c in children}) == 40
+
+    # plain Hydra multirun: jobs already recorded are skipped by the job itself
+    m = cli(tmp_path, "-m", "model=llama3_2_1b", "workload.batch_size=1,2,21",
+            *tracking_args(tmp_path))
+    assert m.returncode == 0, explain(m)
+    parents, children = split(runs(sqlite_uri(tmp_path)))
+    assert len(children) == 41 and len(parents) == 2
+    assert len({c.data.tags["config_hash"] for c in children}) == 41
+    (b31,) = [c for c in children if c.data.params["workload.batch_size"] == "21"]
+    assert b31.data.tags["mlflow.parentRunId"] != first_parent
+    assert m.stdout.count("already recorded") == 2
+
+
+def test_tracking_off_writes_results_and_no_store(tmp_path):
+    plan, out = sweep(tmp_path, ["model=llama3_2_1b", "workload.batch_size=1,2,3", "tracking=off"])
+    assert out.counts()["ok"] == 3 and not out.tracking
+    assert len(result_dirs(out.sweep_dir)) == 3
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()
+    assert not list(out.sweep_dir.glob("*/mlflow_run_id"))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_sweep_input_is_one_line_before_anything_runs(tmp_path):
+    r = cli(tmp_path, "sweep", "model=llama3_2_1b,no_such_model", "tracking=off")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, explain(r)
+    assert "error: model='no_such_model' is not one of:" in r.stderr and "llama3_1_8b" in r.stderr
+    r = cli(tmp_path, "sweep", "workload.batch_size=1,eight", "model.n_kv_head=8", "tracking=off")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, explain(r)
+    assert "workload.batch_size=eight" in r.stderr and "could not be converted to Integer" in r.stderr
+    assert "model.n_kv_head=8" in r.stderr and "n_kv_head" in r.stderr
+    r = cli(tmp_path, "sweep", "no_such_sweep", "tracking=off")
+    assert r.returncode == 2 and "c1_gpu_bandwidth" in r.stderr, explain(r)
+    assert not (tmp_path / "outputs").exists()
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_puts_runs_side_by_side_and_exports_csv(tmp_path):
+    import pandas as pd
+    plan, out = sweep(tmp_path, ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,4",
+                                 *tracking_args(tmp_path)])
+    ids = [r["run_id"] for r in out.records]
+    from framework.compare import main
+    csv = tmp_path / "cmp.csv"
+    assert main([*ids[:2], f"tracking.uri={sqlite_uri(tmp_path)}", "--csv", str(csv)]) == 0
+    df = pd.read_csv(csv)
+    assert list(df["run_id"]) == sorted(ids[:2]) or set(df["run_id"]) == set(ids[:2])
+    assert "workload.batch_size" in df.columns and "model.name" not in df.columns  # differs only
+    assert {"tpot_ms", "tok_s_aggregate", "status"} <= set(df.columns)
+    assert main([f"tracking.uri={sqlite_uri(tmp_path)}", "--filter",
+                 "params.model.name = 'llama3_1_8b'", "--csv", str(csv)]) == 0
+    df = pd.read_csv(csv)
+    assert len(df) == 2 and sorted(df["workload.batch_size"]) == [1, 4]
+    ok = {r["run_id"]: r["metrics"]["tpot_ms"] for r in out.records}
+    for rid, tpot in zip(df["run_id"], df["tpot_ms"]):
+        assert tpot == pytest.approx(ok[rid])
+
+
+# --------------------------------------------------------------------------- search
+
+
+def test_search_pareto_front_seeded_and_logged(tmp_path, monkeypatch):
+    pytest.importorskip("optuna")
+    monkeypatch.chdir(tmp_path)
+    from framework.search import (load_space, log_search, pareto, run_search,
+                                  write_outputs_of)
+    space = load_space("llama70b_throughput_latency")
+    args = dict(trials=25, seed=3, sampler="tpe")
+    a = run_search(space, ["tracking=off"], out_dir=tmp_path / "a", progress=False, **args)
+    b = run_search(space, tracking_args(tmp_path), out_dir=tmp_path / "b", progress=False,
+                   **args)
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("_record", "run_id")}  # noqa
+                          for r in rows]
+    assert strip(a["rows"]) == strip(b["rows"])            # seeded: the same trials
+    rows = b["rows"]
+    assert len(rows) == 25
+    pruned = [r for r in rows if r["status"] != "ok"]
+    assert pruned and all(r["reason"] for r in pruned)    # e.g. 70B BF16 on too few chips
+    states = {t.number: t.state.name for t in b["study"].trials}
+    assert all(states[r["trial"]] == "PRUNED" for r in pruned)
+    feasible = [r for r in rows if r.get("feasible")]
+    assert all(r["tpot_ms"] <= 50 for r in feasible)
+    front = b["front"]
+    assert front and set(pareto([[r["tok_s_aggregate"], r["tpot_ms"]] for r in front],
+                                ["maximize", "minimize"])) == set(range(len(front)))
+    for r in feasible:                                     # nothing feasible dominates the front
+        assert not any(r["tok_s_aggregate"] > f["tok_s_aggregate"] and r["tpot_ms"] < f["tpot_ms"]
+                       for f in front)
+    artifacts = write_outputs_of(b)
+    assert log_search(b, space, artifacts, 3, "tpe", 25) is None
+    parents, children = split(runs(sqlite_uri(tmp_path)))
+    (parent,) = parents
+    assert parent.data.tags["kind"] == "search" and parent.data.metrics["n_trials"] == 25
+    assert parent.data.metrics["n_pruned"] == len(pruned)
+    assert len(children) == len(front) == parent.data.metrics["n_pareto"]
+    names = {f.path for f in client(sqlite_uri(tmp_path)).list_artifacts(parent.info.run_id)}
+    assert {"pareto.csv", "pareto.png", "trials.csv"} <= names
+
+
+# --------------------------------------------------------------------------- generated configs
+
+
+NIGHTLY = os.environ.get("DECODELAB_NIGHTLY") == "1"
+FIELD = re.compile(r"\b[a-z_]+\.[a-z_0-9.]+")
+
+
+@pytest.fixture(scope="module")
+def composer():
+    from framework import sweep_plan as SP
+    src = SP.Source(None, "config", ())
+    ctx = SP.hydra_context(src)
+    loader = ctx.__enter__()
+    yield SP.Composer(src, loader)
+    ctx.__exit__(None, None, None)
+
+
+def _options(group):
+    return sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml"))
+
+
+def test_generated_configs_fail_only_with_clear_messages(composer):
+    """Random designs (valid and invalid values, wrong types): every result is ok with finite
+    metrics, infeasible with a reason, or invalid with a message naming the field."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from framework import sweep_plan as SP
+
+    ints = st.one_of(st.integers(-4, 8), st.sampled_from([16, 128, 4096, 131072, 10**7]))
+    value = {
+        "workload.batch_size": ints, "workload.prompt_len": ints, "workload.output_len": ints,
+        "workload.weight_dtype": st.sampled_from(["bf16", "fp8", "int4", "fp16", "fp7", "eight"]),
+        "workload.kv_dtype": st.sampled_from(["bf16", "fp8", "int8", "nope"]),
+        "hardware.tensor_parallel": st.sampled_from([0, 1, 2, 3, 4, 8, 16, 64]),
+        "hardware.n_chips": st.sampled_from([1, 2, 8, 16, -1]),
+        "speculative.k": st.integers(-1, 12),
+        "speculative.acceptance": st.one_of(st.floats(-0.5, 1.5), st.just(float("nan"))),
+        "kv_policy.budget": st.sampled_from([0, 64, 512, 2048, -5]),
+        "optimizations.kernel_looping": st.sampled_from(["true", "false", "maybe"]),
+        "optimizations.fusion": st.sampled_from(["auto", "none", "layer", "bogus"]),
+    }
+    names = ("model", "hardware", "kv_policy", "optimizations", "speculative")
+    if NIGHTLY:       # any choice of components (each new choice costs a Hydra composition)
+        choice = st.tuples(*[st.sampled_from(_options(g)) for g in names])
+    else:             # CI: a fixed sample of 16 choices, composed once each
+        import random
+        rnd = random.Random(7)
+        choice = st.sampled_from([tuple(rnd.choice(_options(g)) for g in names)
+                                  for _ in range(16)])
+
+    @st.composite
+    def job(draw):
+        j = [f"{g}={v}" for g, v in zip(names, draw(choice))]
+        keys = draw(st.lists(st.sampled_from(sorted(value)), unique=True, max_size=5))
+        return j + [f"{k}={draw(value[k])}" for k in keys]
+
+    seen = {}
+
+    examples = int(os.environ.get("DECODELAB_HYPOTHESIS_EXAMPLES", 10_000 if NIGHTLY else 250))
+
+    @settings(max_examples=examples, deadline=None, derandomize=not NIGHTLY,
+              suppress_health_check=list(HealthCheck))
+    @given(job())
+    def check(j):
+        cfg, cfg_dict, name, error = SP.prepare(composer, j)
+        res = SP.run(cfg, error)
+        seen[res["status"]] = seen.get(res["status"], 0) + 1
+        assert res["status"] in ("ok", "infeasible", "invalid"), (j, res["reason"],
+                                                                 res.get("traceback"))
+        if res["status"] == "ok":
+            m = res["metrics"]
+            assert all(math.isfinite(v) for v in m.values()), (j, m)
+            assert m["tpot_ms"] > 0 and m["tok_s_aggregate"] > 0, (j, m)
+        else:
+            lines = res["reason"].splitlines()
+            assert lines and all(line.strip() for line in lines), (j, res)
+            assert "Traceback" not in res["reason"], (j, res)
+            if res["status"] == "invalid":
+                assert all(FIELD.search(line) for line in lines), (j, res["reason"])
+
+    check()
+    assert {"ok", "infeasible", "invalid"} <= set(seen), seen
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+@pytest.mark.benchmark
+def test_benchmark_1000_designs_with_mlflow(tmp_path):
+    """Target: 1,000 designs including MLflow logging <= 60 s on a 2-core machine."""
+    t0 = time.perf_counter()
+    r = cli(tmp_path, "sweep", "scale/bench_1000", "-q", *tracking_args(tmp_path), timeout=900)
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, explain(r)
+    n = len(split(runs(sqlite_uri(tmp_path)))[1])
+    print(f"\n1000-design sweep with MLflow: {wall:.1f} s wall ({n} runs)")
+    assert n == 1000
+    assert wall <= 60.0, f"{wall:.1f} s"
+
+
+@pytest.mark.benchmark
+def test_benchmark_cold_start(tmp_path):
+    """Target: a real `decodelab` run (warm Numba cache) in <= 2 s. The first run warms the
+    cache and creates the store; the best of three runs after it is reported."""
+    cli(tmp_path, "tracking=off", "quiet=true")
+    times = {}
+    for label, args in (("tracking=off", ["tracking=off"]), ("sqlite store", [])):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            r = cli(tmp_path, *args, "quiet=true")
+            best = min(best, time.perf_counter() - t0)
+            assert r.returncode == 0, explain(r)
+        times[label] = best
+    print("\ncold start: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+    assert times["tracking=off"] <= 2.0, times
