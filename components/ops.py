@@ -25,6 +25,8 @@ class Op:
     repeat: int = 1                # invocations per step (decoder layers for `layer` ops)
     weight_bytes: float = 0.0      # per invocation, per chip
     weight_tier: str = "hbm"       # set by memory placement
+    resident_bytes: float = -1.0   # weights held per invocation when they differ from those read per
+                                   # step (MoE: every expert is stored, the activated ones are read); -1: same
     flops_per_token: float = 0.0
     act_bytes_per_token: float = 0.0   # activations read + written through memory
     kv_read_per_ctx: float = 0.0       # KV bytes read per context token per sequence

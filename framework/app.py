@@ -19,8 +19,16 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 def run_label(cfg) -> str:
     w = cfg.workload
+    c = getattr(cfg, "coe", None)
+    if c is not None and c.enabled:        # Composition of Experts (framework/coe.py)
+        return (f"coe {c.n_experts} x {c.expert.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel}"
+                f" | {cfg.optimizations.name} | b{c.batch_size} {c.prompt_len}+{c.output_len}")
+    load = f"b{w.batch_size}"
+    if w.get("kind", "static") != "static":      # serving: clients or arrival rate, and engine
+        load = (f"{cfg.engine.name} c{w.concurrency}" if w.kind == "closed_loop" else
+                f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}")
     return (f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
-            f"{cfg.kv_policy.name} | {cfg.optimizations.name} | b{w.batch_size} "
+            f"{cfg.kv_policy.name} | {cfg.optimizations.name} | {load} "
             f"{w.prompt_len}+{w.output_len}")
 
 
@@ -41,6 +49,13 @@ def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def job(cfg: DictConfig) -> Dict[str, Any]:
     hc = HydraConfig.get()
+    if str(hc.mode) == "RunMode.MULTIRUN":
+        from framework.callbacks import recorded_run
+        done = recorded_run(cfg, Path(hc.sweep.dir))   # resuming: this design is in the tracker
+        if done:
+            if not cfg.quiet:
+                print(f"{run_label(cfg)}: already recorded (MLflow run {done}), skipped")
+            return {"skipped": done}
     ret = run_design(cfg, Path(hc.runtime.output_dir))
     res = ret.pop("res")
     if not cfg.quiet:

@@ -61,6 +61,10 @@ def main(overrides: List[str]) -> int:
     t.add_row("decode step, one call (with dispatch)", f"{r['step_us_single_call']:.2f} us", "<= 20 us")
     t.add_row("pure-Python reference step", f"{r['reference_step_us']:.1f} us", "")
     t.add_row("Numba speedup over Python", f"{r['speedup_vs_python']:.0f}x", ">= 100x")
+    from framework import serving_bench
+    serving_rows, serving_ok = serving_bench.rows(serving_bench.measure(cfg))
+    for row in serving_rows:
+        t.add_row(*row)
     Console().print(t)
-    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0
+    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0 and serving_ok
     return 0 if ok else 1

@@ -13,6 +13,7 @@ from components.models import ARCHITECTURES
 from components.ops import Op
 from components.placement import place
 from framework import kernel as K
+from framework import kv_costs
 from framework.validate import DTYPE_BYTES, ConfigError, check_config, check_feasible
 
 
@@ -38,6 +39,13 @@ class Design:
     hbm_bw_total: float             # bytes/s over the tensor-parallel group
     kv_caps: np.ndarray             # KV-policy caps (kernel.P_*), applied to step rows
     notes: List[str] = field(default_factory=list)
+    # KV policy and layer-kind costs beyond the caps (framework/kv_costs.py)
+    kv_read_model: Optional[np.ndarray] = None      # kv_costs.R_*: decode rows' attended tokens
+    kv_prefill_s: np.ndarray = field(default_factory=lambda: np.zeros(len(K.CAUSES)))  # per sequence
+    max_batch: int = 0                              # sequences whose KV slot fits HBM after weights
+    kv_slot_bytes_chip: float = 0.0                 # one sequence's KV slot, per chip
+    kv_slot_bytes_model: float = 0.0                # one sequence's KV slot, whole model
+    weights_chip: float = 0.0                       # weight bytes held per chip
 
     def arrays(self):
         return (self.op_call, self.op_w, self.op_lin, self.call_rep, self.call_cost,
@@ -69,20 +77,29 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     execution = _lookup(EXECUTION_MODELS, "hardware.execution", hw.execution)
     tp = hw.tensor_parallel
     wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
+    kv_costs.check_policy(policy, cfg.kv_policy, m)
 
-    ops = arch.build_ops(m, tp, wb, ab, kb)
+    ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size)
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 
     # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
     params = arch.param_counts(m)
-    w_chip = sum(op.weight_bytes * op.repeat for op in ops)
+    w_chip = sum((op.resident_bytes if op.resident_bytes >= 0 else op.weight_bytes) * op.repeat
+                 for op in ops)               # MoE: every expert is held, the activated ones read
     if not m.tied_embeddings:                   # tied: the lm_head op reads the shared table
         w_chip += params["embed"] / tp * wb
     kv_tok_chip = sum(op.kv_write_per_token * op.repeat for op in ops)
-    max_cached = policy.cached_tokens(cfg.kv_policy, w.prompt_len, w.output_len)
-    mem = place(hw.tiers, w_chip, w.batch_size * max_cached * kv_tok_chip)
+    rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
+    slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
+    max_cached = kv_costs.memory_fraction(slot, rm)   # layer-averaged tokens one sequence holds
+    kv_need = w.batch_size * max_cached * kv_tok_chip
+    if getattr(w, "kind", "static") != "static":   # serving: the engine's KV pool; admission decides
+        from framework.serving import kv_pool_bytes
+        kv_need = kv_pool_bytes(cfg, hw.tiers, w_chip)
+    mem = place(hw.tiers, w_chip, kv_need)
+    mem["kv_pool_bytes"] = kv_need
 
     tier_names = [t.name for t in hw.tiers]
     n_t = len(tier_names)
@@ -97,7 +114,7 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     for c, call in enumerate(calls):
         call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],
                         call["fill_once"], 1.0 if call["overlap_link"] else 0.0)
-    pk = policy.kernel_params(cfg.kv_policy)
+    pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
     hwv[K.H_BW_EFF_MAX] = hw.bw_eff_max
@@ -115,10 +132,16 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         tier_bw=np.array([t.bandwidth_gb_s * 1e9 for t in hw.tiers]),
         kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops, calls=calls,
         tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
-        weight_bytes_streamed=(params["total"] - (0 if m.tied_embeddings else params["embed"])) * wb,
+        weight_bytes_streamed=(arch.streamed_params(m, w.batch_size) if hasattr(arch, "streamed_params")
+                               else params["total"] - (0 if m.tied_embeddings else params["embed"])) * wb,
         calls_per_step=float(sum(1 if c["launch_once"] or c["fill_once"] else c["repeat"]
                                  for c in calls)),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9,
         kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),
-        notes=notes)
+        notes=notes, kv_read_model=rm, max_batch=kv_costs.max_batch(
+            hbm.capacity_gib * kv_costs.GIB, w_chip, max_cached * kv_tok_chip),
+        kv_slot_bytes_chip=max_cached * kv_tok_chip, weights_chip=w_chip,
+        kv_slot_bytes_model=max_cached * arch.kv_bytes_per_token(m, kb),
+        kv_prefill_s=kv_costs.prefill_seconds(policy, cfg.kv_policy, m, w.prompt_len, tp, hw,
+                                              hwv[K.H_PEAK_FLOPS], hbm.bandwidth_gb_s * 1e9, kb, ab))

@@ -5,9 +5,10 @@ under the joblib launcher) logs them. If the tracker is unreachable the job's re
 on disk without a `mlflow_run_id` file next to it, so nothing is lost."""
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
@@ -18,6 +19,17 @@ from framework import tracking
 log = logging.getLogger(__name__)
 PARENT_FILE = "mlflow_parent_run_id"
 RUN_ID_FILE = "mlflow_run_id"
+RECORDED_FILE = "recorded.json"    # {config hash: run id} of the designs already in the tracker
+
+
+def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
+    """The MLflow run that already holds this design (same config hash), if the sweep resumes."""
+    f = sweep_dir / RECORDED_FILE
+    if not (cfg.tracking.enabled and cfg.tracking.get("resume", True) and f.is_file()):
+        return None
+    from omegaconf import OmegaConf
+    from framework.report import config_hash
+    return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
 class MLflowCallback(Callback):
@@ -38,6 +50,11 @@ class MLflowCallback(Callback):
                              "overrides": overrides[:5000], "git_commit": tracking.git_commit()})
         if run_id:
             (sweep_dir / PARENT_FILE).write_text(run_id)
+        if config.tracking.get("resume", True):
+            # designs already recorded (by config hash), read by each job: resuming a sweep
+            done = self._safe(tracking.recorded_hashes, config.tracking)
+            if done:
+                (sweep_dir / RECORDED_FILE).write_text(json.dumps(done))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not config.tracking.enabled:

@@ -16,6 +16,8 @@ jobs, and its `claim:` block says which figures to compute from the jobs' metric
           # or ratio: {num: {speculative: draft}, den: {speculative: none}}: jobs paired on
           # every other override
           reduce: max                    # mean (default) | geomean | max | min over jobs/pairs
+          times: {metric: spec_tokens_per_round, where: {speculative: mtp}}  # optional: the value
+          # times the mean of another metric over the jobs `where` matches (a factor the paper applies)
           published: 1042                # a number (pass within tolerance) or [lo, hi]
           tolerance: 0.15
 """
@@ -84,7 +86,15 @@ def figure_value(fig: dict, jobs: List[Dict[str, str]], results: List[dict]) -> 
         values = [r["metrics"][metric] for j, r in pool if r["status"] == "ok"]
     if not values:
         return None
-    return REDUCERS[fig.get("reduce", "mean")](values)
+    value = REDUCERS[fig.get("reduce", "mean")](values)
+    times = fig.get("times")
+    if times:
+        factors = [r["metrics"][times["metric"]] for j, r in zip(jobs, results)
+                   if _matches(j, times.get("where")) and r["status"] == "ok"]
+        if not factors:
+            return None
+        value *= sum(factors) / len(factors)
+    return value
 
 
 def judge(fig: dict, value: Optional[float]) -> Tuple[str, bool, Optional[float]]:

@@ -8,6 +8,14 @@ import sys
 SUBCOMMANDS = {
     "bench": ("framework.bench", "main", "time one decode-step evaluation and the Numba speedup"),
     "claims": ("framework.claims", "main", "run the claim sweeps in sweeps/ and compare with the papers"),
+    "fidelity": ("framework.fidelity.report", "main", "KV-policy accuracy on a real small model (SmolLM2-135M): passkey + text"),
+    "coe-plot": ("framework.coe", "main", "Composition of Experts: latency vs number of experts per platform"),
+    "validate": ("framework.serving_validate", "main", "serving simulation vs measured TTFT/TPOT (csv=PATH)"),
+    "sweep": ("framework.sweep", "main", "fast in-process sweep of a sweeps/ file or overrides (-j workers)"),
+    "search": ("framework.search", "main", "multi-objective design-space search (Optuna) over a space YAML"),
+    "sync": ("framework.sync", "main", "upload results that did not reach the tracker (idempotent)"),
+    "compare": ("framework.compare", "main", "put MLflow runs side by side; export CSV"),
+    "kvplot": ("framework.kvplot", "main", "KV-policy trade-off plot + CSV of a sweep's results (DIR)"),
 }
 
 

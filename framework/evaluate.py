@@ -14,6 +14,7 @@ from omegaconf.errors import MissingMandatoryValue
 from components import speculative as spec
 from components.placement import GIB
 from framework import kernel as K
+from framework import kv_costs
 from framework.build import Design, build
 from framework.validate import ConfigError, Infeasible
 
@@ -30,8 +31,8 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
     # Dataflow paper Eq. 3: roofline tok/s = samples * HBM_bw / (weights + KV_per_sample * samples),
     # with the weights every step streams (the embedding table is only gathered by row) and the
     # KV of a sample at its mean decode context.
-    kv_per_sample = design.kv_bytes_per_token * K.attended_tokens(
-        float(w.prompt_len), mean_ctx, design.kv_caps)
+    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(
+        design, float(w.prompt_len), mean_ctx)
     w_bytes = design.weight_bytes_streamed
     roofline_tok_s = b * design.hbm_bw_total / (w_bytes + kv_per_sample * b)
     agg = b / tpot
@@ -54,6 +55,7 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
     for name, used in memory["used"].items():
         res[f"mem_{name}_gib"] = used / GIB
         res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]
+    res.update(kv_costs.policy_metrics(design, b, ttft))   # max_batch, KV slot, selection time
     return res
 
 
@@ -93,10 +95,11 @@ def _speculative(cfg, design: Design, keep_steps: bool) -> Dict[str, Any]:
     verify = np.stack([np.full(rounds, s.k + 1.0), ctx0 + s.k + 1, np.full(rounds, w.batch_size)], 1)
     drafting = np.stack([np.ones(rounds * s.k), (ctx0[:, None] + 1 + np.arange(s.k)).ravel(),
                          np.full(rounds * s.k, w.batch_size)], 1)
-    verify = K.apply_caps(verify, w.prompt_len, design.kv_caps)
-    drafting = K.apply_caps(drafting, w.prompt_len, draft.kv_caps)
+    verify = kv_costs.attended_rows(verify, w.prompt_len, design)
+    drafting = kv_costs.attended_rows(drafting, w.prompt_len, draft)
     pre = K.request_steps(w.batch_size, w.prompt_len, 2)[:1]
     t_pre = K.simulate(*design.arrays(), pre)[0] + K.simulate(*draft.arrays(), pre)[0]
+    t_pre = t_pre + w.batch_size * design.kv_prefill_s    # KV-policy selection at prefill
     t_ver = K.simulate(*design.arrays(), verify)
     t_dra = K.simulate(*draft.arrays(), drafting).reshape(rounds, s.k, len(K.CAUSES)).sum(1)
     per_round = t_ver + t_dra
@@ -113,9 +116,17 @@ def _speculative(cfg, design: Design, keep_steps: bool) -> Dict[str, Any]:
 
 def evaluate(cfg, keep_steps: bool = True) -> Dict[str, Any]:
     """Run one design. Returns {status, reason, metrics, notes, steps (rows x causes), ...}."""
+    if getattr(cfg, "coe", None) is not None and cfg.coe.enabled:   # Composition of Experts
+        from framework.coe import evaluate_coe
+        return evaluate_coe(cfg, keep_steps)
     try:
+        cfg = kv_costs.resolve_batch(cfg)       # workload.batch_fill: the largest batch that fits
         spec_on = cfg.speculative.enabled
-        design = build(cfg, host_round_trip_steps=cfg.speculative.k + 1 if spec_on else None)
+        trip = max(cfg.speculative.k, 0) + 1 if spec_on else None   # k < 1: invalid, below
+        design = build(cfg, host_round_trip_steps=trip)
+        if getattr(cfg.workload, "kind", "static") != "static":   # serving: framework/serving.py
+            from framework.serving import evaluate_serving
+            return evaluate_serving(cfg, design, keep_steps)
         if spec_on:
             return _speculative(cfg, design, keep_steps)
     except (ConfigError, MissingMandatoryValue) as e:
@@ -124,8 +135,10 @@ def evaluate(cfg, keep_steps: bool = True) -> Dict[str, Any]:
     except Infeasible as e:
         return {"status": "infeasible", "reason": str(e), "metrics": {}, "notes": []}
     w = cfg.workload
-    steps = K.request_steps(w.batch_size, w.prompt_len, w.output_len, design.kv_caps)
+    steps = kv_costs.attended_rows(K.request_steps(w.batch_size, w.prompt_len, w.output_len),
+                                   w.prompt_len, design)   # KV policy, layer kinds (kv_costs.py)
     out = K.simulate(*design.arrays(), steps)
+    out[0] += w.batch_size * design.kv_prefill_s         # KV-policy selection at prefill (TTFT)
     m = metrics(cfg, design, out[0], out[1:].sum(0), w.output_len - 1.0,
                 w.prompt_len + w.output_len / 2.0, design.memory)
     res = {"status": "ok", "reason": "", "metrics": m, "notes": list(design.notes)}

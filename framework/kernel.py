@@ -14,6 +14,10 @@ Inputs (all per chip of one tensor-parallel replica):
                     steps. The KV policy is applied by the caller (`attended_tokens`): the
                     kernel reads and attends exactly the tokens a row names.
 Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
+
+`step_core` is the cost of one step from its aggregates (tokens through the token GEMMs, KV
+tokens read and causal query-key pairs summed over the step's sequences); `step_time` (uniform
+rows) and the serving scheduler (framework/serving_kernel.py: fused prefill + decode steps) call it.
 """
 from __future__ import annotations
 
@@ -49,9 +53,13 @@ def _eff(x, eff_max, half):
 
 
 @njit(cache=True)
-def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok, ctx, seqs, acc_bytes, acc_flops, acc_link, out_row):
-    """Time of one step (every sequence adds q_tok tokens and attends `ctx` KV tokens) by cause."""
+def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              tokens, kv_read, pairs, seqs, acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
+    token GEMMs (decode tokens + prefill chunk tokens), `kv_read` KV tokens read (sum over the
+    step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
+    sequences, `seqs` sequences in the step. Serving (framework/serving_kernel.py) calls this for
+    steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
     n_tiers = tier_bw.shape[0]
@@ -63,23 +71,16 @@ def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         for t in range(n_tiers):
             acc_bytes[c, t] = 0.0
 
-    tokens = q_tok * seqs
-    kv_ctx = ctx
-    # causal (query, key) pairs per sequence: query j of q_tok sees ctx - q_tok + j + 1 keys
-    pairs = q_tok * kv_ctx - q_tok * (q_tok - 1.0) / 2.0
-    if pairs < q_tok:
-        pairs = q_tok
-
     for o in range(n_ops):
         c = op_call[o]
         for t in range(n_tiers):
             acc_bytes[c, t] += op_w[o, t]
         acc_bytes[c, act_tier] += tokens * op_lin[o, L_ACT_TOK]
-        kv = seqs * kv_ctx * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
+        kv = kv_read * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
         if kv > 0.0:
             for t in range(n_tiers):
                 acc_bytes[c, t] += kv * kv_frac[t]
-        acc_flops[c] += tokens * op_lin[o, L_FLOPS_TOK] + seqs * pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        acc_flops[c] += tokens * op_lin[o, L_FLOPS_TOK] + pairs * op_lin[o, L_ATTN_FLOPS_CTX]
         acc_link[c, 0] += tokens * op_lin[o, L_LINK_TOK]
         acc_link[c, 1] += op_lin[o, L_NCOLL]
 
@@ -120,6 +121,25 @@ def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         out_row[K_LAUNCH] += rep * call_cost[c, C_LAUNCH_EACH] + call_cost[c, C_LAUNCH_ONCE]
         out_row[K_FILL] += rep * call_cost[c, C_FILL_EACH] + call_cost[c, C_FILL_ONCE]
     out_row[K_HOST] += hw[H_HOST_STEP]
+
+
+@njit(cache=True)
+def causal_pairs(q_tok, ctx):
+    """Causal (query, key) pairs of one sequence adding q_tok tokens with `ctx` KV tokens after
+    the step: query j of q_tok sees ctx - q_tok + j + 1 keys (at least one key per query)."""
+    pairs = q_tok * ctx - q_tok * (q_tok - 1.0) / 2.0
+    if pairs < q_tok:
+        pairs = q_tok
+    return pairs
+
+
+@njit(cache=True)
+def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              q_tok, ctx, seqs, acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one uniform step (every sequence adds q_tok tokens and attends `ctx` KV tokens)."""
+    step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              q_tok * seqs, seqs * ctx, seqs * causal_pairs(q_tok, ctx), seqs,
+              acc_bytes, acc_flops, acc_link, out_row)
 
 
 @njit(cache=True)

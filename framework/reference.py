@@ -16,14 +16,20 @@ def _efficiency(size: float, eff_max: float, half: float) -> float:
 def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[str, float]:
     """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens and
     attends `ctx` KV tokens (the KV policy already applied by the caller)."""
+    pairs = max(q_tok * ctx - q_tok * (q_tok - 1) / 2, q_tok)
+    return reference_step_agg(design, cfg, q_tok * seqs, seqs * ctx, seqs * pairs, seqs)
+
+
+def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
+                       seqs: float) -> Dict[str, float]:
+    """Seconds by cause for one fused step given its aggregates: `tokens` through the token
+    GEMMs, `kv_read` KV tokens read and `pairs` causal (query, key) pairs, both summed over the
+    step's `seqs` sequences (kernel.step_core)."""
     hw = cfg.hardware
     tiers = [t.name for t in hw.tiers]
     bw = {t.name: t.bandwidth_gb_s * 1e9 for t in hw.tiers}
     w_frac = dict(zip(tiers, design.memory["weight_frac"]))
     kv_frac = dict(zip(tiers, design.memory["kv_frac"]))
-    kv_ctx = ctx
-    pairs = max(q_tok * kv_ctx - q_tok * (q_tok - 1) / 2, q_tok)
-    tokens = q_tok * seqs
     peak = peak_flops(hw, cfg.workload.weight_dtype)
 
     per_call: List[dict] = [{"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "link": 0.0,
@@ -33,10 +39,10 @@ def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[s
         for t in tiers:
             acc["bytes"][t] += op.weight_bytes * w_frac[t]
         acc["bytes"]["hbm"] += tokens * op.act_bytes_per_token
-        kv = seqs * kv_ctx * op.kv_read_per_ctx + tokens * op.kv_write_per_token
+        kv = kv_read * op.kv_read_per_ctx + tokens * op.kv_write_per_token
         for t in tiers:
             acc["bytes"][t] += kv * kv_frac[t]
-        acc["flops"] += tokens * op.flops_per_token + seqs * pairs * op.attn_flops_per_ctx
+        acc["flops"] += tokens * op.flops_per_token + pairs * op.attn_flops_per_ctx
         acc["link"] += tokens * op.link_bytes_per_token
         acc["ncoll"] += op.n_collectives
 

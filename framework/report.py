@@ -1,6 +1,7 @@
 """Result files (JSON, per-step CSV, breakdown plot) and the terminal table of one run."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Dict
@@ -14,10 +15,22 @@ COLORS = {"memory": "#4c72b0", "compute": "#dd8452", "launch_sync": "#c44e52",
           "excess": "#bbbbbb"}
 
 
+# Config keys that do not change a design's result: left out of its hash.
+NOT_DESIGN = ("tracking", "quiet", "claim")
+
+
+def config_hash(cfg_dict: Dict[str, Any]) -> str:
+    """A stable hash of a resolved design (everything but where and how it is recorded): the
+    key on which re-running a sweep skips designs already recorded (framework/sweep.py)."""
+    design = {k: v for k, v in cfg_dict.items() if k not in NOT_DESIGN}
+    text = json.dumps(design, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 def result_record(cfg_dict: Dict[str, Any], res: Dict[str, Any]) -> Dict[str, Any]:
     """The JSON-serialisable record of one run (everything but the per-step arrays)."""
     return {"status": res["status"], "reason": res["reason"], "notes": res["notes"],
-            "metrics": res["metrics"], "config": cfg_dict}
+            "metrics": res["metrics"], "config": cfg_dict, "config_hash": config_hash(cfg_dict)}
 
 
 def steps_table(res: Dict[str, Any]):
@@ -32,12 +45,29 @@ def steps_table(res: Dict[str, Any]):
     return df
 
 
+def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
+    """steps_table(res) as CSV (%.6g floats), written without pandas: importing pandas was a
+    fifth of the start-up time of a single run."""
+    steps, times = res["steps"], res["times"] * 1e3
+    cols = ["phase", "query_tokens", "context", "sequences"] + [f"{c}_ms" for c in K.CAUSES] + \
+        ["total_ms"]
+    ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS]].astype(int)
+    total = times.sum(axis=1)
+    lines = [",".join(cols)]
+    for i in range(len(times)):
+        lines.append(",".join(["prefill" if i == 0 else "decode", *map(str, ints[i]),
+                               *("%.6g" % v for v in times[i]), "%.6g" % total[i]]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per output token") -> Path:
     """Stacked bars of TPOT by cause (the Dataflow paper's Fig. 15 style), one bar per result."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 2.5), 4.0))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure       # no pyplot: no GUI backend, faster start
+    fig = Figure(figsize=(max(4.0, 1.1 * len(labels) + 2.5), 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     x = np.arange(len(labels))
     bottom = np.zeros(len(labels))
     for cause in K.CAUSES:
@@ -54,7 +84,6 @@ def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per outp
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -69,11 +98,14 @@ def write_outputs(cfg_dict, res, out_dir: Path, label: str, plots: bool = True,
     if res["status"] == "ok":
         if step_csv and "times" in res:
             p = out_dir / "steps.csv"
-            steps_table(res).to_csv(p, index=False, float_format="%.6g")
+            write_steps_csv(res, p)
             files["steps"] = str(p)
         if plots:
             files["plot"] = str(breakdown_plot([res["metrics"]], [label],
                                                out_dir / "breakdown.png"))
+        if "serving" in res:        # serving run: requests.csv, timeline, latency plots
+            from framework.serving_report import write_serving
+            files.update(write_serving(res, out_dir, label, plots, step_csv))
     return files
 
 
@@ -84,6 +116,9 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
     if res["status"] != "ok":
         console.print(f"[bold]{label}[/bold]: [red]{res['status']}[/red]: {res['reason']}")
         return
+    if "serving" in res:
+        from framework.serving_report import print_serving
+        return print_serving(label, res)
     m = res["metrics"]
     t = Table(title=label, show_header=True, header_style="bold")
     t.add_column("metric")

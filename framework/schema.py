@@ -75,6 +75,7 @@ class HardwareConfig:
     link_bw_gb_s: float = 0.0      # per chip, one direction
     collective_latency_us: float = 0.0
     host_link_gb_s: float = 0.0    # host <-> chip copies
+    backing_copy_gb_s: float = 0.0  # bulk copies backing tier (first ddr/host tier) -> HBM (expert switching); 0 = none
     # Achieved fraction of peak as a function of an operator's size:
     # eff(x) = eff_max * x / (x + x_half)
     bw_eff_max: float = 1.0
@@ -92,11 +93,24 @@ class HardwareConfig:
 
 @dataclass
 class KVPolicyConfig:
+    """KV-cache policy (components/kv_policy/, docs/kv_policies.md). Token counts are per
+    sequence and per KV head (per layer for MLA's shared latent)."""
+
     name: str = "full"
-    sinks: int = 0
-    window: int = 0
-    budget: int = 0
+    sinks: int = 0                 # attention-sink tokens kept (StreamingLLM, SnapStream)
+    window: int = 0                # recent tokens kept: StreamingLLM window, H2O recent, SnapStream ring
+    budget: int = 0                # prompt tokens kept: SnapKV/PyramidKV (mean per layer), H2O heavy
+                                   # hitters, SnapStream top-K; Quest: tokens read per step
     params: Dict[str, Any] = field(default_factory=dict)
+    obs_window: int = 0            # SnapKV-style scoring: the last w prompt queries score the prompt
+    budget_includes_window: bool = True  # SnapKV: budget = top-(budget - w) + the w window tokens
+    pooling: str = "avg"           # avg | max | none: 1-D pooling of the scores before top-k
+    pool_kernel: int = 1
+    granularity: str = "kv_head"   # query_head | kv_head | layer: who shares one selection
+    pyramid_beta: float = 0.0      # PyramidKV: last layer keeps budget / beta (first 2*budget - that)
+    page_size: int = 0             # Quest: tokens per page
+    top_k_pages: int = 0           # Quest: pages read per step (budget = top_k_pages * page_size)
+    dense_layers: int = 0          # Quest: first layers read the whole cache
 
 
 @dataclass
@@ -124,6 +138,17 @@ class SpeculativeConfig:
 
 
 @dataclass
+class LengthDistConfig:
+    """A request-length distribution (framework/serving_workload.py). The centre is the
+    workload's prompt_len / output_len."""
+
+    kind: str = "fixed"            # fixed | uniform | lognormal | trace (lengths from the trace file)
+    low: int = 0                   # uniform: [low, high]; lognormal: clip bounds (0 = 1 / max_context)
+    high: int = 0
+    sigma: float = 0.0             # lognormal: std-dev of log(length); mean length = prompt_len/output_len
+
+
+@dataclass
 class WorkloadConfig:
     name: str = "decode"
     batch_size: int = 1
@@ -132,6 +157,35 @@ class WorkloadConfig:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     act_dtype: str = "bf16"
+    batch_fill: bool = False       # true: batch_size = max_batch, the most sequences whose KV
+                                   # (at the policy's slot size) fits in HBM next to the weights
+    # Serving (framework/serving.py); kind=static is the single static batch above.
+    kind: str = "static"           # static | closed_loop | open_loop
+    concurrency: int = 1           # closed_loop: clients, each sends its next request when the last ends
+    n_requests: int = 0            # requests simulated (0: 10 x concurrency closed loop, 1000 open loop)
+    arrival_rate: float = 0.0      # open_loop: Poisson arrivals per second (ignored with a trace)
+    trace: str = ""                # open_loop: CSV of arrival_s, prompt_len, output_len
+    think_ms: float = 0.0          # closed_loop: client delay between a response and its next request
+    prompt_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
+    output_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
+    seed: int = 0
+
+
+@dataclass
+class EngineConfig:
+    """Serving-engine behaviour (framework/serving_kernel.py); used when workload.kind != static."""
+
+    name: str = "default"
+    max_batch: int = 2048          # sequences in flight
+    max_tokens_per_step: int = 8192  # token budget of one step (decode tokens + prefill chunks)
+    chunk_size: int = 0            # prefill chunk per sequence and step (0: whole prompt in one step)
+    order: str = "fcfs"            # fcfs | sjf (shortest prompt first)
+    mixed_steps: bool = True       # fuse prefill chunks and decode tokens in one step
+    graphs_decode_only: bool = True  # GPU: CUDA graphs replay decode-only steps; others launch eagerly
+    batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
+    on_kv_full: str = "queue"      # queue (reserve a request's whole KV at admission) | preempt
+    kv_mem_fraction: float = 0.9   # share of the HBM left after weights given to the KV pool
+    kv_block_tokens: int = 32      # KV allocated in blocks of this many tokens
 
 
 @dataclass
@@ -142,6 +196,28 @@ class TrackingConfig:
     experiment: str = "decodelab"
     plots: bool = True
     step_csv: bool = True
+    resume: bool = True            # multiruns and `decodelab sweep` skip designs already recorded
+
+
+@dataclass
+class CoEConfig:
+    """Composition of Experts (Samba-CoE, SN40L paper Sec. II and VI-C; components/coe.py,
+    framework/coe.py): a router picks one expert per prompt, then each (prompt, expert) pair
+    runs in turn, copying the expert into HBM unless it is resident."""
+
+    enabled: bool = False
+    n_experts: int = 150
+    expert: ModelConfig = field(default_factory=ModelConfig)
+    router: ModelConfig = field(default_factory=ModelConfig)
+    routing: str = "uniform"       # uniform | zipf | list
+    zipf_s: float = 1.0            # routing=zipf: P(expert i) ~ 1 / (i + 1)^s
+    weights: List[float] = field(default_factory=list)  # routing=list: relative use of each expert
+    batch_size: int = 8            # prompts per batch; the router runs once per batch
+    prompt_len: int = 512          # tokens per prompt
+    output_len: int = 20           # output tokens per prompt
+    hbm_cache: str = "batch"       # batch (HBM holds the batch's experts) | lru (all free HBM, LRU)
+    n_batches: int = 64            # batches simulated after warm-up
+    seed: int = 0
 
 
 @dataclass
@@ -153,6 +229,8 @@ class DecodelabConfig:
     workload: WorkloadConfig = MISSING
     tracking: TrackingConfig = MISSING
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
+    coe: CoEConfig = field(default_factory=CoEConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     quiet: bool = False
     claim: Dict[str, Any] = field(default_factory=dict)   # set by sweeps/ files that pin a claim
 

@@ -2,6 +2,7 @@
 Only this module and the Hydra callback know MLflow."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -11,11 +12,36 @@ from typing import Any, Dict, Iterable, Optional
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 PARENT_TAG = "mlflow.parentRunId"
+HASH_TAG = "config_hash"   # report.config_hash of the resolved design: resume and sync key
 
 
 def _client(uri: str):
+    if uri.startswith("sqlite:"):
+        _tune_sqlite()
     from mlflow.tracking import MlflowClient
     return MlflowClient(tracking_uri=uri)
+
+
+@functools.lru_cache(maxsize=None)
+def _tune_sqlite() -> None:
+    """SQLite stores in WAL mode with synchronous=NORMAL and a long busy timeout. One MLflow call
+    commits several times; with SQLite's default rollback journal each commit waits for an fsync,
+    which made a run ~5x slower to record (and a new store ~7x slower to create). WAL stays
+    durable when a process dies (only a power cut can lose the last commits), lets readers run
+    beside the writer, and the busy timeout makes parallel Hydra jobs wait for the write lock
+    instead of failing. WAL needs a local file system: use a tracking server on shared storage."""
+    import sqlite3
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+        if isinstance(dbapi_conn, sqlite3.Connection):
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
 
 
 def _prepare_sqlite(uri: str) -> None:
@@ -49,6 +75,7 @@ def flatten(d: Any, prefix: str = "") -> Dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -76,27 +103,80 @@ def end_run(tracking, run_id: str, status: str = "FINISHED") -> None:
     _client(tracking.uri).set_terminated(run_id, status=status)
 
 
-def log_result(tracking, record: Dict[str, Any], name: str, files: Iterable[str] = (),
-               parent: Optional[str] = None) -> str:
-    """One MLflow run for one result record (see report.result_record). Returns the run id."""
+def design_params(cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
+    """The config as MLflow params: all but `tracking`; of an optional feature that is off
+    (a group with `enabled: false`, e.g. speculative, coe) only its switch, not the ~100 fields
+    of its unused draft/expert models (they cluttered the UI and doubled the cost of a run)."""
+    return {g: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
+            for g, v in cfg_dict.items() if g != "tracking"}
+
+
+def run_payload(record: Dict[str, Any]):
+    """The tags, params and metrics of the MLflow run of one result record (see
+    report.result_record): the same for a Hydra job, a fast sweep and `decodelab sync`."""
     from mlflow.entities import Metric, Param
     cfg_dict = record["config"]
     tags = component_tags(cfg_dict)
     tags.update({"status": record["status"], "git_commit": git_commit()})
+    if record.get("config_hash"):
+        tags[HASH_TAG] = record["config_hash"]
     if record["reason"]:
         tags["reason"] = record["reason"][:5000]
     if record["notes"]:
         tags["notes"] = "; ".join(record["notes"])[:5000]
-    run_id = start_run(tracking, name, tags, parent)
-    client = _client(tracking.uri)
-    params = [Param(k, str(v)[:6000]) for k, v in flatten(
-        {g: v for g, v in cfg_dict.items() if g not in ("tracking",)}).items()]
+    params = [Param(k, str(v)[:6000]) for k, v in flatten(design_params(cfg_dict)).items()]
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in record["metrics"].items()]
+    return tags, params, metrics
+
+
+def log_payload(client, exp_id: str, name: str, payload, files: Iterable[str] = (),
+                parent: Optional[str] = None) -> str:
+    """Write one finished run (tags at creation, params and metrics in batches of 100)."""
+    tags, params, metrics = payload
+    tags = dict(tags)
+    if parent:
+        tags[PARENT_TAG] = parent
+    info = client.create_run(exp_id, run_name=name, tags=tags).info
+    run_id = info.run_id
     for i in range(0, max(len(params), len(metrics)), 100):
         client.log_batch(run_id, metrics=metrics[i:i + 100], params=params[i:i + 100])
-    for f in files:
-        client.log_artifact(run_id, f)
+    files = list(files)
+    if files and info.artifact_uri.startswith("file:"):
+        # a local artifact store: copy directly (client.log_artifact looks the run up each time)
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+        repo = get_artifact_repository(info.artifact_uri)
+        for f in files:
+            repo.log_artifact(f)
+    else:
+        for f in files:
+            client.log_artifact(run_id, f)
     # infeasible and invalid designs are results too: the run finishes, its `status` tag says why
     client.set_terminated(run_id, status="FINISHED")
     return run_id
+
+
+def log_result(tracking, record: Dict[str, Any], name: str, files: Iterable[str] = (),
+               parent: Optional[str] = None) -> str:
+    """One MLflow run for one result record (see report.result_record). Returns the run id."""
+    return log_payload(_client(tracking.uri), experiment_id(tracking), name, run_payload(record),
+                       files, parent)
+
+
+def recorded_hashes(tracking) -> Dict[str, str]:
+    """{config hash: run id} of the finished runs in the experiment (what resuming skips)."""
+    client = _client(tracking.uri)
+    exp = client.get_experiment_by_name(tracking.experiment)
+    if exp is None:
+        return {}
+    out: Dict[str, str] = {}
+    token = None
+    while True:
+        page = client.search_runs([exp.experiment_id], max_results=5000, page_token=token,
+                                  filter_string=f"tags.{HASH_TAG} != '' and "
+                                                "attributes.status = 'FINISHED'")
+        for r in page:
+            out.setdefault(r.data.tags[HASH_TAG], r.info.run_id)
+        token = page.token
+        if not token:
+            return out

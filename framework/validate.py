@@ -6,7 +6,8 @@ from typing import List
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 EXECUTIONS = ("gpu", "dataflow")
-ARCHS_IMPLEMENTED = ("dense",)
+ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
+LAYER_KINDS = ("full", "sliding", "state")   # hybrid layer_pattern entries
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
@@ -71,6 +72,7 @@ def check_config(cfg) -> None:
     if m.n_kv_heads > 0 and m.n_heads > 0 and m.n_heads % m.n_kv_heads:
         e.append(f"model.n_kv_heads={m.n_kv_heads} does not divide model.n_heads={m.n_heads}")
     _choice(e, "model.ffn_act", m.ffn_act, ("swiglu", "gelu"))
+    _check_arch(e, m)
 
     _choice(e, "hardware.execution", hw.execution, EXECUTIONS)
     _positive(e, "hardware", hw, ("n_chips", "tensor_parallel", "peak_tflops_bf16"))
@@ -113,6 +115,43 @@ def check_config(cfg) -> None:
         raise ConfigError("\n".join(e))
 
 
+def _check_arch(e: List[str], m) -> None:
+    """Fields of the MoE, MLA and hybrid architectures (components/models/layers.py)."""
+    if m.arch == "moe" and m.n_experts < 1:
+        e.append(f"model.n_experts={m.n_experts} must be >= 1 for arch=moe ({m.name})")
+    if m.n_experts > 0:
+        if not 1 <= m.experts_per_token <= m.n_experts:
+            e.append(f"model.experts_per_token={m.experts_per_token} must be in [1, n_experts="
+                     f"{m.n_experts}]")
+        if m.expert_ffn_dim < 1:
+            e.append(f"model.expert_ffn_dim={m.expert_ffn_dim} must be >= 1 with n_experts > 0")
+        if not 0 <= m.first_dense_layers <= m.n_layers:
+            e.append(f"model.first_dense_layers={m.first_dense_layers} must be in [0, n_layers="
+                     f"{m.n_layers}]")
+        if m.n_shared_experts < 0:
+            e.append(f"model.n_shared_experts={m.n_shared_experts} must be >= 0")
+    if m.arch == "mla":
+        for n in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            if getattr(m, n) < 1:
+                e.append(f"model.{n}={getattr(m, n)} must be >= 1 for arch=mla ({m.name})")
+        if m.q_lora_rank < 0:
+            e.append(f"model.q_lora_rank={m.q_lora_rank} must be >= 0 (0: no query compression)")
+    elif m.kv_lora_rank and m.arch != "dense":
+        e.append(f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
+                 "multi-head latent attention is arch=mla")
+    if m.arch == "hybrid" and not m.layer_pattern:
+        e.append(f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "
+                 f"e.g. [sliding, full], from: {', '.join(LAYER_KINDS)}")
+    for i, kind in enumerate(m.layer_pattern):
+        _choice(e, f"model.layer_pattern[{i}]", kind, LAYER_KINDS)
+    if "sliding" in m.layer_pattern and m.sliding_window < 1:
+        e.append(f"model.sliding_window={m.sliding_window} must be >= 1 with sliding layers")
+    if "state" in m.layer_pattern and m.state_bytes_per_layer < 1:
+        e.append(f"model.state_bytes_per_layer={m.state_bytes_per_layer} must be >= 1 with state layers")
+    if m.n_mtp_modules < 0:
+        e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
+
+
 def check_feasible(cfg) -> None:
     """Raise Infeasible when a valid design cannot be sharded or is longer than the model allows."""
     m, hw, w = cfg.model, cfg.hardware, cfg.workload
@@ -124,6 +163,9 @@ def check_feasible(cfg) -> None:
                          " (nor is it a multiple of it, for KV-head replication)")
     if m.ffn_dim % tp:
         raise Infeasible(f"tensor_parallel={tp} does not divide ffn_dim={m.ffn_dim} of {m.name}")
+    if m.n_experts > 0 and m.expert_ffn_dim % tp:
+        raise Infeasible(f"tensor_parallel={tp} does not divide expert_ffn_dim={m.expert_ffn_dim} "
+                         f"of {m.name}")
     total = w.prompt_len + w.output_len
     if total > m.max_context:
         raise Infeasible(f"prompt_len + output_len = {total} exceeds max_context={m.max_context} "
