@@ -113,7 +113,8 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     call_cost = np.zeros((len(calls), K.N_CALL))
     for c, call in enumerate(calls):
         call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],
-                        call["fill_once"], 1.0 if call["overlap_link"] else 0.0)
+                        call["fill_once"], 1.0 if call["overlap_link"] else 0.0,
+                        call["sample_gap"], call["free_samples"], call["launch_async"])
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)

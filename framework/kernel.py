@@ -6,7 +6,14 @@ Inputs (all per chip of one tensor-parallel replica):
   op_w[o, t]        weight bytes op o reads from memory tier t per invocation
   op_lin[o, :]      linear coefficients, columns named by the L_* constants below
   call_rep[c]       invocations of call c per step (decoder layers for per-layer calls)
-  call_cost[c, :]   per-call overheads and flags, columns named by the C_* constants
+  call_cost[c, :]   per-call overheads and flags, columns named by the C_* constants; a call
+                    with a batch barrier at each invocation (C_SAMPLE_GAP > 0) idles
+                    C_SAMPLE_GAP * max(0, seqs - C_FREE_SAMPLES) per invocation while the last
+                    samples of the batch leave it (BatchStreaming raises C_FREE_SAMPLES).
+                    C_LAUNCH_EACH is paid at every invocation (synchronisation, or a launch
+                    that cannot overlap the running call); C_LAUNCH_ASYNC is issued ahead while
+                    the previous invocation runs, so only max(0, C_LAUNCH_ASYNC - busy) of it is
+                    exposed (busy: the invocation's body + fill/drain + serial launch).
   tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
   hw[:]             scalar machine parameters, named by the H_* constants
   steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
@@ -30,8 +37,9 @@ K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
 L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL = range(7)
 N_LIN = 7
 
-C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK = range(5)
-N_CALL = 5
+(C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK, C_SAMPLE_GAP,
+ C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
+N_CALL = 8
 
 (H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
  H_HOST_STEP, H_ACT_TIER) = range(9)
@@ -118,8 +126,16 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
             out_row[K_COMP] += rep * comp_i
         out_row[K_EXCESS] += rep * (ach - max(mem_i, comp_i))
         out_row[K_COLL] += rep * (body - ach)
-        out_row[K_LAUNCH] += rep * call_cost[c, C_LAUNCH_EACH] + call_cost[c, C_LAUNCH_ONCE]
-        out_row[K_FILL] += rep * call_cost[c, C_FILL_EACH] + call_cost[c, C_FILL_ONCE]
+        fill = call_cost[c, C_FILL_EACH]
+        waiting = seqs - call_cost[c, C_FREE_SAMPLES]
+        if waiting > 0.0:
+            fill += call_cost[c, C_SAMPLE_GAP] * waiting
+        serial = call_cost[c, C_LAUNCH_EACH]
+        exposed = call_cost[c, C_LAUNCH_ASYNC] - (body + fill + serial)
+        if exposed < 0.0:
+            exposed = 0.0
+        out_row[K_LAUNCH] += rep * (exposed + serial) + call_cost[c, C_LAUNCH_ONCE]
+        out_row[K_FILL] += rep * fill + call_cost[c, C_FILL_ONCE]
     out_row[K_HOST] += hw[H_HOST_STEP]
 
 

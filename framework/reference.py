@@ -63,8 +63,13 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         out["memory" if t_mem >= t_comp else "compute"] += n * max(t_mem, t_comp)
         out["excess"] += n * (busy - max(t_mem, t_comp))
         out["collectives"] += n * (body - busy)
-        out["launch_sync"] += n * call["launch_each"] + call["launch_once"]
-        out["fill_drain"] += n * call["fill_each"] + call["fill_once"]
+        # batch barrier: each invocation idles while the samples beyond the free slots leave it
+        fill = call["fill_each"] + call["sample_gap"] * max(0.0, seqs - call["free_samples"])
+        # an asynchronous launch is issued while this invocation runs: only the excess is exposed
+        hidden = min(call["launch_async"], body + fill + call["launch_each"])
+        out["launch_sync"] += (n * (call["launch_async"] - hidden + call["launch_each"])
+                               + call["launch_once"])
+        out["fill_drain"] += n * fill + call["fill_once"]
     steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
     out["host"] += hw.host_step_us * 1e-6 / steps_per_trip
     return out

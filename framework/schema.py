@@ -87,6 +87,9 @@ class HardwareConfig:
     sync_us: float = 0.0           # synchronisation at a kernel boundary
     fill_drain_us: float = 0.0     # pipeline fill + drain of one call (dataflow)
     hw_launch_us: float = 0.0      # launch cost when the chip's own orchestrator launches
+    sample_interval_us: float = 0.0  # dataflow: gap between consecutive samples leaving a fused
+                                     # layer (batch barrier: (B - 1) x this per layer)
+    loop_buffer_slots: int = 0     # dataflow BatchStreaming: samples the loop buffer holds
     host_step_us: float = 0.0      # host scheduling per decode step (sampling, bookkeeping)
     source: str = ""
 
@@ -123,6 +126,8 @@ class OptimizationsConfig:
     orchestration: str = "auto"    # auto (hardware where the chip can) | software | hardware
     kernel_looping: bool = False   # dataflow: fill/drain/launch once per token, not per layer
     schedule_offloading: int = 1   # dataflow: M decode steps per host round trip (1 = off)
+    batch_streaming: bool = False  # dataflow + kernel_looping: samples enter layer n+1 without
+                                   # waiting for the whole batch (loop buffer)
 
 
 @dataclass

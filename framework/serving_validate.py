@@ -1,4 +1,4 @@
-"""`decodelab validate [csv=PATH] [--no-track] [overrides]`: simulate every row of a measured
+"""`decodelab validate [csv=PATH] [--static] [--no-track] [overrides]`: simulate every row of a measured
 serving CSV as the setting it was measured in (closed loop: `concurrency` clients, `isl` prompt
 and `osl` output tokens, `precision`, `tp`) and compare predicted with measured TTFT and TPOT.
 
@@ -6,6 +6,9 @@ The CSV needs the columns of shared/validation/h100_llama31_8b_tp1.csv: model, p
 osl, concurrency, ttft_ms, tpot_ms (an optional `system` column picks the hardware config;
 default h100_sxm). Extra arguments are Hydra overrides applied to every row (e.g.
 engine.chunk_size=2048). The table is printed and logged to MLflow as one run (unless --no-track).
+`--static` replaces the serving simulation by the pure decode step: one static batch of
+`concurrency` sequences, `isl` prompt and `osl` output tokens each (the calibration of the step
+physics alone, docs/model.md; its TTFT, the whole batch's prefill at once, is not comparable).
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ def model_config_name(model: str) -> str:
     return names[key]
 
 
-def base_overrides(row) -> List[str]:
+def base_overrides(row, static: bool = False) -> List[str]:
     """Overrides that pick the design of a row (composed once per distinct design)."""
     prec = str(row["precision"]).lower()
     if prec not in PRECISIONS:
@@ -58,18 +61,22 @@ def base_overrides(row) -> List[str]:
     system = str(row["system"]) if "system" in row and isinstance(row["system"], str) else "h100_sxm"
     tp = int(row["tp"])
     return [f"model={model_config_name(str(row['model']))}", f"hardware={system}",
-            f"hardware.n_chips={tp}", f"hardware.tensor_parallel={tp}", "workload=closed_loop",
+            f"hardware.n_chips={tp}", f"hardware.tensor_parallel={tp}",
+            "workload=decode" if static else "workload=closed_loop",
             f"workload.weight_dtype={w}", f"workload.kv_dtype={kv}", "workload.act_dtype=bf16"]
 
 
-def row_workload(row) -> Dict[str, int]:
-    """The measured setting: closed loop, `concurrency` clients, isl / osl tokens."""
+def row_workload(row, static: bool = False) -> Dict[str, int]:
+    """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
+    batch of `concurrency` sequences)."""
     c = int(row["concurrency"])
+    if static:
+        return {"batch_size": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"])}
     return {"concurrency": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"]),
             "n_requests": REQUESTS_PER_CLIENT * c}
 
 
-def run_validation(csv: Path, overrides: Optional[List[str]] = None):
+def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: bool = False):
     """Predicted vs measured per row (a pandas DataFrame). `overrides` (Hydra syntax) apply to
     every row; a workload field they name is not replaced by the row's value."""
     import pandas as pd
@@ -87,12 +94,12 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None):
     bases, rows = {}, []
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         for _, row in df.iterrows():
-            key = tuple(base_overrides(row))
+            key = tuple(base_overrides(row, static))
             if key not in bases:
                 bases[key] = compose(config_name="config",
                                      overrides=["tracking=off", *key, *overrides])
             cfg = bases[key].copy()
-            for field, value in row_workload(row).items():
+            for field, value in row_workload(row, static).items():
                 if f"workload.{field}" not in pinned:
                     OmegaConf.update(cfg, f"workload.{field}", value)
             res = evaluate(cfg, keep_steps=False)
@@ -159,10 +166,12 @@ def main(argv: List[str]) -> int:
     if not csv.is_file():
         print(f"error: csv={csv} is not a file")
         return 2
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
     try:
-        df = run_validation(csv, overrides)
-    except ValueError as e:
-        print(f"error: {e}")
+        df = run_validation(csv, overrides, static="--static" in argv)
+    except (ValueError, HydraException, OmegaConfBaseException) as e:
+        print(f"error: {str(e).strip().splitlines()[0]}")
         return 2
     print_table(df, csv)
     if "--no-track" not in argv:

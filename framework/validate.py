@@ -96,7 +96,8 @@ def check_config(cfg) -> None:
         if not 0 < v <= 1:
             e.append(f"hardware.{n}={v} must be in (0, 1]")
     for n in ("bw_half_mb", "compute_half_gflop", "launch_us", "sync_us", "fill_drain_us",
-              "hw_launch_us", "host_step_us", "collective_latency_us"):
+              "hw_launch_us", "host_step_us", "collective_latency_us", "sample_interval_us",
+              "loop_buffer_slots"):
         if not getattr(hw, n) >= 0:        # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
 

@@ -116,11 +116,11 @@ def test_cuda_graphs_never_slower_on_gpu(base, batch, prompt):
     on.optimizations.cuda_graphs = True
     m_off, m_on = _ok(off), _ok_strict(on)
     _not_slower(m_on, m_off)
-    # exactly one host launch (launch_us) saved per kernel call, every step
-    saved_ms = m_off["n_kernel_calls_per_step"] * off.hardware.launch_us * 1e-3
-    assert saved_ms > 0
-    assert m_off["tpot_ms"] - m_on["tpot_ms"] == pytest.approx(saved_ms, rel=1e-9)
-    assert m_off["ttft_ms"] - m_on["ttft_ms"] == pytest.approx(saved_ms, rel=1e-9)
+    # at most one host launch (launch_us) saved per kernel call: launches are asynchronous, so
+    # a graph saves only the part of each launch a kernel does not hide
+    most_ms = m_off["n_kernel_calls_per_step"] * off.hardware.launch_us * 1e-3
+    for key in ("tpot_ms", "ttft_ms"):
+        assert 0 <= m_off[key] - m_on[key] <= most_ms * (1 + 1e-9)
 
 
 @SETTINGS
@@ -139,6 +139,22 @@ def test_kernel_looping_never_slower_on_dataflow(base, batch, prompt, orchestrat
     launch = hw.hw_launch_us if orchestration == "hardware" else hw.launch_us
     saved_ms = (off.model.n_layers - 1) * (launch + hw.fill_drain_us) * 1e-3
     assert m_off["tpot_ms"] - m_on["tpot_ms"] == pytest.approx(saved_ms, rel=1e-6)
+
+
+@SETTINGS
+@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts)
+def test_batch_streaming_never_slower_on_dataflow(base, batch, prompt):
+    off = _cfg(base, "all", batch, prompt)
+    off.optimizations.batch_streaming = False
+    on = off.copy()
+    on.optimizations.batch_streaming = True
+    m_off, m_on = _ok(off), _ok_strict(on)
+    _not_slower(m_on, m_off)
+    # the batch barrier of every layer shrinks from (B - 1) to max(0, B - slots) sample intervals
+    hw = off.hardware
+    waits = (batch - 1) - max(0, batch - hw.loop_buffer_slots)
+    saved_ms = off.model.n_layers * waits * hw.sample_interval_us * 1e-3
+    assert m_off["tpot_ms"] - m_on["tpot_ms"] == pytest.approx(saved_ms, rel=1e-6, abs=1e-12)
 
 
 @SETTINGS

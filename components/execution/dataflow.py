@@ -7,7 +7,10 @@
   collectives are streamed inside the call (peer-to-peer writes into remote on-chip memory), so
   link time overlaps the weight stream (SN40L paper; Kernel Looping paper).
 - orchestration: software = the host issues every call (`launch_us`); hardware (and auto) = the
-  chip's graph orchestrator launches calls (`hw_launch_us`) (SN40L paper).
+  chip's graph orchestrator launches calls (`hw_launch_us`) (SN40L paper). Unlike a GPU launch,
+  a software launch (program load, argument load, execute) is modelled as not overlapping the
+  running call, since loading the next program reconfigures the units that call occupies (our
+  reading of the SN40L paper, not a published statement): it is paid in full per call.
 - schedule_offloading=M: the runtime stitches M copies of the one-token decode schedule, so the
   chip's orchestrator runs M decode steps per host round trip: `host_step_us` is paid once per M
   steps. With speculative decoding M is capped by the speculation window (k + 1 steps), since
@@ -15,6 +18,15 @@
 - kernel_looping: the N consecutive calls of the decoder-layer kernel become one call with a
   pipelined loop over layers, so launch and fill/drain are paid once per step instead of once
   per layer (Kernel Looping paper).
+- batch barrier: a fused decoder layer holds the next layer until every sample of the batch has
+  left it; the samples leave `sample_interval_us` apart, so each layer invocation idles
+  (B - 1) * sample_interval_us (counted as fill_drain). Without Kernel Looping the call
+  boundary is such a barrier; with it, the layer loop still is (Dataflow paper).
+- batch_streaming (needs kernel_looping): a loop buffer of `loop_buffer_slots` slots lets a
+  sample enter layer n+1 as soon as it leaves layer n, so only samples beyond the slots wait:
+  max(0, B - slots) * sample_interval_us per layer. No gain at batch 1; the gain grows with B up
+  to the slot count and shrinks relative to the layer's weight stream for larger models
+  (Dataflow paper: sweet spot at batch 8, smaller gain for 8B than for 1B/3B).
 """
 from __future__ import annotations
 
@@ -22,7 +34,7 @@ from typing import List, Tuple
 
 from components.ops import Op
 
-APPLIES = {"fusion", "orchestration", "kernel_looping", "schedule_offloading"}
+APPLIES = {"fusion", "orchestration", "kernel_looping", "schedule_offloading", "batch_streaming"}
 
 
 def host_round_trip(opt, cap=None):
@@ -42,14 +54,22 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     fused = opt.fusion in ("auto", "layer")
     if opt.kernel_looping and not fused:
         notes.append("kernel_looping needs fusion=layer (it loops the fused layer kernel); ignored")
+    streaming = opt.batch_streaming and opt.kernel_looping and fused
+    if opt.batch_streaming and not streaming:
+        notes.append("batch_streaming needs kernel_looping with fusion=layer (the loop buffer "
+                     "sits in the looped layer kernel); ignored")
+    gap = hw.sample_interval_us * 1e-6
     hardware = opt.orchestration in ("auto", "hardware")
     launch = (hw.hw_launch_us if hardware else hw.launch_us) * 1e-6
     fill = hw.fill_drain_us * 1e-6
     calls: List[dict] = []
 
-    def new_call(repeat, looped=False):
+    def new_call(repeat, looped=False, barrier=False):
+        free = float(max(1, hw.loop_buffer_slots)) if streaming else 1.0
         calls.append({"repeat": repeat,
-                      "launch_each": 0.0 if looped else launch,
+                      "sample_gap": gap if barrier else 0.0, "free_samples": free,
+                      "launch_each": 0.0 if looped else launch + hw.sync_us * 1e-6,
+                      "launch_async": 0.0,
                       "fill_each": 0.0 if looped else fill,
                       "launch_once": launch if looped else 0.0,
                       "fill_once": fill if looped else 0.0,
@@ -58,14 +78,14 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
 
     if not fused:
         for op in ops:
-            op.call = new_call(op.repeat)
+            op.call = new_call(op.repeat)   # per-operator fill/drain already covers the barrier
         return ops, calls, notes
 
     by_stage = {}
     for op in ops:
         if op.stage not in by_stage:
             looped = op.stage == "layer" and opt.kernel_looping
-            by_stage[op.stage] = new_call(op.repeat, looped)
+            by_stage[op.stage] = new_call(op.repeat, looped, barrier=op.stage == "layer")
         op.call = by_stage[op.stage]
     # Inside a fused layer the intermediates live in SRAM: only the layer input (residual stream)
     # is read and its output written through memory, once per layer.
