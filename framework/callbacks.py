@@ -2,11 +2,19 @@
 one parent run with a nested child run per job. Jobs never touch MLflow: they return their
 record and the files they wrote, and `on_job_end` (which runs in the job's own process, also
 under the joblib launcher) logs them. If the tracker is unreachable the job's result.json stays
-on disk without a `mlflow_run_id` file next to it, so nothing is lost."""
+on disk without a `mlflow_run_id` file next to it, so nothing is lost.
+
+A single run with `tracking.background` (auto: when stdout is a terminal) is recorded by a
+detached `decodelab sync <run dir>` process instead, so the command returns without loading
+MLflow; its output goes to `sync.log` in the run directory, and until it has run the result is
+simply unsynced (a later `decodelab sync` uploads it)."""
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,6 +30,25 @@ RUN_ID_FILE = "mlflow_run_id"
 RECORDED_FILE = "recorded.json"    # {config hash: run id} of the designs already in the tracker
 
 
+def background(tracking) -> bool:
+    """Whether a single run records through a detached sync process (auto: stdout a terminal)."""
+    flag = tracking.get("background", None)
+    return sys.stdout.isatty() if flag is None else bool(flag)
+
+
+def record_in_background(tracking, run_dir: Path) -> None:
+    """Start `decodelab sync RUN_DIR` detached (own session: it outlives this process); a lock
+    beside a SQLite store keeps concurrent background writers from creating it twice."""
+    uri = str(tracking.uri)
+    lock = (Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///")
+            else Path(run_dir)) / ".decodelab_sync.lock"
+    with open(Path(run_dir) / "sync.log", "ab") as log_file:
+        subprocess.Popen([sys.executable, "-m", "framework.cli", "sync", str(run_dir), "--each",
+                          "--lock", str(lock.resolve())], cwd=os.getcwd(),
+                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+
+
 def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     """The MLflow run that already holds this design (same config hash), if the sweep resumes."""
     f = sweep_dir / RECORDED_FILE
@@ -34,7 +61,7 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
 
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if config.tracking.enabled:
+        if config.tracking.enabled and not background(config.tracking):
             self._safe(tracking.experiment_id, config.tracking)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -71,6 +98,9 @@ class MLflowCallback(Callback):
             return          # the job raised: Hydra reports it
         parent = None
         hc = HydraConfig.get()
+        if str(hc.mode) != "RunMode.MULTIRUN" and background(config.tracking):
+            self._safe(record_in_background, config.tracking, Path(hc.runtime.output_dir))
+            return
         if str(hc.mode) == "RunMode.MULTIRUN":
             f = Path(hc.sweep.dir) / PARENT_FILE
             parent = f.read_text().strip() if f.exists() else None

@@ -202,6 +202,9 @@ class TrackingConfig:
     plots: bool = True
     step_csv: bool = True
     resume: bool = True            # multiruns and `decodelab sweep` skip designs already recorded
+    # single runs: record in MLflow from a detached `decodelab sync` process, so the command
+    # returns before MLflow loads (~2 s). null = auto: only when stdout is a terminal
+    background: Optional[bool] = None
 
 
 @dataclass

@@ -68,7 +68,10 @@ def _tracking(record: dict, overrides: Dict) -> Dict:
     return {**asdict(TrackingConfig()), **record.get("config", {}).get("tracking", {}), **overrides}
 
 
-def sync(dirs: List[Path], overrides: Optional[Dict] = None) -> SyncReport:
+def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True) -> SyncReport:
+    """Upload the unmarked results under dirs. `dedupe=False` (a single run recording itself
+    in the background) uploads even when the same design is already in the tracker: each
+    single run is its own MLflow run, as when it records in the foreground."""
     from framework.recorder import Recorder
     rep = SyncReport()
     groups: Dict[Tuple, List[Tuple[Path, dict]]] = {}
@@ -99,7 +102,7 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None) -> SyncReport:
             if not r.ok:
                 break
             h = rec.get("config_hash")
-            if h and h in done:
+            if dedupe and h and h in done:
                 (f.parent / RUN_ID_FILE).write_text(done[h])
                 rep.already += 1
                 continue
@@ -140,6 +143,10 @@ def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="decodelab sync", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="DIR | tracking.KEY=VALUE",
                     help="directories (default: outputs) and tracking overrides")
+    ap.add_argument("--each", action="store_true", help="upload every unmarked result even if "
+                    "the same design is already recorded (no config-hash dedupe)")
+    ap.add_argument("--lock", metavar="FILE", help="hold an exclusive lock on FILE while syncing "
+                    "(background recording of single runs: one store writer at a time)")
     a = ap.parse_args(argv)
     dirs = [Path(x) for x in a.args if "=" not in x] or [Path("outputs")]
     over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
@@ -148,7 +155,14 @@ def main(argv: List[str]) -> int:
         what = ", ".join(bad) if bad else ", ".join(str(d) for d in dirs if not d.exists())
         print(f"error: {what}: give directories that exist and tracking.KEY=VALUE overrides")
         return 2
-    rep = sync(dirs, over.get("tracking", {}))
+    if a.lock:
+        import fcntl
+        Path(a.lock).parent.mkdir(parents=True, exist_ok=True)
+        with open(a.lock, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+            rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
+    else:
+        rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
     print(f"sync: {rep.uploaded} uploaded, {rep.already} already in the tracker (marked), "
           f"{rep.replaced_partial} unfinished runs replaced, {rep.skipped_disabled} with tracking "
           f"disabled left alone, {rep.failed} not uploaded")
