@@ -94,7 +94,7 @@ def test_h2o_heavy_plus_recent_and_score_traffic():
     # as KV token-equivalents (131,072 B per BF16 token): 1/64 more per held token
     model = SimpleNamespace(**vars(LLAMA8B), layer_pattern=[])
     from components.models import dense
-    rm = kv_costs.read_model(h2o, p, dense, model, 2.0)
+    rm = kv_costs.read_model(KV_POLICIES["h2o"], p, dense, model, 2.0)
     assert rm[kv_costs.R_EXTRA] == pytest.approx(1 / 64)
 
 
@@ -130,7 +130,7 @@ def test_quest_read_model_matches_read_tokens():
     p = pol("quest", page_size=16, budget=2048, dense_layers=2)
     model = SimpleNamespace(**vars(LLAMA8B), layer_pattern=[])
     from components.models import dense
-    rm = kv_costs.read_model(quest, p, dense, model, 2.0)
+    rm = kv_costs.read_model(KV_POLICIES["quest"], p, dense, model, 2.0)
     stored = np.array([100.0, 2048.0, 5000.0, 32768.0, 131071.0])
     got = kv_costs.effective_tokens(stored, caps_of(quest, p, model), rm)
     assert got == pytest.approx([quest.read_tokens(p, model, s) for s in stored])
@@ -164,7 +164,7 @@ def test_snapkv_grows_one_token_per_step():
     p = pol("snapkv", budget=1024)
     caps = caps_of(snapkv, p, LLAMA8B)
     sizes = np.array([held(32768, t, caps) for t in range(1, 300)])
-    assert snapkv.slot_layout(p) == "growing" and sizes[0] == 1025
+    assert KV_POLICIES["snapkv"].slot_layout(p) == "growing" and sizes[0] == 1025
     assert (np.diff(sizes) == 1).all()
 
 
@@ -285,3 +285,18 @@ def test_kvplot_writes_plot_and_table(tmp_path):
     assert (tmp_path / "kv_tradeoff.png").stat().st_size > 0
     assert (tmp_path / "kv_tradeoff.csv").read_text().count("\n") == 5
     assert kvplot.main([str(tmp_path / "0" / "nothing")]) == 2
+
+
+def test_a_policy_needs_only_check_cached_tokens_and_kernel_params():
+    """The interface functions a module leaves out are the full cache's (docs/extending.md)."""
+    import types
+    from components.kv_policy import Policy
+    mod = types.ModuleType("recent_prompt")
+    mod.check = lambda pol, model: []
+    mod.cached_tokens = lambda pol, prompt_len, generated, model=None: min(prompt_len, 4) + generated
+    mod.kernel_params = lambda pol, model=None: {"prompt_cap": 4.0, "total_cap": 0.0, "read_cap": 0.0}
+    p = Policy(mod)
+    assert p.name == "recent_prompt" and p.cached_tokens(None, 10, 2) == 6
+    assert p.slot_layout(None) == "growing" and p.slot_capacity(None) == 0.0
+    assert p.read_tokens(None, None, 6.0) == 6.0 and p.decode_overhead_bytes(None, None, 6.0) == 0.0
+    assert p.prefill_overhead(None, None, 10) == cost.NO_COST

@@ -61,10 +61,6 @@ def slot_capacity(pol, model=None) -> float:
     return _cap(pol, model)
 
 
-def read_tokens(pol, model, stored: float) -> float:
-    return float(stored)
-
-
 def decode_overhead_bytes(pol, model, stored: float) -> float:
     """FP32 accumulated score of every held token, read and written each step, per selecting
     head and layer."""

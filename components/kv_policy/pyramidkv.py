@@ -56,22 +56,6 @@ def kernel_params(pol, model=None) -> dict:
     return snapkv.kernel_params(pol, model)
 
 
-def slot_layout(pol) -> str:
-    return "growing"
-
-
-def slot_capacity(pol, model=None) -> float:
-    return 0.0
-
-
-def read_tokens(pol, model, stored: float) -> float:
-    return float(stored)
-
-
-def decode_overhead_bytes(pol, model, stored: float) -> float:
-    return 0.0
-
-
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
                      act_bytes: float = 2.0) -> dict:
     if prompt_len <= sum(snapkv.selected_and_shared(pol, min(layer_budgets(pol, model.n_layers)))):

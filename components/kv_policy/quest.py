@@ -60,24 +60,12 @@ def kernel_params(pol, model=None) -> dict:
             "read_cap": pages_read(pol) * pol.page_size}
 
 
-def slot_layout(pol) -> str:
-    return "growing"
-
-
-def slot_capacity(pol, model=None) -> float:
-    return 0.0
-
-
 def read_tokens(pol, model, stored: float) -> float:
     f = _sparse_frac(pol, model)
     n = float(stored)
     sparse = min(n, pages_read(pol) * pol.page_size) + _meta_per_page(model) * cost.ceil_div(
         n, pol.page_size)
     return (1.0 - f) * n + f * sparse
-
-
-def decode_overhead_bytes(pol, model, stored: float) -> float:
-    return 0.0
 
 
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,

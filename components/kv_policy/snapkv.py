@@ -64,22 +64,6 @@ def kernel_params(pol, model=None) -> dict:
     return {"prompt_cap": _prompt_cap(pol, model), "total_cap": 0.0, "read_cap": 0.0}
 
 
-def slot_layout(pol) -> str:
-    return "growing"
-
-
-def slot_capacity(pol, model=None) -> float:
-    return 0.0
-
-
-def read_tokens(pol, model, stored: float) -> float:
-    return float(stored)
-
-
-def decode_overhead_bytes(pol, model, stored: float) -> float:
-    return 0.0
-
-
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
                      act_bytes: float = 2.0) -> dict:
     if prompt_len <= sum(selected_and_shared(pol, pol.budget)):

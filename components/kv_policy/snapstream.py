@@ -53,14 +53,6 @@ def slot_capacity(pol, model=None) -> float:
     return capacity(pol, model)
 
 
-def read_tokens(pol, model, stored: float) -> float:
-    return float(stored)
-
-
-def decode_overhead_bytes(pol, model, stored: float) -> float:
-    return 0.0
-
-
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
                      act_bytes: float = 2.0) -> dict:
     c = capacity(pol, model)

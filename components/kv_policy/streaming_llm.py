@@ -8,8 +8,6 @@ dropped). Reference code defaults: 4 sinks, 2000 recent tokens.
 """
 from __future__ import annotations
 
-from components.kv_policy.cost import NO_COST
-
 
 def _cap(pol) -> float:
     return float(pol.sinks + pol.window)
@@ -39,15 +37,3 @@ def slot_layout(pol) -> str:
 def slot_capacity(pol, model=None) -> float:
     return _cap(pol)
 
-
-def read_tokens(pol, model, stored: float) -> float:
-    return float(stored)
-
-
-def decode_overhead_bytes(pol, model, stored: float) -> float:
-    return 0.0
-
-
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
-    return dict(NO_COST)
