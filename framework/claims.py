@@ -1,4 +1,4 @@
-"""`decodelab claims [ID ...]`: run every claim sweep under `sweeps/` in-process and compare the
+"""`decodelab claims [ID ...] [--no-track | tracking=off | tracking.KEY=VALUE]`: run every claim sweep under `sweeps/` in-process and compare the
 simulated figures with the published ones.
 
 A claim sweep is an ordinary Hydra config (runnable on its own with
@@ -158,7 +158,23 @@ def main(argv: List[str]) -> int:
     from rich.table import Table
     import tempfile
     ids = [a for a in argv if not a.startswith("-") and "=" not in a]
-    track = "--no-track" not in argv
+    known = sorted({load_sweep(p)[0]["id"] for p in SWEEPS_DIR.glob("*.yaml")},
+                   key=lambda c: (len(c), c))
+    unknown = [i for i in ids if i not in known]
+    other = [a for a in argv if a.startswith("-") and a != "--no-track"
+             or "=" in a and not a.startswith("tracking")]
+    if unknown or other:
+        print(f"error: {', '.join(unknown + other)}: give claim ids ({' '.join(known)}), "
+              "--no-track or tracking.KEY=VALUE / tracking=off")
+        return 2
+    overrides = [a for a in argv if "=" in a]
+    from hydra.errors import HydraException
+    try:
+        tr = _tracking(overrides)
+    except HydraException as e:
+        print(f"error: {str(e).strip().splitlines()[0]}")
+        return 2
+    track = "--no-track" not in argv and tr.enabled
     plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
     rows = run_claims(ids or None, plots_dir=plots)
     t = Table(title="decodelab claims (pass: within tolerance, default 15%; ranges: inside)")
@@ -171,20 +187,23 @@ def main(argv: List[str]) -> int:
                   "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
     Console().print(t)
     if track:
-        _log(rows, plots)
+        _log(rows, plots, tr)
     return 0 if all(r["pass"] for r in rows) else 1
 
 
-def _log(rows: List[dict], plots: Optional[Path] = None) -> None:
-    """Log the claims table (and the per-sweep breakdown plots) to MLflow as one run, with the
-    tracking settings of the default config."""
-    import tempfile
-    import pandas as pd
+def _tracking(overrides: List[str]):
+    """The tracking settings of the default config with `overrides` applied."""
     from hydra import compose, initialize_config_dir
-    from framework import tracking
     from framework.app import CONF_DIR
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        tr = compose(config_name="config").tracking
+        return compose(config_name="config", overrides=overrides).tracking
+
+
+def _log(rows: List[dict], plots: Optional[Path], tr) -> None:
+    """Log the claims table (and the per-sweep breakdown plots) to MLflow as one run."""
+    import tempfile
+    import pandas as pd
+    from framework import tracking
     try:
         run = tracking.start_run(tr, "claims", {"kind": "claims", "git_commit": tracking.git_commit()})
         client = tracking._client(tr.uri)
