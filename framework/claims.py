@@ -1,5 +1,5 @@
-"""`decodelab claims [ID ...] [--no-track | tracking=off | tracking.KEY=VALUE]`: run every claim sweep under `sweeps/` in-process and compare the
-simulated figures with the published ones.
+"""`decodelab claims [ID ...] [--no-track | tracking=off | tracking.KEY=VALUE]`: run every claim
+sweep under `sweeps/` in-process and compare the simulated figures with the published ones.
 
 A claim sweep is an ordinary Hydra config (runnable on its own with
 `decodelab -m --config-dir sweeps --config-name <file>`): its `hydra.sweeper.params` list the
