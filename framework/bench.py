@@ -49,8 +49,13 @@ def main(overrides: List[str]) -> int:
     from rich.table import Table
     import framework.schema  # noqa: F401
     from framework.app import CONF_DIR
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    from hydra.errors import HydraException
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+    except HydraException as e:
+        print(f"error: {str(e).strip().splitlines()[0]} (decodelab bench takes Hydra overrides)")
+        return 2
     r = measure(cfg)
     t = Table(title=f"decodelab bench: {cfg.model.name} on {cfg.hardware.name}")
     t.add_column("measure")

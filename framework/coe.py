@@ -233,6 +233,10 @@ def main(argv: List[str]) -> int:
     args = [a for a in argv if "=" not in a]
     opts = dict(a.split("=", 1) for a in argv if "=" in a)
     sweep = Path(args[0]) if args else SWEEPS_DIR / DEFAULT_PLOT_SWEEP
+    if len(args) > 1 or set(opts) - {"out"} or not sweep.is_file():
+        print("error: usage: decodelab coe-plot [SWEEP.yaml] [out=PATH.png] "
+              f"(got {' '.join(argv) or 'nothing'}; the sweep must be an existing file)")
+        return 2
     rows = sweep_results(sweep)
     t = Table(title=f"CoE latency per batch ({sweep.name})")
     for col in ("hardware", "experts", "status", "latency ms", "routing", "switching", "execution"):
