@@ -5,7 +5,7 @@ under the joblib launcher) logs them. If the tracker is unreachable the job's re
 on disk without a `mlflow_run_id` file next to it, so nothing is lost.
 
 A single run with `tracking.background` (auto: when stdout is a terminal) is recorded by a
-detached `decodelab sync <run dir>` process instead, so the command returns without loading
+detached `decodelab sync <run dir>/result.json --each` process instead, so the command returns without loading
 MLflow; its output goes to `sync.log` in the run directory, and until it has run the result is
 simply unsynced (a later `decodelab sync` uploads it)."""
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,22 +37,42 @@ def background(tracking) -> bool:
     return sys.stdout.isatty() if flag is None else bool(flag)
 
 
-def record_in_background(tracking, run_dir: Path) -> None:
-    """Start `decodelab sync RUN_DIR` detached (own session: it outlives this process); a lock
-    beside a SQLite store keeps concurrent background writers from creating it twice."""
+def record_in_background(tracking, run_dir: Path, cwd: str) -> None:
+    """Start `decodelab sync RUN_DIR/result.json --each` detached (own session: it outlives this
+    process) in cwd, where relative SQLite URIs and artifact roots resolve as in the foreground.
+    Only this run's result.json: a run dir shared with other results (hydra.run.dir=...) must
+    not have them all uploaded without dedupe. A lock beside a SQLite store keeps concurrent
+    background writers from creating it twice."""
     uri = str(tracking.uri)
-    lock = (Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///")
-            else Path(run_dir)) / ".decodelab_sync.lock"
+    lock = (Path(cwd) / uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") \
+        else Path(run_dir)
     with open(Path(run_dir) / "sync.log", "ab") as log_file:
-        subprocess.Popen([sys.executable, "-m", "framework.cli", "sync", str(run_dir), "--each",
-                          "--lock", str(lock.resolve())], cwd=os.getcwd(),
+        subprocess.Popen([sys.executable, "-m", "framework.cli", "sync",
+                          str(Path(run_dir) / "result.json"), "--each", "--lock",
+                          str((lock / ".decodelab_sync.lock").resolve())], cwd=cwd,
                          stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                          start_new_session=True)
 
 
+@contextmanager
+def _in_dir(path: str):
+    """cwd = path for the block: a job with hydra.job.chdir=true records from the directory
+    decodelab was started in, where on_run_start / on_multirun_start made the store."""
+    old = os.getcwd()
+    try:
+        os.chdir(path)
+    except OSError:          # a launcher's node without that directory: stay
+        pass
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     """The MLflow run that already holds this design (same config hash), if the sweep resumes."""
-    f = sweep_dir / RECORDED_FILE
+    cwd = Path(HydraConfig.get().runtime.cwd)      # a relative sweep dir, under hydra.job.chdir
+    f = (cwd / sweep_dir if cwd.is_dir() else sweep_dir) / RECORDED_FILE
     if not (cfg.tracking.enabled and cfg.tracking.get("resume", True) and f.is_file()):
         return None
     from omegaconf import OmegaConf
@@ -77,11 +98,15 @@ class MLflowCallback(Callback):
                              "overrides": overrides[:5000], "git_commit": tracking.git_commit()})
         if run_id:
             (sweep_dir / PARENT_FILE).write_text(run_id)
-        if config.tracking.get("resume", True):
-            # designs already recorded (by config hash), read by each job: resuming a sweep
-            done = self._safe(tracking.recorded_hashes, config.tracking)
-            if done:
-                (sweep_dir / RECORDED_FILE).write_text(json.dumps(done))
+        recorded = sweep_dir / RECORDED_FILE
+        # designs already recorded (by config hash), read by each job: resuming a sweep. A file
+        # left by an earlier run in this sweep dir (another experiment or store) must not stay.
+        done = (self._safe(tracking.recorded_hashes, config.tracking)
+                if config.tracking.get("resume", True) else None)
+        if done:
+            recorded.write_text(json.dumps(done))
+        elif recorded.exists():
+            recorded.unlink()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not config.tracking.enabled:
@@ -98,16 +123,18 @@ class MLflowCallback(Callback):
             return          # the job raised: Hydra reports it
         parent = None
         hc = HydraConfig.get()
+        out_dir = Path(hc.runtime.output_dir)           # absolute
         if str(hc.mode) != "RunMode.MULTIRUN" and background(config.tracking):
-            self._safe(record_in_background, config.tracking, Path(hc.runtime.output_dir))
+            self._safe(record_in_background, config.tracking, out_dir, hc.runtime.cwd)
             return
-        if str(hc.mode) == "RunMode.MULTIRUN":
-            f = Path(hc.sweep.dir) / PARENT_FILE
-            parent = f.read_text().strip() if f.exists() else None
-        run_id = self._safe(tracking.log_result, config.tracking, ret["record"], ret["name"],
-                            ret["files"].values(), parent)
+        with _in_dir(hc.runtime.cwd):
+            if str(hc.mode) == "RunMode.MULTIRUN":
+                f = Path(hc.sweep.dir) / PARENT_FILE
+                parent = f.read_text().strip() if f.exists() else None
+            run_id = self._safe(tracking.log_result, config.tracking, ret["record"], ret["name"],
+                                ret["files"].values(), parent)
         if run_id:
-            (Path(hc.runtime.output_dir) / RUN_ID_FILE).write_text(run_id)
+            (out_dir / RUN_ID_FILE).write_text(run_id)
 
     @staticmethod
     def _safe(fn, *args):

@@ -78,6 +78,7 @@ def show(t, title: str) -> None:
 
 
 def main(argv: List[str]) -> int:
+    import sys
     ap = argparse.ArgumentParser(prog="decodelab compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="RUN_ID | tracking.KEY=VALUE")
     ap.add_argument("--experiment", help="experiment name (default: the config's)")
@@ -90,7 +91,13 @@ def main(argv: List[str]) -> int:
     from omegaconf import OmegaConf
     from dataclasses import asdict
     from framework.schema import TrackingConfig
+    from framework.sync import tracking_keys, tracking_override_errors
     over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
+    bad = [k for k in over if k != "tracking"] or tracking_override_errors(over)
+    if bad:
+        print(f"error: {', '.join(bad)}: give run ids and tracking.KEY=VALUE overrides, KEY one "
+              f"of {', '.join(tracking_keys())}", file=sys.stderr)
+        return 2
     tr = {**asdict(TrackingConfig()), **over.get("tracking", {})}
     run_ids = [x for x in a.args if "=" not in x]
     try:

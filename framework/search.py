@@ -56,14 +56,30 @@ def load_space(target: str) -> dict:
     bad = sorted(set(space) - known)
     if bad:
         raise SpaceError(f"{p}: unknown keys {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
-    if not space.get("params"):
-        raise SpaceError(f"{p}: `params` (the space) is empty")
+    if not isinstance(space.get("params"), dict) or not space["params"]:
+        raise SpaceError(f"{p}: `params` (the space) must map keys to sweeps, e.g. "
+                         "`workload.batch_size: int(interval(1, 256))`")
     obj = space.get("objectives") or {}
-    if not obj or any(d not in DIRECTIONS for d in obj.values()):
+    if not isinstance(obj, dict) or not obj or any(d not in DIRECTIONS for d in obj.values()):
         raise SpaceError(f"{p}: objectives must map metrics to one of {', '.join(DIRECTIONS)}")
-    for m, c in (space.get("constraints") or {}).items():
-        if not isinstance(c, dict) or not set(c) <= {"max", "min"} or not c:
-            raise SpaceError(f"{p}: constraints.{m} must be {{max: x}} and/or {{min: x}}")
+    constraints = space.get("constraints") or {}
+    if not isinstance(constraints, dict):
+        raise SpaceError(f"{p}: constraints must map metrics to {{max: x}} and/or {{min: x}}")
+    for m, c in constraints.items():
+        if not isinstance(c, dict) or not set(c) <= {"max", "min"} or not c or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in c.values()):
+            raise SpaceError(f"{p}: constraints.{m} must be {{max: x}} and/or {{min: x}} "
+                             "with numbers x")
+    if not isinstance(space.get("overrides") or [], list):
+        raise SpaceError(f"{p}: overrides must be a list of Hydra overrides")
+    for key in ("trials", "seed"):
+        v = space.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or
+                              (key == "trials" and v < 1)):
+            raise SpaceError(f"{p}: {key} must be an integer" + (" >= 1" if key == "trials"
+                                                                  else ""))
+    if space.get("sampler") is not None and space["sampler"] not in SAMPLERS:
+        raise SpaceError(f"{p}: sampler={space['sampler']!r} is not one of: {', '.join(SAMPLERS)}")
     space.setdefault("name", p.stem)
     space["path"] = str(p.resolve())
     return space
@@ -276,7 +292,8 @@ def log_search(result: dict, space: dict, artifacts: List[str], seed: int, sampl
             rec.client.log_batch(rec.parent, params=[
                 Param(f"space.{k}", str(v)[:6000]) for k, v in space["params"].items()][:100])
         except Exception as e:
-            rec.error = str(e).splitlines()[0]
+            from framework.recorder import short_error
+            rec.error = short_error(e)
     for r in result["front"]:
         r["run_id"] = rec.record(r["_record"], r["_record"]["files"])
     rows = result["rows"]
@@ -291,6 +308,13 @@ def log_search(result: dict, space: dict, artifacts: List[str], seed: int, sampl
     return rec.error
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
+    return n
+
+
 def main(argv: List[str]) -> int:
     import sys
     from rich.console import Console
@@ -299,7 +323,8 @@ def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(prog="decodelab search", description=__doc__.split("\n\n")[0])
     ap.add_argument("space", help="space YAML: a path or a name under sweeps/search/")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides fixed for every trial")
-    ap.add_argument("--trials", type=int, help="number of trials (default: the space's, or 100)")
+    ap.add_argument("--trials", type=_positive, help="number of trials (default: the space's, "
+                    "or 100)")
     ap.add_argument("--seed", type=int, help="sampler seed (default: the space's, or 0)")
     ap.add_argument("--sampler", choices=SAMPLERS, help="default: the space's, or tpe")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -23,7 +23,9 @@ from typing import Dict, List, Optional, Tuple
 
 from framework.callbacks import RUN_ID_FILE
 
-FILES = ("result.json", "steps.csv", "breakdown.png", "config_resolved.yaml")
+# what a job logs as artifacts (report.write_outputs, serving_report.write_serving, app)
+FILES = ("result.json", "steps.csv", "breakdown.png", "config_resolved.yaml", "requests.csv",
+         "timeline.csv", "latency.png", "timeline.png")
 
 
 @dataclass
@@ -94,10 +96,13 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
         sweep_dir = Path(sweep) if sweep else None
         r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
                      {"kind": "sync"})
-        if (uri, exp) not in recorded:
+        # without dedupe (a single run recording itself) neither the experiment's hashes are
+        # needed nor may RUNNING runs of the same design be deleted: another process may be
+        # writing one of them right now
+        if dedupe and (uri, exp) not in recorded:
             recorded[(uri, exp)] = r.recorded_hashes()
-        done = recorded[(uri, exp)]
-        partial = _partial_runs(r) if r.ok else {}
+        done = recorded.get((uri, exp), {})
+        partial = _partial_runs(r) if r.ok and dedupe else {}
         for f, rec in items:
             if not r.ok:
                 break
@@ -106,9 +111,14 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
                 (f.parent / RUN_ID_FILE).write_text(done[h])
                 rep.already += 1
                 continue
-            for run_id in partial.get(h, ()):
-                r.client.delete_run(run_id)
-                rep.replaced_partial += 1
+            try:
+                for run_id in partial.pop(h, ()):
+                    r.client.delete_run(run_id)
+                    rep.replaced_partial += 1
+            except Exception as e:  # the tracker went away: stop, as Recorder.record does
+                from framework.recorder import short_error
+                r.error = short_error(e)
+                break
             rec.update(name=_label(rec, f), dir=str(f.parent))
             run_id = r.record(rec, [str(f.parent / n) for n in FILES if (f.parent / n).is_file()])
             if run_id:
@@ -138,22 +148,41 @@ def _partial_runs(r) -> Dict[str, List[str]]:
     return out
 
 
+def tracking_keys() -> List[str]:
+    from dataclasses import fields
+    from framework.schema import TrackingConfig
+    return [f.name for f in fields(TrackingConfig)]
+
+
+def tracking_override_errors(over: Dict) -> List[str]:
+    """The `tracking...` overrides of a command line that are not tracking.KEY=VALUE with a
+    known KEY (`tracking=off` would otherwise be a TypeError)."""
+    tr = over.get("tracking", {})
+    if not isinstance(tr, dict):
+        return [f"tracking={tr}"]
+    return [f"tracking.{k}" for k in tr if k not in tracking_keys()]
+
+
 def main(argv: List[str]) -> int:
+    import sys
     from omegaconf import OmegaConf
     ap = argparse.ArgumentParser(prog="decodelab sync", description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="*", metavar="DIR | tracking.KEY=VALUE",
                     help="directories (default: outputs) and tracking overrides")
     ap.add_argument("--each", action="store_true", help="upload every unmarked result even if "
-                    "the same design is already recorded (no config-hash dedupe)")
+                    "the same design is already recorded (no config-hash dedupe, and unfinished "
+                    "runs of the same design are left alone)")
     ap.add_argument("--lock", metavar="FILE", help="hold an exclusive lock on FILE while syncing "
                     "(background recording of single runs: one store writer at a time)")
     a = ap.parse_args(argv)
     dirs = [Path(x) for x in a.args if "=" not in x] or [Path("outputs")]
     over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
-    bad = [k for k in over if k != "tracking"]
+    bad = [k for k in over if k != "tracking"] or tracking_override_errors(over)
     if bad or any(not d.exists() for d in dirs):
         what = ", ".join(bad) if bad else ", ".join(str(d) for d in dirs if not d.exists())
-        print(f"error: {what}: give directories that exist and tracking.KEY=VALUE overrides")
+        print(f"error: {what}: give directories (or result.json files) that exist and "
+              f"tracking.KEY=VALUE overrides, KEY one of {', '.join(tracking_keys())}",
+              file=sys.stderr)
         return 2
     if a.lock:
         import fcntl
