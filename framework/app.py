@@ -46,6 +46,9 @@ def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
     return {"record": result_record(cfg_dict, res), "files": files, "name": name, "res": res}
 
 
+EXIT_STATUS = [0]      # set by a single run with invalid input; framework.cli exits with it
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def job(cfg: DictConfig) -> Dict[str, Any]:
     hc = HydraConfig.get()
@@ -61,7 +64,8 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
     if not cfg.quiet:
         print_result(ret["name"], res)
     if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
-        # bad input in a single run: one line per problem, no traceback, non-zero exit
+        # bad input in a single run: one line per problem, no traceback, and a non-zero exit
+        # once Hydra has returned (exiting here would skip the callback that records it)
         print("\n".join(f"error: {line}" for line in res["reason"].splitlines()), file=sys.stderr)
-        sys.exit(2)
+        EXIT_STATUS[0] = 2
     return ret

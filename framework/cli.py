@@ -24,8 +24,9 @@ def main() -> None:
         import importlib
         mod, fn, _ = SUBCOMMANDS[sys.argv.pop(1)]
         sys.exit(getattr(importlib.import_module(mod), fn)(sys.argv[1:]))
-    from framework.app import job
+    from framework.app import EXIT_STATUS, job
     job()
+    sys.exit(EXIT_STATUS[0])
 
 
 if __name__ == "__main__":

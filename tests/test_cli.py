@@ -357,6 +357,16 @@ def test_invalid_single_run_exits_2_with_error_lines(tmp_path):
     assert read_result(the_run_dir(tmp_path))["status"] == "invalid"
 
 
+def test_invalid_single_run_is_recorded_and_exits_2(tmp_path):
+    """Bad input is a result too: recorded in MLflow with its reason, then exit status 2."""
+    res = decodelab(tmp_path, "workload.batch_size=0")
+    assert res.rc == 2, res.explain()
+    (run,) = all_runs(tmp_path)
+    assert run.data.tags["status"] == "invalid"
+    assert "workload.batch_size=0" in run.data.tags["reason"]
+    assert (the_run_dir(tmp_path) / "mlflow_run_id").read_text().strip() == run.info.run_id
+
+
 # --------------------------------------------------------------------------- tracking failures
 
 
