@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from components.placement import GIB
 from framework import kernel as K
+from framework import kv_costs as KC
 from framework import serving_kernel as SK
 from framework.build import Design, build
 from framework.serving_workload import requests
@@ -96,8 +97,10 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
         raise Infeasible(f"a prompt of {prompt.max():.0f} tokens exceeds engine."
                          f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
                          "(engine.chunk_size=0)")
+    # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
+    # tokens (a request is done at o), which is at least what its cache ever holds
     need = max(np.ceil(SK.max_held_tokens(p, o, caps) / block) if e.on_kv_full == "queue"
-               else np.ceil((p + o) / block) for p, o in zip(prompt, output))
+               else np.ceil((p + o - 1.0) / block) for p, o in zip(prompt, output))
     if need > cap_blocks:
         raise Infeasible(f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
                          f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
@@ -127,6 +130,11 @@ def prepare(cfg, design: Design) -> Dict[str, Any]:
         notes.append(f"serving applies kv_policy={cfg.kv_policy.name} through its caps (kept, "
                      "held and read tokens); its selection cost at prefill and read-model extras "
                      "(framework/kv_costs.py) are in static runs only")
+    rm = getattr(design, "kv_read_model", None)
+    if rm is not None and (rm[KC.R_SLIDE] > 0 or rm[KC.R_STATE] > 0):
+        notes.append("serving treats sliding-window and state layers as full-attention layers "
+                     "(KV read and held grow with the whole context); the layer mix "
+                     "(framework/kv_costs.py) is in static runs only")
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
     args = (design.op_call, design.op_w, design.op_lin, design.call_rep, design.call_cost,
             mixed.call_cost, design.tier_bw, design.kv_frac, design.hw, design.kv_caps, eng,

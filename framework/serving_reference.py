@@ -104,8 +104,10 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             enqueue(reqs[nxt])
             nxt += 1
         if not running and not waiting:
-            t = pending[nxt]
-            continue
+            if nxt < len(reqs) and not math.isnan(pending[nxt]):
+                t = pending[nxt]
+                continue
+            raise RuntimeError("stuck: no request running, waiting or yet to arrive")
         budget = eng["max_tokens"]
         step: List[tuple] = []            # (request, tokens it adds, decode?)
         in_step = set()

@@ -93,7 +93,10 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
     pinned = {o.split("=", 1)[0] for o in overrides}
     bases, rows = {}, []
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        for _, row in df.iterrows():
+        for n, (_, row) in enumerate(df.iterrows(), start=1):
+            for col in ("ttft_ms", "tpot_ms"):
+                if not float(row[col]) > 0:         # also NaN
+                    raise ValueError(f"{csv.name} data row {n}: {col}={row[col]} must be > 0")
             key = tuple(base_overrides(row, static))
             if key not in bases:
                 bases[key] = compose(config_name="config",
@@ -105,8 +108,9 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
             res = evaluate(cfg, keep_steps=False)
             m = res["metrics"]
             rec = {k: row[k] for k in ("concurrency", "isl", "osl", "precision", "tp")}
-            rec.update(status=res["status"], ttft_meas=float(row["ttft_ms"]),
-                       tpot_meas=float(row["tpot_ms"]), ttft_pred=m.get("ttft_ms", float("nan")),
+            rec.update(status=res["status"], reason=res["reason"],
+                       ttft_meas=float(row["ttft_ms"]), tpot_meas=float(row["tpot_ms"]),
+                       ttft_pred=m.get("ttft_ms", float("nan")),
                        tpot_pred=m.get("tpot_ms", float("nan")))
             for k in ("ttft", "tpot"):
                 rec[f"{k}_err_pct"] = 100.0 * (rec[f"{k}_pred"] / rec[f"{k}_meas"] - 1.0)
@@ -130,6 +134,9 @@ def print_table(df, csv: Path) -> None:
                   f"{r['ttft_pred']:.1f}", f"{r['ttft_err_pct']:+.1f}%", f"{r['tpot_meas']:.2f}",
                   f"{r['tpot_pred']:.2f}", f"{r['tpot_err_pct']:+.1f}%")
     Console().print(t)
+    for _, r in df[df["status"] != "ok"].iterrows():
+        Console().print(f"{r['status']} (concurrency {r['concurrency']}, isl {r['isl']}, osl "
+                        f"{r['osl']}): {r['reason']}")
     Console().print(f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}%, "
                     f"TTFT {mape(df, 'ttft'):.1f}% over {len(df)} rows")
 

@@ -46,9 +46,16 @@ def load_trace(path: str):
     if missing or df.empty:
         raise ConfigError(f"workload.trace={path!r} needs columns {', '.join(TRACE_COLUMNS)} and "
                           f"at least one row; missing: {', '.join(missing) or 'rows'}")
-    df = df.sort_values("arrival_s", kind="stable")
-    return (df["arrival_s"].to_numpy(float), df["prompt_len"].to_numpy(float),
-            df["output_len"].to_numpy(float))
+    cols = []
+    for c in TRACE_COLUMNS:
+        v = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        if not np.isfinite(v).all():
+            k = int(np.argmax(~np.isfinite(v)))
+            raise ConfigError(f"workload.trace={path!r}: column {c} needs a number in every row; "
+                              f"data row {k + 1} has {str(df[c].iloc[k])!r}")
+        cols.append(v)
+    order = np.argsort(cols[0], kind="stable")
+    return tuple(v[order] for v in cols)
 
 
 def _lengths(dist, centre: int, n: int, rng, field: str, trace_values, limit: int,
@@ -95,6 +102,8 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     trace = load_trace(w.trace) if w.trace else None
     if w.kind == "closed_loop":
         n = w.n_requests or 10 * w.concurrency
+        if trace is not None and "trace" in (w.prompt_dist.kind, w.output_dist.kind):
+            n = min(n, len(trace[0]))                   # trace lengths: at most every row
     elif trace is not None:
         n = min(w.n_requests, len(trace[0])) if w.n_requests else len(trace[0])
     else:
@@ -107,7 +116,7 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         arrival = np.full(n, np.nan)
         arrival[:min(n, w.concurrency)] = 0.0
     elif trace is not None:
-        arrival = trace[0][:n] - trace[0][0] if len(trace[0]) else trace[0][:n]
+        arrival = trace[0][:n] - trace[0][0]           # the first request opens the run
     else:
         arrival = np.cumsum(rng.exponential(1.0 / w.arrival_rate, size=n))
         arrival -= arrival[0]                           # the first request opens the run

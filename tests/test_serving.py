@@ -244,6 +244,36 @@ def test_bad_serving_input_is_one_line(override, status, words):
     assert res["status"] == status and words in res["reason"] and "\n" not in res["reason"]
 
 
+def test_bad_trace_values_are_one_line(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,prompt_len,output_len\n0,100,10\n0.1,abc,5\n")
+    res = evaluate(compose_cfg("workload=trace", f"workload.trace={csv}"))
+    assert res["status"] == "invalid" and "prompt_len" in res["reason"] and "'abc'" in res["reason"]
+
+
+def test_closed_loop_with_trace_lengths_uses_at_most_every_row():
+    res = evaluate(compose_cfg("workload=trace", "workload.kind=closed_loop",
+                               "workload.concurrency=8", "workload.n_requests=100000"))
+    assert res["status"] == "ok"
+    assert 0 < res["metrics"]["n_requests"] < 100000
+
+
+def test_preempt_pool_of_exactly_one_request():
+    """Preemption needs a pool of prompt + output - 1 tokens per request at most (a recompute
+    of everything but the last token); one such request per pool is feasible."""
+    p, o, blk = 100, 13, 16                      # 112 tokens = 7 blocks
+    base = ("workload=closed_loop", "workload.concurrency=3", "workload.n_requests=6",
+            f"workload.prompt_len={p}", f"workload.output_len={o}", "engine=vllm",
+            "engine.chunk_size=32", f"engine.kv_block_tokens={blk}")
+    cfg = compose_cfg(*base)
+    d = build(cfg)
+    free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
+    frac = 7.5 * blk * S.kv_bytes_per_token_chip(d) / free_hbm
+    _, _, req, steps, _, eng = _run(*base, f"engine.kv_mem_fraction={frac}")
+    assert eng[SK.E_CAP_BLOCKS] == 7 and req[:, SK.R_PREEMPT].sum() > 0
+    assert np.isfinite(req[:, SK.R_DONE]).all() and steps[:, SK.T_RESERVED].max() <= 7 * blk
+
+
 def test_validation_rows_tpot_within_target():
     """The issue's target: TPOT mean absolute percentage error <= 10% on the measured H100 rows
     (shared/validation), from the same H100 parameters as the papers' GPU claims."""
