@@ -37,6 +37,8 @@ def check_coe(c, hw) -> None:
         e.append(f"coe.zipf_s={c.zipf_s} must be > 0")
     if not hw.backing_copy_gb_s >= 0:
         e.append(f"hardware.backing_copy_gb_s={hw.backing_copy_gb_s} must be >= 0")
+    if not c.seed >= 0:
+        e.append(f"coe.seed={c.seed} must be >= 0 (numpy random seed)")
     if c.hbm_cache not in C.HBM_CACHES:
         e.append(f"coe.hbm_cache={c.hbm_cache!r} is not one of: {', '.join(C.HBM_CACHES)}")
     if e:

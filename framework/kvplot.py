@@ -1,4 +1,5 @@
-"""`decodelab kvplot DIR [--out FILE]`: the KV-policy trade-off plot of a sweep's results.
+"""`decodelab kvplot DIR [--out FILE.png]` (or `--out=FILE.png`): the KV-policy trade-off plot of
+a sweep's results.
 
 Reads every `result.json` under DIR (a multirun directory of sweeps/studies/kv_tradeoff.yaml or
 kv_snapstream_params.yaml), writes `kv_tradeoff.csv` (one row per job) and `kv_tradeoff.png`:
@@ -83,18 +84,38 @@ def plot(df, path: Path, title: str = "KV policies: memory, throughput, prefill 
     return path
 
 
+def _args(argv: List[str]):
+    """(DIR, out) from `DIR [--out FILE | --out=FILE]`, or an error line."""
+    rest, out, i = [], None, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--out":
+            if i + 1 >= len(argv):
+                return None, None, "error: --out needs a file name (--out FILE.png)"
+            out, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--out="):
+            out = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    if len(rest) != 1:
+        return None, None, (f"error: expected one DIR, got {len(rest)}: {' '.join(rest)}" if rest
+                            else "usage: decodelab kvplot DIR [--out FILE.png]   (DIR: a multirun directory)")
+    root = Path(rest[0])
+    return root, Path(out) if out else root / "kv_tradeoff.png", ""
+
+
 def main(argv: List[str]) -> int:
-    args = [a for a in argv if not a.startswith("--out")]
-    if not args:
-        print("usage: decodelab kvplot DIR [--out=FILE.png]   (DIR: a multirun directory)")
+    root, out, err = _args(argv)
+    if err:
+        print(err)
         return 2
-    root = Path(args[0])
-    out = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--out=")),
-               root / "kv_tradeoff.png")
     df = load(root)
     if not len(df) or not (df["status"] == "ok").any():
         print(f"error: no ok result.json under {root}")
         return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out.with_suffix(".csv"), index=False)
     plot(df, out)
     print(f"wrote {out} and {out.with_suffix('.csv')} ({len(df)} results, "

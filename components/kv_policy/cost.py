@@ -46,14 +46,24 @@ def union_kept(shared: float, selected: float, g: int) -> float:
     return shared + g * selected
 
 
-def check_selection(pol, m, errors: List[str]) -> None:
-    """Fields of SnapKV-style selection (SnapKV, PyramidKV, SnapStream)."""
+def h_sel(pol, m) -> float:
+    """Selecting heads per layer: H (per query head), Hkv (per KV head) or 1 (per layer)."""
+    s = kv_shape(m)
+    return {"query_head": s["H"], "kv_head": s["Hkv"], "layer": 1}[pol.granularity]
+
+
+def check_granularity(pol, m, errors: List[str]) -> None:
     if pol.granularity not in GRANULARITIES:
         errors.append(f"kv_policy.granularity={pol.granularity!r} is not one of: "
                       f"{', '.join(GRANULARITIES)}")
     elif pol.granularity == "query_head" and m is not None and is_mla(m):
         errors.append("kv_policy.granularity='query_head' is not possible with MLA "
                       f"({m.name}): one latent per layer is shared by all heads; use layer or kv_head")
+
+
+def check_selection(pol, m, errors: List[str]) -> None:
+    """Fields of SnapKV-style selection (SnapKV, PyramidKV, SnapStream)."""
+    check_granularity(pol, m, errors)
     if pol.pooling not in POOLINGS:
         errors.append(f"kv_policy.pooling={pol.pooling!r} is not one of: {', '.join(POOLINGS)}")
     if pol.pool_kernel < 1 or (pol.pooling != "none" and pol.pool_kernel % 2 == 0):
@@ -78,11 +88,11 @@ def scoring_cost(pol, m, prompt_len: float, kept: float, kv_bytes: float = 2.0,
     reduces them over the window first, which is what is counted."""
     s = kv_shape(m)
     P, w = float(prompt_len), float(min(pol.obs_window, prompt_len))
-    h_sel = {"query_head": s["H"], "kv_head": s["Hkv"], "layer": 1}[pol.granularity]
+    hs = h_sel(pol, m)
     k = pol.pool_kernel if pol.pooling != "none" else 0
-    flops = w * P * s["H"] * (2.0 * s["dq"] + 6.0) + P * s["H"] + P * h_sel * (k + 1.0)
+    flops = w * P * s["H"] * (2.0 * s["dq"] + 6.0) + P * s["H"] + P * hs * (k + 1.0)
     byts = (P * s["Hkv"] * s["dk"] * kv_bytes + w * s["H"] * s["dq"] * act_bytes
-            + 2.0 * SCORE_BYTES * P * h_sel)
+            + 2.0 * SCORE_BYTES * P * hs)
     gather = 2.0 * kept * s["kv_elems"] * kv_bytes      # kept is layer-averaged: x L below
     return {"flops": s["L"] * flops, "bytes": s["L"] * (byts + gather)}
 

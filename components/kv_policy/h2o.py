@@ -25,23 +25,13 @@ def _cap(pol, model=None) -> float:
     return cost.union_kept(float(pol.window), float(pol.budget), cost.group(pol, model))
 
 
-def _h_sel(pol, model) -> float:
-    s = cost.kv_shape(model)
-    return {"query_head": s["H"], "kv_head": s["Hkv"], "layer": 1}[pol.granularity]
-
-
 def check(pol, model) -> list:
     e = []
     if pol.budget < 0:
         e.append(f"kv_policy.budget={pol.budget} must be >= 0 (heavy-hitter tokens kept)")
     if pol.window < 1:
         e.append(f"kv_policy.window={pol.window} must be >= 1 (recent tokens kept)")
-    if pol.granularity not in cost.GRANULARITIES:
-        e.append(f"kv_policy.granularity={pol.granularity!r} is not one of: "
-                 f"{', '.join(cost.GRANULARITIES)}")
-    elif pol.granularity == "query_head" and model is not None and cost.is_mla(model):
-        e.append("kv_policy.granularity='query_head' is not possible with MLA: one latent per "
-                 "layer is shared by all heads; use layer or kv_head")
+    cost.check_granularity(pol, model, e)
     return e
 
 
@@ -64,7 +54,7 @@ def slot_capacity(pol, model=None) -> float:
 def decode_overhead_bytes(pol, model, stored: float) -> float:
     """FP32 accumulated score of every held token, read and written each step, per selecting
     head and layer."""
-    return 2.0 * cost.SCORE_BYTES * _h_sel(pol, model) * cost.kv_shape(model)["L"] * stored
+    return 2.0 * cost.SCORE_BYTES * cost.h_sel(pol, model) * cost.kv_shape(model)["L"] * stored
 
 
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
@@ -72,7 +62,7 @@ def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
     s = cost.kv_shape(model)
     P = float(prompt_len)
     pairs = P * (P + 1.0) / 2.0
-    h_sel = _h_sel(pol, model)
+    h_sel = cost.h_sel(pol, model)
     flops = pairs * s["H"] * (2.0 * s["dq"] + 6.0) + P * s["H"]
     byts = P * s["Hkv"] * s["dk"] * kv_bytes + 2.0 * cost.SCORE_BYTES * P * h_sel
     return {"flops": s["L"] * flops, "bytes": s["L"] * byts}

@@ -40,6 +40,9 @@ def check(pol, model) -> list:
     snapkv.check_budget(pol, e)
     if pol.pyramid_beta < 0:
         e.append(f"kv_policy.pyramid_beta={pol.pyramid_beta} must be >= 0 (0 = uniform budgets)")
+    elif 0 < pol.pyramid_beta < 1:      # first layer 2 s - s / beta: below the last, < 0 under 0.5
+        e.append(f"kv_policy.pyramid_beta={pol.pyramid_beta} must be 0 (uniform budgets) or >= 1 "
+                 "(the last layer selects (budget - window) / beta, the first twice the mean minus that)")
     return e
 
 
