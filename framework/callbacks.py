@@ -37,19 +37,15 @@ def background(tracking) -> bool:
     return sys.stdout.isatty() if flag is None else bool(flag)
 
 
-def record_in_background(tracking, run_dir: Path, cwd: str) -> None:
+def record_in_background(run_dir: Path, cwd: str) -> None:
     """Start `decodelab sync RUN_DIR/result.json --each` detached (own session: it outlives this
     process) in cwd, where relative SQLite URIs and artifact roots resolve as in the foreground.
     Only this run's result.json: a run dir shared with other results (hydra.run.dir=...) must
-    not have them all uploaded without dedupe. A lock beside a SQLite store keeps concurrent
-    background writers from creating it twice."""
-    uri = str(tracking.uri)
-    lock = (Path(cwd) / uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") \
-        else Path(run_dir)
+    not have them all uploaded without dedupe. Sync locks a SQLite store while it writes, so
+    concurrent background writers never create it twice."""
     with open(Path(run_dir) / "sync.log", "ab") as log_file:
         subprocess.Popen([sys.executable, "-m", "framework.cli", "sync",
-                          str(Path(run_dir) / "result.json"), "--each", "--lock",
-                          str((lock / ".decodelab_sync.lock").resolve())], cwd=cwd,
+                          str(Path(run_dir) / "result.json"), "--each"], cwd=cwd,
                          stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                          start_new_session=True)
 
@@ -125,7 +121,7 @@ class MLflowCallback(Callback):
         hc = HydraConfig.get()
         out_dir = Path(hc.runtime.output_dir)           # absolute
         if str(hc.mode) != "RunMode.MULTIRUN" and background(config.tracking):
-            self._safe(record_in_background, config.tracking, out_dir, hc.runtime.cwd)
+            self._safe(record_in_background, out_dir, hc.runtime.cwd)
             return
         with _in_dir(hc.runtime.cwd):
             if str(hc.mode) == "RunMode.MULTIRUN":

@@ -16,6 +16,7 @@ is deleted and replaced.
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,6 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
     """Upload the unmarked results under dirs. `dedupe=False` (a single run recording itself
     in the background) uploads even when the same design is already in the tracker: each
     single run is its own MLflow run, as when it records in the foreground."""
-    from framework.recorder import Recorder
     rep = SyncReport()
     groups: Dict[Tuple, List[Tuple[Path, dict]]] = {}
     for f in pending(dirs):
@@ -92,46 +92,73 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
         groups.setdefault(key, []).append((f, {**rec, "_tracking": tr}))
     recorded: Dict[Tuple[str, str], Dict[str, str]] = {}
     for (uri, exp, sweep), items in groups.items():
-        tr = items[0][1]["_tracking"]
-        sweep_dir = Path(sweep) if sweep else None
-        r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
-                     {"kind": "sync"})
-        # without dedupe (a single run recording itself) neither the experiment's hashes are
-        # needed nor may RUNNING runs of the same design be deleted: another process may be
-        # writing one of them right now
-        if dedupe and (uri, exp) not in recorded:
-            recorded[(uri, exp)] = r.recorded_hashes()
-        done = recorded.get((uri, exp), {})
-        partial = _partial_runs(r) if r.ok and dedupe else {}
-        for f, rec in items:
-            if not r.ok:
-                break
-            h = rec.get("config_hash")
-            if dedupe and h and h in done:
-                (f.parent / RUN_ID_FILE).write_text(done[h])
-                rep.already += 1
-                continue
-            try:
-                for run_id in partial.pop(h, ()):
-                    r.client.delete_run(run_id)
-                    rep.replaced_partial += 1
-            except Exception as e:  # the tracker went away: stop, as Recorder.record does
-                from framework.recorder import short_error
-                r.error = short_error(e)
-                break
-            rec.update(name=_label(rec, f), dir=str(f.parent))
-            run_id = r.record(rec, [str(f.parent / n) for n in FILES if (f.parent / n).is_file()])
-            if run_id:
-                rep.uploaded += 1
-                if h:
-                    done[h] = run_id
-        if sweep_dir is not None:
-            r.finish()
-        if not r.ok:
-            left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
-            rep.failed += left
-            rep.errors.append(f"{uri} ({exp}): {r.error}; {left} results still to upload")
+        with _store_lock(uri):
+            # another sync (a single run's background one) may have uploaded some meanwhile
+            items = [(f, rec) for f, rec in items if not (f.parent / RUN_ID_FILE).exists()]
+            if items:
+                _sync_group(uri, exp, sweep, items, recorded, dedupe, rep)
     return rep
+
+
+@contextmanager
+def _store_lock(uri: str):
+    """One sync at a time writes a SQLite store (a lock file beside it): a user's sync and a
+    single run's background one never both upload, or create the store, at once. Tracking
+    servers order their own writes."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+    lock = Path(uri[len("sqlite:///"):]).parent / ".decodelab_sync.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)           # released when the file closes
+        yield
+
+
+def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool,
+                rep: SyncReport) -> None:
+    """Upload one (tracker, experiment, sweep) group's results into `rep`."""
+    from framework.recorder import Recorder
+    tr = items[0][1]["_tracking"]
+    sweep_dir = Path(sweep) if sweep else None
+    r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
+                 {"kind": "sync"})
+    # without dedupe (a single run recording itself) neither the experiment's hashes are
+    # needed nor may RUNNING runs of the same design be deleted: another process may be
+    # writing one of them right now
+    if dedupe and (uri, exp) not in recorded:
+        recorded[(uri, exp)] = r.recorded_hashes()
+    done = recorded.get((uri, exp), {})
+    partial = _partial_runs(r) if r.ok and dedupe else {}
+    for f, rec in items:
+        if not r.ok:
+            break
+        h = rec.get("config_hash")
+        if dedupe and h and h in done:
+            (f.parent / RUN_ID_FILE).write_text(done[h])
+            rep.already += 1
+            continue
+        try:
+            for run_id in partial.pop(h, ()):
+                r.client.delete_run(run_id)
+                rep.replaced_partial += 1
+        except Exception as e:  # the tracker went away: stop, as Recorder.record does
+            from framework.recorder import short_error
+            r.error = short_error(e)
+            break
+        rec.update(name=_label(rec, f), dir=str(f.parent))
+        run_id = r.record(rec, [str(f.parent / n) for n in FILES if (f.parent / n).is_file()])
+        if run_id:
+            rep.uploaded += 1
+            if h:
+                done[h] = run_id
+    if sweep_dir is not None:
+        r.finish()
+    if not r.ok:
+        left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
+        rep.failed += left
+        rep.errors.append(f"{uri} ({exp}): {r.error}; {left} results still to upload")
 
 
 def _partial_runs(r) -> Dict[str, List[str]]:
@@ -172,8 +199,6 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--each", action="store_true", help="upload every unmarked result even if "
                     "the same design is already recorded (no config-hash dedupe, and unfinished "
                     "runs of the same design are left alone)")
-    ap.add_argument("--lock", metavar="FILE", help="hold an exclusive lock on FILE while syncing "
-                    "(background recording of single runs: one store writer at a time)")
     a = ap.parse_args(argv)
     dirs = [Path(x) for x in a.args if "=" not in x] or [Path("outputs")]
     over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
@@ -184,14 +209,7 @@ def main(argv: List[str]) -> int:
               f"tracking.KEY=VALUE overrides, KEY one of {', '.join(tracking_keys())}",
               file=sys.stderr)
         return 2
-    if a.lock:
-        import fcntl
-        Path(a.lock).parent.mkdir(parents=True, exist_ok=True)
-        with open(a.lock, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
-            rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
-    else:
-        rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
+    rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
     print(f"sync: {rep.uploaded} uploaded, {rep.already} already in the tracker (marked), "
           f"{rep.replaced_partial} unfinished runs replaced, {rep.skipped_disabled} with tracking "
           f"disabled left alone, {rep.failed} not uploaded")
