@@ -39,16 +39,11 @@ def layer_mix(arch, m, kb: float) -> Dict[str, float]:
 
 
 def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
-    """The R_* vector. Quest's extras come from its read_tokens at two points (it is affine in
-    the stored tokens between page boundaries); H2O's score bytes are converted to tokens."""
+    """The R_* vector: the policy's read coefficients (Quest: dense layers, page metadata), H2O's
+    score bytes converted to tokens, and the architecture's layer mix."""
     rm = np.zeros(N_READ)
-    if pol.name == "quest":
-        rm[R_DENSE] = pol.dense_layers / m.n_layers
-        ps = float(pol.page_size)
-        rm[R_PAGE] = ps
-        # read_tokens(n) = dense n + (1 - dense) min(n, cap) + meta ceil(n / ps): meta from n = ps
-        cap = policy.kernel_params(pol, m)["read_cap"]
-        rm[R_META] = policy.read_tokens(pol, m, ps) - rm[R_DENSE] * ps - (1 - rm[R_DENSE]) * min(ps, cap)
+    rc = policy.read_coeffs(pol, m)
+    rm[R_DENSE], rm[R_PAGE], rm[R_META] = rc["dense"], rc["page"], rc["meta"]
     kv_tok = arch.kv_bytes_per_token(m, kb)
     rm[R_EXTRA] = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
     mix = layer_mix(arch, m, kb)

@@ -8,7 +8,7 @@ from types import ModuleType
 from components.kv_policy import full, h2o, pyramidkv, quest, snapkv, snapstream, streaming_llm
 
 INTERFACE = ("check", "cached_tokens", "kernel_params", "slot_layout", "slot_capacity",
-             "read_tokens", "decode_overhead_bytes", "prefill_overhead")
+             "read_tokens", "read_coeffs", "decode_overhead_bytes", "prefill_overhead")
 
 
 class Policy:

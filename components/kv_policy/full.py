@@ -10,6 +10,9 @@ Policy interface (every module in components/kv_policy/ provides it; docs/kv_pol
   slot_capacity(pol, model=None) -> tokens of a static slot (0 for growing)
   read_tokens(pol, model, stored) -> KV token-equivalents read per decode step, layer-averaged
       (what the caps give, plus what they cannot express: Quest's page metadata, dense layers)
+  read_coeffs(pol, model) -> {dense, page, meta}: read_tokens in the kernel's terms: a `dense`
+      share of layers reads every stored token, the rest min(stored, read_cap), plus `meta`
+      token-equivalents per `page` stored tokens (0 = none)
   decode_overhead_bytes(pol, model, stored) -> extra bytes per decode step (H2O's scores)
   prefill_overhead(pol, model, prompt_len, kv_bytes, act_bytes) -> {flops, bytes} of selection
 """
@@ -44,6 +47,10 @@ def slot_capacity(pol, model=None) -> float:
 
 def read_tokens(pol, model, stored: float) -> float:
     return float(stored)
+
+
+def read_coeffs(pol, model) -> dict:
+    return {"dense": 0.0, "page": 0.0, "meta": 0.0}
 
 
 def decode_overhead_bytes(pol, model, stored: float) -> float:

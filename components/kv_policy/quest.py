@@ -68,6 +68,15 @@ def read_tokens(pol, model, stored: float) -> float:
     return (1.0 - f) * n + f * sparse
 
 
+def read_coeffs(pol, model) -> dict:
+    """read_tokens(n) = dense n + (1 - dense) min(n, cap) + meta ceil(n / page): meta from n = page."""
+    dense = pol.dense_layers / model.n_layers
+    page = float(pol.page_size)
+    cap = kernel_params(pol, model)["read_cap"]
+    return {"dense": dense, "page": page,
+            "meta": read_tokens(pol, model, page) - dense * page - (1 - dense) * min(page, cap)}
+
+
 def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
                      act_bytes: float = 2.0) -> dict:
     s = cost.kv_shape(model)
