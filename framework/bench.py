@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from typing import List
 
-import numpy as np
 
 
 def _best(fn, repeat: int) -> float:

@@ -5,7 +5,7 @@ is `ok`, `infeasible` or `invalid`, with the reason, so a sweep records it and c
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
 from omegaconf import OmegaConf

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,12 +17,6 @@ from typing import Dict, Iterable, Optional
 
 from framework import tracking
 from framework.callbacks import PARENT_FILE, RUN_ID_FILE
-
-# A tracking server that went away should not stall a sweep for minutes (MLflow's default is 7
-# retries with exponential backoff): fail within seconds; `decodelab sync` catches up later.
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 
 def tracking_ns(tr: Dict) -> SimpleNamespace:

@@ -170,6 +170,10 @@ def main(argv: List[str]) -> int:
     csv_arg = [a.split("=", 1)[1] for a in argv if a.startswith("csv=")]
     overrides = [a for a in argv if not a.startswith("csv=") and not a.startswith("--")]
     csv = Path(csv_arg[-1]).expanduser() if csv_arg else default_csv()
+    flags = [a for a in argv if a.startswith("--") and a not in ("--static", "--no-track")]
+    if flags:
+        print(f"error: {' '.join(flags)}: the flags are --static and --no-track")
+        return 2
     if not csv.is_file():
         print(f"error: csv={csv} is not a file")
         return 2

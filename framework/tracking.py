@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# A tracking server that went away should not stall a run or a sweep for minutes (MLflow's
+# default is 7 retries with exponential backoff): fail within seconds; `decodelab sync` catches
+# up later. Every path that logs (Hydra callback, fast sweep, sync) imports this module first.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 PARENT_TAG = "mlflow.parentRunId"
 HASH_TAG = "config_hash"   # report.config_hash of the resolved design: resume and sync key

@@ -135,7 +135,7 @@ class Model:
         first tokens equal ids[:n0] (n0 = the longest common prefix, and a key of
         past.snapshots when colsum is wanted); its KV is reused and only ids[n0:] is computed.
         `snapshots`: positions n at which to keep the accumulated attention of queries < n."""
-        w, L, H, Hkv, D, G = self.w, self.w.n_layers, self.H, self.Hkv, self.D, self.G
+        w, L, H, Hkv, D = self.w, self.w.n_layers, self.H, self.Hkv, self.D
         ids = np.asarray(ids, np.int64)
         P = len(ids)
         obs = max(1, min(obs, P))
@@ -188,7 +188,7 @@ class Model:
         held [B, steps + 1] (tokens held per KV head after prefill and after each step),
         needle_kept [B, L, H] (needle tokens kept right after prefill, fraction)."""
         from framework.fidelity import attention_kernel as K
-        w, L, H, Hkv, D = self.w, self.w.n_layers, self.H, self.Hkv, self.D
+        L, H, Hkv, D = self.w.n_layers, self.H, self.Hkv, self.D
         B, P = len(grp), groups[0].k.shape[2]
         if any(g.k.shape[2] != P for g in groups):
             raise ValueError("all prefills of one decode must share the prompt")
