@@ -80,13 +80,14 @@ def simulate(probs: np.ndarray, batch_size: int, n_batches: int, slots: int, all
              seed: int) -> Dict:
     """Route `n_batches` batches (after a warm-up) and count expert switches per batch.
     all_resident: every expert is in HBM (no switch ever). Otherwise HBM holds an LRU cache of
-    `slots` experts, pre-loaded with the most used ones (the placement a server starts from)."""
-    rng = np.random.default_rng(seed)
-    n = len(probs)
+    `slots` experts, pre-loaded with the most used ones (the placement a server starts from).
+    Per batch the experts already resident are used first, then each missing distinct expert is
+    copied once (SN40L paper Sec. VI-C: route, copy the required experts, run each pair)."""
     if all_resident:
-        rng.choice(n, size=(n_batches, batch_size), p=probs)
         return {"switches": np.zeros(n_batches), "hits": n_batches * batch_size, "misses": 0,
                 "evictions": 0}
+    rng = np.random.default_rng(seed)
+    n = len(probs)
     order = np.argsort(-probs, kind="stable")
     cache = ExpertCache(slots, resident=order[:slots][::-1])     # most used = most recent
     warmup = max(1, math.ceil(slots / batch_size))
@@ -95,7 +96,15 @@ def simulate(probs: np.ndarray, batch_size: int, n_batches: int, slots: int, all
     for i, batch in enumerate(draws):
         if i == warmup:
             cache.hits = cache.misses = cache.evictions = 0
-        misses = sum(0 if cache.access(e) else 1 for e in batch)
+        # the paper's flow: route the whole batch, keep the resident experts it needs, copy
+        # each missing one once (so a copy never evicts an expert the same batch needs)
+        needed = list(dict.fromkeys(int(e) for e in batch))
+        missing = [e for e in needed if e not in cache]
+        for e in needed:
+            if e in cache:
+                cache.access(e)
+        misses = sum(0 if cache.access(e) else 1 for e in missing)
+        cache.hits += len(batch) - len(needed)      # later prompts for an expert just used
         if i >= warmup:
             switches.append(misses)
     return {"switches": np.asarray(switches, dtype=np.float64), "hits": cache.hits,
