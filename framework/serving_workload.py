@@ -112,6 +112,12 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
                       trace[1] if trace is not None else None, max_context, 1)
     output = _lengths(w.output_dist, w.output_len, n, rng, "output_dist",
                       trace[2] if trace is not None else None, max_context, 2)
+    # sampled lengths respect the model's context (fixed and trace lengths are the user's: a
+    # request that does not fit makes the design infeasible, with its reason)
+    if w.prompt_dist.kind in ("uniform", "lognormal"):
+        prompt = np.minimum(prompt, max_context - 2)
+    if w.output_dist.kind in ("uniform", "lognormal"):
+        output = np.maximum(np.minimum(output, max_context - prompt), 2)
     if w.kind == "closed_loop":
         arrival = np.full(n, np.nan)
         arrival[:min(n, w.concurrency)] = 0.0
