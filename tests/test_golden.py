@@ -273,3 +273,22 @@ def test_batch_streaming_notes_where_it_does_not_apply(compose):
     df = evaluate(compose("hardware=sn40l_socket", "optimizations.batch_streaming=true",
                           "optimizations.kernel_looping=false"))
     assert any("batch_streaming needs kernel_looping" in n for n in df["notes"])
+
+
+def test_layers_of_different_kinds_are_separate_fused_calls(compose):
+    """3 dense + 58 MoE layers emitted as two op groups: two looped calls, each paying its own
+    launch and fill/drain once, each keeping its own layer-input activation traffic."""
+    from components.execution import dataflow
+    from components.ops import Op
+    hw = compose("hardware=sn40l_rack16").hardware
+    opt = compose("optimizations=all").optimizations
+    ops = [Op("embedding", "embed", stage="pre"),
+           Op("norm_d", "norm", repeat=3, act_bytes_per_token=4.0), Op("ffn_d", "gemm", repeat=3),
+           Op("norm_m", "norm", repeat=58, act_bytes_per_token=4.0), Op("moe", "gemm", repeat=58,
+                                                                      act_bytes_per_token=8.0),
+           Op("lm_head", "gemm", stage="post")]
+    ops, calls, _ = dataflow.assign_calls(ops, hw, opt)
+    assert [op.call for op in ops] == [0, 1, 1, 2, 2, 3]
+    assert [c["repeat"] for c in calls] == [1, 3, 58, 1]
+    assert calls[1]["launch_once"] == calls[2]["launch_once"] == hw.hw_launch_us * 1e-6
+    assert [op.act_bytes_per_token for op in ops[1:5]] == [4.0, 0.0, 4.0, 0.0]

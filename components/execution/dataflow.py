@@ -81,18 +81,21 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
             op.call = new_call(op.repeat)   # per-operator fill/drain already covers the barrier
         return ops, calls, notes
 
+    # one fused call per stage and repeat count: layers of different kinds (e.g. dense and MoE
+    # layers emitted as separate op groups) are different programs, each its own call
     by_stage = {}
     for op in ops:
-        if op.stage not in by_stage:
+        key = (op.stage, op.repeat)
+        if key not in by_stage:
             looped = op.stage == "layer" and opt.kernel_looping
-            by_stage[op.stage] = new_call(op.repeat, looped, barrier=op.stage == "layer")
-        op.call = by_stage[op.stage]
+            by_stage[key] = new_call(op.repeat, looped, barrier=op.stage == "layer")
+        op.call = by_stage[key]
     # Inside a fused layer the intermediates live in SRAM: only the layer input (residual stream)
     # is read and its output written through memory, once per layer.
-    layer_ops = [op for op in ops if op.stage == "layer"]
-    if layer_ops:
-        d_io = layer_ops[0].act_bytes_per_token   # input norm reads d and writes d
-        for op in layer_ops:
-            op.act_bytes_per_token = 0.0
-        layer_ops[0].act_bytes_per_token = d_io
+    seen = set()                                # the first op of a call (input norm) keeps it
+    for op in ops:
+        if op.stage == "layer":
+            if op.call in seen:
+                op.act_bytes_per_token = 0.0
+            seen.add(op.call)
     return ops, calls, notes
