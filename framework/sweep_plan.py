@@ -211,6 +211,10 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
             k, _, v = o.partition("=")
             values.setdefault(k, set()).add(v)
     varied = [k for k, v in values.items() if len(v) > 1]
+    swept_tracking = [k for k in varied if k.lstrip("+~").split(".")[0].split("@")[0] == "tracking"]
+    if swept_tracking:
+        raise SweepError(f"{', '.join(swept_tracking)}: a sweep records into one tracker; "
+                         "give tracking settings one value (run one sweep per store)")
     label = name if target else "overrides"
     return Plan(source, label, jobs, groups, sweep_dir, varied,
                 OmegaConf.to_container(first.tracking, resolve=True), first, list(overrides))

@@ -163,16 +163,11 @@ def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool,
 
 def _partial_runs(r) -> Dict[str, List[str]]:
     """{config hash: run ids} of runs a dead tracker left unfinished."""
-    from framework.tracking import HASH_TAG
-    out: Dict[str, List[str]] = {}
+    from framework.tracking import runs_by_hash
     try:
-        runs = r.client.search_runs([r.exp], max_results=5000, filter_string=(
-            f"tags.{HASH_TAG} != '' and attributes.status = 'RUNNING'"))
+        return runs_by_hash(r.client, r.exp, "RUNNING")
     except Exception:
-        return out
-    for run in runs:
-        out.setdefault(run.data.tags[HASH_TAG], []).append(run.info.run_id)
-    return out
+        return {}
 
 
 def tracking_keys() -> List[str]:

@@ -175,14 +175,19 @@ def recorded_hashes(tracking) -> Dict[str, str]:
     exp = client.get_experiment_by_name(tracking.experiment)
     if exp is None:
         return {}
-    out: Dict[str, str] = {}
+    return {h: ids[0] for h, ids in runs_by_hash(client, exp.experiment_id, "FINISHED").items()}
+
+
+def runs_by_hash(client, exp_id: str, status: str) -> Dict[str, list]:
+    """{config hash: run ids} of the experiment's runs in `status`, every page of them."""
+    out: Dict[str, list] = {}
     token = None
     while True:
-        page = client.search_runs([exp.experiment_id], max_results=5000, page_token=token,
+        page = client.search_runs([exp_id], max_results=5000, page_token=token,
                                   filter_string=f"tags.{HASH_TAG} != '' and "
-                                                "attributes.status = 'FINISHED'")
+                                                f"attributes.status = '{status}'")
         for r in page:
-            out.setdefault(r.data.tags[HASH_TAG], r.info.run_id)
+            out.setdefault(r.data.tags[HASH_TAG], []).append(r.info.run_id)
         token = page.token
         if not token:
             return out
