@@ -92,7 +92,8 @@ def per_head_plot(per_head: dict, out_dir: Path, column: int = 0, name: str = "r
         ax.set_title(lab, fontsize=8)
         ax.set_xlabel("head", fontsize=7)
         ax.set_ylabel("layer", fontsize=7)
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label=name)
+    if labels:                              # only the full cache in the grid: an empty figure
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label=name)
     p = Path(out_dir) / f"per_head_{name}.png"
     fig.savefig(p, dpi=100, bbox_inches="tight")
     plt.close(fig)

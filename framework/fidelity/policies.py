@@ -10,7 +10,7 @@ choices (sinks, the split between heavy hitters / frozen top-K and the recent wi
   pyramidkv      as snapkv; per-layer budgets from components.kv_policy.pyramidkv.layer_budgets
   h2o            budget (heavy) : window (recent) in the YAML's proportion, summing to B
   snapstream     sinks + budget (frozen K) + window (ring R) = B, K : R in the YAML's proportion
-  quest          top_k_pages = B // page_size
+  quest          top_k_pages = ceil(B / page_size) (the performance side's rounding of a token budget)
   full           no budget
 B = 0 leaves the YAML as it is. Fields the KV-policy schema lacks are read from
 `kv_policy.params` (then the defaults below), so older schemas still work.
@@ -70,7 +70,9 @@ def apply_budget(pol, budget: int) -> None:
         _set(pol, "window", ring)
         _set(pol, "budget", budget - sinks - ring)
     elif name == "quest":
-        _set(pol, "top_k_pages", max(1, budget // int(field(pol, "page_size"))))
+        page = int(field(pol, "page_size"))
+        if page >= 1:                       # page_size < 1: left for the component's check()
+            _set(pol, "top_k_pages", -(-budget // page))
     else:
         raise ValueError(f"kv_policy.name={name!r}: no fidelity implementation "
                          f"(one of: {', '.join(KINDS)})")
@@ -119,6 +121,8 @@ def variant(pol, model, budget: int, streaming_prefill: bool = True, alias: str 
     ip[K.P_PAGE], ip[K.P_TOPPAGES], ip[K.P_DENSE] = int(f["page_size"]), int(f["top_k_pages"]), int(f["dense_layers"])
     ip[K.P_OBS], ip[K.P_POOL], ip[K.P_KERNEL] = int(f["obs_window"]), POOLS[pooling], int(f["pool_kernel"])
     kept = int(f["budget"])
+    if name == "quest" and ip[K.P_TOPPAGES] <= 0:  # top_k_pages 0: the pages holding `budget` tokens
+        ip[K.P_TOPPAGES] = -(-kept // max(1, int(f["page_size"])))
     if name in ("snapkv", "pyramidkv"):
         if name == "pyramidkv":
             from components.kv_policy import pyramidkv

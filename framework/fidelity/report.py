@@ -124,7 +124,11 @@ def main(argv: List[str]) -> int:
         return 2
     summ = summary(res)
     out_dir = Path(cfg.out_dir) / cfg.name
-    files = write_files(res, summ, out_dir)
+    try:
+        files = write_files(res, summ, out_dir)
+    except OSError as e:                    # out_dir not writable, disk full
+        print(f"error: out_dir: {e}")
+        return 2
     if not cfg.quiet:
         print_summary(summ, res, cfg)
         print(f"files: {out_dir}")

