@@ -18,12 +18,20 @@ SUBCOMMANDS = {
     "kvplot": ("framework.kvplot", "main", "KV-policy trade-off plot + CSV of a sweep's results (DIR)"),
 }
 
+ARGPARSE = {"framework.sweep", "framework.search", "framework.compare", "framework.sync"}  # own --help
+
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
         import importlib
         mod, fn, _ = SUBCOMMANDS[sys.argv.pop(1)]
-        sys.exit(getattr(importlib.import_module(mod), fn)(sys.argv[1:]))
+        module = importlib.import_module(mod)
+        if {"-h", "--help"} & set(sys.argv[1:]) and mod not in ARGPARSE:
+            # the subcommand's usage and what it does
+            print("\n\n".join(d.strip() for d in (getattr(module, fn).__doc__, module.__doc__)
+                              if d and d.strip()))
+            sys.exit(0)
+        sys.exit(getattr(module, fn)(sys.argv[1:]))
     from framework.app import EXIT_STATUS, job
     job()
     sys.exit(EXIT_STATUS[0])

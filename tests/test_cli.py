@@ -706,3 +706,11 @@ def test_missing_required_field_does_not_break_a_sweep(tmp_path):
     assert status["incomplete"]["status"] == "invalid"
     assert "model.ffn_dim" in status["incomplete"]["reason"]
     assert res.rc == 0, res.explain()
+
+
+def test_every_subcommand_has_help(tmp_path):
+    from framework.cli import SUBCOMMANDS
+    for name in SUBCOMMANDS:
+        res = decodelab(tmp_path, name, "--help")
+        assert res.rc == 0 and f"decodelab {name}" in res.out, (name, res.explain())
+        assert "Traceback" not in res.text
