@@ -6,17 +6,14 @@ kernel over the pure-Python reference (framework/reference.py) on the same steps
 from __future__ import annotations
 
 import time
+import timeit
 from typing import List
 
 
 
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+def best_time(fn, repeat: int) -> float:
+    """Best of `repeat` timed calls (seconds)."""
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def measure(cfg, n_steps: int = 4096, ref_steps: int = 256) -> dict:
@@ -31,11 +28,11 @@ def measure(cfg, n_steps: int = 4096, ref_steps: int = 256) -> dict:
     t0 = time.perf_counter()
     K.simulate(*args, one)                         # JIT compile or load from cache
     jit_s = time.perf_counter() - t0
-    walk = _best(lambda: K.simulate(*args, steps), 5)
-    single = _best(lambda: K.simulate(*args, one), 2000)
+    walk = best_time(lambda: K.simulate(*args, steps), 5)
+    single = best_time(lambda: K.simulate(*args, one), 2000)
     sub = steps[:ref_steps]
-    numba_sub = _best(lambda: K.simulate(*args, sub), 20)
-    ref = _best(lambda: reference_simulate(design, cfg, sub), 3)
+    numba_sub = best_time(lambda: K.simulate(*args, sub), 20)
+    ref = best_time(lambda: reference_simulate(design, cfg, sub), 3)
     return {"jit_or_cache_load_s": jit_s, "step_us_in_walk": walk / n_steps * 1e6,
             "step_us_single_call": single * 1e6, "reference_step_us": ref / ref_steps * 1e6,
             "speedup_vs_python": ref / numba_sub, "kernel_calls_per_step": float(design.call_rep.sum()),

@@ -7,6 +7,8 @@ import time
 
 from omegaconf import OmegaConf
 
+from framework.bench import best_time as _best
+
 N_REQUESTS, PROMPT, OUTPUT, CONCURRENCY = 10_000, 1024, 512, 64
 TARGET_S, TARGET_SPEEDUP = 1.0, 100.0
 
@@ -18,15 +20,6 @@ def _serving_cfg(cfg, n: int, prompt: int, output: int, concurrency: int):
     w.kind, w.n_requests, w.concurrency = "closed_loop", n, concurrency
     w.prompt_len, w.output_len = prompt, output
     return c
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def measure(cfg) -> dict:
