@@ -33,6 +33,10 @@ def check(pol, model) -> list:
     if pol.window < 1:
         e.append(f"kv_policy.window={pol.window} must be >= 1 (ring of recent tokens; decode "
                  "writes there)")
+    elif pol.obs_window > pol.window:
+        e.append(f"kv_policy.obs_window={pol.obs_window} must be <= window={pol.window}: the "
+                 "ring holds the prompt's tail the observation queries come from (prompt keys "
+                 "between them would be neither scored nor kept)")
     return e
 
 
