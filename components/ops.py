@@ -35,3 +35,19 @@ class Op:
     link_bytes_per_token: float = 0.0  # bytes each chip sends per token in collectives
     n_collectives: int = 0             # collective operations per invocation (latency terms)
     call: int = -1                     # kernel call index, set by the execution model
+
+
+def op_builders(repeat: int, w_bytes: float, act_bytes: float):
+    """(gemm, elementwise): makers of per-layer ops with `repeat` invocations per step, as every
+    dense-style model component writes them. gemm(name, k, n, bias): a k x n weight matrix
+    (+ bias) applied to each token; elementwise(name, kind, n_in, n_out, weights): ~4 FLOPs per
+    output element (norms, activations, residual adds)."""
+    def gemm(name, k, n, bias=0):
+        return Op(name, "gemm", repeat=repeat, weight_bytes=(k * n + bias) * w_bytes,
+                  flops_per_token=2.0 * k * n, act_bytes_per_token=(k + n) * act_bytes)
+
+    def elementwise(name, kind, n_in, n_out, weights=0):
+        return Op(name, kind, repeat=repeat, weight_bytes=weights * w_bytes,
+                  flops_per_token=4.0 * n_out, act_bytes_per_token=(n_in + n_out) * act_bytes)
+
+    return gemm, elementwise

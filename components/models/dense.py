@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List
 
-from components.ops import Op
+from components.ops import Op, op_builders
 
 
 def kv_heads_per_chip(n_kv_heads: int, tp: int) -> int:
@@ -54,13 +54,7 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
     ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
     kv_tok = 2.0 * kvh * hd * kv_bytes          # K and V of one token, one layer, this chip
 
-    def gemm(name, k, n, bias=0):
-        return Op(name, "gemm", repeat=L, weight_bytes=(k * n + bias) * w_bytes,
-                  flops_per_token=2.0 * k * n, act_bytes_per_token=(k + n) * act_bytes)
-
-    def elementwise(name, kind, n_in, n_out, weights=0):
-        return Op(name, kind, repeat=L, weight_bytes=weights * w_bytes,
-                  flops_per_token=4.0 * n_out, act_bytes_per_token=(n_in + n_out) * act_bytes)
+    gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
     ops = [
         Op("embedding", "embed", stage="pre", flops_per_token=0.0,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from components.models.dense import kv_heads_per_chip
-from components.ops import Op
+from components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
 
@@ -139,13 +139,7 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
     h = m.n_heads // tp
     ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
 
-    def gemm(name, k, n, bias=0):
-        return Op(name, "gemm", repeat=L, weight_bytes=(k * n + bias) * w_bytes,
-                  flops_per_token=2.0 * k * n, act_bytes_per_token=(k + n) * act_bytes)
-
-    def elementwise(name, kind, n_in, n_out, weights=0):
-        return Op(name, kind, repeat=L, weight_bytes=weights * w_bytes,
-                  flops_per_token=4.0 * n_out, act_bytes_per_token=(n_in + n_out) * act_bytes)
+    gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
     ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
            elementwise("input_norm", "norm", d, d, weights=d)]
