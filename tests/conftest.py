@@ -42,3 +42,18 @@ def compose_raw(*overrides: str):
 def compose():
     """`compose(*overrides)` -> a mutable composed config (cached composition)."""
     return compose_cfg
+
+
+def claim_figure_params(ids, gaps: dict) -> list:
+    """One pytest param per figure of the claim sweeps whose id is in `ids`; the figures named
+    in `gaps` ({(id, figure): reason}) are strict xfails with that reason."""
+    from framework.claims import SWEEPS_DIR, load_sweep
+    out = []
+    for path in sorted(SWEEPS_DIR.glob("c*.yaml")):
+        claim, _ = load_sweep(path)
+        if claim["id"] in ids:
+            for fig in claim["figures"]:
+                key = (claim["id"], fig["name"])
+                marks = [pytest.mark.xfail(reason=gaps[key], strict=True)] if key in gaps else []
+                out.append(pytest.param(key, marks=marks, id=f"{key[0]}-{key[1]}"))
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import claim_figure_params
 from framework.claims import run_claims
 
 IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]
@@ -44,20 +45,7 @@ def test_every_claim_has_figures(rows):
     assert set(GAPS) <= set(rows), set(GAPS) - set(rows)
 
 
-def _figures():
-    from framework.claims import SWEEPS_DIR, load_sweep
-    out = []
-    for path in sorted(SWEEPS_DIR.glob("c*.yaml")):
-        claim, _ = load_sweep(path)
-        if claim["id"] in IDS:
-            for fig in claim["figures"]:
-                key = (claim["id"], fig["name"])
-                marks = [pytest.mark.xfail(reason=GAPS[key], strict=True)] if key in GAPS else []
-                out.append(pytest.param(key, marks=marks, id=f"{key[0]}-{key[1]}"))
-    return out
-
-
-@pytest.mark.parametrize("key", _figures())
+@pytest.mark.parametrize("key", claim_figure_params(IDS, GAPS))
 def test_claim_figure_within_tolerance(rows, key):
     r = rows[key]
     assert r["simulated"] is not None, f"{key}: no job produced the figure"

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from components.models import ARCHITECTURES, layers
+from conftest import claim_figure_params
 from components.speculative import tokens_per_round
 from framework.build import build
 from framework.claims import run_claims
@@ -152,20 +153,7 @@ def snapstream_rows():
     return {(r["id"], r["figure"]): r for r in run_claims(["C13", "C14", "C15"])}
 
 
-def _figures():
-    from framework.claims import SWEEPS_DIR, load_sweep
-    out = []
-    for cid in ("c13", "c14", "c15"):
-        for path in sorted(SWEEPS_DIR.glob(f"{cid}_*.yaml")):
-            claim, _ = load_sweep(path)
-            for fig in claim["figures"]:
-                key = (claim["id"], fig["name"])
-                marks = [pytest.mark.xfail(reason=GAPS[key], strict=True)] if key in GAPS else []
-                out.append(pytest.param(key, marks=marks, id=f"{key[0]}-{key[1]}"))
-    return out
-
-
-@pytest.mark.parametrize("key", _figures())
+@pytest.mark.parametrize("key", claim_figure_params(("C13", "C14", "C15"), GAPS))
 def test_snapstream_claims(snapstream_rows, key):
     r = snapstream_rows[key]
     assert r["simulated"] is not None, f"{key}: no job produced the figure"
