@@ -144,6 +144,17 @@ def _decode_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_l
 
 
 @njit(cache=True)
+def _schedule(i, q, sched, q_of, in_step, cnt, fb):
+    """Put `q` prefill tokens of sequence i into this step (out of the step's token budget)."""
+    sched[cnt[C_SCHED]] = i
+    q_of[i] = q
+    in_step[i] = True
+    cnt[C_SCHED] += 1
+    fb[F_BUDGET] -= q
+    fb[F_PREFILL] += q
+
+
+@njit(cache=True)
 def _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len, prompt,
                   gen, state, req, block, chunk, preempt, order):
     """Running sequences part-way through their prefill take their next chunk."""
@@ -166,12 +177,7 @@ def _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_
                 continue
             fb[F_FREE] -= need
             blocks[i] += need
-        sched[cnt[C_SCHED]] = i
-        q_of[i] = q
-        in_step[i] = True
-        cnt[C_SCHED] += 1
-        fb[F_BUDGET] -= q
-        fb[F_PREFILL] += q
+        _schedule(i, q, sched, q_of, in_step, cnt, fb)
 
 
 @njit(cache=True)
@@ -199,12 +205,7 @@ def _admit_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, pre_len, prompt,
         cnt[C_RUN] += 1
         if np.isnan(req[i, R_START]):
             req[i, R_START] = t
-        sched[cnt[C_SCHED]] = i
-        q_of[i] = q
-        in_step[i] = True
-        cnt[C_SCHED] += 1
-        fb[F_BUDGET] -= q
-        fb[F_PREFILL] += q
+        _schedule(i, q, sched, q_of, in_step, cnt, fb)
 
 
 @njit(cache=True)
