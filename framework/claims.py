@@ -1,5 +1,11 @@
-"""`decodelab claims [ID ...] [--no-track | tracking=off | tracking.KEY=VALUE]`: run every claim
-sweep under `sweeps/` in-process and compare the simulated figures with the published ones.
+"""`decodelab claims [ID ...] [--no-track | tracking=off | tracking.KEY=VALUE] [KEY=VALUE ...]`: run
+every claim sweep under `sweeps/` in-process and compare the simulated figures with the published ones.
+
+Any other `KEY=VALUE` (Hydra override syntax, `++key=value` to add a key some jobs lack) is a what-if:
+it is applied to every job of the selected sweeps, after and in place of the sweep's own value for
+that key, e.g. `decodelab claims C6 C7 ++speculative.acceptance=0.95` or
+`decodelab claims C9 hardware.fill_drain_us=10`. The table and the MLflow run say which overrides
+were applied (an MLflow `what_if` tag and run name `claims what-if`), so a what-if is never mistaken for the canonical table.
 
 A claim sweep is an ordinary Hydra config (runnable on its own with
 `decodelab -m --config-dir sweeps --config-name <file>`): its `hydra.sweeper.params` list the
@@ -113,11 +119,23 @@ def _job_label(job: Dict[str, str], varied: List[str]) -> str:
     return " ".join(f"{k.split('.')[-1].split('@')[0]}={job[k]}" for k in varied) or "job"
 
 
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def with_what_if(job: Dict[str, str], what_if: List[str]) -> List[str]:
+    """A job's overrides with the what-if overrides applied last, replacing the job's own value of
+    any key they set."""
+    keys = {_key(w) for w in what_if}
+    return [f"{k}={v}" for k, v in job.items() if _key(k) not in keys] + list(what_if)
+
+
 def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
-               plots_dir: Optional[Path] = None) -> List[dict]:
+               plots_dir: Optional[Path] = None, what_if: Optional[List[str]] = None) -> List[dict]:
     """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
     With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
-    cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`."""
+    cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`. `what_if`: overrides applied to
+    every job (see the module docstring)."""
     from hydra import compose, initialize_config_dir
     import framework.schema  # noqa: F401
     from framework.app import CONF_DIR
@@ -130,16 +148,17 @@ def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
                 continue
             results = []
             for job in jobs:
-                cfg = compose(config_name="config", overrides=[f"{k}={v}" for k, v in job.items()])
+                cfg = compose(config_name="config", overrides=with_what_if(job, what_if or []))
                 results.append(evaluate(cfg, keep_steps=False))
             if plots_dir is not None:
                 _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
+            failed = sorted({f"{r['status']}: {r['reason']}" for r in results if r["status"] != "ok"})
             for fig in claim["figures"]:
                 value = figure_value(fig, jobs, results)
                 pub, ok, ratio = judge(fig, value)
                 rows.append({"id": claim["id"], "sweep": path.stem, "figure": fig["name"],
                              "published": pub, "simulated": value, "ratio": ratio, "pass": ok,
-                             "metric": fig["metric"]})
+                             "metric": fig["metric"], "why_none": failed if value is None else []})
     return rows
 
 
@@ -161,13 +180,13 @@ def main(argv: List[str]) -> int:
     known = sorted({load_sweep(p)[0]["id"] for p in SWEEPS_DIR.glob("*.yaml")},
                    key=lambda c: (len(c), c))
     unknown = [i for i in ids if i not in known]
-    other = [a for a in argv if a.startswith("-") and a != "--no-track"
-             or "=" in a and not a.startswith("tracking")]
-    if unknown or other:
-        print(f"error: {', '.join(unknown + other)}: give claim ids ({' '.join(known)}), "
-              "--no-track or tracking.KEY=VALUE / tracking=off")
+    flags = [a for a in argv if a.startswith("-") and a != "--no-track"]
+    if unknown or flags:
+        print(f"error: {', '.join(unknown + flags)}: give claim ids ({' '.join(known)}), "
+              "--no-track, tracking.KEY=VALUE / tracking=off, or KEY=VALUE what-if overrides")
         return 2
-    overrides = [a for a in argv if "=" in a]
+    overrides = [a for a in argv if "=" in a and _key(a).split(".")[0] == "tracking"]
+    what_if = [a for a in argv if "=" in a and a not in overrides]
     from hydra.errors import HydraException
     try:
         tr = _tracking(overrides)
@@ -176,8 +195,15 @@ def main(argv: List[str]) -> int:
         return 2
     track = "--no-track" not in argv and tr.enabled
     plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
-    rows = run_claims(ids or None, plots_dir=plots)
-    t = Table(title="decodelab claims (pass: within tolerance, default 15%; ranges: inside)")
+    try:
+        rows = run_claims(ids or None, plots_dir=plots, what_if=what_if)
+    except HydraException as e:     # a misspelled key or a value a job's config rejects
+        print(f"error: {' '.join(what_if)}: {str(e).strip().splitlines()[0]}")
+        return 2
+    title = "decodelab claims (pass: within tolerance, default 15%; ranges: inside)"
+    if what_if:
+        title += f"\nWHAT-IF, not the canonical table: {' '.join(what_if)}"
+    t = Table(title=title)
     for col in ("id", "figure", "published", "simulated", "ratio", "pass"):
         t.add_column(col, justify="right" if col in ("published", "simulated", "ratio") else "left")
     for r in rows:
@@ -186,8 +212,10 @@ def main(argv: List[str]) -> int:
                   "" if r["ratio"] is None else f"{r['ratio']:.2f}",
                   "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
     Console().print(t)
+    for cid, why in {r["id"]: r["why_none"] for r in rows if r["why_none"]}.items():
+        print(f"{cid}: no figure: " + "; ".join(why))
     if track:
-        _log(rows, plots, tr)
+        _log(rows, plots, tr, what_if)
     return 0 if all(r["pass"] for r in rows) else 1
 
 
@@ -199,13 +227,16 @@ def _tracking(overrides: List[str]):
         return compose(config_name="config", overrides=overrides).tracking
 
 
-def _log(rows: List[dict], plots: Optional[Path], tr) -> None:
+def _log(rows: List[dict], plots: Optional[Path], tr, what_if: Optional[List[str]] = None) -> None:
     """Log the claims table (and the per-sweep breakdown plots) to MLflow as one run."""
     import tempfile
     import pandas as pd
     from framework import tracking
     try:
-        run = tracking.start_run(tr, "claims", {"kind": "claims", "git_commit": tracking.git_commit()})
+        tags = {"kind": "claims", "git_commit": tracking.git_commit()}
+        if what_if:
+            tags["what_if"] = " ".join(what_if)
+        run = tracking.start_run(tr, "claims what-if" if what_if else "claims", tags)
         client = tracking._client(tr.uri)
         for r in rows:
             if r["simulated"] is not None:

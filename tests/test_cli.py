@@ -714,3 +714,22 @@ def test_every_subcommand_has_help(tmp_path):
         res = decodelab(tmp_path, name, "--help")
         assert res.rc == 0 and f"decodelab {name}" in res.out, (name, res.explain())
         assert "Traceback" not in res.text
+
+
+def test_claims_what_if_override_is_applied_and_labelled(tmp_path):
+    """`decodelab claims ID KEY=VALUE`: the override reaches every job, the table says it is a
+    what-if, and the MLflow run carries it; a misspelled key is one error line."""
+    base = decodelab(tmp_path, "claims", "C5", "--no-track")
+    fast = decodelab(tmp_path, "claims", "C5", "hardware.tiers.1.bandwidth_gb_s=3200")
+    assert base.rc in (0, 1) and fast.rc in (0, 1), (base.explain(), fast.explain())
+    assert "WHAT-IF" in fast.out and "WHAT-IF" not in base.out
+
+    def tok_s(res):
+        row = next(line for line in res.out.splitlines() if "tok/s per user" in line)
+        return float(row.split("│")[4])
+    assert tok_s(fast) > 1.5 * tok_s(base)          # twice the HBM bandwidth, weight-bound
+    runs = all_runs(tmp_path)
+    assert [r.data.tags.get("what_if") for r in runs] == ["hardware.tiers.1.bandwidth_gb_s=3200"]
+    bad = decodelab(tmp_path, "claims", "C5", "hardware.fill_drian_us=1", "--no-track")
+    assert bad.rc == 2 and bad.out.startswith("error:") and "fill_drian_us" in bad.out, bad.explain()
+    assert len(bad.text.strip().splitlines()) == 1 and "Traceback" not in bad.text
