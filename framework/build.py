@@ -109,7 +109,7 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
         op_lin[i] = (op.flops_per_token, op.act_bytes_per_token, op.kv_read_per_ctx,
                      op.kv_write_per_token, op.attn_flops_per_ctx, op.link_bytes_per_token,
-                     op.n_collectives)
+                     op.n_collectives, 1.0 if op.stage == "post" else 0.0)
     call_cost = np.zeros((len(calls), K.N_CALL))
     for c, call in enumerate(calls):
         call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],

@@ -17,13 +17,15 @@ Inputs (all per chip of one tensor-parallel replica):
   tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
   hw[:]             scalar machine parameters, named by the H_* constants
   steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
-                    per sequence, sequences) -- row 0 is usually the prefill, the rest decode
-                    steps. The KV policy is applied by the caller (`attended_tokens`): the
+                    per sequence, sequences, sampled tokens per sequence) -- row 0 is usually
+                    the prefill, the rest decode steps. Sampled tokens are the positions whose
+                    logits the step computes: 1 for a prefill (only the last prompt position
+                    emits a token) and a decode step, k + 1 for a speculative verification. The KV policy is applied by the caller (`attended_tokens`): the
                     kernel reads and attends exactly the tokens a row names.
 Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
 
-`step_core` is the cost of one step from its aggregates (tokens through the token GEMMs, KV
-tokens read and causal query-key pairs summed over the step's sequences); `step_time` (uniform
+`step_core` is the cost of one step from its aggregates (tokens through the token GEMMs, tokens
+sampled, KV tokens read and causal query-key pairs summed over the step's sequences); `step_time` (uniform
 rows) and the serving scheduler (framework/serving_kernel.py: fused prefill + decode steps) call it.
 """
 from __future__ import annotations
@@ -34,8 +36,11 @@ from numba import njit
 CAUSES = ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess")
 K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
 
-L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL = range(7)
-N_LIN = 7
+# L_SAMPLED = 1: the op's per-token terms apply to the sampled tokens only (final norm, LM head,
+# sampling: engines compute logits only where a token is emitted), not to every token of the step
+(L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL,
+ L_SAMPLED) = range(8)
+N_LIN = 8
 
 (C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK, C_SAMPLE_GAP,
  C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
@@ -49,7 +54,8 @@ N_HW = 9
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
 N_KV_CAPS = 3
 
-S_QTOK, S_CTX, S_SEQS = range(3)
+S_QTOK, S_CTX, S_SEQS, S_OUT = range(4)
+N_STEP = 4
 
 
 @njit(cache=True)
@@ -62,9 +68,10 @@ def _eff(x, eff_max, half):
 
 @njit(cache=True)
 def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              tokens, kv_read, pairs, seqs, acc_bytes, acc_flops, acc_link, out_row):
+              tokens, sampled, kv_read, pairs, seqs, acc_bytes, acc_flops, acc_link, out_row):
     """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
-    token GEMMs (decode tokens + prefill chunk tokens), `kv_read` KV tokens read (sum over the
+    token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
+    computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
     step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
     sequences, `seqs` sequences in the step. Serving (framework/serving_kernel.py) calls this for
     steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
@@ -81,15 +88,16 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
 
     for o in range(n_ops):
         c = op_call[o]
+        tok = sampled if op_lin[o, L_SAMPLED] > 0.0 else tokens
         for t in range(n_tiers):
             acc_bytes[c, t] += op_w[o, t]
-        acc_bytes[c, act_tier] += tokens * op_lin[o, L_ACT_TOK]
-        kv = kv_read * op_lin[o, L_KV_READ_CTX] + tokens * op_lin[o, L_KV_WRITE_TOK]
+        acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK]
+        kv = kv_read * op_lin[o, L_KV_READ_CTX] + tok * op_lin[o, L_KV_WRITE_TOK]
         if kv > 0.0:
             for t in range(n_tiers):
                 acc_bytes[c, t] += kv * kv_frac[t]
-        acc_flops[c] += tokens * op_lin[o, L_FLOPS_TOK] + pairs * op_lin[o, L_ATTN_FLOPS_CTX]
-        acc_link[c, 0] += tokens * op_lin[o, L_LINK_TOK]
+        acc_flops[c] += tok * op_lin[o, L_FLOPS_TOK] + pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
         acc_link[c, 1] += op_lin[o, L_NCOLL]
 
     for k in range(out_row.shape[0]):
@@ -151,10 +159,11 @@ def causal_pairs(q_tok, ctx):
 
 @njit(cache=True)
 def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok, ctx, seqs, acc_bytes, acc_flops, acc_link, out_row):
-    """Time of one uniform step (every sequence adds q_tok tokens and attends `ctx` KV tokens)."""
+              q_tok, ctx, seqs, out_tok, acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one uniform step (every sequence adds q_tok tokens, `out_tok` of them sampled, and
+    attends `ctx` KV tokens)."""
     step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok * seqs, seqs * ctx, seqs * causal_pairs(q_tok, ctx), seqs,
+              q_tok * seqs, out_tok * seqs, seqs * ctx, seqs * causal_pairs(q_tok, ctx), seqs,
               acc_bytes, acc_flops, acc_link, out_row)
 
 
@@ -169,7 +178,7 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     acc_link = np.zeros((n_calls, 2))
     for r in range(n_rows):
         step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-                  steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS],
+                  steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS], steps[r, S_OUT],
                   acc_bytes, acc_flops, acc_link, out[r])
     return out
 
@@ -209,10 +218,11 @@ def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray
                   ) -> np.ndarray:
     """Rows for one static batch: the prefill (emits the first token), then output_len - 1
     decode steps, each adding one token to every sequence."""
-    steps = np.empty((output_len, 3))
-    steps[0] = (prompt_len, prompt_len, batch)
+    steps = np.empty((output_len, N_STEP))
+    steps[0] = (prompt_len, prompt_len, batch, 1.0)
     dec = np.arange(1, output_len, dtype=np.float64)
     steps[1:, S_QTOK] = 1.0
     steps[1:, S_CTX] = prompt_len + dec
     steps[1:, S_SEQS] = batch
+    steps[1:, S_OUT] = 1.0
     return apply_caps(steps, prompt_len, caps) if np.any(caps) else steps

@@ -13,18 +13,22 @@ def _efficiency(size: float, eff_max: float, half: float) -> float:
     return eff_max if half <= 0 else eff_max * size / (size + half)
 
 
-def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float) -> Dict[str, float]:
-    """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens and
-    attends `ctx` KV tokens (the KV policy already applied by the caller)."""
+def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float,
+                   out_tok: float = 1.0) -> Dict[str, float]:
+    """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens
+    (`out_tok` of them sampled: 1 for a prefill or decode step) and attends `ctx` KV tokens (the
+    KV policy already applied by the caller)."""
     pairs = max(q_tok * ctx - q_tok * (q_tok - 1) / 2, q_tok)
-    return reference_step_agg(design, cfg, q_tok * seqs, seqs * ctx, seqs * pairs, seqs)
+    return reference_step_agg(design, cfg, q_tok * seqs, seqs * ctx, seqs * pairs, seqs,
+                              out_tok * seqs)
 
 
 def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
-                       seqs: float) -> Dict[str, float]:
+                       seqs: float, sampled: float) -> Dict[str, float]:
     """Seconds by cause for one fused step given its aggregates: `tokens` through the token
     GEMMs, `kv_read` KV tokens read and `pairs` causal (query, key) pairs, both summed over the
-    step's `seqs` sequences (kernel.step_core)."""
+    step's `seqs` sequences, and `sampled` tokens whose logits are computed: the ops after the
+    decoder stack (final norm, LM head, sampling) run on those alone (kernel.step_core)."""
     hw = cfg.hardware
     tiers = [t.name for t in hw.tiers]
     bw = {t.name: t.bandwidth_gb_s * 1e9 for t in hw.tiers}
@@ -36,14 +40,15 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
                              "ncoll": 0} for _ in design.calls]
     for op in design.ops:
         acc = per_call[op.call]
+        n_tok = sampled if op.stage == "post" else tokens
         for t in tiers:
             acc["bytes"][t] += op.weight_bytes * w_frac[t]
-        acc["bytes"]["hbm"] += tokens * op.act_bytes_per_token
-        kv = kv_read * op.kv_read_per_ctx + tokens * op.kv_write_per_token
+        acc["bytes"]["hbm"] += n_tok * op.act_bytes_per_token
+        kv = kv_read * op.kv_read_per_ctx + n_tok * op.kv_write_per_token
         for t in tiers:
             acc["bytes"][t] += kv * kv_frac[t]
-        acc["flops"] += tokens * op.flops_per_token + pairs * op.attn_flops_per_ctx
-        acc["link"] += tokens * op.link_bytes_per_token
+        acc["flops"] += n_tok * op.flops_per_token + pairs * op.attn_flops_per_ctx
+        acc["link"] += n_tok * op.link_bytes_per_token
         acc["ncoll"] += op.n_collectives
 
     out = dict.fromkeys(("memory", "compute", "launch_sync", "fill_drain", "host",
@@ -76,4 +81,5 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
 
 
 def reference_simulate(design, cfg, steps) -> List[Dict[str, float]]:
-    return [reference_step(design, cfg, float(q), float(c), float(s)) for q, c, s in steps]
+    return [reference_step(design, cfg, float(q), float(c), float(s), float(o))
+            for q, c, s, o in steps]

@@ -41,6 +41,7 @@ def steps_table(res: Dict[str, Any]):
     df.insert(1, "query_tokens", steps[:, K.S_QTOK].astype(int))
     df.insert(2, "context", steps[:, K.S_CTX].astype(int))
     df.insert(3, "sequences", steps[:, K.S_SEQS].astype(int))
+    df.insert(4, "sampled_per_seq", steps[:, K.S_OUT].astype(int))
     df["total_ms"] = times.sum(axis=1) * 1e3
     return df
 
@@ -49,9 +50,9 @@ def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
     """steps_table(res) as CSV (%.6g floats), written without pandas: importing pandas was a
     fifth of the start-up time of a single run."""
     steps, times = res["steps"], res["times"] * 1e3
-    cols = ["phase", "query_tokens", "context", "sequences"] + [f"{c}_ms" for c in K.CAUSES] + \
-        ["total_ms"]
-    ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS]].astype(int)
+    cols = ["phase", "query_tokens", "context", "sequences", "sampled_per_seq"] + \
+        [f"{c}_ms" for c in K.CAUSES] + ["total_ms"]
+    ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS, K.S_OUT]].astype(int)
     total = times.sum(axis=1)
     lines = [",".join(cols)]
     for i in range(len(times)):

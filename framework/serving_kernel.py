@@ -304,6 +304,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
 
         # ---- the fused step's aggregates and cost
         tokens = 0.0
+        sampled = 0.0
         kv_read = 0.0
         pairs = 0.0
         for s in range(n_sched):
@@ -311,8 +312,11 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
             q = q_of[i]
             if s < n_dec:
                 a = attended_tokens(prompt[i], prompt[i] + gen[i], caps)
+                sampled += q
             else:
                 a = done_tok[i] + q
+                if a >= pre_len[i]:          # the chunk that ends the prefill emits a token
+                    sampled += 1.0
             tokens += q
             kv_read += a
             pairs += causal_pairs(q, a)
@@ -324,11 +328,12 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
                     break
             scale = padded / n_sched
             tokens *= scale
+            sampled *= scale
             kv_read *= scale
             pairs *= scale
         cc = call_cost if n_dec == n_sched else call_cost_mixed
         step_core(op_call, op_w, op_lin, call_rep, cc, tier_bw, kv_frac, hw,
-                  tokens, kv_read, pairs, padded, acc_bytes, acc_flops, acc_link, row)
+                  tokens, sampled, kv_read, pairs, padded, acc_bytes, acc_flops, acc_link, row)
         dur = 0.0
         for k in range(7):
             dur += row[k]

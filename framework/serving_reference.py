@@ -191,20 +191,23 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 continue
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
-        tokens = kv_read = pairs = 0.0
+        tokens = kv_read = pairs = sampled = 0.0
         for r, q, dec in step:
             a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
             tokens += q
             kv_read += a
             pairs += max(q * a - q * (q - 1) / 2, q)
+            # logits: every decode token, and the last position of a prefill that ends here
+            sampled += q if dec else float(a >= r.target)
         seqs = float(len(step))
         all_decode = all(dec for _, _, dec in step)
         if all_decode and eng["buckets"]:
             padded = next((float(b) for b in sorted(eng["buckets"]) if b >= len(step)), seqs)
-            tokens, kv_read, pairs = (x * padded / seqs for x in (tokens, kv_read, pairs))
+            tokens, kv_read, pairs, sampled = (x * padded / seqs
+                                               for x in (tokens, kv_read, pairs, sampled))
             seqs = padded
         cost = reference_step_agg(design if all_decode else design_mixed, cfg, tokens, kv_read,
-                                  pairs, seqs)
+                                  pairs, seqs, sampled)
         t_end = t + sum(cost[c] for c in CAUSES)
 
         for r, q, dec in step:

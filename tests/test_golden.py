@@ -218,6 +218,21 @@ def test_kernel_calls_per_step_gpu(compose):
     assert slow["tpot_ms"] == pytest.approx(324 * 1.0 + 0.1, rel=1e-9)
 
 
+def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
+    """A prefill emits one token per sequence, so the final norm, LM head and sampling run on one
+    position, not on the whole prompt (as every serving engine does). With every overhead zeroed,
+    doubling the vocabulary adds to TTFT exactly one memory-bound LM head: its extra weights
+    (V x d BF16) and, for that one position, V more BF16 logits written and V more FP32 scores
+    read by sampling: (2 V d + 2 V + 4 V) B / 3.35 TB/s = 313.87 us. On all 4096 prompt
+    positions the extra LM head alone would be 4096 x 2 V d FLOPs = 4.35 ms of compute."""
+    def ttft(vocab):
+        return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
+                                "workload.prompt_len=4096", "workload.output_len=2",
+                                f"model.vocab_size={vocab}", *ZERO_OVERHEAD))["metrics"]["ttft_ms"]
+    hand_ms = (2 * V8 * D8 + 2 * V8 + 4 * V8) / 3.35e12 * 1e3     # 0.31387 ms
+    assert ttft(2 * V8) - ttft(V8) == pytest.approx(hand_ms, rel=1e-6)
+
+
 def _ideal_8b(compose):
     return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
                             "workload.prompt_len=4095", "workload.output_len=2",

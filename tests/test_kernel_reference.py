@@ -46,7 +46,8 @@ def step_rows(draw):
         q = draw(st.integers(1, 512))
         ctx = q + draw(st.integers(0, 16384))
         seqs = draw(st.integers(1, 64))
-        rows.append((float(q), float(ctx), float(seqs)))
+        out = draw(st.sampled_from([1, q]))          # a prefill / decode row, or a verification
+        rows.append((float(q), float(ctx), float(seqs), float(out)))
     return np.array(rows)
 
 
