@@ -46,9 +46,11 @@ N_LIN = 8
  C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
 N_CALL = 8
 
+# H_ATTN_REL: attention's (query, key) FLOPs run at this fraction of the GEMM efficiency
+# (flash-attention kernels reach less of the peak than GEMMs; 1 = the same)
 (H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
- H_HOST_STEP, H_ACT_TIER) = range(9)
-N_HW = 9
+ H_HOST_STEP, H_ACT_TIER, H_ATTN_REL) = range(10)
+N_HW = 10
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
@@ -79,8 +81,10 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
     n_calls = call_rep.shape[0]
     n_tiers = tier_bw.shape[0]
     act_tier = int(hw[H_ACT_TIER])
+    attn_rel = hw[H_ATTN_REL]
     for c in range(n_calls):
-        acc_flops[c] = 0.0
+        acc_flops[c, 0] = 0.0           # FLOPs (the roofline compute time)
+        acc_flops[c, 1] = 0.0           # FLOPs weighted by 1 / relative efficiency (achieved time)
         acc_link[c, 0] = 0.0
         acc_link[c, 1] = 0.0
         for t in range(n_tiers):
@@ -96,7 +100,10 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         if kv > 0.0:
             for t in range(n_tiers):
                 acc_bytes[c, t] += kv * kv_frac[t]
-        acc_flops[c] += tok * op_lin[o, L_FLOPS_TOK] + pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        f_tok = tok * op_lin[o, L_FLOPS_TOK]
+        f_attn = pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        acc_flops[c, 0] += f_tok + f_attn
+        acc_flops[c, 1] += f_tok + f_attn / attn_rel
         acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
         acc_link[c, 1] += op_lin[o, L_NCOLL]
 
@@ -112,10 +119,12 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         mem_a = 0.0
         if total > 0.0:
             mem_a = mem_i / _eff(total, hw[H_BW_EFF_MAX], hw[H_BW_HALF])
-        comp_i = acc_flops[c] / peak
+        comp_i = acc_flops[c, 0] / peak
         comp_a = 0.0
-        if acc_flops[c] > 0.0:
-            comp_a = comp_i / _eff(acc_flops[c], hw[H_C_EFF_MAX], hw[H_C_HALF])
+        if acc_flops[c, 0] > 0.0:
+            # = comp_i / eff(F) when attention runs at the GEMM efficiency; the kernel's fixed
+            # ramp (compute_half) is not stretched by the slower attention FLOPs
+            comp_a = (acc_flops[c, 1] + hw[H_C_HALF]) / (peak * hw[H_C_EFF_MAX])
         link = 0.0
         if acc_link[c, 0] > 0.0:
             link = acc_link[c, 0] / hw[H_LINK_BW]
@@ -174,7 +183,7 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     n_calls = call_rep.shape[0]
     out = np.zeros((n_rows, 7))
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros(n_calls)
+    acc_flops = np.zeros((n_calls, 2))
     acc_link = np.zeros((n_calls, 2))
     for r in range(n_rows):
         step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from components.execution import EXECUTION_MODELS
-from framework.build import peak_flops
+from framework.build import attention_efficiency, peak_flops
 
 
 def _efficiency(size: float, eff_max: float, half: float) -> float:
@@ -36,8 +36,10 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
     kv_frac = dict(zip(tiers, design.memory["kv_frac"]))
     peak = peak_flops(hw, cfg.workload.weight_dtype)
 
-    per_call: List[dict] = [{"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "link": 0.0,
-                             "ncoll": 0} for _ in design.calls]
+    # seconds of achieved compute per FLOP relative to a GEMM: attention's pair FLOPs are slower
+    attn_slow = hw.compute_eff_max / attention_efficiency(hw)
+    per_call: List[dict] = [{"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "work": 0.0,
+                             "link": 0.0, "ncoll": 0} for _ in design.calls]
     for op in design.ops:
         acc = per_call[op.call]
         n_tok = sampled if op.stage == "post" else tokens
@@ -48,6 +50,7 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         for t in tiers:
             acc["bytes"][t] += kv * kv_frac[t]
         acc["flops"] += n_tok * op.flops_per_token + pairs * op.attn_flops_per_ctx
+        acc["work"] += n_tok * op.flops_per_token + pairs * op.attn_flops_per_ctx * attn_slow
         acc["link"] += n_tok * op.link_bytes_per_token
         acc["ncoll"] += op.n_collectives
 
@@ -58,8 +61,9 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         t_mem = sum(b / bw[t] for t, b in acc["bytes"].items())
         t_mem_real = t_mem / _efficiency(total, hw.bw_eff_max, hw.bw_half_mb * 1e6) if total else 0.0
         t_comp = acc["flops"] / peak
-        t_comp_real = (t_comp / _efficiency(acc["flops"], hw.compute_eff_max,
-                                            hw.compute_half_gflop * 1e9) if acc["flops"] else 0.0)
+        # F / peak / eff(F) = (F + half) / (peak * eff_max), with attention's FLOPs weighted
+        t_comp_real = ((acc["work"] + hw.compute_half_gflop * 1e9) / (peak * hw.compute_eff_max)
+                       if acc["flops"] else 0.0)
         t_link = acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0
         t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6
         busy = max(t_mem_real, t_comp_real)

@@ -82,6 +82,7 @@ class HardwareConfig:
     bw_half_mb: float = 0.0        # bytes moved (MB) at which half of bw_eff_max is reached
     compute_eff_max: float = 1.0
     compute_half_gflop: float = 0.0
+    attn_compute_eff_max: float = 0.0  # attention (query, key) FLOPs: fraction of peak; 0 = compute_eff_max
     # Per kernel call overheads
     launch_us: float = 0.0         # host/software launch of one kernel call
     sync_us: float = 0.0           # synchronisation at a kernel boundary

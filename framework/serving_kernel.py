@@ -227,7 +227,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
     closed = eng[E_CLOSED] > 0.0
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros(n_calls)
+    acc_flops = np.zeros((n_calls, 2))
     acc_link = np.zeros((n_calls, 2))
     row = np.zeros(7)
 

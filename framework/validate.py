@@ -95,6 +95,9 @@ def check_config(cfg) -> None:
         v = getattr(hw, n)
         if not 0 < v <= 1:
             e.append(f"hardware.{n}={v} must be in (0, 1]")
+    if not 0 <= hw.attn_compute_eff_max <= 1:
+        e.append(f"hardware.attn_compute_eff_max={hw.attn_compute_eff_max} must be in [0, 1] "
+                 "(0: attention runs at compute_eff_max)")
     for n in ("bw_half_mb", "compute_half_gflop", "launch_us", "sync_us", "fill_drain_us",
               "hw_launch_us", "host_step_us", "collective_latency_us", "sample_interval_us",
               "loop_buffer_slots"):

@@ -41,7 +41,7 @@ PARAMS_70B = (2 * V70 * D70                            # embed + lm_head = 2,101
 
 ZERO_OVERHEAD = (
     "hardware.bw_eff_max=1", "hardware.bw_half_mb=0", "hardware.compute_eff_max=1",
-    "hardware.compute_half_gflop=0", "hardware.launch_us=0", "hardware.sync_us=0",
+    "hardware.compute_half_gflop=0", "hardware.attn_compute_eff_max=1", "hardware.launch_us=0", "hardware.sync_us=0",
     "hardware.host_step_us=0", "hardware.collective_latency_us=0", "hardware.fill_drain_us=0",
     "optimizations.cuda_graphs=true",
 )
@@ -231,6 +231,23 @@ def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
                                 f"model.vocab_size={vocab}", *ZERO_OVERHEAD))["metrics"]["ttft_ms"]
     hand_ms = (2 * V8 * D8 + 2 * V8 + 4 * V8) / 3.35e12 * 1e3     # 0.31387 ms
     assert ttft(2 * V8) - ttft(V8) == pytest.approx(hand_ms, rel=1e-6)
+
+
+def test_prefill_attention_runs_at_the_attention_efficiency(compose):
+    """Attention's (query, key) FLOPs run at `attn_compute_eff_max` of the peak, GEMMs at
+    `compute_eff_max`. A 4096-token prefill of Llama-3.1-8B has 4096 * 4096 - 4096 * 4095 / 2 =
+    8,390,656 causal pairs x 4 * 32 heads * 128 * 32 layers = 524,288 FLOPs each = 4.3991 TFLOP
+    of attention, compute-bound (16 MB of KV per layer against 137 GFLOP). Halving the attention
+    efficiency from 1 adds that work once more at the 989.4 TFLOP/s peak: 4.4462 ms."""
+    def ttft(eff):
+        return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
+                                "workload.prompt_len=4096", "workload.output_len=2",
+                                *ZERO_OVERHEAD, f"hardware.attn_compute_eff_max={eff}")
+                        )["metrics"]["ttft_ms"]
+    attn_flops = (4096 * 4096 - 4096 * 4095 // 2) * 4 * 32 * 128 * 32
+    hand_ms = attn_flops / 989.4e12 * 1e3
+    assert ttft(0.5) - ttft(1) == pytest.approx(hand_ms, rel=1e-9)
+    assert 4.44 < hand_ms < 4.45
 
 
 def _ideal_8b(compose):
