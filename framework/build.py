@@ -65,12 +65,6 @@ def peak_flops(hw, dtype: str) -> float:
     return hw.peak_tflops_bf16 * 1e12
 
 
-def attention_efficiency(hw) -> float:
-    """Fraction of peak FLOP/s attention's (query, key) work reaches (flash-attention kernels
-    reach less than GEMMs); unset (0) = the GEMM fraction `compute_eff_max`."""
-    return hw.attn_compute_eff_max if hw.attn_compute_eff_max > 0 else hw.compute_eff_max
-
-
 def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     """Validate `cfg` and turn it into kernel arrays. Raises ConfigError or Infeasible.
     `host_round_trip_steps` caps the steps one host round trip may cover (speculative decoding
@@ -128,7 +122,7 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     hwv[K.H_BW_HALF] = hw.bw_half_mb * 1e6
     hwv[K.H_C_EFF_MAX] = hw.compute_eff_max
     hwv[K.H_C_HALF] = hw.compute_half_gflop * 1e9
-    hwv[K.H_ATTN_REL] = attention_efficiency(hw) / hw.compute_eff_max
+    hwv[K.H_ATTN_REL] = kv_costs.attention_efficiency(hw) / hw.compute_eff_max
     hwv[K.H_LINK_BW] = max(hw.link_bw_gb_s, 1e-9) * 1e9
     hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
     hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip

@@ -102,12 +102,19 @@ def slot_tokens(policy, pol, m, prompt_len: int, output_len: int) -> float:
     return float(policy.cached_tokens(pol, prompt_len, output_len, m))
 
 
+def attention_efficiency(hw) -> float:
+    """Fraction of peak FLOP/s attention's (query, key) work reaches (flash-attention kernels
+    reach less than GEMMs); unset (0) = the GEMM fraction `compute_eff_max`."""
+    return hw.attn_compute_eff_max if hw.attn_compute_eff_max > 0 else hw.compute_eff_max
+
+
 def prefill_seconds(policy, pol, m, prompt_len: int, tp: int, hw, peak_flops: float,
                     hbm_bw: float, kb: float, ab: float) -> np.ndarray:
     """Seconds by cause per sequence of the policy's prefill selection on one chip: heads split
     tp ways; the KV it reads is replicated when tp exceeds the KV heads (MLA: 1 latent), so the
     bytes are scaled by that replication (conservative for the score terms). Roofline per chip
-    at the machine's eff_max; the excess over the ideal time is reported as `excess`."""
+    at the machine's eff_max (the compute part is query-key scoring: the attention efficiency);
+    the excess over the ideal time is reported as `excess`."""
     out = np.zeros(len(K.CAUSES))
     c = policy.prefill_overhead(pol, m, prompt_len, kb, ab)
     if c["flops"] <= 0 and c["bytes"] <= 0:
@@ -116,7 +123,7 @@ def prefill_seconds(policy, pol, m, prompt_len: int, tp: int, hw, peak_flops: fl
     repl = max(hkv // tp, 1) * tp / hkv
     mem_i = c["bytes"] / tp * repl / hbm_bw
     comp_i = c["flops"] / tp / peak_flops
-    ach = max(mem_i / hw.bw_eff_max, comp_i / hw.compute_eff_max)
+    ach = max(mem_i / hw.bw_eff_max, comp_i / attention_efficiency(hw))
     out[K.K_MEM if mem_i >= comp_i else K.K_COMP] = max(mem_i, comp_i)
     out[K.K_EXCESS] = ach - max(mem_i, comp_i)
     return out

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Dict, List
 
 from components.execution import EXECUTION_MODELS
-from framework.build import attention_efficiency, peak_flops
+from framework.build import peak_flops
+from framework.kv_costs import attention_efficiency
 
 
 def _efficiency(size: float, eff_max: float, half: float) -> float:

@@ -165,7 +165,7 @@ def test_snapstream_claim_values(snapstream_rows):
     v = {k[1]: r["simulated"] for k, r in snapstream_rows.items()}
     assert v["KV memory per sequence at 128k, full over SnapStream"] == pytest.approx(4.0, rel=1e-3)
     assert v["MTP factor at 80% acceptance"] == pytest.approx(2.44)
-    assert v["aggregate tok/s at max batch x MTP factor, SnapStream"] == pytest.approx(916, rel=0.02)
+    assert v["aggregate tok/s at max batch x MTP factor, SnapStream"] == pytest.approx(910, rel=0.02)
     assert v["decode throughput at max batch, SnapStream over full, max over contexts"] == \
-        pytest.approx(3.84, rel=0.02)
+        pytest.approx(3.82, rel=0.02)
     assert 1.0 < v["prefill overhead (TTFT ratio, batch 1), max over contexts"] < 1.01
