@@ -3,8 +3,9 @@
 An `Op` holds per-chip costs as linear coefficients, so the kernel can evaluate any batch and
 context length without knowing which model produced it:
 
-    flops      = tokens * flops_per_token + seqs * attn_flops_per_ctx * (causal query-key pairs)
-    bytes      = weight_bytes + tokens * act_bytes_per_token
+    flops      = tokens * flops_per_token + seqs * context * flops_per_ctx
+                 + seqs * attn_flops_per_ctx * (causal query-key pairs)
+    bytes      = weight_bytes + tokens * act_bytes_per_token + seqs * context * act_bytes_per_ctx
                  + seqs * context * kv_read_per_ctx + tokens * kv_write_per_token
     link bytes = tokens * link_bytes_per_token          (tensor-parallel collectives)
 """
@@ -34,6 +35,10 @@ class Op:
     attn_flops_per_ctx: float = 0.0    # FLOPs per (query token, key token) pair
     link_bytes_per_token: float = 0.0  # bytes each chip sends per token in collectives
     n_collectives: int = 0             # collective operations per invocation (latency terms)
+    flops_per_ctx: float = 0.0         # FLOPs per context token per sequence (MLA decompression)
+    act_bytes_per_ctx: float = 0.0     # activation bytes per context token per sequence
+    path: str = "all"                  # all | decode | prefill: the sequences the op runs for
+                                       # (a model may attend one way decoding, another prefilling)
     call: int = -1                     # kernel call index, set by the execution model
 
 

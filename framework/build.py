@@ -58,6 +58,9 @@ def _lookup(registry: dict, field_name: str, key: str):
     return registry[key]
 
 
+PATHS = {"all": K.PATH_ALL, "decode": K.PATH_DECODE, "prefill": K.PATH_PREFILL}
+
+
 def peak_flops(hw, dtype: str) -> float:
     """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them)."""
     if DTYPE_BYTES[dtype] == 1.0 and hw.peak_tflops_fp8 > 0:     # 8-bit weights
@@ -109,7 +112,8 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
         op_lin[i] = (op.flops_per_token, op.act_bytes_per_token, op.kv_read_per_ctx,
                      op.kv_write_per_token, op.attn_flops_per_ctx, op.link_bytes_per_token,
-                     op.n_collectives, 1.0 if op.stage == "post" else 0.0)
+                     op.n_collectives, 1.0 if op.stage == "post" else 0.0, op.flops_per_ctx,
+                     op.act_bytes_per_ctx, PATHS[op.path])
     call_cost = np.zeros((len(calls), K.N_CALL))
     for c, call in enumerate(calls):
         call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],
@@ -136,8 +140,10 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
         tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
         weight_bytes_streamed=(arch.streamed_params(m, w.batch_size) if hasattr(arch, "streamed_params")
                                else params["total"] - (0 if m.tied_embeddings else params["embed"])) * wb,
+        # a decode step's calls (a call whose ops all run only for prefilling sequences is not one)
         calls_per_step=float(sum(1 if c["launch_once"] or c["fill_once"] else c["repeat"]
-                                 for c in calls)),
+                                 for i, c in enumerate(calls)
+                                 if any(op.call == i and op.path != "prefill" for op in ops))),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9,
         kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),

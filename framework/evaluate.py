@@ -94,9 +94,10 @@ def _speculative(cfg, design: Design, keep_steps: bool) -> Dict[str, Any]:
     ctx0 = w.prompt_len + 1.0 + np.arange(rounds) * e_tok       # context at each round's start
     # the target computes logits at all k + 1 verified positions; the draft at its one token
     verify = np.stack([np.full(rounds, s.k + 1.0), ctx0 + s.k + 1, np.full(rounds, w.batch_size),
-                       np.full(rounds, s.k + 1.0)], 1)
+                       np.full(rounds, s.k + 1.0), np.zeros(rounds)], 1)
     drafting = np.stack([np.ones(rounds * s.k), (ctx0[:, None] + 1 + np.arange(s.k)).ravel(),
-                         np.full(rounds * s.k, w.batch_size), np.ones(rounds * s.k)], 1)
+                         np.full(rounds * s.k, w.batch_size), np.ones(rounds * s.k),
+                         np.zeros(rounds * s.k)], 1)
     verify = kv_costs.attended_rows(verify, w.prompt_len, design)
     drafting = kv_costs.attended_rows(drafting, w.prompt_len, draft)
     pre = K.request_steps(w.batch_size, w.prompt_len, 2)[:1]

@@ -20,7 +20,8 @@ Inputs (all per chip of one tensor-parallel replica):
                     per sequence, sequences, sampled tokens per sequence) -- row 0 is usually
                     the prefill, the rest decode steps. Sampled tokens are the positions whose
                     logits the step computes: 1 for a prefill (only the last prompt position
-                    emits a token) and a decode step, k + 1 for a speculative verification. The KV policy is applied by the caller (`attended_tokens`): the
+                    emits a token) and a decode step, k + 1 for a speculative verification.
+                    S_PREFILL is 1 for a prefill row (its sequences take the ops' prefill path). The KV policy is applied by the caller (`attended_tokens`): the
                     kernel reads and attends exactly the tokens a row names.
 Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
 
@@ -37,10 +38,17 @@ CAUSES = ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives
 K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
 
 # L_SAMPLED = 1: the op's per-token terms apply to the sampled tokens only (final norm, LM head,
-# sampling: engines compute logits only where a token is emitted), not to every token of the step
+# sampling: engines compute logits only where a token is emitted), not to every token of the step.
+# L_FLOPS_CTX / L_ACT_CTX: FLOPs and activation bytes per KV token the step reads (MLA's prefill
+# path decompresses the cached latent of every context token).
+# L_PATH: which sequences the op runs for: PATH_ALL, PATH_DECODE (decode and verification
+# sequences only) or PATH_PREFILL (prefill sequences only): a model may compute attention one way
+# when decoding and another when prefilling (MLA: absorbed vs decompressed). An op whose path has
+# no sequence in the step costs nothing, and a call none of whose ops runs is not issued.
 (L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL,
- L_SAMPLED) = range(8)
-N_LIN = 8
+ L_SAMPLED, L_FLOPS_CTX, L_ACT_CTX, L_PATH) = range(11)
+N_LIN = 11
+PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
 
 (C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK, C_SAMPLE_GAP,
  C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
@@ -56,8 +64,8 @@ N_HW = 10
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
 N_KV_CAPS = 3
 
-S_QTOK, S_CTX, S_SEQS, S_OUT = range(4)
-N_STEP = 4
+S_QTOK, S_CTX, S_SEQS, S_OUT, S_PREFILL = range(5)
+N_STEP = 5
 
 
 @njit(cache=True)
@@ -70,12 +78,14 @@ def _eff(x, eff_max, half):
 
 @njit(cache=True)
 def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              tokens, sampled, kv_read, pairs, seqs, acc_bytes, acc_flops, acc_link, out_row):
+              tokens, sampled, kv_read, pairs, seqs, pre_tokens, pre_kv, pre_pairs,
+              acc_bytes, acc_flops, acc_link, out_row):
     """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
     token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
     computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
     step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
-    sequences, `seqs` sequences in the step. Serving (framework/serving_kernel.py) calls this for
+    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read and pairs that
+    belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest). Serving (framework/serving_kernel.py) calls this for
     steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
@@ -85,6 +95,7 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
     for c in range(n_calls):
         acc_flops[c, 0] = 0.0           # FLOPs (the roofline compute time)
         acc_flops[c, 1] = 0.0           # FLOPs weighted by 1 / relative efficiency (achieved time)
+        acc_flops[c, 2] = 0.0           # 1 when an op of the call runs in this step
         acc_link[c, 0] = 0.0
         acc_link[c, 1] = 0.0
         for t in range(n_tiers):
@@ -92,16 +103,27 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
 
     for o in range(n_ops):
         c = op_call[o]
-        tok = sampled if op_lin[o, L_SAMPLED] > 0.0 else tokens
+        path = op_lin[o, L_PATH]
+        if path == PATH_DECODE:
+            tok, ctx, pr = tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs
+        elif path == PATH_PREFILL:
+            tok, ctx, pr = pre_tokens, pre_kv, pre_pairs
+        else:
+            tok, ctx, pr = tokens, kv_read, pairs
+        if tok <= 0.0:
+            continue                    # no sequence of the step takes this op's path
+        acc_flops[c, 2] = 1.0
+        if op_lin[o, L_SAMPLED] > 0.0:
+            tok = sampled
         for t in range(n_tiers):
             acc_bytes[c, t] += op_w[o, t]
-        acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK]
-        kv = kv_read * op_lin[o, L_KV_READ_CTX] + tok * op_lin[o, L_KV_WRITE_TOK]
+        acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK] + ctx * op_lin[o, L_ACT_CTX]
+        kv = ctx * op_lin[o, L_KV_READ_CTX] + tok * op_lin[o, L_KV_WRITE_TOK]
         if kv > 0.0:
             for t in range(n_tiers):
                 acc_bytes[c, t] += kv * kv_frac[t]
-        f_tok = tok * op_lin[o, L_FLOPS_TOK]
-        f_attn = pairs * op_lin[o, L_ATTN_FLOPS_CTX]
+        f_tok = tok * op_lin[o, L_FLOPS_TOK] + ctx * op_lin[o, L_FLOPS_CTX]
+        f_attn = pr * op_lin[o, L_ATTN_FLOPS_CTX]
         acc_flops[c, 0] += f_tok + f_attn
         acc_flops[c, 1] += f_tok + f_attn / attn_rel
         acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
@@ -111,6 +133,8 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
         out_row[k] = 0.0
     peak = hw[H_PEAK_FLOPS]
     for c in range(n_calls):
+        if acc_flops[c, 2] == 0.0:
+            continue                    # none of the call's ops runs: the call is not issued
         total = 0.0
         mem_i = 0.0
         for t in range(n_tiers):
@@ -168,11 +192,15 @@ def causal_pairs(q_tok, ctx):
 
 @njit(cache=True)
 def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok, ctx, seqs, out_tok, acc_bytes, acc_flops, acc_link, out_row):
+              q_tok, ctx, seqs, out_tok, prefill, acc_bytes, acc_flops, acc_link, out_row):
     """Time of one uniform step (every sequence adds q_tok tokens, `out_tok` of them sampled, and
-    attends `ctx` KV tokens)."""
+    attends `ctx` KV tokens; `prefill` = 1: the sequences are prefilling)."""
+    tokens = q_tok * seqs
+    kv = seqs * ctx
+    pairs = seqs * causal_pairs(q_tok, ctx)
+    f = 1.0 if prefill > 0.0 else 0.0
     step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok * seqs, out_tok * seqs, seqs * ctx, seqs * causal_pairs(q_tok, ctx), seqs,
+              tokens, out_tok * seqs, kv, pairs, seqs, f * tokens, f * kv, f * pairs,
               acc_bytes, acc_flops, acc_link, out_row)
 
 
@@ -183,12 +211,12 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     n_calls = call_rep.shape[0]
     out = np.zeros((n_rows, 7))
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros((n_calls, 2))
+    acc_flops = np.zeros((n_calls, 3))
     acc_link = np.zeros((n_calls, 2))
     for r in range(n_rows):
         step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
                   steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS], steps[r, S_OUT],
-                  acc_bytes, acc_flops, acc_link, out[r])
+                  steps[r, S_PREFILL], acc_bytes, acc_flops, acc_link, out[r])
     return out
 
 
@@ -228,10 +256,11 @@ def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray
     """Rows for one static batch: the prefill (emits the first token), then output_len - 1
     decode steps, each adding one token to every sequence."""
     steps = np.empty((output_len, N_STEP))
-    steps[0] = (prompt_len, prompt_len, batch, 1.0)
+    steps[0] = (prompt_len, prompt_len, batch, 1.0, 1.0)
     dec = np.arange(1, output_len, dtype=np.float64)
     steps[1:, S_QTOK] = 1.0
     steps[1:, S_CTX] = prompt_len + dec
     steps[1:, S_SEQS] = batch
     steps[1:, S_OUT] = 1.0
+    steps[1:, S_PREFILL] = 0.0
     return apply_caps(steps, prompt_len, caps) if np.any(caps) else steps

@@ -227,7 +227,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
     closed = eng[E_CLOSED] > 0.0
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros((n_calls, 2))
+    acc_flops = np.zeros((n_calls, 3))
     acc_link = np.zeros((n_calls, 2))
     row = np.zeros(7)
 
@@ -307,6 +307,9 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
         sampled = 0.0
         kv_read = 0.0
         pairs = 0.0
+        pre_tok = 0.0                        # the prefill sequences' share (their op path)
+        pre_kv = 0.0
+        pre_pairs = 0.0
         for s in range(n_sched):
             i = sched[s]
             q = q_of[i]
@@ -317,6 +320,9 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
                 a = done_tok[i] + q
                 if a >= pre_len[i]:          # the chunk that ends the prefill emits a token
                     sampled += 1.0
+                pre_tok += q
+                pre_kv += a
+                pre_pairs += causal_pairs(q, a)
             tokens += q
             kv_read += a
             pairs += causal_pairs(q, a)
@@ -333,7 +339,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
             pairs *= scale
         cc = call_cost if n_dec == n_sched else call_cost_mixed
         step_core(op_call, op_w, op_lin, call_rep, cc, tier_bw, kv_frac, hw,
-                  tokens, sampled, kv_read, pairs, padded, acc_bytes, acc_flops, acc_link, row)
+                  tokens, sampled, kv_read, pairs, padded, pre_tok, pre_kv, pre_pairs, acc_bytes, acc_flops, acc_link, row)
         dur = 0.0
         for k in range(7):
             dur += row[k]

@@ -192,13 +192,17 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
         tokens = kv_read = pairs = sampled = 0.0
+        pre = [0.0, 0.0, 0.0]              # tokens, KV read, pairs of the prefilling sequences
         for r, q, dec in step:
             a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
+            pr = max(q * a - q * (q - 1) / 2, q)
             tokens += q
             kv_read += a
-            pairs += max(q * a - q * (q - 1) / 2, q)
+            pairs += pr
             # logits: every decode token, and the last position of a prefill that ends here
             sampled += q if dec else float(a >= r.target)
+            if not dec:
+                pre = [pre[0] + q, pre[1] + a, pre[2] + pr]
         seqs = float(len(step))
         all_decode = all(dec for _, _, dec in step)
         if all_decode and eng["buckets"]:
@@ -207,7 +211,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                                                for x in (tokens, kv_read, pairs, sampled))
             seqs = padded
         cost = reference_step_agg(design if all_decode else design_mixed, cfg, tokens, kv_read,
-                                  pairs, seqs, sampled)
+                                  pairs, seqs, sampled, *pre)
         t_end = t + sum(cost[c] for c in CAUSES)
 
         for r, q, dec in step:

@@ -47,7 +47,8 @@ def step_rows(draw):
         ctx = q + draw(st.integers(0, 16384))
         seqs = draw(st.integers(1, 64))
         out = draw(st.sampled_from([1, q]))          # a prefill / decode row, or a verification
-        rows.append((float(q), float(ctx), float(seqs), float(out)))
+        prefill = draw(st.booleans())                # the sequences take the prefill op path
+        rows.append((float(q), float(ctx), float(seqs), float(out), float(prefill)))
     return np.array(rows)
 
 

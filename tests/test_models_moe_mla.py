@@ -57,11 +57,15 @@ def test_expected_distinct_experts():
 @pytest.mark.parametrize("model", ["deepseek_r1", "mixtral_8x7b", "gpt_oss_120b"])
 @pytest.mark.parametrize("tokens", [1, 8, 64])
 def test_weights_read_and_held(compose, model, tokens):
-    """Unsharded (tp=1): the ops read exactly the streamed parameters (k routed experts per token
-    on average over the batch) and hold every parameter but the embedding table."""
+    """Unsharded (tp=1): a decode step's ops read exactly the streamed parameters (k routed
+    experts per token on average over the batch) and hold every parameter but the embedding
+    table; MLA's prefill path reads the same weights (its decompression uses the kv_b_proj the
+    decode path absorbs)."""
     m = compose(f"model={model}").model
     ops = layers.build_ops(m, 1, 1.0, 2.0, 2.0, tokens_per_step=tokens)
-    read = sum(o.weight_bytes * o.repeat for o in ops)
+    read = sum(o.weight_bytes * o.repeat for o in ops if o.path != "prefill")
+    read_prefill = sum(o.weight_bytes * o.repeat for o in ops if o.path != "decode")
+    assert read_prefill == pytest.approx(read, rel=1e-12)
     held = sum((o.resident_bytes if o.resident_bytes >= 0 else o.weight_bytes) * o.repeat for o in ops)
     p = layers.param_counts(m)
     assert read == pytest.approx(layers.streamed_params(m, tokens), rel=1e-12)
@@ -169,3 +173,46 @@ def test_snapstream_claim_values(snapstream_rows):
     assert v["decode throughput at max batch, SnapStream over full, max over contexts"] == \
         pytest.approx(3.82, rel=0.02)
     assert 1.0 < v["prefill overhead (TTFT ratio, batch 1), max over contexts"] < 1.01
+
+
+def test_mla_prefill_decompresses_decode_absorbs(compose):
+    """DeepSeek-R1 (128 heads, kv_lora 512, qk_nope 128, qk_rope 64, v 128), tp=1, per layer.
+    Decode (absorbed): 2 * 128 * (2 * 512 + 64) = 278,528 FLOPs per (query, key) pair, plus the
+    per-token absorptions 2 * 128 * 128 * 512 * 2 = 33,554,432. Prefill (decompressed): every
+    context token's latent goes through kv_b_proj, 2 * 512 * 128 * (128 + 128) = 33,554,432 FLOPs,
+    then 2 * 128 * (128 + 64) + 2 * 128 * 128 = 81,920 per pair: a whole-prompt prefill has the
+    same linear work and 3.4x fewer attention FLOPs."""
+    m = compose("model=deepseek_r1").model
+    ops = layers.build_ops(m, 1, 1.0, 2.0, 2.0)
+    per = lambda path, f: sum(getattr(o, f) for o in ops if o.path == path)  # noqa: E731
+    assert per("decode", "attn_flops_per_ctx") == 278_528
+    assert per("prefill", "attn_flops_per_ctx") == 81_920
+    assert per("decode", "flops_per_token") == 33_554_432
+    assert per("prefill", "flops_per_ctx") == 33_554_432
+    assert per("prefill", "flops_per_token") == 0 and per("decode", "flops_per_ctx") == 0
+
+
+def test_mla_prefill_path_in_kernel_and_reference(compose):
+    """A prefill row runs only the prefill-path ops and a decode row only the decode-path ones
+    (a call whose ops do not run is not issued), in the Numba kernel and the Python reference
+    alike, fused or one kernel per operator."""
+    from framework.build import build
+    from framework.kernel import CAUSES, request_steps, simulate
+    from framework.reference import reference_simulate
+    for fusion in ("layer", "none"):
+        cfg = compose("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
+                      f"optimizations.fusion={fusion}")
+        design = build(cfg)
+        steps = request_steps(3, 2048, 3)
+        out, ref = simulate(*design.arrays(), steps), reference_simulate(design, cfg, steps)
+        for r, row in enumerate(ref):
+            for k, cause in enumerate(CAUSES):
+                assert out[r, k] == pytest.approx(row[cause], rel=1e-9, abs=1e-15), (fusion, r, cause)
+    # the prefill row is cheaper than the same row on the absorbed path (196,608 fewer FLOPs
+    # per pair and layer)
+    import numpy as np
+    absorbed = steps.copy()
+    absorbed[0, 4] = 0.0            # S_PREFILL = 0: the same row taken as decode-path work
+    t_pre = simulate(*design.arrays(), steps)[0].sum()
+    t_abs = simulate(*design.arrays(), absorbed)[0].sum()
+    assert t_pre < t_abs and np.isfinite(t_pre)

@@ -140,7 +140,7 @@ def test_static_buckets_round_the_batch_up(buckets, padded):
                                          "workload.output_len=6", f"engine.batch_buckets={buckets}")
     dec = steps[steps[:, SK.T_MIXED] == 0]
     assert len(dec) == 5 and (dec[:, SK.T_SEQS] == 3).all() and (dec[:, SK.T_PADDED] == padded).all()
-    rows = np.array([[1.0, p + g, padded, 1.0] for g in range(1, 6)])
+    rows = np.array([[1.0, p + g, padded, 1.0, 0.0] for g in range(1, 6)])
     np.testing.assert_allclose(dec[:, SK.T_DUR], K.simulate(*design.arrays(), rows).sum(1),
                                rtol=1e-12)
 

@@ -97,5 +97,6 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
         if op.stage == "layer":
             if op.call in seen:
                 op.act_bytes_per_token = 0.0
+            op.act_bytes_per_ctx = 0.0          # e.g. MLA's decompressed keys/values: streamed
             seen.add(op.call)
     return ops, calls, notes

@@ -156,14 +156,27 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
                 Op("kv_norm_rope_write", "elementwise", repeat=L, weight_bytes=lat * w_bytes,
                    flops_per_token=4.0 * lat + 6.0 * (h + 1) * rope,
                    act_bytes_per_token=2.0 * (lat + rope) * act_bytes, kv_write_per_token=kv_tok),
+                # decode (and verification): the absorbed path, attention over the latent itself
                 Op("q_absorb", "gemm", repeat=L, weight_bytes=h * nope * lat * w_bytes,
-                   flops_per_token=2.0 * h * nope * lat,
+                   flops_per_token=2.0 * h * nope * lat, path="decode",
                    act_bytes_per_token=h * (nope + lat) * act_bytes),
-                Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok,
+                Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok, path="decode",
                    attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
                    act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes),
-                Op("v_absorb", "gemm", repeat=L, weight_bytes=h * lat * v * w_bytes,
+                Op("v_absorb", "gemm", repeat=L, weight_bytes=h * lat * v * w_bytes, path="decode",
                    flops_per_token=2.0 * h * lat * v, act_bytes_per_token=h * (lat + v) * act_bytes),
+                # prefill: the latent of every context token is decompressed into per-head keys
+                # and values (kv_b_proj, the same weights the absorbed path folds in: held once),
+                # then ordinary attention with qk = nope + rope and v dimensions (DeepSeek-V2/V3
+                # reference code; vLLM and SGLang prefill this way and decode absorbed)
+                Op("kv_b_decompress", "gemm", repeat=L, path="prefill", resident_bytes=0.0,
+                   weight_bytes=lat * h * (nope + v) * w_bytes, kv_read_per_ctx=kv_tok,
+                   flops_per_ctx=2.0 * lat * h * (nope + v),
+                   act_bytes_per_ctx=h * (nope + v) * act_bytes),
+                Op("attention_prefill", "attention", repeat=L, path="prefill",
+                   attn_flops_per_ctx=2.0 * h * (nope + rope) + 2.0 * h * v,
+                   act_bytes_per_ctx=(h * (nope + v) + rope) * act_bytes,
+                   act_bytes_per_token=h * (nope + rope + v) * act_bytes),
                 gemm("o_proj", h * v, d)]
     else:
         hd = m.head_dim
