@@ -68,6 +68,10 @@ EXPLICIT = {   # hand-picked hard paths: preemption under a tiny pool, a static-
                  "workload.output_dist.high=40", *SMALL], [0, 0, 0]),
     "static_graphs": (["workload=closed_loop", "workload.concurrency=6", "engine=sn40l_static",
                        "hardware=sn40l_node8", *SMALL], [0, 0, 0]),
+    # MLA: prefilling and decoding sequences of one step take different op paths
+    "mla_chunked": (["model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
+                     "workload=closed_loop", "workload.concurrency=4", "engine.chunk_size=64",
+                     *SMALL], [0, 0, 0]),
 }
 CASES = list(range(10)) + list(EXPLICIT)
 
