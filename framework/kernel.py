@@ -17,17 +17,19 @@ Inputs (all per chip of one tensor-parallel replica):
   tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
   hw[:]             scalar machine parameters, named by the H_* constants
   steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
-                    per sequence, sequences, sampled tokens per sequence) -- row 0 is usually
+                    per sequence, sequences, sampled tokens per sequence, prefill flag) -- row 0 is usually
                     the prefill, the rest decode steps. Sampled tokens are the positions whose
                     logits the step computes: 1 for a prefill (only the last prompt position
                     emits a token) and a decode step, k + 1 for a speculative verification.
-                    S_PREFILL is 1 for a prefill row (its sequences take the ops' prefill path). The KV policy is applied by the caller (`attended_tokens`): the
+                    S_PREFILL is 1 for a prefill row (its sequences take the ops' prefill
+                    path). The KV policy is applied by the caller (`attended_tokens`): the
                     kernel reads and attends exactly the tokens a row names.
 Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
 
 `step_core` is the cost of one step from its aggregates (tokens through the token GEMMs, tokens
-sampled, KV tokens read and causal query-key pairs summed over the step's sequences); `step_time` (uniform
-rows) and the serving scheduler (framework/serving_kernel.py: fused prefill + decode steps) call it.
+sampled, KV tokens read and causal query-key pairs summed over the step's sequences);
+`step_time` (uniform rows) and the serving scheduler (framework/serving_kernel.py: fused
+prefill + decode steps) call it.
 """
 from __future__ import annotations
 
@@ -85,8 +87,8 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
     computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
     step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
     sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read and pairs that
-    belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest). Serving (framework/serving_kernel.py) calls this for
-    steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
+    belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
+    Serving (framework/serving_kernel.py) calls this for steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
     n_tiers = tier_bw.shape[0]
@@ -110,7 +112,7 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
             tok, ctx, pr = pre_tokens, pre_kv, pre_pairs
         else:
             tok, ctx, pr = tokens, kv_read, pairs
-        if tok <= 0.0:
+        if tok < 0.5:                   # token counts are whole (padded batches: larger)
             continue                    # no sequence of the step takes this op's path
         acc_flops[c, 2] = 1.0
         if op_lin[o, L_SAMPLED] > 0.0:

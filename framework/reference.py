@@ -51,7 +51,7 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        if n_tok <= 0:
+        if n_tok < 0.5:                 # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
         if op.stage == "post":

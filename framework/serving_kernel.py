@@ -339,7 +339,8 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
             pairs *= scale
         cc = call_cost if n_dec == n_sched else call_cost_mixed
         step_core(op_call, op_w, op_lin, call_rep, cc, tier_bw, kv_frac, hw,
-                  tokens, sampled, kv_read, pairs, padded, pre_tok, pre_kv, pre_pairs, acc_bytes, acc_flops, acc_link, row)
+                  tokens, sampled, kv_read, pairs, padded, pre_tok, pre_kv, pre_pairs,
+                  acc_bytes, acc_flops, acc_link, row)
         dur = 0.0
         for k in range(7):
             dur += row[k]
