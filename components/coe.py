@@ -6,7 +6,7 @@ per-batch latency of a stream of routed batches.
 A batch of B prompts is served as the paper describes: the router runs once on the whole batch,
 then each (prompt, expert) pair runs in turn; an expert that is not resident in HBM is first
 copied in from the backing tier (DDR on SN40L, host DRAM on a DGX). The execution times of the
-router and of one (prompt, expert) pair come from the decode model (framework/coe.py passes
+router and of one (prompt, expert) pair come from the decode model (framework/modes/coe.py passes
 them in); nothing here knows about hardware names, Hydra or the kernel.
 
 All capacities are per chip of one tensor-parallel group: an expert is sharded over the group's
@@ -19,8 +19,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from components.expert_cache import ExpertCache
-from framework.validate import ConfigError
+from decodelab.components.expert_cache import ExpertCache
+from decodelab.errors import ConfigError
 
 ROUTINGS = ("uniform", "zipf", "list")
 HBM_CACHES = ("batch", "lru")

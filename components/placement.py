@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from framework.validate import Infeasible
+from decodelab.errors import Infeasible
 
 GIB = float(2 ** 30)
 PLACEMENT_ORDER = ("hbm", "ddr")

@@ -1,4 +1,14 @@
-"""decodelab framework: Hydra entry point, config -> arrays, Numba kernel, metrics, tracking."""
+"""decodelab: how fast does model M decode on hardware H, with KV-cache policy P and optimizations O,
+and why. The source of this package is the folder framework/ (components/ is decodelab.components).
+
+Python API (docs/architecture.md, README "Python API"):
+
+    r = decodelab.evaluate("model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8")
+    r.status, r.metrics["tpot_ms"]
+    df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
+    df = decodelab.load_results("outputs/multirun/2026-11-24/10-00-00-000000")
+
+The API functions are imported on first use (PEP 562), so `import decodelab` stays light."""
 from __future__ import annotations
 
 import hashlib
@@ -7,11 +17,11 @@ import sys
 from pathlib import Path
 
 # Numba's on-disk cache (`cache=True`) checks an entry only against the file that defines the
-# function, but serving_kernel.py inlines kernel.step_core: after an edit of kernel.py the
+# function, but modes/serving/scheduler.py inlines core/kernel.step_core: after an edit of kernel.py the
 # serving kernel would load a stale compiled step. The cache therefore lives in a directory
 # named by a hash of every jitted source, so any edit starts a fresh one. A NUMBA_CACHE_DIR the
 # user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
-_JITTED = ("kernel.py", "serving_kernel.py", "fidelity/attention_kernel.py")
+_JITTED = ("core/kernel.py", "modes/serving/scheduler.py", "fidelity/attention_kernel.py")
 
 
 def _numba_cache_dir() -> None:
@@ -33,3 +43,19 @@ def _numba_cache_dir() -> None:
 
 
 _numba_cache_dir()
+
+
+from decodelab.version import __version__  # noqa: E402  (after the Numba cache is set)
+
+_API = ("evaluate", "sweep", "load_results", "Result")
+
+
+def __getattr__(name: str):
+    # PEP 562: the API (and Hydra, MLflow behind it) loads on first use, not on `import decodelab`
+    if name in _API:
+        from decodelab import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'decodelab' has no attribute {name!r}")
+
+
+__all__ = ["__version__", *_API]

@@ -1,16 +1,26 @@
-"""Shared test helpers: composing Hydra configs (cached) and the lists of config-group options."""
+"""Shared test helpers: composing Hydra configs (cached), the lists of config-group options,
+running the `decodelab` command in a subprocess and reading back its files and MLflow store."""
 from __future__ import annotations
 
 import copy
 import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import List
 
 import pytest
+import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-import framework.schema  # noqa: F401  (registers the typed schemas)
-from framework.app import CONF_DIR
+import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
+from decodelab.config.compose import CONF_DIR
 
 MODELS = sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (Path(CONF_DIR) / "hardware").glob("*.yaml"))
@@ -39,6 +49,13 @@ def compose_raw(*overrides: str):
 
 
 @pytest.fixture(scope="session")
+def claim_rows():
+    """Every claim figure (decodelab.runs.claims.run_claims), computed once per test session."""
+    from decodelab.runs.claims import run_claims
+    return run_claims()
+
+
+@pytest.fixture(scope="session")
 def compose():
     """`compose(*overrides)` -> a mutable composed config (cached composition)."""
     return compose_cfg
@@ -47,7 +64,8 @@ def compose():
 def claim_figure_params(ids, gaps: dict) -> list:
     """One pytest param per figure of the claim sweeps whose id is in `ids`; the figures named
     in `gaps` ({(id, figure): reason}) are strict xfails with that reason."""
-    from framework.claims import SWEEPS_DIR, load_sweep
+    from decodelab.config.sweepfile import load_sweep
+    from decodelab.paths import SWEEPS_DIR
     out = []
     for path in sorted(SWEEPS_DIR.glob("c*.yaml")):
         claim, _ = load_sweep(path)
@@ -57,3 +75,194 @@ def claim_figure_params(ids, gaps: dict) -> list:
                 marks = [pytest.mark.xfail(reason=gaps[key], strict=True)] if key in gaps else []
                 out.append(pytest.param(key, marks=marks, id=f"{key[0]}-{key[1]}"))
     return out
+
+
+# --------------------------------------------------------------------------- the command line
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+USER_CONF = ROOT / "examples" / "user_conf"
+GROUPS = ("model", "hardware", "kv_policy", "optimizations", "workload", "tracking")
+EXPERIMENT = "decodelab"
+# The files a successful (status ok) run writes and logs as MLflow artifacts.
+OK_FILES = {"result.json", "steps.csv", "breakdown.png", "config_resolved.yaml"}
+SWEEP_MODELS = ("llama3_1_8b", "llama3_1_70b", "llama3_2_1b", "llama3_2_3b", "llama2_7b")
+SWEEP_HARDWARE = ("h100_sxm", "dgx_h100", "sn40l_node8", "sn40l_rack16")
+# Nothing listens on the discard port: a tracking server that cannot be reached.
+DEAD_SERVER = "http://127.0.0.1:9"
+# MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+    def explain(self) -> str:
+        return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-4000:]}"
+
+
+def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> Result:
+    """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there)."""
+    e = dict(os.environ)
+    e.pop("HYDRA_FULL_ERROR", None)        # the tests read Hydra's short error messages
+    e["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    e["COLUMNS"] = "200"                    # rich: one table line per row, no wrapping
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "decodelab.apps.cli", *args], cwd=cwd, env=e,
+                       capture_output=True, text=True, timeout=timeout)
+    return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+
+def db_path(cwd: Path) -> Path:
+    return cwd / "outputs" / "mlflow.db"
+
+
+def client(cwd: Path):
+    from mlflow.tracking import MlflowClient
+    path = db_path(cwd)
+    assert path.is_file(), f"no MLflow store at {path}"   # a client would create an empty one
+    return MlflowClient(f"sqlite:///{path}")
+
+
+def all_runs(cwd: Path) -> list:
+    c = client(cwd)
+    exp = c.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None, f"experiment {EXPERIMENT!r} missing"
+    return c.search_runs([exp.experiment_id], max_results=1000)
+
+
+def split_sweep(runs: list):
+    parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("sweep") != "true"]
+    return parents, children
+
+
+def artifact_names(cwd: Path, run_id: str) -> set:
+    return {f.path for f in client(cwd).list_artifacts(run_id)}
+
+
+def run_dirs(cwd: Path) -> List[Path]:
+    """Hydra run directories of single runs: outputs/runs/<date>/<time>."""
+    return sorted(p for p in (cwd / "outputs" / "runs").glob("*/*") if p.is_dir())
+
+
+def the_run_dir(cwd: Path) -> Path:
+    dirs = run_dirs(cwd)
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def job_dirs(cwd: Path) -> List[Path]:
+    """Hydra job directories of multiruns: outputs/multirun/<date>/<time>/<job number>."""
+    return sorted(p for p in (cwd / "outputs" / "multirun").glob("*/*/*") if p.is_dir())
+
+
+def read_result(d: Path) -> dict:
+    return json.loads((d / "result.json").read_text())
+
+
+def group_options(group: str) -> List[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def searchpath(*dirs: Path) -> str:
+    return "hydra.searchpath=[" + ",".join(f"file://{d.resolve()}" for d in dirs) + "]"
+
+
+def write_model(conf_dir: Path, stem: str, **fields) -> Path:
+    """A model YAML in a user config directory: the llama3_1_8b shape, `name` = stem, + fields."""
+    base = yaml.safe_load((CONF / "model" / "llama3_1_8b.yaml").read_text())
+    base.update(name=stem, source="written by tests/test_cli.py")
+    base.update(fields)
+    path = conf_dir / "model" / f"{stem}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+def has_title(out: str, label: str) -> bool:
+    """Whether a printed table is titled `label` (rich wraps a title to the table's width)."""
+    return any(" ".join(label.split()) in " ".join(chunk.split())
+               for chunk in out.split("┏"))
+
+
+def table_rows(out: str) -> dict:
+    """The metric table printed by a run, as {metric: value} (rich box-drawing table)."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)]
+        if len(cells) == 4 and cells[1] and cells[2]:
+            rows[cells[1]] = cells[2]
+    return rows
+
+
+def help_groups(text: str) -> dict:
+    section = text.split("== Configuration groups ==", 1)[1].split("== Config ==", 1)[0]
+    return {m.group(1): m.group(2).split(", ")
+            for m in re.finditer(r"^(\w+): (.+)$", section, re.M)}
+
+
+def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300):
+    """`decodelab ARGS` in a subprocess (cwd: where outputs/ goes) -> subprocess.CompletedProcess."""
+    r = decodelab(cwd, *args, env=env, timeout=timeout)
+    return subprocess.CompletedProcess(args, r.rc, r.out, r.err)
+
+
+def explain(p) -> str:
+    return f"exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}"
+
+
+def mlflow_client(uri: str):
+    from decodelab.tracking import store as tracking
+    return tracking._client(uri)
+
+
+def runs_in(uri: str, experiment: str = "decodelab"):
+    c = mlflow_client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    assert exp is not None, f"no experiment {experiment!r} in {uri}"
+    return c.search_runs([exp.experiment_id], max_results=5000)
+
+
+# --------------------------------------------------------------------------- shared runs
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """`decodelab` with no arguments."""
+    cwd = tmp_path_factory.mktemp("default")
+    res = decodelab(cwd)
+    assert res.rc == 0, res.explain()
+    return cwd, res
+
+
+@pytest.fixture(scope="session")
+def infeasible_run(tmp_path_factory):
+    """Llama-3.1-70B in BF16 (~131 GiB of weights) on one 80 GB H100: does not fit."""
+    cwd = tmp_path_factory.mktemp("infeasible")
+    res = decodelab(cwd, "model=llama3_1_70b", "hardware=h100_sxm")
+    return cwd, res
+
+
+@pytest.fixture(scope="session")
+def joblib_sweep(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("joblib")
+    res = decodelab(cwd, "-m", "hydra/launcher=joblib", "model=" + ",".join(SWEEP_MODELS),
+                    "hardware=" + ",".join(SWEEP_HARDWARE), "quiet=true", timeout=600)
+    assert res.rc == 0, res.explain()
+    return cwd, res
+
+

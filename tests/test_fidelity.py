@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from framework.fidelity import attention_kernel as K
-from framework.fidelity import reference as R
+from decodelab.fidelity import attention_kernel as K
+from decodelab.fidelity import reference as R
 
 # ---------------------------------------------------------------- kernel == numpy reference
 L_, H_, HKV_, D_, P_, T_ = 2, 6, 2, 8, 48, 6
@@ -32,13 +32,13 @@ CASES = [  # (kind, sinks, window, budget per layer, obs, pool, kernel, page, to
 
 
 def _sel(gran):
-    from framework.fidelity.policies import selectors
+    from decodelab.fidelity.policies import selectors
     return selectors(gran, H_, HKV_)
 
 
 def _scores(kind, obs, q_obs, kp, colsum):
     """What model.decode hands select_prompt: SnapKV window scores, or H2O's colsum."""
-    from framework.fidelity.model import window_scores
+    from decodelab.fidelity.model import window_scores
     if kind == K.H2O:
         return colsum.astype(np.float64)
     if kind in (K.SNAPKV, K.SNAPSTREAM):
@@ -121,7 +121,7 @@ def test_pooling_and_snap_scores_reference():
     for kind in (K.POOL_AVG, K.POOL_MAX):
         for k in (1, 3, 5, 7):
             np.testing.assert_allclose(K.pool1d(x, kind, k), R.pool(x, kind, k), rtol=1e-12)
-    from framework.fidelity.model import window_scores
+    from decodelab.fidelity.model import window_scores
     q = rng.normal(size=(6, 8, 16)).astype(np.float32)
     k = rng.normal(size=(2, 50, 16)).astype(np.float32)
     got = window_scores(q, k)
@@ -133,7 +133,7 @@ def test_pooling_and_snap_scores_reference():
 def test_windowed_prefill_attention_matches_naive_mask():
     """The chunked prefill attention (sinks + window mask, per-query-head attention received)
     equals a per-query computation of the same mask."""
-    from framework.fidelity.model import Model
+    from decodelab.fidelity.model import Model
     rng = np.random.default_rng(5)
     Hkv, G, D, P = 2, 3, 8, 40
 
@@ -163,9 +163,9 @@ def test_budget_written_into_the_policy_yaml_fields():
     """The grid budget lands in each conf/kv_policy YAML's own fields, keeping its other choices,
     and the performance component accepts the result."""
     from hydra import compose, initialize_config_dir
-    import framework.schema  # noqa: F401
-    from framework.app import CONF_DIR
-    from framework.fidelity import policies
+    import decodelab.config.schema  # noqa: F401
+    from decodelab.config.compose import CONF_DIR
+    from decodelab.fidelity import policies
     want = {"streaming_llm": lambda p: p.sinks + p.window == 256,
             "snapkv": lambda p: p.budget == 256,
             "pyramidkv": lambda p: p.budget == 256,
@@ -185,14 +185,15 @@ def test_budget_written_into_the_policy_yaml_fields():
 
 
 def test_bad_fidelity_input_is_one_error_line(capsys):
-    from framework.fidelity.report import main
+    from decodelab.apps.fidelity import main
     assert main(["policies=[full,nope]", "tracking=off"]) == 2
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("error: policies: nope")
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert cap.out == "" and len(err) == 1 and err[0].startswith("error: policies: nope")
     assert main(["depths=[1.5]", "tracking=off"]) == 2
-    assert capsys.readouterr().out.strip() == "error: depths: 1.5 must be in [0, 1]"
+    assert capsys.readouterr().err.strip() == "error: depths: 1.5 must be in [0, 1]"
     assert main(["lengths=oops", "tracking=off"]) == 2
-    assert capsys.readouterr().out.startswith("error: ")
+    assert capsys.readouterr().err.startswith("error: ")
 
 
 # ---------------------------------------------------------------- the real model (acceptance)
@@ -200,7 +201,7 @@ def test_bad_fidelity_input_is_one_error_line(capsys):
 def smollm():
     pytest.importorskip("gguf")
     pytest.importorskip("tokenizers")
-    from framework.fidelity import run, weights
+    from decodelab.fidelity import run, weights
     try:
         return run.load_model(fetch=os.environ.get("DECODELAB_FIDELITY_FETCH", "1") != "0")
     except weights.ModelUnavailable as e:
@@ -227,7 +228,7 @@ def test_model_metadata_tokenizer_and_greedy_text(smollm):
 def test_prefix_reuse_is_exact(smollm):
     """A prefill that reuses a longer prompt's KV (the shared haystack prefix) equals one from
     scratch: KV, logits, last queries and H2O's accumulated attention."""
-    from framework.fidelity import tasks
+    from decodelab.fidelity import tasks
     model, tok = smollm
     hs = tasks.Haystack(tok, 3, 320)
     long, s = hs.sample(320, 0.9), hs.sample(256, 0.5)
@@ -250,15 +251,17 @@ ACCEPT_OVERRIDES = {             # the policies' own YAMLs, sized for a 1k-token
 
 @pytest.fixture(scope="module")
 def accept_rows(smollm):
-    from framework.fidelity import run
-    from framework.fidelity.run import Results
-    cfg = run.compose_fidelity(["tracking=off", "budgets=[]", "lengths=[512,1024]",
+    from decodelab.config import compose as C
+    from decodelab.fidelity import run
+    from decodelab.fidelity.run import Results
+    cfg = C.compose(config_name="fidelity", overrides=["tracking=off", "budgets=[]", "lengths=[512,1024]",
                                 "depths=[0.05,0.5,1.0]", "seeds=[0]",
                                 "policies=[full,streaming_llm,snapkv_layer,snapstream]",
                                 "aliases={snapkv_layer: snapkv}"]
                                + [f"policy_overrides.{k}=[{','.join(repr(x) for x in v)}]"
                                   for k, v in ACCEPT_OVERRIDES.items()])
-    variants, mcfg = run.build_variants(cfg)
+    with C.context():
+        variants, mcfg = run.build_variants(cfg, C.compose_in_context)
     model, tok = smollm
     res = Results()
     run.run_passkey(model, tok, variants, mcfg, cfg, res)
@@ -296,7 +299,7 @@ def test_cli_writes_files_and_mlflow_runs(smollm, tmp_path, monkeypatch, capsys)
     """`decodelab fidelity` on a tiny grid: summary files, plots, one MLflow child run per policy
     and budget with fidelity_* metrics under a parent run."""
     from mlflow.tracking import MlflowClient
-    from framework.fidelity.report import main
+    from decodelab.apps.fidelity import main
     monkeypatch.chdir(tmp_path)
     rc = main(["name=tiny", "policies=[full,snapkv,quest]", "budgets=[128]", "lengths=[256]",
                "depths=[0.5]", "text.context=128", "text.eval_tokens=4", "quiet=true"])
@@ -320,9 +323,11 @@ def test_cli_writes_files_and_mlflow_runs(smollm, tmp_path, monkeypatch, capsys)
                     reason="the standard fidelity grid takes minutes: set DECODELAB_FIDELITY_BENCH=1")
 def test_standard_grid_benchmark(smollm):
     """conf/fidelity.yaml within a few minutes on a 2-core CPU, the full cache exact everywhere."""
-    from framework.fidelity import run
-    cfg = run.compose_fidelity(["tracking=off"])
-    res, _ = run.run(cfg)
+    from decodelab.config import compose as C
+    from decodelab.fidelity import run
+    cfg = C.compose(["tracking=off"], config_name="fidelity")
+    with C.context():
+        res, _ = run.run(cfg, C.compose_in_context)
     s = run.summary(res)
     print({k: round(v, 1) for k, v in res.seconds.items()})
     assert float(s[s.label == "full"].passkey_acc.iloc[0]) == 1.0

@@ -12,10 +12,10 @@ import math
 
 import pytest
 
-from components.models import dense
-from framework.build import build, peak_flops
-from framework.evaluate import evaluate
-from framework.kernel import CAUSES
+from decodelab.components.models import dense
+from decodelab.core.build import build, peak_flops
+from decodelab.modes.dispatch import evaluate
+from decodelab.core.kernel import CAUSES
 
 GIB = 2 ** 30
 
@@ -310,8 +310,8 @@ def test_batch_streaming_notes_where_it_does_not_apply(compose):
 def test_layers_of_different_kinds_are_separate_fused_calls(compose):
     """3 dense + 58 MoE layers emitted as two op groups: two looped calls, each paying its own
     launch and fill/drain once, each keeping its own layer-input activation traffic."""
-    from components.execution import dataflow
-    from components.ops import Op
+    from decodelab.components.execution import dataflow
+    from decodelab.components.ops import Op
     hw = compose("hardware=sn40l_rack16").hardware
     opt = compose("optimizations=all").optimizations
     ops = [Op("embedding", "embed", stage="pre"),

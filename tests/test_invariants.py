@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import compose_cfg
-from framework.build import build
-from framework.evaluate import evaluate
+from decodelab.core.build import build
+from decodelab.modes.dispatch import evaluate
 
 GPU_BASES = [("llama3_1_8b", "h100_sxm"), ("llama2_7b", "a100_sxm"), ("llama3_1_70b", "dgx_h100"),
              ("qwen2_5_72b", "dgx_a100"), ("llama3_2_1b", "dgx_h100")]
@@ -62,8 +62,7 @@ prompts = st.integers(1, 4000)          # llama2_7b: prompt + output <= 4096
 def test_more_hbm_bandwidth_never_slower(base, opt, batch, prompt, factor):
     cfg = _cfg(base, opt, batch, prompt)
     old = _ok(cfg)
-    hbm = [t.name for t in cfg.hardware.tiers].index("hbm")
-    cfg.hardware.tiers[hbm].bandwidth_gb_s *= factor
+    cfg.hardware.memory.hbm.bandwidth_gb_s *= factor
     new = _ok_strict(cfg)
     _not_slower(new, old)
     # the memory-roofline part of the step never grows (calls may turn compute-bound)
@@ -77,8 +76,7 @@ def test_more_hbm_bandwidth_never_slower(base, opt, batch, prompt, factor):
 def test_more_ddr_bandwidth_never_slower(base, batch, prompt, factor):
     cfg = _cfg(base, "default", batch, prompt)
     old = _ok(cfg)
-    ddr = [t.name for t in cfg.hardware.tiers].index("ddr")
-    cfg.hardware.tiers[ddr].bandwidth_gb_s *= factor
+    cfg.hardware.memory.ddr.bandwidth_gb_s *= factor
     _not_slower(_ok_strict(cfg), old)
 
 

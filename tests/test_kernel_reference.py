@@ -1,5 +1,5 @@
-"""The Numba kernel (framework/kernel.py) against the independent pure-Python reference
-(framework/reference.py), cause by cause, over random designs and random step rows."""
+"""The Numba kernel (framework/core/kernel.py) against the independent pure-Python reference
+(framework/core/reference.py), cause by cause, over random designs and random step rows."""
 from __future__ import annotations
 
 import math
@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATAFLOW_HARDWARE, HARDWARE, MODELS, OPTIMIZATIONS, compose_cfg
-from framework.build import build
-from framework.evaluate import evaluate
-from framework.kernel import CAUSES, request_steps, simulate
-from framework.reference import reference_simulate
-from framework.validate import ConfigError, Infeasible
+from decodelab.core.build import build
+from decodelab.modes.dispatch import evaluate
+from decodelab.core.kernel import CAUSES, request_steps, simulate
+from decodelab.core.reference import reference_simulate
+from decodelab.errors import ConfigError, Infeasible
 
 REL, ABS = 1e-9, 1e-15
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from components.kv_policy import KV_POLICIES, cost, h2o, pyramidkv, quest, snapkv, snapstream
-from components.kv_policy import streaming_llm
-from framework import kernel as K
-from framework import kv_costs
-from framework.evaluate import evaluate
+from decodelab.components.kv_policy import KV_POLICIES, cost, h2o, pyramidkv, quest, snapkv, snapstream
+from decodelab.components.kv_policy import streaming_llm
+from decodelab.core import kernel as K
+from decodelab.core import kv_costs
+from decodelab.modes.dispatch import evaluate
 
 # Llama-3.1-8B: 32 layers, 32 query heads, 8 KV heads (G = 4), head dim 128
 LLAMA8B = SimpleNamespace(name="llama3_1_8b", n_layers=32, n_heads=32, n_kv_heads=8, head_dim=128,
@@ -93,7 +93,7 @@ def test_h2o_heavy_plus_recent_and_score_traffic():
     assert h2o.decode_overhead_bytes(p, LLAMA8B, 1.0) == 2048.0
     # as KV token-equivalents (131,072 B per BF16 token): 1/64 more per held token
     model = SimpleNamespace(**vars(LLAMA8B), layer_pattern=[])
-    from components.models import dense
+    from decodelab.components.models import dense
     rm = kv_costs.read_model(KV_POLICIES["h2o"], p, dense, model, 2.0)
     assert rm[kv_costs.R_EXTRA] == pytest.approx(1 / 64)
 
@@ -129,7 +129,7 @@ def test_quest_saves_reads_not_memory():
 def test_quest_read_model_matches_read_tokens():
     p = pol("quest", page_size=16, budget=2048, dense_layers=2)
     model = SimpleNamespace(**vars(LLAMA8B), layer_pattern=[])
-    from components.models import dense
+    from decodelab.components.models import dense
     rm = kv_costs.read_model(KV_POLICIES["quest"], p, dense, model, 2.0)
     stored = np.array([100.0, 2048.0, 5000.0, 32768.0, 131071.0])
     got = kv_costs.effective_tokens(stored, caps_of(quest, p, model), rm)
@@ -269,7 +269,7 @@ def test_every_policy_has_the_interface():
 
 def test_kvplot_writes_plot_and_table(tmp_path):
     import json
-    from framework import kvplot
+    from decodelab.apps import kvplot
     for i, (name, budget, batch) in enumerate([("snapkv", 1024, 200), ("snapkv", 4096, 100),
                                                 ("full", 1024, 16), ("full", 4096, 16)]):
         d = tmp_path / str(i)
@@ -290,7 +290,7 @@ def test_kvplot_writes_plot_and_table(tmp_path):
 def test_a_policy_needs_only_check_cached_tokens_and_kernel_params():
     """The interface functions a module leaves out are the full cache's (docs/extending.md)."""
     import types
-    from components.kv_policy import Policy
+    from decodelab.components.kv_policy import Policy
     mod = types.ModuleType("recent_prompt")
     mod.check = lambda pol, model: []
     mod.cached_tokens = lambda pol, prompt_len, generated, model=None: min(prompt_len, 4) + generated

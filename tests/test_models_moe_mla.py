@@ -6,12 +6,11 @@ import math
 
 import pytest
 
-from components.models import ARCHITECTURES, layers
+from decodelab.components.models import ARCHITECTURES, layers
 from conftest import claim_figure_params
-from components.speculative import tokens_per_round
-from framework.build import build
-from framework.claims import run_claims
-from framework.evaluate import evaluate
+from decodelab.components.speculative import tokens_per_round
+from decodelab.core.build import build
+from decodelab.modes.dispatch import evaluate
 
 GIB = 2 ** 30
 
@@ -93,7 +92,7 @@ def test_hybrid_sliding_layers_hold_a_window(compose):
     # 36 layers * 2 * 8 heads * 64 * 2 B = 73,728 B per token if every layer kept it; half the
     # layers keep only 128 tokens
     assert long.kv_slot_bytes_model == pytest.approx((0.5 * 65600 + 0.5 * 128) * 73728)
-    from framework.kv_costs import attended_at
+    from decodelab.core.kv_costs import attended_at
     assert attended_at(long, 65536.0, 65600.0) == pytest.approx(0.5 * 65600 + 0.5 * 128)
 
 
@@ -153,8 +152,8 @@ GAPS = {
 
 
 @pytest.fixture(scope="module")
-def snapstream_rows():
-    return {(r["id"], r["figure"]): r for r in run_claims(["C13", "C14", "C15"])}
+def snapstream_rows(claim_rows):
+    return {(r["id"], r["figure"]): r for r in claim_rows if r["id"] in ("C13", "C14", "C15")}
 
 
 @pytest.mark.parametrize("key", claim_figure_params(("C13", "C14", "C15"), GAPS))
@@ -196,9 +195,9 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     """A prefill row runs only the prefill-path ops and a decode row only the decode-path ones
     (a call whose ops do not run is not issued), in the Numba kernel and the Python reference
     alike, fused or one kernel per operator."""
-    from framework.build import build
-    from framework.kernel import CAUSES, request_steps, simulate
-    from framework.reference import reference_simulate
+    from decodelab.core.build import build
+    from decodelab.core.kernel import CAUSES, request_steps, simulate
+    from decodelab.core.reference import reference_simulate
     for fusion in ("layer", "none"):
         cfg = compose("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
                       f"optimizations.fusion={fusion}")

@@ -12,7 +12,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from conftest import compose_raw
-from framework.evaluate import evaluate
+from decodelab.modes.dispatch import evaluate
 
 MAIN = Path(__file__).resolve().parent.parent
 
@@ -64,11 +64,11 @@ CASES = [
     pytest.param(["model=llama2_7b", "workload.prompt_len=4000", "workload.output_len=97"],
                  "infeasible", ["prompt_len + output_len = 4097", "max_context=4096"],
                  id="llama2-4k"),
-    pytest.param(["hardware.tiers.0.capacity_gib=0"], "invalid",
-                 ["hardware.tiers[0] (hbm)", "capacity_gib > 0", "got 0.0 and 3350.0"],
+    pytest.param(["hardware.memory.hbm.capacity_gib=0"], "invalid",
+                 ["hardware.memory.hbm needs", "capacity_gib > 0", "got 0.0 and 3350.0"],
                  id="tier-capacity0"),
-    pytest.param(["hardware=sn40l_socket", "hardware.tiers.2.bandwidth_gb_s=-100"], "invalid",
-                 ["hardware.tiers[2] (ddr)", "bandwidth_gb_s > 0", "got 1536.0 and -100.0"],
+    pytest.param(["hardware=sn40l_socket", "hardware.memory.ddr.bandwidth_gb_s=-100"], "invalid",
+                 ["hardware.memory.ddr needs", "bandwidth_gb_s > 0", "got 1536.0 and -100.0"],
                  id="ddr-bw-negative"),
     pytest.param(["hardware.bw_eff_max=1.5"], "invalid",
                  ["hardware.bw_eff_max=1.5", "(0, 1]"], id="bw-eff"),
@@ -128,12 +128,16 @@ def test_zero_chips_reports_both_fields(compose):
 
 
 def test_missing_hbm_tier(compose):
-    res = evaluate(compose("hardware.tiers.0.name=vram"))
+    from omegaconf import open_dict
+    cfg = compose()
+    with open_dict(cfg):
+        cfg.hardware.memory["vram"] = cfg.hardware.memory.pop("hbm")     # a tier renamed
+    res = evaluate(cfg)
     assert res["status"] == "invalid"
     lines = res["reason"].splitlines()
     assert len(lines) == 2       # two problems: no hbm tier; 'vram' is not a tier name
-    assert any("no 'hbm' tier" in line and "['vram']" in line for line in lines)
-    assert any(line.startswith("hardware.tiers[0].name='vram' is not one of: sram, hbm, ddr, host")
+    assert any("no 'hbm' tier" in line and "(tiers: vram)" in line for line in lines)
+    assert any(line.startswith("hardware.memory.vram is not a memory tier; tiers: sram, hbm, ddr, host")
                for line in lines)
 
 
@@ -207,7 +211,7 @@ def test_unknown_group_option_lists_the_choices():
      ["error: hardware.execution='tpu'", "error: workload.batch_size=0"]),
 ])
 def test_cli_invalid_input_exits_2(tmp_path, overrides, expected):
-    proc = subprocess.run([sys.executable, "-m", "framework.cli", *overrides, "tracking=off"],
+    proc = subprocess.run([sys.executable, "-m", "decodelab.apps.cli", *overrides, "tracking=off"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from components.ops import Op
+from decodelab.components.ops import Op
 
 APPLIES = {"fusion", "orchestration", "kernel_looping", "schedule_offloading", "batch_streaming"}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from components.ops import Op
+from decodelab.components.ops import Op
 
 APPLIES = {"cuda_graphs"}
 

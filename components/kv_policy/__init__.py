@@ -5,7 +5,7 @@ others fall back to full.py's (no slot, every stored token read, no extra bytes 
 cost), so a new policy starts from `check`, `cached_tokens` and `kernel_params`."""
 from types import ModuleType
 
-from components.kv_policy import full, h2o, pyramidkv, quest, snapkv, snapstream, streaming_llm
+from decodelab.components.kv_policy import full, h2o, pyramidkv, quest, snapkv, snapstream, streaming_llm
 
 INTERFACE = ("check", "cached_tokens", "kernel_params", "slot_layout", "slot_capacity",
              "read_tokens", "read_coeffs", "decode_overhead_bytes", "prefill_overhead")

@@ -4,7 +4,7 @@ Policy interface (every module in components/kv_policy/ provides it; docs/kv_pol
   check(pol, model) -> list of one-line problems (ConfigError lines)
   cached_tokens(pol, prompt_len, generated, model=None) -> tokens stored per sequence
   kernel_params(pol, model=None) -> {prompt_cap, total_cap, read_cap} (0 = none; the caps
-      framework.kernel.attended_tokens applies: stored = min(min(P, prompt_cap) + t, total_cap),
+      decodelab.core.kernel.attended_tokens applies: stored = min(min(P, prompt_cap) + t, total_cap),
       read per decode step = min(stored, read_cap); prefill attends everything)
   slot_layout(pol) -> "static" (a fixed slot of slot_capacity tokens) | "growing"
   slot_capacity(pol, model=None) -> tokens of a static slot (0 for growing)
@@ -18,7 +18,7 @@ Policy interface (every module in components/kv_policy/ provides it; docs/kv_pol
 """
 from __future__ import annotations
 
-from components.kv_policy.cost import NO_COST
+from decodelab.components.kv_policy.cost import NO_COST
 
 
 def check(pol, model) -> list:
@@ -31,7 +31,7 @@ def cached_tokens(pol, prompt_len: int, generated: int, model=None) -> float:
 
 
 def kernel_params(pol, model=None) -> dict:
-    """Caps on the KV tokens kept and read (0 = none; framework.kernel.attended_tokens):
+    """Caps on the KV tokens kept and read (0 = none; decodelab.core.kernel.attended_tokens):
     prompt_cap on prompt tokens kept after prefill, total_cap on tokens held, read_cap on tokens
     read per decode step."""
     return {"prompt_cap": 0.0, "total_cap": 0.0, "read_cap": 0.0}

@@ -18,7 +18,7 @@ Costs the cache size does not show:
 """
 from __future__ import annotations
 
-from components.kv_policy import cost
+from decodelab.components.kv_policy import cost
 
 
 def _cap(pol, model=None) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
-from components.kv_policy import cost, snapkv
+from decodelab.components.kv_policy import cost, snapkv
 
 
 def layer_budgets(pol, n_layers: int) -> List[float]:

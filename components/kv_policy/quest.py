@@ -15,7 +15,7 @@ m = metadata token-equivalents per page (min + max keys = 2 keys: 1 token's K+V 
 """
 from __future__ import annotations
 
-from components.kv_policy import cost
+from decodelab.components.kv_policy import cost
 
 
 def pages_read(pol) -> float:

@@ -17,7 +17,7 @@ only per-layer (or per-KV-head, the same thing) selection is possible.
 """
 from __future__ import annotations
 
-from components.kv_policy import cost
+from decodelab.components.kv_policy import cost
 
 
 def selected_and_shared(pol, budget: float):

@@ -16,7 +16,7 @@ head on GQA, a KV head holds S + R + G K at most.
 """
 from __future__ import annotations
 
-from components.kv_policy import cost
+from decodelab.components.kv_policy import cost
 
 
 def capacity(pol, model=None) -> float:

@@ -1,4 +1,4 @@
 """Model architectures, selected by `model.arch`."""
-from components.models import dense, hybrid, mla, moe
+from decodelab.components.models import dense, hybrid, mla, moe
 
 ARCHITECTURES = {"dense": dense, "moe": moe, "mla": mla, "hybrid": hybrid}

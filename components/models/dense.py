@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List
 
-from components.ops import Op, op_builders
+from decodelab.components.ops import Op, op_builders
 
 
 def kv_heads_per_chip(n_kv_heads: int, tp: int) -> int:

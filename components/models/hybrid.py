@@ -5,11 +5,11 @@ constant state per sequence) and `state` (linear-attention / state-space layers 
 (alternating sliding-window 128 and full attention, 128 experts top-4).
 
 The kernel attends one context per row for every layer, so decode rows carry the layer-averaged
-tokens (framework/kv_costs.py): full layers read what the KV policy keeps, sliding layers
+tokens (framework/core/kv_costs.py): full layers read what the KV policy keeps, sliding layers
 min(that, window), state layers their state in token-equivalents; memory likewise. Prefill rows
 attend the whole prompt in every layer (sliding layers' prefill is overstated).
 """
 from __future__ import annotations
 
-from components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
+from decodelab.components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
                                       kv_layer_mix, param_counts, streamed_params)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from components.models.dense import kv_heads_per_chip
-from components.ops import Op, op_builders
+from decodelab.components.models.dense import kv_heads_per_chip
+from decodelab.components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
 

@@ -5,5 +5,5 @@ E (1 - (1 - k/E)^tokens) (components/models/layers.py, docs/kv_policies.md). Mod
 """
 from __future__ import annotations
 
-from components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
+from decodelab.components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
                                       kv_layer_mix, param_counts, streamed_params)

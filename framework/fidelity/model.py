@@ -8,7 +8,7 @@ It returns the KV cache (post-RoPE keys), the logits of the last prompt token, t
 of every layer (SnapKV's observation window) and the attention every key received from all
 prompt queries (H2O's accumulated score). Decode is batched over policy variants: the dense
 layers run once for all variants, attention runs in the Numba kernel
-(framework.fidelity.attention_kernel) over each variant's kept tokens.
+(decodelab.fidelity.attention_kernel) over each variant's kept tokens.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from framework.fidelity.weights import Weights
+from decodelab.fidelity.weights import Weights
+from decodelab.fidelity import attention_kernel as K
 
 
 @dataclass
@@ -187,7 +188,6 @@ class Model:
         forcing (else empty), argmax [B, steps], metrics [B, L, H, 4] averaged over steps,
         held [B, steps + 1] (tokens held per KV head after prefill and after each step),
         needle_kept [B, L, H] (needle tokens kept right after prefill, fraction)."""
-        from framework.fidelity import attention_kernel as K
         L, H, Hkv, D = self.w.n_layers, self.H, self.Hkv, self.D
         B, P = len(grp), groups[0].k.shape[2]
         if any(g.k.shape[2] != P for g in groups):
@@ -236,7 +236,6 @@ class Model:
 
     def _decode_loop(self, steps, forced, tok, tokens, argmax, logprobs, held, grp, arrays,
                      kp, vp, kd, vd, state, score, needle_arr, out, metrics):
-        from framework.fidelity import attention_kernel as K
         w, L, H, Hkv, D = self.w, self.w.n_layers, self.H, self.Hkv, self.D
         B, P = len(grp), kp.shape[3]
         for t in range(steps):

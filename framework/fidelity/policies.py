@@ -22,7 +22,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from framework.fidelity import attention_kernel as K
+from decodelab.fidelity import attention_kernel as K
+from decodelab.components.kv_policy import pyramidkv
 
 KINDS = {"full": K.FULL, "streaming_llm": K.STREAMING, "snapkv": K.SNAPKV, "pyramidkv": K.SNAPKV,
          "snapstream": K.SNAPSTREAM, "h2o": K.H2O, "quest": K.QUEST}
@@ -125,7 +126,6 @@ def variant(pol, model, budget: int, streaming_prefill: bool = True, alias: str 
         ip[K.P_TOPPAGES] = -(-kept // max(1, int(f["page_size"])))
     if name in ("snapkv", "pyramidkv"):
         if name == "pyramidkv":
-            from components.kv_policy import pyramidkv
             per_layer = pyramidkv.layer_budgets(_Fields(f), L)
             if not f["budget_includes_window"]:
                 per_layer = [b + f["obs_window"] for b in per_layer]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.fidelity.attention_kernel import (EVICTED, H2O, KEPT, PINNED, POOL_AVG, POOL_MAX,
+from decodelab.fidelity.attention_kernel import (EVICTED, H2O, KEPT, PINNED, POOL_AVG, POOL_MAX,
                                                  QUEST, SNAPKV, SNAPSTREAM, STREAMING)
 
 

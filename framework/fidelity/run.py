@@ -10,8 +10,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from framework.fidelity import policies as pol_mod
-from framework.fidelity import tasks
+from decodelab.fidelity import policies as pol_mod
+from decodelab.fidelity import tasks
+from decodelab.fidelity import weights
+from decodelab.fidelity.model import Model
+from decodelab.errors import ConfigError
+from decodelab.components.kv_policy import KV_POLICIES
+from decodelab.core.schema import KVPolicyConfig
 
 METRICS = ("recall", "relerr", "read_tokens", "needle_read")
 _MODELS: Dict[str, tuple] = {}
@@ -19,8 +24,6 @@ _MODELS: Dict[str, tuple] = {}
 
 def load_model(model_file: str = "", fetch: bool = True):
     """(Model, tokenizer), loaded once per process."""
-    from framework.fidelity import weights
-    from framework.fidelity.model import Model
     path = weights.locate(model_file, allow_fetch=fetch)
     if str(path) not in _MODELS:
         try:
@@ -31,45 +34,32 @@ def load_model(model_file: str = "", fetch: bool = True):
     return _MODELS[str(path)]
 
 
-def compose_fidelity(overrides: List[str], ci: bool = False):
-    from hydra import compose, initialize_config_dir
-    import framework.fidelity.config  # noqa: F401  (registers fidelity_schema)
-    import framework.schema  # noqa: F401
-    from framework.app import CONF_DIR
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="fidelity_ci" if ci else "fidelity", overrides=overrides)
-
-
-def build_variants(cfg) -> Tuple[List[pol_mod.Variant], object]:
+def build_variants(cfg, compose) -> Tuple[List[pol_mod.Variant], object]:
     """One Variant per policy and budget, each from its conf/kv_policy YAML composed with the
-    main config (so the KV-policy schema types it), the budget written into its fields and
-    checked by the performance component's own `check`. Returns (variants, model config)."""
-    from hydra import compose, initialize_config_dir
-    from framework.app import CONF_DIR
-    from framework.validate import ConfigError
+    main config by `compose(overrides)` (so the KV-policy schema types it; the caller supplies
+    it: decodelab.config.compose), the budget written into its fields and checked by the
+    performance component's own `check`. Returns (variants, model config)."""
     out, errors, model = [], [], None
     names = list(dict.fromkeys(["full"] + list(cfg.policies)))   # full: the reference
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        for alias in names:
-            name = cfg.aliases.get(alias, alias)
-            extra = list(cfg.policy_overrides.get(alias, []))
-            for b in ([0] if name == "full" or not cfg.budgets else list(cfg.budgets)):
-                try:
-                    c = compose(config_name="config", overrides=[f"kv_policy={name}", f"model={cfg.model}",
-                                                                  "tracking=off", *extra])
-                except Exception as e:                            # unknown option or field
-                    errors.append(f"policies: {alias} ({type(e).__name__}: {str(e).splitlines()[0]})")
-                    break
-                model, pol = c.model, c.kv_policy
-                pol_mod.apply_budget(pol, int(b))
-                bad = _component_check(pol, model)
-                if bad:
-                    errors += [f"{e} ({alias} at budget {b})" if b else f"{e} ({alias})" for e in bad]
-                    continue
-                try:
-                    out.append(pol_mod.variant(pol, model, int(b), cfg.streaming_prefill, alias))
-                except ValueError as e:
-                    errors.append(str(e))
+    for alias in names:
+        name = cfg.aliases.get(alias, alias)
+        extra = list(cfg.policy_overrides.get(alias, []))
+        for b in ([0] if name == "full" or not cfg.budgets else list(cfg.budgets)):
+            try:
+                c = compose([f"kv_policy={name}", f"model={cfg.model}", "tracking=off", *extra])
+            except Exception as e:                            # unknown option or field
+                errors.append(f"policies: {alias} ({type(e).__name__}: {str(e).splitlines()[0]})")
+                break
+            model, pol = c.model, c.kv_policy
+            pol_mod.apply_budget(pol, int(b))
+            bad = _component_check(pol, model)
+            if bad:
+                errors += [f"{e} ({alias} at budget {b})" if b else f"{e} ({alias})" for e in bad]
+                continue
+            try:
+                out.append(pol_mod.variant(pol, model, int(b), cfg.streaming_prefill, alias))
+            except ValueError as e:
+                errors.append(str(e))
     if errors:
         raise ConfigError("\n".join(dict.fromkeys(errors)))
     return out, model
@@ -77,7 +67,6 @@ def build_variants(cfg) -> Tuple[List[pol_mod.Variant], object]:
 
 def _component_check(pol, model) -> List[str]:
     """The performance component's own validation of the policy (one line per problem)."""
-    from components.kv_policy import KV_POLICIES
     comp = KV_POLICIES.get(pol.name)
     if comp is None or not hasattr(comp, "check"):
         return []
@@ -90,8 +79,6 @@ def memory_tokens(v: pol_mod.Variant, model, prompt: int, generated: int, measur
     Errors of the component propagate: a silent fallback would make the accounting test
     (measured == cached_tokens) compare the measurement with itself."""
     from omegaconf import OmegaConf
-    from components.kv_policy import KV_POLICIES
-    from framework.schema import KVPolicyConfig
     comp = KV_POLICIES.get(v.policy)
     if comp is None or not hasattr(comp, "cached_tokens"):
         return measured
@@ -157,7 +144,6 @@ def run_passkey(model, tok, variants, mcfg, cfg, res: Results, progress=None) ->
 
 def text_ids(tok, cfg) -> np.ndarray:
     """Token ids of the text task's text; ConfigError if it is missing or too short."""
-    from framework.validate import ConfigError
     try:
         ids = np.array(tok.encode(tasks.project_text(cfg.text.file)).ids, np.int64)
     except FileNotFoundError as e:
@@ -199,10 +185,10 @@ def run_text(model, tok, variants, mcfg, cfg, res: Results, progress=None) -> No
         progress("text")
 
 
-def run(cfg, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
-    """Run the grid of a composed fidelity config. Raises ConfigError on bad input and
-    weights.ModelUnavailable when the GGUF cannot be had."""
-    from framework.validate import ConfigError
+def run(cfg, compose, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
+    """Run the grid of a composed fidelity config; `compose(overrides)` composes the main config
+    (build_variants). Raises ConfigError on bad input and weights.ModelUnavailable when the
+    GGUF cannot be had."""
     bad = [f"lengths: {L} must be in [128, 8192] tokens" for L in cfg.lengths if not 128 <= L <= 8192]
     bad += [f"depths: {d} must be in [0, 1]" for d in cfg.depths if not 0.0 <= d <= 1.0]
     bad += [f"budgets: {b} must be >= 0" for b in cfg.budgets if b < 0]
@@ -213,7 +199,7 @@ def run(cfg, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
         bad.append("nothing to run: lengths, depths or seeds is empty and text.enabled=false")
     if bad:
         raise ConfigError("\n".join(bad))
-    variants, mcfg = build_variants(cfg)
+    variants, mcfg = build_variants(cfg, compose)
     res = Results()
     t0 = time.perf_counter()
     model, tok = load_model(cfg.model_file, cfg.fetch)

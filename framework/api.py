@@ -1,0 +1,80 @@
+"""The Python API: evaluate a design, run a sweep, load stored results. Every function takes the
+same Hydra overrides as the command line.
+
+    import decodelab
+    r = decodelab.evaluate("model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8")
+    print(r.status, r.metrics["tpot_ms"])                 # a decodelab.Result
+    df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
+    df[["hardware.name", "workload.batch_size", "tpot_ms"]]
+    old = decodelab.load_results("outputs/multirun")     # every result.json under a directory
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from decodelab.config import compose as C
+from decodelab.config.plan import make_plan
+from decodelab.core.result import Result
+from decodelab.modes.dispatch import evaluate as _evaluate
+from decodelab.runs.sweep import run_sweep
+
+__all__ = ["evaluate", "sweep", "load_results", "Result"]
+
+
+def evaluate(*overrides: str, config_dir: Optional[str] = None, keep_steps: bool = False) -> Result:
+    """Evaluate one design given by Hydra overrides (`model=...`, `workload.batch_size=8`). Never
+    raises for a bad or infeasible design: the Result's status says so, with the reason. A config
+    that does not compose (unknown option or key) raises Hydra's error."""
+    return _evaluate(C.compose(list(overrides), config_dir=config_dir), keep_steps=keep_steps)
+
+
+def sweep(*overrides: str, sweep_file: Optional[str] = None, jobs: int = 1,
+          track: bool = False, progress: bool = False):
+    """Run a sweep (Hydra sweep syntax: `a,b,c`, `range(1,9)`; and/or a sweep file) like
+    `decodelab sweep` and return one DataFrame row per design: the resolved config (dotted
+    columns), status, reason and every metric. Results are written under the sweep directory as
+    usual; MLflow only with `track=True`."""
+    args = list(overrides) + ([] if track else ["tracking.enabled=false"])
+    plan = make_plan(sweep_file, args)
+    out = run_sweep(plan, jobs=jobs, progress=progress)
+    return _frame([r for r in out.records] + [_stored(r) for r in out.skipped])
+
+
+def load_results(path) -> "object":
+    """Every result.json under `path` (a run, multirun or sweep directory) as a DataFrame."""
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(root.rglob("result.json"))
+    records = []
+    for f in files:
+        if "mlartifacts" in f.parts:       # MLflow's own copies of uploaded results
+            continue
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and "status" in rec:
+            rec["dir"] = str(f.parent)
+            records.append(rec)
+    return _frame(records)
+
+
+def _stored(skipped: dict) -> dict:
+    """A design a sweep skipped (recorded before): its stored record, when on disk."""
+    return {"status": "reused", "reason": f"recorded in MLflow run {skipped.get('skipped')}",
+            "metrics": {}, "config": {}, "config_hash": skipped.get("config_hash")}
+
+
+def _frame(records):
+    import pandas as pd
+    rows = []
+    for r in records:
+        row = {f"{k}": v for k, v in pd.json_normalize(r.get("config") or {}, sep=".").iloc[0].items()} \
+            if r.get("config") else {}
+        row.update(status=r.get("status"), reason=r.get("reason", ""),
+                   config_hash=r.get("config_hash"), **(r.get("metrics") or {}))
+        if "dir" in r:
+            row["dir"] = r["dir"]
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,140 @@
+"""Hydra callback that records every job in MLflow: a single run as one MLflow run; a multirun as
+one parent run with a nested child run per job. Jobs never touch MLflow: they return their
+record and the files they wrote, and `on_job_end` (which runs in the job's own process, also
+under the joblib launcher) logs them. If the tracker is unreachable the job's result.json stays
+on disk without a `mlflow_run_id` file next to it, so nothing is lost.
+
+A single run with `tracking.background` (auto: when stdout is a terminal) is recorded by a
+detached `decodelab sync <run dir>/result.json --each` process instead, so the command returns without loading
+MLflow; its output goes to `sync.log` in the run directory, and until it has run the result is
+simply unsynced (a later `decodelab sync` uploads it)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from decodelab.core.result import config_hash
+from decodelab.tracking import store as tracking
+from decodelab.tracking.store import PARENT_FILE, RECORDED_FILE, RUN_ID_FILE
+
+log = logging.getLogger(__name__)
+
+
+def background(tracking) -> bool:
+    """Whether a single run records through a detached sync process (auto: stdout a terminal)."""
+    flag = tracking.get("background", None)
+    return sys.stdout.isatty() if flag is None else bool(flag)
+
+
+def record_in_background(run_dir: Path, cwd: str) -> None:
+    """Start `decodelab sync RUN_DIR/result.json --each` detached (own session: it outlives this
+    process) in cwd, where relative SQLite URIs and artifact roots resolve as in the foreground.
+    Only this run's result.json: a run dir shared with other results (hydra.run.dir=...) must
+    not have them all uploaded without dedupe. Sync locks a SQLite store while it writes, so
+    concurrent background writers never create it twice."""
+    with open(Path(run_dir) / "sync.log", "ab") as log_file:
+        subprocess.Popen([sys.executable, "-m", "decodelab.apps.cli", "sync",
+                          str(Path(run_dir) / "result.json"), "--each"], cwd=cwd,
+                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+
+
+@contextmanager
+def _in_dir(path: str):
+    """cwd = path for the block: a job with hydra.job.chdir=true records from the directory
+    decodelab was started in, where on_run_start / on_multirun_start made the store."""
+    old = os.getcwd()
+    try:
+        os.chdir(path)
+    except OSError:          # a launcher's node without that directory: stay
+        pass
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
+    """The MLflow run that already holds this design (same config hash), if the sweep resumes."""
+    cwd = Path(HydraConfig.get().runtime.cwd)      # a relative sweep dir, under hydra.job.chdir
+    f = (cwd / sweep_dir if cwd.is_dir() else sweep_dir) / RECORDED_FILE
+    if not (cfg.tracking.enabled and cfg.tracking.get("resume", True) and f.is_file()):
+        return None
+    from omegaconf import OmegaConf
+    return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
+
+
+class MLflowCallback(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.tracking.enabled and not background(config.tracking):
+            self._safe(tracking.experiment_id, config.tracking)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Create the store and the parent run once, before any (parallel) job starts:
+        # concurrent first-time creation of a SQLite store corrupts it.
+        if not config.tracking.enabled:
+            return
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        overrides = " ".join(config.hydra.overrides.task)
+        run_id = self._safe(tracking.start_run, config.tracking, f"sweep {sweep_dir.name}",
+                            {"sweep": "true", "sweep_dir": str(sweep_dir),
+                             "overrides": overrides[:5000], "git_commit": tracking.git_commit()})
+        if run_id:
+            (sweep_dir / PARENT_FILE).write_text(run_id)
+        recorded = sweep_dir / RECORDED_FILE
+        # designs already recorded (by config hash), read by each job: resuming a sweep. A file
+        # left by an earlier run in this sweep dir (another experiment or store) must not stay.
+        done = (self._safe(tracking.recorded_hashes, config.tracking)
+                if config.tracking.get("resume", True) else None)
+        if done:
+            recorded.write_text(json.dumps(done))
+        elif recorded.exists():
+            recorded.unlink()
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not config.tracking.enabled:
+            return
+        f = Path(config.hydra.sweep.dir) / PARENT_FILE
+        if f.exists():
+            self._safe(tracking.end_run, config.tracking, f.read_text().strip())
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if not config.tracking.enabled or job_return is None:
+            return
+        ret = job_return._return_value
+        if not isinstance(ret, dict) or "record" not in ret:
+            return          # the job raised: Hydra reports it
+        parent = None
+        hc = HydraConfig.get()
+        out_dir = Path(hc.runtime.output_dir)           # absolute
+        if str(hc.mode) != "RunMode.MULTIRUN" and background(config.tracking):
+            self._safe(record_in_background, out_dir, hc.runtime.cwd)
+            return
+        with _in_dir(hc.runtime.cwd):
+            if str(hc.mode) == "RunMode.MULTIRUN":
+                f = Path(hc.sweep.dir) / PARENT_FILE
+                parent = f.read_text().strip() if f.exists() else None
+            run_id = self._safe(tracking.log_result, config.tracking, ret["record"], ret["name"],
+                                ret["files"].values(), parent)
+        if run_id:
+            (out_dir / RUN_ID_FILE).write_text(run_id)
+
+    @staticmethod
+    def _safe(fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:  # the tracker must never lose or crash a result
+            log.warning("MLflow tracking failed (%s: %s); the result stays in the output "
+                        "directory", type(e).__name__, str(e).splitlines()[0][:300])
+            return None

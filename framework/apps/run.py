@@ -1,0 +1,57 @@
+"""The Hydra application: compose a config, evaluate the design, write its files, print it.
+MLflow logging happens in the Hydra callback (framework/apps/callbacks.py), not here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from decodelab import paths
+import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
+from decodelab.modes.dispatch import evaluate
+from decodelab.core.labels import run_label
+from decodelab.output.files import print_result, write_outputs
+from decodelab.apps.callbacks import recorded_run
+
+CONF_DIR = str(paths.CONF_DIR)
+
+
+def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
+    """Evaluate one composed config and write its files; returns what the callback logs."""
+    res = evaluate(cfg)
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
+    name = run_label(cfg)
+    files = write_outputs(cfg_dict, res, out_dir, name, plots=cfg.tracking.get("plots", True),
+                          step_csv=cfg.tracking.get("step_csv", True))
+    cfg_file = out_dir / "config_resolved.yaml"
+    cfg_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    files["config"] = str(cfg_file)
+    return {"record": res.record(cfg_dict), "files": files, "name": name, "res": res}
+
+
+EXIT_STATUS = [0]      # set by a single run with invalid input; decodelab.apps.cli exits with it
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def job(cfg: DictConfig) -> Dict[str, Any]:
+    hc = HydraConfig.get()
+    if str(hc.mode) == "RunMode.MULTIRUN":
+        done = recorded_run(cfg, Path(hc.sweep.dir))   # resuming: this design is in the tracker
+        if done:
+            if not cfg.quiet:
+                print(f"{run_label(cfg)}: already recorded (MLflow run {done}), skipped")
+            return {"skipped": done}
+    ret = run_design(cfg, Path(hc.runtime.output_dir))
+    res = ret.pop("res")
+    if not cfg.quiet:
+        print_result(ret["name"], res)
+    if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
+        # bad input in a single run: one line per problem, no traceback, and a non-zero exit
+        # once Hydra has returned (exiting here would skip the callback that records it)
+        print("\n".join(f"error: {line}" for line in res["reason"].splitlines()), file=sys.stderr)
+        EXIT_STATUS[0] = 2
+    return ret

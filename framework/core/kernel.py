@@ -1,0 +1,268 @@
+"""The Numba simulation kernel. It knows nothing of models, hardware names or Hydra: it walks the
+steps of a request batch over plain arrays and returns each step's time split by cause.
+
+Inputs (all per chip of one tensor-parallel replica):
+  op_call[o]        kernel call that op o belongs to
+  op_w[o, t]        weight bytes op o reads from memory tier t per invocation
+  op_lin[o, :]      linear coefficients, columns named by the L_* constants below
+  call_rep[c]       invocations of call c per step (decoder layers for per-layer calls)
+  call_cost[c, :]   per-call overheads and flags, columns named by the C_* constants; a call
+                    with a batch barrier at each invocation (C_SAMPLE_GAP > 0) idles
+                    C_SAMPLE_GAP * max(0, seqs - C_FREE_SAMPLES) per invocation while the last
+                    samples of the batch leave it (BatchStreaming raises C_FREE_SAMPLES).
+                    C_LAUNCH_EACH is paid at every invocation (synchronisation, or a launch
+                    that cannot overlap the running call); C_LAUNCH_ASYNC is issued ahead while
+                    the previous invocation runs, so only max(0, C_LAUNCH_ASYNC - busy) of it is
+                    exposed (busy: the invocation's body + fill/drain + serial launch).
+  tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
+  hw[:]             scalar machine parameters, named by the H_* constants
+  steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
+                    per sequence, sequences, sampled tokens per sequence, prefill flag) -- row 0 is usually
+                    the prefill, the rest decode steps. Sampled tokens are the positions whose
+                    logits the step computes: 1 for a prefill (only the last prompt position
+                    emits a token) and a decode step, k + 1 for a speculative verification.
+                    S_PREFILL is 1 for a prefill row (its sequences take the ops' prefill
+                    path). The KV policy is applied by the caller (`attended_tokens`): the
+                    kernel reads and attends exactly the tokens a row names.
+Output: out[r, k] seconds of row r attributed to cause k (the CAUSES tuple).
+
+`step_core` is the cost of one step from its aggregates (tokens through the token GEMMs, tokens
+sampled, KV tokens read and causal query-key pairs summed over the step's sequences);
+`step_time` (uniform rows) and the serving scheduler (framework/modes/serving/scheduler.py: fused
+prefill + decode steps) call it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CAUSES = ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess")
+K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
+
+# L_SAMPLED = 1: the op's per-token terms apply to the sampled tokens only (final norm, LM head,
+# sampling: engines compute logits only where a token is emitted), not to every token of the step.
+# L_FLOPS_CTX / L_ACT_CTX: FLOPs and activation bytes per KV token the step reads (MLA's prefill
+# path decompresses the cached latent of every context token).
+# L_PATH: which sequences the op runs for: PATH_ALL, PATH_DECODE (decode and verification
+# sequences only) or PATH_PREFILL (prefill sequences only): a model may compute attention one way
+# when decoding and another when prefilling (MLA: absorbed vs decompressed). An op whose path has
+# no sequence in the step costs nothing, and a call none of whose ops runs is not issued.
+(L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL,
+ L_SAMPLED, L_FLOPS_CTX, L_ACT_CTX, L_PATH) = range(11)
+N_LIN = 11
+PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
+
+(C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK, C_SAMPLE_GAP,
+ C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
+N_CALL = 8
+
+# H_ATTN_REL: attention's (query, key) FLOPs run at this fraction of the GEMM efficiency
+# (flash-attention kernels reach less of the peak than GEMMs; 1 = the same)
+(H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
+ H_HOST_STEP, H_ACT_TIER, H_ATTN_REL) = range(10)
+N_HW = 10
+
+# KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
+P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
+N_KV_CAPS = 3
+
+S_QTOK, S_CTX, S_SEQS, S_OUT, S_PREFILL = range(5)
+N_STEP = 5
+
+
+@njit(cache=True)
+def _eff(x, eff_max, half):
+    """Achieved fraction of peak for an operation of size x: eff_max * x / (x + half)."""
+    if half <= 0.0:
+        return eff_max
+    return eff_max * x / (x + half)
+
+
+@njit(cache=True)
+def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              tokens, sampled, kv_read, pairs, seqs, pre_tokens, pre_kv, pre_pairs,
+              acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
+    token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
+    computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
+    step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
+    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read and pairs that
+    belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
+    Serving (framework/modes/serving/scheduler.py) calls this for steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
+    n_ops = op_call.shape[0]
+    n_calls = call_rep.shape[0]
+    n_tiers = tier_bw.shape[0]
+    act_tier = int(hw[H_ACT_TIER])
+    attn_rel = hw[H_ATTN_REL]
+    for c in range(n_calls):
+        acc_flops[c, 0] = 0.0           # FLOPs (the roofline compute time)
+        acc_flops[c, 1] = 0.0           # FLOPs weighted by 1 / relative efficiency (achieved time)
+        acc_flops[c, 2] = 0.0           # 1 when an op of the call runs in this step
+        acc_link[c, 0] = 0.0
+        acc_link[c, 1] = 0.0
+        for t in range(n_tiers):
+            acc_bytes[c, t] = 0.0
+
+    for o in range(n_ops):
+        c = op_call[o]
+        path = op_lin[o, L_PATH]
+        if path == PATH_DECODE:
+            tok, ctx, pr = tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs
+        elif path == PATH_PREFILL:
+            tok, ctx, pr = pre_tokens, pre_kv, pre_pairs
+        else:
+            tok, ctx, pr = tokens, kv_read, pairs
+        if tok < 0.5:                   # token counts are whole (padded batches: larger)
+            continue                    # no sequence of the step takes this op's path
+        acc_flops[c, 2] = 1.0
+        if op_lin[o, L_SAMPLED] > 0.0:
+            tok = sampled
+        for t in range(n_tiers):
+            acc_bytes[c, t] += op_w[o, t]
+        acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK] + ctx * op_lin[o, L_ACT_CTX]
+        kv = ctx * op_lin[o, L_KV_READ_CTX] + tok * op_lin[o, L_KV_WRITE_TOK]
+        if kv > 0.0:
+            for t in range(n_tiers):
+                acc_bytes[c, t] += kv * kv_frac[t]
+        f_tok = tok * op_lin[o, L_FLOPS_TOK] + ctx * op_lin[o, L_FLOPS_CTX]
+        f_attn = pr * op_lin[o, L_ATTN_FLOPS_CTX]
+        acc_flops[c, 0] += f_tok + f_attn
+        acc_flops[c, 1] += f_tok + f_attn / attn_rel
+        acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
+        acc_link[c, 1] += op_lin[o, L_NCOLL]
+
+    for k in range(out_row.shape[0]):
+        out_row[k] = 0.0
+    peak = hw[H_PEAK_FLOPS]
+    for c in range(n_calls):
+        if acc_flops[c, 2] == 0.0:
+            continue                    # none of the call's ops runs: the call is not issued
+        total = 0.0
+        mem_i = 0.0
+        for t in range(n_tiers):
+            total += acc_bytes[c, t]
+            mem_i += acc_bytes[c, t] / tier_bw[t]
+        mem_a = 0.0
+        if total > 0.0:
+            mem_a = mem_i / _eff(total, hw[H_BW_EFF_MAX], hw[H_BW_HALF])
+        comp_i = acc_flops[c, 0] / peak
+        comp_a = 0.0
+        if acc_flops[c, 0] > 0.0:
+            # = comp_i / eff(F) when attention runs at the GEMM efficiency; the kernel's fixed
+            # ramp (compute_half) is not stretched by the slower attention FLOPs
+            comp_a = (acc_flops[c, 1] + hw[H_C_HALF]) / (peak * hw[H_C_EFF_MAX])
+        link = 0.0
+        if acc_link[c, 0] > 0.0:
+            link = acc_link[c, 0] / hw[H_LINK_BW]
+        latency = acc_link[c, 1] * hw[H_COLL_LAT]
+        ach = max(mem_a, comp_a)
+        if call_cost[c, C_OVERLAP_LINK] > 0.0:
+            # streamed collectives hide their transfer under the call, not their latency: the
+            # next layer depends on the reduced result
+            body = max(ach, link) + latency
+        else:
+            body = ach + link + latency
+        rep = call_rep[c]
+        if mem_i >= comp_i:
+            out_row[K_MEM] += rep * mem_i
+        else:
+            out_row[K_COMP] += rep * comp_i
+        out_row[K_EXCESS] += rep * (ach - max(mem_i, comp_i))
+        out_row[K_COLL] += rep * (body - ach)
+        fill = call_cost[c, C_FILL_EACH]
+        waiting = seqs - call_cost[c, C_FREE_SAMPLES]
+        if waiting > 0.0:
+            fill += call_cost[c, C_SAMPLE_GAP] * waiting
+        serial = call_cost[c, C_LAUNCH_EACH]
+        exposed = call_cost[c, C_LAUNCH_ASYNC] - (body + fill + serial)
+        if exposed < 0.0:
+            exposed = 0.0
+        out_row[K_LAUNCH] += rep * (exposed + serial) + call_cost[c, C_LAUNCH_ONCE]
+        out_row[K_FILL] += rep * fill + call_cost[c, C_FILL_ONCE]
+    out_row[K_HOST] += hw[H_HOST_STEP]
+
+
+@njit(cache=True)
+def causal_pairs(q_tok, ctx):
+    """Causal (query, key) pairs of one sequence adding q_tok tokens with `ctx` KV tokens after
+    the step: query j of q_tok sees ctx - q_tok + j + 1 keys (at least one key per query)."""
+    pairs = q_tok * ctx - q_tok * (q_tok - 1.0) / 2.0
+    if pairs < q_tok:
+        pairs = q_tok
+    return pairs
+
+
+@njit(cache=True)
+def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              q_tok, ctx, seqs, out_tok, prefill, acc_bytes, acc_flops, acc_link, out_row):
+    """Time of one uniform step (every sequence adds q_tok tokens, `out_tok` of them sampled, and
+    attends `ctx` KV tokens; `prefill` = 1: the sequences are prefilling)."""
+    tokens = q_tok * seqs
+    kv = seqs * ctx
+    pairs = seqs * causal_pairs(q_tok, ctx)
+    f = 1.0 if prefill > 0.0 else 0.0
+    step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+              tokens, out_tok * seqs, kv, pairs, seqs, f * tokens, f * kv, f * pairs,
+              acc_bytes, acc_flops, acc_link, out_row)
+
+
+@njit(cache=True)
+def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, steps):
+    """Evaluate every row of `steps`; returns out[rows, len(CAUSES)] in seconds."""
+    n_rows = steps.shape[0]
+    n_calls = call_rep.shape[0]
+    out = np.zeros((n_rows, 7))
+    acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
+    acc_flops = np.zeros((n_calls, 3))
+    acc_link = np.zeros((n_calls, 2))
+    for r in range(n_rows):
+        step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
+                  steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS], steps[r, S_OUT],
+                  steps[r, S_PREFILL], acc_bytes, acc_flops, acc_link, out[r])
+    return out
+
+
+@njit(cache=True)
+def attended_tokens(prompt, ctx, caps):
+    """KV tokens a step attends for a sequence of `prompt` prompt tokens whose context reaches
+    `ctx` after the step, under the policy caps (0 = none). Prefill (ctx <= prompt, whole or
+    chunked) attends everything: policies select after the prompt has been seen. Afterwards the
+    cache holds min(min(prompt, prompt_cap) + generated, total_cap) tokens, of which at most
+    read_cap are read."""
+    if ctx <= prompt:
+        return ctx
+    kept = prompt
+    if caps[P_PROMPT_CAP] > 0.0 and kept > caps[P_PROMPT_CAP]:
+        kept = caps[P_PROMPT_CAP]
+    n = kept + (ctx - prompt)
+    if caps[P_TOTAL_CAP] > 0.0 and n > caps[P_TOTAL_CAP]:
+        n = caps[P_TOTAL_CAP]
+    if caps[P_READ_CAP] > 0.0 and n > caps[P_READ_CAP]:
+        n = caps[P_READ_CAP]
+    return n
+
+
+NO_CAPS = np.zeros(N_KV_CAPS)
+
+
+def apply_caps(steps: np.ndarray, prompt_len: float, caps: np.ndarray) -> np.ndarray:
+    """Rows whose S_CTX holds the context reached are rewritten to the KV tokens attended."""
+    out = steps.copy()
+    for r in range(out.shape[0]):
+        out[r, S_CTX] = attended_tokens(float(prompt_len), float(steps[r, S_CTX]), caps)
+    return out
+
+
+def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray = NO_CAPS
+                  ) -> np.ndarray:
+    """Rows for one static batch: the prefill (emits the first token), then output_len - 1
+    decode steps, each adding one token to every sequence."""
+    steps = np.empty((output_len, N_STEP))
+    steps[0] = (prompt_len, prompt_len, batch, 1.0, 1.0)
+    dec = np.arange(1, output_len, dtype=np.float64)
+    steps[1:, S_QTOK] = 1.0
+    steps[1:, S_CTX] = prompt_len + dec
+    steps[1:, S_SEQS] = batch
+    steps[1:, S_OUT] = 1.0
+    steps[1:, S_PREFILL] = 0.0
+    return apply_caps(steps, prompt_len, caps) if np.any(caps) else steps

@@ -1,0 +1,154 @@
+"""KV-policy and layer-kind costs the kernel's caps do not carry, as plain data on the Design:
+
+- `read_model` (vector, R_*): how many KV token-equivalents a decode row attends per sequence,
+  layer-averaged, given the tokens the policy stores: the caps (kernel.attended_tokens), plus
+  Quest's page metadata and dense layers, plus H2O's score traffic (token-equivalents), mixed
+  over full / sliding-window / constant-state layers (hybrid models);
+- `kv_prefill_s` (vector by kernel cause): seconds per sequence of the policy's selection at
+  prefill (SnapKV scoring, H2O accumulation, Quest page bounds), added to the prefill row (TTFT);
+- `max_batch`: sequences whose KV slot (static capacity, or the cache at the end of the
+  request) fits in HBM next to the weights, per chip of a tensor-parallel replica.
+
+Formulas: docs/kv_policies.md. Components know nothing of this module; the kernel neither.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+import numpy as np
+
+from decodelab.core import kernel as K
+from decodelab.errors import ConfigError
+
+(R_DENSE, R_META, R_PAGE, R_EXTRA, R_FULL, R_SLIDE, R_WINDOW, R_STATE, R_STATE_TOK) = range(9)
+N_READ = 9
+GIB = float(2 ** 30)
+
+
+def check_policy(policy, pol, m) -> None:
+    errors = policy.check(pol, m)
+    if errors:
+        raise ConfigError("\n".join(errors))
+
+
+def layer_mix(arch, m, kb: float) -> Dict[str, float]:
+    if hasattr(arch, "kv_layer_mix"):
+        return arch.kv_layer_mix(m, kb)
+    return {"full": 1.0, "sliding": 0.0, "state": 0.0, "window": 0.0, "state_tokens": 0.0}
+
+
+def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
+    """The R_* vector: the policy's read coefficients (Quest: dense layers, page metadata), H2O's
+    score bytes converted to tokens, and the architecture's layer mix."""
+    rm = np.zeros(N_READ)
+    rc = policy.read_coeffs(pol, m)
+    rm[R_DENSE], rm[R_PAGE], rm[R_META] = rc["dense"], rc["page"], rc["meta"]
+    kv_tok = arch.kv_bytes_per_token(m, kb)
+    rm[R_EXTRA] = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
+    mix = layer_mix(arch, m, kb)
+    rm[R_FULL], rm[R_SLIDE], rm[R_STATE] = mix["full"], mix["sliding"], mix["state"]
+    rm[R_WINDOW], rm[R_STATE_TOK] = mix["window"], mix["state_tokens"]
+    return rm
+
+
+def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np.ndarray:
+    """Layer-averaged KV token-equivalents one decode step reads per sequence holding `stored`."""
+    stored = np.asarray(stored, dtype=np.float64)
+    cap = caps[K.P_READ_CAP]
+    r = np.minimum(stored, cap) if cap > 0 else stored.copy()
+    r = rm[R_DENSE] * stored + (1.0 - rm[R_DENSE]) * r
+    if rm[R_PAGE] > 0:
+        r = r + rm[R_META] * np.ceil(stored / rm[R_PAGE])
+    r = r + rm[R_EXTRA] * stored
+    out = rm[R_FULL] * r + rm[R_STATE] * rm[R_STATE_TOK]
+    if rm[R_SLIDE] > 0:
+        out = out + rm[R_SLIDE] * np.minimum(r, rm[R_WINDOW])
+    return out
+
+
+def memory_fraction(tokens: float, rm: np.ndarray) -> float:
+    """Layer-averaged tokens held when full layers hold `tokens` (sliding layers hold at most the
+    window, state layers their state)."""
+    return (rm[R_FULL] * tokens + rm[R_SLIDE] * min(tokens, rm[R_WINDOW])
+            + rm[R_STATE] * rm[R_STATE_TOK])
+
+
+def attended_rows(steps: np.ndarray, prompt_len: float, design) -> np.ndarray:
+    """Rows whose S_CTX holds the context reached -> the KV token-equivalents each attends.
+    Prefill rows (context within the prompt) attend everything, as kernel.attended_tokens."""
+    caps = design.kv_caps
+    out = K.apply_caps(steps, prompt_len, caps)
+    rm = getattr(design, "kv_read_model", None)
+    if rm is None:
+        return out
+    ctx = steps[:, K.S_CTX]
+    dec = ctx > prompt_len
+    if not dec.any():
+        return out
+    kept = min(prompt_len, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt_len
+    stored = kept + (ctx[dec] - prompt_len)
+    if caps[K.P_TOTAL_CAP] > 0:
+        stored = np.minimum(stored, caps[K.P_TOTAL_CAP])
+    out[dec, K.S_CTX] = effective_tokens(stored, caps, rm)
+    return out
+
+
+def slot_tokens(policy, pol, m, prompt_len: int, output_len: int) -> float:
+    """Tokens one sequence's slot reserves: a static slot's capacity (allocated whole, however
+    full), else what the cache holds at the end of the request."""
+    if policy.slot_layout(pol) == "static":
+        return float(policy.slot_capacity(pol, m))
+    return float(policy.cached_tokens(pol, prompt_len, output_len, m))
+
+
+def attention_efficiency(hw) -> float:
+    """Fraction of peak FLOP/s attention's (query, key) work reaches (flash-attention kernels
+    reach less than GEMMs); unset (0) = the GEMM fraction `compute_eff_max`."""
+    return hw.attn_compute_eff_max if hw.attn_compute_eff_max > 0 else hw.compute_eff_max
+
+
+def prefill_seconds(policy, pol, m, prompt_len: int, tp: int, hw, peak_flops: float,
+                    hbm_bw: float, kb: float, ab: float) -> np.ndarray:
+    """Seconds by cause per sequence of the policy's prefill selection on one chip: heads split
+    tp ways; the KV it reads is replicated when tp exceeds the KV heads (MLA: 1 latent), so the
+    bytes are scaled by that replication (conservative for the score terms). Roofline per chip
+    at the machine's eff_max (the compute part is query-key scoring: the attention efficiency);
+    the excess over the ideal time is reported as `excess`."""
+    out = np.zeros(len(K.CAUSES))
+    c = policy.prefill_overhead(pol, m, prompt_len, kb, ab)
+    if c["flops"] <= 0 and c["bytes"] <= 0:
+        return out
+    hkv = 1 if getattr(m, "kv_lora_rank", 0) > 0 else m.n_kv_heads
+    repl = max(hkv // tp, 1) * tp / hkv
+    mem_i = c["bytes"] / tp * repl / hbm_bw
+    comp_i = c["flops"] / tp / peak_flops
+    ach = max(mem_i / hw.bw_eff_max, comp_i / attention_efficiency(hw))
+    out[K.K_MEM if mem_i >= comp_i else K.K_COMP] = max(mem_i, comp_i)
+    out[K.K_EXCESS] = ach - max(mem_i, comp_i)
+    return out
+
+
+def max_batch(hbm_capacity: float, weights_chip: float, slot_bytes_chip: float) -> int:
+    """Sequences whose KV slot fits in the HBM left after the weights (per chip)."""
+    free = hbm_capacity - weights_chip
+    if free <= 0 or slot_bytes_chip <= 0:
+        return 0
+    return int(math.floor(free / slot_bytes_chip * (1 + 1e-12)))
+
+
+def policy_metrics(design, batch: int, ttft_s: float) -> Dict[str, float]:
+    """Metrics of the KV policy for the result: the batch run (batch_fill resolves it), max batch,
+    slot size, selection time per sequence and the whole batch's selection as % of TTFT."""
+    sel = float(np.sum(design.kv_prefill_s))
+    return {"batch_size": float(batch), "max_batch": float(design.max_batch),
+            "kv_slot_gib_per_chip": design.kv_slot_bytes_chip / GIB,
+            "kv_slot_gib_model": design.kv_slot_bytes_model / GIB,
+            "ttft_kv_select_ms": sel * 1e3,
+            "kv_select_pct_ttft": 100.0 * batch * sel / ttft_s if ttft_s > 0 else 0.0}
+
+
+def attended_at(design, prompt_len: float, ctx: float) -> float:
+    """KV token-equivalents a decode step at context `ctx` attends (one sequence)."""
+    row = np.array([[1.0, ctx, 1.0]])
+    return float(attended_rows(row, prompt_len, design)[0, K.S_CTX])

@@ -1,0 +1,250 @@
+"""Pure-Python reference of the serving scheduler (framework/modes/serving/scheduler.py), written with
+request objects and Python lists instead of the kernel's arrays; step costs come from the
+pure-Python step reference (framework/core/reference.py) over the component-level operator list.
+Tests require the Numba scheduler to give the same per-request results; `decodelab bench` times
+both. Semantics: the module docstring of framework/modes/serving/scheduler.py."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List
+
+import numpy as np
+
+from decodelab.core.kernel import CAUSES
+from decodelab.core.reference import reference_step_agg
+from decodelab.modes.serving import scheduler as SK
+
+
+@dataclass
+class Req:
+    idx: int
+    prompt: float
+    output: float
+    arrival: float = math.nan
+    start: float = math.nan
+    first: float = math.nan
+    done_t: float = math.nan
+    preempted: int = 0
+    max_itl: float = 0.0
+    prefilled: float = 0.0     # prompt (or recompute) tokens processed so far
+    target: float = 0.0        # tokens to prefill: the prompt, or prompt + generated on recompute
+    gen: float = 0.0
+    blocks: float = 0.0
+    last: float = 0.0
+
+    def prefilling(self) -> bool:
+        return self.prefilled < self.target
+
+
+def _caps(caps):
+    return [float(c) if c > 0 else None for c in caps]
+
+
+def held(p: float, g: float, caps) -> float:
+    prompt_cap, total_cap, _ = _caps(caps)
+    kept = min(p, prompt_cap) if prompt_cap else p
+    n = kept + g - 1
+    return min(n, total_cap) if total_cap else n
+
+
+def attended(p: float, ctx: float, caps) -> float:
+    if ctx <= p:
+        return ctx
+    prompt_cap, total_cap, read_cap = _caps(caps)
+    n = (min(p, prompt_cap) if prompt_cap else p) + ctx - p
+    for cap in (total_cap, read_cap):
+        if cap:
+            n = min(n, cap)
+    return n
+
+
+def engine_dict(eng, buckets) -> dict:
+    """The kernel's engine vector (framework/modes/serving/scheduler.py E_*) as named settings."""
+    return {"max_batch": int(eng[SK.E_MAX_BATCH]), "max_tokens": float(eng[SK.E_MAX_TOKENS]),
+            "chunk": float(eng[SK.E_CHUNK]), "order": SK.ORDERS[int(eng[SK.E_ORDER])],
+            "mixed": bool(eng[SK.E_MIXED]), "preempt": bool(eng[SK.E_PREEMPT]),
+            "cap_blocks": float(eng[SK.E_CAP_BLOCKS]), "block": float(eng[SK.E_BLOCK]),
+            "closed": bool(eng[SK.E_CLOSED]), "buckets": [float(b) for b in buckets]}
+
+
+def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, output,
+                    think) -> List[Req]:
+    """eng: engine_dict(). arrival NaN = issued by a closed-loop client think[k] s after one of
+    its requests ends. Returns the requests with their times filled in."""
+    caps = design.kv_caps
+    block = eng["block"]
+    blocks_for = lambda tokens: math.ceil(tokens / block)  # noqa: E731
+    reqs = [Req(i, float(p), float(o), target=float(p)) for i, (p, o) in enumerate(zip(prompt, output))]
+    pending = [float(a) for a in arrival]          # arrival times; NaN = not issued yet (closed loop)
+    issued = sum(1 for a in pending if not math.isnan(a))
+    nxt = 0
+    key = (lambda r: (r.target, r.idx)) if eng["order"] == "sjf" else (lambda r: (r.idx,))
+    waiting: List[Req] = []
+    running: List[Req] = []
+    free = eng["cap_blocks"]
+    t, finished = 0.0, 0
+
+    def enqueue(r: Req) -> None:
+        waiting.append(r)
+        waiting.sort(key=key)
+
+    def preempt_newest() -> Req:
+        nonlocal free
+        v = running.pop()
+        free += v.blocks
+        v.blocks, v.prefilled, v.target = 0, 0.0, v.prompt + v.gen
+        v.preempted += 1
+        enqueue(v)
+        return v
+
+    while finished < len(reqs):
+        while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= t:
+            reqs[nxt].arrival = pending[nxt]
+            enqueue(reqs[nxt])
+            nxt += 1
+        if not running and not waiting:
+            if nxt < len(reqs) and not math.isnan(pending[nxt]):
+                t = pending[nxt]
+                continue
+            raise RuntimeError("stuck: no request running, waiting or yet to arrive")
+        budget = eng["max_tokens"]
+        step: List[tuple] = []            # (request, tokens it adds, decode?)
+        in_step = set()
+
+        def decode_part():
+            nonlocal budget, free
+            j = 0
+            while j < len(running) and budget >= 1:
+                r = running[j]
+                if not r.prefilling():
+                    if eng["preempt"]:
+                        need = blocks_for(held(r.prompt, r.gen + 1, caps)) - r.blocks
+                        gone = False
+                        while need > free:
+                            if preempt_newest() is r:
+                                gone = True
+                                break
+                        if gone:
+                            break
+                        free -= max(need, 0)
+                        r.blocks += max(need, 0)
+                    step.append((r, 1.0, True))
+                    in_step.add(r.idx)
+                    budget -= 1
+                j += 1
+
+        def prefill_part():
+            nonlocal budget, free
+            j = 0
+            while j < len(running) and budget >= 1:
+                r = running[j]
+                j += 1
+                rem = r.target - r.prefilled
+                if rem <= 0:
+                    continue
+                q = min(rem, eng["chunk"] or rem, budget)
+                if q < rem and not eng["chunk"]:
+                    continue
+                if eng["preempt"]:
+                    need = blocks_for(r.prefilled + q) - r.blocks
+                    while need > free and len(running) > j and running[-1].idx not in in_step:
+                        preempt_newest()
+                    if need > free:
+                        continue
+                    free -= need
+                    r.blocks += need
+                step.append((r, q, False))
+                in_step.add(r.idx)
+                budget -= q
+
+        def admit_part():
+            nonlocal budget, free
+            while waiting and len(running) < eng["max_batch"] and budget >= 1:
+                r = waiting[0]
+                q = min(r.target, eng["chunk"] or r.target, budget)
+                if not eng["chunk"] and q < r.target:
+                    break
+                need = (blocks_for(q) if eng["preempt"] else
+                        blocks_for(max(r.prompt, held(r.prompt, r.output, caps))))
+                if need > free:
+                    break
+                free -= need
+                r.blocks = need
+                waiting.pop(0)
+                running.append(r)
+                if math.isnan(r.start):
+                    r.start = t
+                step.append((r, q, False))
+                in_step.add(r.idx)
+                budget -= q
+
+        if eng["mixed"]:
+            decode_part()
+        prefill_part()
+        admit_part()
+        if not eng["mixed"] and not step:
+            decode_part()
+        if not step:
+            if not running and nxt < len(reqs) and not math.isnan(pending[nxt]):
+                t = max(t, pending[nxt])
+                continue
+            raise RuntimeError("stuck: a waiting request can never be scheduled")
+
+        tokens = kv_read = pairs = sampled = 0.0
+        pre = [0.0, 0.0, 0.0]              # tokens, KV read, pairs of the prefilling sequences
+        for r, q, dec in step:
+            a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
+            pr = max(q * a - q * (q - 1) / 2, q)
+            tokens += q
+            kv_read += a
+            pairs += pr
+            # logits: every decode token, and the last position of a prefill that ends here
+            sampled += q if dec else float(a >= r.target)
+            if not dec:
+                pre = [pre[0] + q, pre[1] + a, pre[2] + pr]
+        seqs = float(len(step))
+        all_decode = all(dec for _, _, dec in step)
+        if all_decode and eng["buckets"]:
+            padded = next((float(b) for b in sorted(eng["buckets"]) if b >= len(step)), seqs)
+            tokens, kv_read, pairs, sampled = (x * padded / seqs
+                                               for x in (tokens, kv_read, pairs, sampled))
+            seqs = padded
+        cost = reference_step_agg(design if all_decode else design_mixed, cfg, tokens, kv_read,
+                                  pairs, seqs, sampled, *pre)
+        t_end = t + sum(cost[c] for c in CAUSES)
+
+        for r, q, dec in step:
+            if dec:
+                r.gen += 1
+            else:
+                r.prefilled += q
+                if r.prefilling():
+                    continue
+                r.gen += 1
+                if eng["preempt"]:
+                    keep = blocks_for(held(r.prompt, r.gen, caps))
+                    if keep < r.blocks:
+                        free += r.blocks - keep
+                        r.blocks = keep
+                if math.isnan(r.first):
+                    r.first = r.last = t_end
+            r.max_itl = max(r.max_itl, t_end - r.last)
+            r.last = t_end
+            if r.gen >= r.output:
+                r.done_t = t_end
+                free += r.blocks
+                r.blocks = 0
+                running.remove(r)
+                finished += 1
+                if eng["closed"] and issued < len(reqs):
+                    pending[issued] = t_end + float(think[issued])
+                    issued += 1
+        t = t_end
+    return reqs
+
+
+def reference_table(reqs: List[Req]) -> np.ndarray:
+    """Per-request (arrival, start, first token, done, preemptions, max ITL) rows."""
+    return np.array([(r.arrival, r.start, r.first, r.done_t, r.preempted, r.max_itl)
+                     for r in reqs])

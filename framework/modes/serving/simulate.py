@@ -1,0 +1,218 @@
+"""Serving runs (workload.kind closed_loop | open_loop): requests -> the Numba scheduler
+(framework/modes/serving/scheduler.py) -> per-request and aggregate metrics.
+
+`evaluate_serving(cfg, design)` is what `evaluate(cfg)` returns for a serving workload: the same
+result shape (status, reason, metrics as flat floats, notes) plus `serving`, the per-request and
+per-step arrays that framework/output/serving.py writes and plots. Equations: docs/model.md.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from decodelab.components.placement import GIB
+from decodelab.core import kernel as K
+from decodelab.core import kv_costs as KC
+from decodelab.modes.serving import scheduler as SK
+from decodelab.core.build import Design, build
+from decodelab.core.result import Result
+from decodelab.modes.serving.workload import requests
+from decodelab.errors import ConfigError, Infeasible
+
+ON_KV_FULL = ("queue", "preempt")
+PCTS = (50, 90, 99)
+
+
+def check_engine(e) -> None:
+    errors = []
+    for name in ("max_batch", "max_tokens_per_step", "kv_block_tokens"):
+        if getattr(e, name) < 1:
+            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
+    if e.chunk_size < 0:
+        errors.append(f"engine.chunk_size={e.chunk_size} must be >= 0 (0: whole prompts)")
+    if e.order not in SK.ORDERS:
+        errors.append(f"engine.order={e.order!r} is not one of: {', '.join(SK.ORDERS)}")
+    if e.on_kv_full not in ON_KV_FULL:
+        errors.append(f"engine.on_kv_full={e.on_kv_full!r} is not one of: {', '.join(ON_KV_FULL)}")
+    elif e.on_kv_full == "preempt" and e.chunk_size == 0:
+        errors.append("engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
+                      "preempted request recomputes prompt + output, which can exceed the budget")
+    if any(b < 1 for b in e.batch_buckets):
+        errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
+    if errors:
+        raise ConfigError("\n".join(errors))
+
+
+def kv_bytes_per_token_chip(design: Design) -> float:
+    return float(sum(op.kv_write_per_token * op.repeat for op in design.ops))
+
+
+def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
+    """The design steps with prefill work run on: CUDA graphs replay decode-only steps, so with
+    `engine.graphs_decode_only` a GPU's mixed and prefill steps launch every kernel eagerly."""
+    if not (cfg.engine.graphs_decode_only and cfg.hardware.execution == "gpu"
+            and cfg.optimizations.cuda_graphs):
+        return design, []
+    c = cfg.copy()
+    OmegaConf.set_readonly(c, False)
+    c.optimizations.cuda_graphs = False
+    return build(c), ["steps with prefill work launch kernels eagerly (CUDA graphs replay "
+                      "decode-only steps: engine.graphs_decode_only)"]
+
+
+def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.ndarray, list]:
+    """The engine vector and bucket list for the kernel; raises Infeasible for requests that
+    could never be scheduled."""
+    e, w = cfg.engine, cfg.workload
+    check_engine(e)
+    notes = []
+    buckets = np.array(sorted(set(int(b) for b in e.batch_buckets)), dtype=np.float64)
+    max_batch = e.max_batch
+    if len(buckets) and max_batch > buckets[-1]:
+        max_batch = int(buckets[-1])
+        notes.append(f"engine.max_batch capped at the largest batch bucket ({max_batch})")
+    per_tok = kv_bytes_per_token_chip(design)
+    pool = design.memory["kv_pool_bytes"]
+    cap_blocks = np.floor(pool / max(per_tok, 1e-30) / e.kv_block_tokens)
+    block = float(e.kv_block_tokens)
+    caps = design.kv_caps
+    longest = int(np.argmax(prompt + output))
+    if prompt[longest] + output[longest] > cfg.model.max_context:
+        raise Infeasible(f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
+                         f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}")
+    if e.chunk_size == 0 and prompt.max() > e.max_tokens_per_step:
+        raise Infeasible(f"a prompt of {prompt.max():.0f} tokens exceeds engine."
+                         f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
+                         "(engine.chunk_size=0)")
+    # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
+    # tokens (a request is done at o), which is at least what its cache ever holds
+    need = max(np.ceil(SK.max_held_tokens(p, o, caps) / block) if e.on_kv_full == "queue"
+               else np.ceil((p + o - 1.0) / block) for p, o in zip(prompt, output))
+    if need > cap_blocks:
+        raise Infeasible(f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
+                         f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
+                         f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)")
+    eng = np.zeros(SK.N_ENG)
+    eng[SK.E_MAX_BATCH] = max_batch
+    eng[SK.E_MAX_TOKENS] = e.max_tokens_per_step
+    eng[SK.E_CHUNK] = e.chunk_size
+    eng[SK.E_ORDER] = SK.ORDERS.index(e.order)
+    eng[SK.E_MIXED] = 1.0 if e.mixed_steps else 0.0
+    eng[SK.E_PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
+    eng[SK.E_CAP_BLOCKS] = cap_blocks
+    eng[SK.E_BLOCK] = block
+    eng[SK.E_CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
+    return eng, buckets, notes
+
+
+def prepare(cfg, design: Design) -> Dict[str, Any]:
+    """Everything the scheduler kernel takes: `kernel_args` for SK.serve, and the pieces."""
+    if cfg.speculative.enabled:
+        raise ConfigError(f"speculative.enabled=true with workload.kind={cfg.workload.kind!r}: "
+                          "speculative serving is not modelled; use workload.kind=static")
+    arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
+    think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)   # closed loop: per request
+    mixed, notes = mixed_design(cfg, design)
+    if cfg.kv_policy.name != "full":
+        notes.append(f"serving applies kv_policy={cfg.kv_policy.name} through its caps (kept, "
+                     "held and read tokens); its selection cost at prefill and read-model extras "
+                     "(framework/core/kv_costs.py) are in static runs only")
+    rm = getattr(design, "kv_read_model", None)
+    if rm is not None and (rm[KC.R_SLIDE] > 0 or rm[KC.R_STATE] > 0):
+        notes.append("serving treats sliding-window and state layers as full-attention layers "
+                     "(KV read and held grow with the whole context); the layer mix "
+                     "(framework/core/kv_costs.py) is in static runs only")
+    eng, buckets, more = engine_inputs(cfg, design, prompt, output)
+    args = (design.op_call, design.op_w, design.op_lin, design.call_rep, design.call_cost,
+            mixed.call_cost, design.tier_bw, design.kv_frac, design.hw, design.kv_caps, eng,
+            buckets, arrival, prompt, output, think)
+    return {"kernel_args": args, "mixed": mixed, "eng": eng, "buckets": buckets,
+            "arrival": arrival, "prompt": prompt, "output": output, "think": think,
+            "notes": notes + more}
+
+
+def simulate_serving(cfg, design: Design):
+    """Run the scheduler. Returns (req, steps, design_mixed, eng, notes)."""
+    p = prepare(cfg, design)
+    mixed, eng, notes = p["mixed"], p["eng"], p["notes"]
+    req, steps, status = SK.serve(*p["kernel_args"])
+    if status != 0:
+        raise Infeasible("the scheduler could not place every request (KV pool or token budget "
+                         "too small for a waiting request)")
+    return req, steps, mixed, eng, notes
+
+
+def _pct(x: np.ndarray, name: str, out: Dict[str, float], scale: float = 1e3) -> None:
+    out[f"{name}_ms"] = float(np.mean(x)) * scale
+    for p in PCTS:
+        out[f"{name}_p{p}_ms"] = float(np.percentile(x, p)) * scale
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, p: float) -> float:
+    order = np.argsort(values)
+    v, w = values[order], weights[order]
+    c = np.cumsum(w)
+    if c[-1] <= 0:
+        return float("nan")
+    return float(v[min(np.searchsorted(c, p / 100.0 * c[-1]), len(v) - 1)])
+
+
+def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> Dict[str, float]:
+    arrival, first, done = req[:, SK.R_ARRIVAL], req[:, SK.R_FIRST], req[:, SK.R_DONE]
+    out_len = req[:, SK.R_OUTPUT]
+    tpot = (done - first) / (out_len - 1.0)
+    m: Dict[str, float] = {}
+    _pct(first - arrival, "ttft", m)
+    _pct(tpot, "tpot", m)
+    _pct(done - arrival, "e2e", m)
+    dur = steps[:, SK.T_DUR]
+    dec = steps[:, SK.T_DECODE]
+    m["itl_ms"] = float(np.sum(dur * dec) / max(dec.sum(), 1.0)) * 1e3
+    for p in PCTS:
+        m[f"itl_p{p}_ms"] = weighted_percentile(dur, dec, p) * 1e3
+    m["itl_max_ms"] = float(req[:, SK.R_MAX_ITL].max()) * 1e3
+    m["queue_ms"] = float(np.mean(req[:, SK.R_START] - arrival)) * 1e3
+    span = float(done.max() - arrival.min())
+    busy = float(dur.sum())
+    replicas = cfg.hardware.n_chips // cfg.hardware.tensor_parallel
+    m["makespan_s"] = span
+    m["n_requests"] = float(len(req))
+    m["n_steps"] = float(len(steps))
+    m["n_preemptions"] = float(req[:, SK.R_PREEMPT].sum())
+    m["tok_s_aggregate"] = float(out_len.sum()) / span
+    m["tok_s_system"] = m["tok_s_aggregate"] * replicas
+    m["tok_s_user"] = float(np.mean(1.0 / tpot))
+    m["requests_per_s"] = len(req) / span
+    m["busy_pct"] = 100.0 * busy / span
+    m["mixed_step_time_pct"] = 100.0 * float(np.sum(dur * steps[:, SK.T_MIXED])) / busy
+    m["batch_mean"] = float(np.sum(steps[:, SK.T_SEQS] * dur)) / busy
+    m["batch_max"] = float(steps[:, SK.T_SEQS].max())
+    m["queue_len_mean"] = float(np.sum(steps[:, SK.T_WAIT] * dur)) / busy
+    per_tok = kv_bytes_per_token_chip(design)
+    kv = steps[:, SK.T_KV] * per_tok / GIB
+    m["kv_mem_mean_gib"] = float(np.sum(kv * dur)) / busy
+    m["kv_mem_max_gib"] = float(kv.max())
+    m["kv_pool_gib"] = design.memory["kv_pool_bytes"] / GIB
+    m["kv_mem_max_pct"] = 100.0 * m["kv_mem_max_gib"] / max(m["kv_pool_gib"], 1e-30)
+    m["n_kernel_calls_per_step"] = design.calls_per_step
+    # time of each request's decode span by cause (steps after its first token up to its last)
+    cum = np.vstack([np.zeros(len(K.CAUSES)), np.cumsum(steps[:, SK.T_CAUSE:SK.T_CAUSE + 7], 0)])
+    f, d = req[:, SK.R_FIRST_STEP].astype(int), req[:, SK.R_DONE_STEP].astype(int)
+    per_req = (cum[d + 1] - cum[f + 1]) / (out_len - 1.0)[:, None]
+    for k, cause in enumerate(K.CAUSES):
+        m[f"tpot_{cause}_ms"] = float(per_req[:, k].mean()) * 1e3
+        m[f"time_{cause}_pct"] = 100.0 * float(cum[-1, k]) / busy
+    for name, used in design.memory["used"].items():
+        m[f"mem_{name}_gib"] = used / GIB
+        m[f"mem_{name}_pct"] = 100.0 * used / design.memory["capacity"][name]
+    return m
+
+
+def evaluate_serving(cfg, design: Design, keep_steps: bool = True) -> Result:
+    req, steps, _, _, notes = simulate_serving(cfg, design)
+    return Result("ok", notes=list(design.notes) + notes,
+                  metrics=serving_metrics(cfg, design, req, steps),
+                  serving={"requests": req, "steps": steps if keep_steps else None,
+                           "kv_bytes_per_token_chip": kv_bytes_per_token_chip(design)})

@@ -1,0 +1,123 @@
+"""Result files (JSON, per-step CSV, breakdown plot) and the terminal table of one run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+
+from decodelab.core import kernel as K
+from decodelab.output.serving import write_serving
+from decodelab.output.serving import print_serving
+
+COLORS = {"memory": "#4c72b0", "compute": "#dd8452", "launch_sync": "#c44e52",
+          "fill_drain": "#8172b3", "host": "#937860", "collectives": "#55a868",
+          "excess": "#bbbbbb"}
+
+
+def steps_table(res: Dict[str, Any]):
+    import pandas as pd
+    steps, times = res["steps"], res["times"]
+    df = pd.DataFrame(times * 1e3, columns=[f"{c}_ms" for c in K.CAUSES])
+    df.insert(0, "phase", ["prefill"] + ["decode"] * (len(df) - 1))
+    df.insert(1, "query_tokens", steps[:, K.S_QTOK].astype(int))
+    df.insert(2, "context", steps[:, K.S_CTX].astype(int))
+    df.insert(3, "sequences", steps[:, K.S_SEQS].astype(int))
+    df.insert(4, "sampled_per_seq", steps[:, K.S_OUT].astype(int))
+    df["total_ms"] = times.sum(axis=1) * 1e3
+    return df
+
+
+def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
+    """steps_table(res) as CSV (%.6g floats), written without pandas: importing pandas was a
+    fifth of the start-up time of a single run."""
+    steps, times = res["steps"], res["times"] * 1e3
+    cols = ["phase", "query_tokens", "context", "sequences", "sampled_per_seq"] + \
+        [f"{c}_ms" for c in K.CAUSES] + ["total_ms"]
+    ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS, K.S_OUT]].astype(int)
+    total = times.sum(axis=1)
+    lines = [",".join(cols)]
+    for i in range(len(times)):
+        lines.append(",".join(["prefill" if i == 0 else "decode", *map(str, ints[i]),
+                               *("%.6g" % v for v in times[i]), "%.6g" % total[i]]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per output token") -> Path:
+    """Stacked bars of TPOT by cause (the Dataflow paper's Fig. 15 style), one bar per result."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure       # no pyplot: no GUI backend, faster start
+    fig = Figure(figsize=(max(4.0, 1.1 * len(labels) + 2.5), 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    x = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    for cause in K.CAUSES:
+        vals = np.array([m.get(f"tpot_{cause}_ms", 0.0) for m in metrics_list])
+        ax.bar(x, vals, bottom=bottom, label=cause, color=COLORS[cause])
+        bottom += vals
+    for xi, m in zip(x, metrics_list):
+        if "pct_roofline" in m:
+            ax.text(xi, bottom[xi], f"{m['pct_roofline']:.0f}%", ha="center", va="bottom",
+                    fontsize=8)
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per decode step")
+    ax.set_title(f"{title} (label: % of roofline)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def write_outputs(cfg_dict, res, out_dir: Path, label: str, plots: bool = True,
+                  step_csv: bool = True) -> Dict[str, str]:
+    """Write result.json (always), steps.csv and breakdown.png (ok results) into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    path = out_dir / "result.json"
+    path.write_text(json.dumps(res.record(cfg_dict), indent=1, default=float))
+    files["result"] = str(path)
+    if res["status"] == "ok":
+        if step_csv and "times" in res:
+            p = out_dir / "steps.csv"
+            write_steps_csv(res, p)
+            files["steps"] = str(p)
+        if plots:
+            files["plot"] = str(breakdown_plot([res["metrics"]], [label],
+                                               out_dir / "breakdown.png"))
+        if "serving" in res:        # serving run: requests.csv, timeline, latency plots
+            files.update(write_serving(res, out_dir, label, plots, step_csv))
+    return files
+
+
+def print_result(label: str, res: Dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = Console()
+    if res["status"] != "ok":
+        console.print(f"[bold]{label}[/bold]: [red]{res['status']}[/red]: {res['reason']}")
+        return
+    if "serving" in res:
+        return print_serving(label, res)
+    m = res["metrics"]
+    t = Table(title=label, show_header=True, header_style="bold")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    rows = [("TTFT", f"{m['ttft_ms']:.2f} ms"), ("TPOT", f"{m['tpot_ms']:.3f} ms"),
+            ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
+            ("tokens/s aggregate", f"{m['tok_s_aggregate']:.1f}"),
+            ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
+            ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}")]
+    for key in sorted(k for k in m if k.startswith("mem_") and k.endswith("_gib")):
+        tier = key[4:-4]
+        rows.append((f"memory {tier} per chip", f"{m[key]:.2f} GiB ({m[f'mem_{tier}_pct']:.0f} %)"))
+    for cause in K.CAUSES:
+        v = m[f"tpot_{cause}_ms"]
+        rows.append((f"  TPOT {cause}", f"{v:.3f} ms ({100 * v / m['tpot_ms']:.0f} %)"))
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+    for n in res["notes"]:
+        console.print(f"note: {n}")

@@ -1,0 +1,141 @@
+"""Claims: the papers' published figures computed from claim sweeps (`decodelab claims`).
+
+A claim sweep is an ordinary Hydra config (runnable on its own with
+`decodelab -m --config-dir sweeps --config-name <file>`): its `hydra.sweeper.params` list the
+jobs, and its `claim:` block says which figures to compute from the jobs' metrics:
+
+    claim:
+      id: C5
+      source: SN40L Table IV
+      figures:
+        - name: tok/s per user           # one figure per published number
+          metric: tok_s_user             # any metric of a result
+          where: {optimizations.kernel_looping: "true"}   # jobs whose overrides match
+          ratio: {key: hardware, num: sn40l_rack16, den: dgx_h100}  # optional: metric ratio
+          # or ratio: {num: {speculative: draft}, den: {speculative: none}}: jobs paired on
+          # every other override
+          reduce: max                    # mean (default) | geomean | max | min over jobs/pairs
+          times: {metric: spec_tokens_per_round, where: {speculative: mtp}}  # optional: the value
+          # times the mean of another metric over the jobs `where` matches (a factor the paper applies)
+          published: 1042                # a number (pass within tolerance) or [lo, hi]
+          tolerance: 0.15
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from decodelab.config import compose as C
+from decodelab.config.sweepfile import expand, load_sweep  # noqa: F401  (re-exported)
+from decodelab.modes.dispatch import evaluate
+from decodelab.output.files import breakdown_plot
+from decodelab.paths import SWEEPS_DIR
+REDUCERS = {
+    "mean": lambda v: sum(v) / len(v),
+    "geomean": lambda v: math.exp(sum(math.log(x) for x in v) / len(v)),
+    "max": max,
+    "min": min,
+}
+
+
+def _matches(job: Dict[str, str], where: Optional[dict]) -> bool:
+    # Hydra's sweep iterator spells booleans True/False; YAML may say true/false
+    return all(str(job.get(k)).lower() == str(v).lower() for k, v in (where or {}).items())
+
+
+def figure_value(fig: dict, jobs: List[Dict[str, str]], results: List[dict]) -> Optional[float]:
+    """Compute one figure from the sweep's jobs and results (None if no job qualifies)."""
+    metric = fig["metric"]
+    pool = [(j, r) for j, r in zip(jobs, results) if _matches(j, fig.get("where"))]
+    ratio = fig.get("ratio")
+    values = []
+    if ratio:
+        if "key" in ratio:
+            num, den = {ratio["key"]: ratio["num"]}, {ratio["key"]: ratio["den"]}
+        else:
+            num, den = ratio["num"], ratio["den"]
+        varied = set(num) | set(den)
+        rest = lambda j: tuple(sorted((k, v) for k, v in j.items() if k not in varied))  # noqa: E731
+        dens = {rest(j): r for j, r in pool if _matches(j, den)}
+        for j, r in pool:
+            d = dens.get(rest(j))
+            if _matches(j, num) and d and r["status"] == "ok" and d["status"] == "ok":
+                values.append(r["metrics"][metric] / d["metrics"][metric])
+    else:
+        values = [r["metrics"][metric] for j, r in pool if r["status"] == "ok"]
+    if not values:
+        return None
+    value = REDUCERS[fig.get("reduce", "mean")](values)
+    times = fig.get("times")
+    if times:
+        factors = [r["metrics"][times["metric"]] for j, r in zip(jobs, results)
+                   if _matches(j, times.get("where")) and r["status"] == "ok"]
+        if not factors:
+            return None
+        value *= sum(factors) / len(factors)
+    return value
+
+
+def judge(fig: dict, value: Optional[float]) -> Tuple[str, bool, Optional[float]]:
+    pub = fig["published"]
+    if value is None:
+        return str(pub), False, None
+    if isinstance(pub, (list, tuple)):
+        lo, hi = float(pub[0]), float(pub[1])
+        return f"{lo:g}-{hi:g}", lo <= value <= hi, None
+    tol = float(fig.get("tolerance", 0.15))
+    r = value / float(pub)
+    return f"{float(pub):g}", abs(r - 1.0) <= tol, r
+
+
+def _job_label(job: Dict[str, str], varied: List[str]) -> str:
+    return " ".join(f"{k.split('.')[-1].split('@')[0]}={job[k]}" for k in varied) or "job"
+
+
+def key_of(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def with_what_if(job: Dict[str, str], what_if: List[str]) -> List[str]:
+    """A job's overrides with the what-if overrides applied last, replacing the job's own value of
+    any key they set."""
+    keys = {key_of(w) for w in what_if}
+    return [f"{k}={v}" for k, v in job.items() if key_of(k) not in keys] + list(what_if)
+
+
+def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
+               plots_dir: Optional[Path] = None, what_if: Optional[List[str]] = None) -> List[dict]:
+    """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
+    With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
+    cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`. `what_if`: overrides applied to
+    every job (see the module docstring)."""
+    rows = []
+    with C.context():
+        for path in sorted(sweeps_dir.glob("*.yaml")):
+            claim, jobs = load_sweep(path)
+            if ids and claim["id"] not in ids:
+                continue
+            results = []
+            for job in jobs:
+                cfg = C.compose_in_context(with_what_if(job, what_if or []))
+                results.append(evaluate(cfg, keep_steps=False))
+            if plots_dir is not None:
+                _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
+            failed = sorted({f"{r['status']}: {r['reason']}" for r in results if r["status"] != "ok"})
+            for fig in claim["figures"]:
+                value = figure_value(fig, jobs, results)
+                pub, ok, ratio = judge(fig, value)
+                rows.append({"id": claim["id"], "sweep": path.stem, "figure": fig["name"],
+                             "published": pub, "simulated": value, "ratio": ratio, "pass": ok,
+                             "metric": fig["metric"], "why_none": failed if value is None else []})
+    return rows
+
+
+def _plot_sweep(stem: str, cid: str, jobs, results, plots_dir: Path) -> None:
+    varied = [k for k in jobs[0] if len({j[k] for j in jobs}) > 1]
+    ok = [(j, r) for j, r in zip(jobs, results) if r["status"] == "ok" and "tpot_memory_ms" in r["metrics"]]
+    if ok:
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        breakdown_plot([r["metrics"] for _, r in ok], [_job_label(j, varied) for j, _ in ok],
+                       plots_dir / f"{stem}.png", title=f"{cid}: time per output token")

@@ -1,0 +1,52 @@
+"""Evaluating the jobs of a sweep plan in a worker process: each job's config (composed by
+decodelab.config.plan), its Result, its files under the sweep directory, its record. Never raises
+for a design: a config that does not compose is `invalid`, a crash is `error` with its traceback
+in the job's directory."""
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from decodelab.config import plan
+from decodelab.core.result import Result, config_hash
+from decodelab.modes.dispatch import evaluate
+from decodelab.output.files import write_outputs
+
+
+def run(cfg, error: Optional[str], keep_steps: bool = False) -> Result:
+    """evaluate(cfg) as a result dict, also for a config that could not be built; never raises."""
+    if cfg is None:
+        return Result.invalid(error)
+    try:
+        return evaluate(cfg, keep_steps=keep_steps)
+    except Exception as e:  # a bug, not a design problem: recorded, the sweep goes on
+        return Result("error", f"{type(e).__name__}: {e}".splitlines()[0],
+                      timings={}, notes=[traceback.format_exc()])
+
+
+def evaluate_items(source: plan.Source, items: List[Tuple[int, List[str]]], sweep_dir: str,
+                   recorded: Dict[str, str], plots: bool = False) -> List[dict]:
+    """Evaluate jobs (index, overrides) and write each one's files under sweep_dir/<index>/.
+    Returns their records (report.result_record + index, name, dir, overrides, files) or, for a
+    design already recorded (same config hash), {index, skipped: run id}."""
+    composer = plan.composer(source)
+    out = []
+    for index, job in items:
+        cfg, cfg_dict, name, error = plan.prepare(composer, job)
+        h = config_hash(cfg_dict)
+        if h in recorded:
+            out.append({"index": index, "skipped": recorded[h], "config_hash": h,
+                        "overrides": list(job)})
+            continue
+        res = run(cfg, error, keep_steps=plots)
+        d = Path(sweep_dir) / str(index)
+        files = write_outputs(cfg_dict, res, d, name, plots=plots, step_csv=plots)
+        if res.status == "error":
+            (d / "traceback.txt").write_text(res.notes[0])
+            res.notes = []
+        rec = res.record(cfg_dict)
+        rec.update(index=index, name=name, dir=str(d), overrides=list(job),
+                   files=list(files.values()))
+        out.append(rec)
+    return out

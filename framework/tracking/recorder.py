@@ -1,0 +1,127 @@
+"""Recording many results in MLflow from one process (`decodelab sweep`, `decodelab sync`).
+
+- The store, the experiment and the sweep's parent run are created once, before any worker
+  starts (concurrent first-time creation of a SQLite store corrupts it).
+- Child runs are written one after another by the calling process with the same tags, params
+  and metrics as the Hydra callback's (tracking.run_payload / log_payload); after each, a
+  `mlflow_run_id` file next to the result marks it recorded (what `decodelab sync` skips).
+- The first tracker error stops all further attempts (no timeout per result while a server is
+  down): results stay on disk, unmarked, for `decodelab sync`.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, Iterable, Optional
+
+from decodelab.tracking import store as tracking
+from decodelab.tracking.store import PARENT_FILE, RUN_ID_FILE
+
+
+def tracking_ns(tr: Dict) -> SimpleNamespace:
+    """A tracking config (dict) with the attribute access tracking.py expects."""
+    return SimpleNamespace(**{"artifact_root": "", "experiment": "decodelab", **tr})
+
+
+def short_error(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+
+class Recorder:
+    """MLflow runs of one sweep directory: a parent run, one child run per result."""
+
+    def __init__(self, tr: Dict, sweep_dir: Optional[Path], parent_name: Optional[str],
+                 parent_tags: Optional[Dict[str, str]] = None) -> None:
+        """parent_name None: no parent run (results of single runs)."""
+        self.tr = tracking_ns(tr)
+        self.sweep_dir = Path(sweep_dir) if sweep_dir else None
+        self.error: Optional[str] = None
+        self.n_recorded = 0
+        self.seconds = 0.0            # time spent writing runs
+        self.parent: Optional[str] = None
+        try:
+            self.client = tracking._client(self.tr.uri)
+            self.exp = tracking.experiment_id(self.tr)        # creates the store, once
+            if parent_name is not None:
+                self.parent = self._parent(parent_name, parent_tags or {})
+        except Exception as e:  # the tracker must never lose or crash a result
+            self.error = short_error(e)
+
+    def _parent(self, name: str, tags: Dict[str, str]) -> str:
+        f = self.sweep_dir / PARENT_FILE
+        if f.is_file():              # a sweep directory recorded before (sync, resumed sweep)
+            run_id = f.read_text().strip()
+            try:
+                run = self.client.get_run(run_id)
+                if run.info.experiment_id == self.exp and run.info.lifecycle_stage == "active":
+                    return run_id
+            except Exception:
+                pass                 # that run is not in this tracker: make a new parent
+        tags = {"sweep": "true", "sweep_dir": str(self.sweep_dir),
+                "git_commit": tracking.git_commit(), **tags}
+        run_id = tracking.start_run(self.tr, name, tags)
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        f.write_text(run_id)
+        return run_id
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def recorded_hashes(self) -> Dict[str, str]:
+        """{config hash: run id} already in the experiment ({} when the tracker is down)."""
+        if not self.ok:
+            return {}
+        try:
+            return tracking.recorded_hashes(self.tr)
+        except Exception as e:
+            self.error = short_error(e)
+            return {}
+
+    def record(self, rec: Dict, files: Iterable[str] = ()) -> Optional[str]:
+        """Log one result record as a child run; mark its directory. None if not recorded."""
+        if not self.ok:
+            return None
+        t0 = time.perf_counter()
+        try:
+            run_id = tracking.log_payload(self.client, self.exp, rec["name"],
+                                          tracking.run_payload(rec), files, self.parent)
+        except Exception as e:
+            self.error = short_error(e)
+            return None
+        finally:
+            self.seconds += time.perf_counter() - t0
+        if rec.get("dir"):
+            (Path(rec["dir"]) / RUN_ID_FILE).write_text(run_id)
+        self.n_recorded += 1
+        return run_id
+
+    def log_parent_params(self, params: Dict[str, str]) -> None:
+        """Params of the parent run (at most 100, values cut to MLflow's 6,000 characters)."""
+        if not self.ok:
+            return
+        try:
+            from mlflow.entities import Param
+            self.client.log_batch(self.parent, params=[
+                Param(k, str(v)[:6000]) for k, v in list(params.items())[:100]])
+        except Exception as e:
+            self.error = short_error(e)
+
+    def finish(self, status: str = "FINISHED", metrics: Optional[Dict[str, float]] = None,
+               artifacts: Iterable[str] = ()) -> None:
+        """Summary metrics and files on the parent run, then end it."""
+        if not self.ok or not self.parent:
+            return
+        try:
+            from mlflow.entities import Metric
+            now = int(time.time() * 1000)
+            if metrics:
+                self.client.log_batch(self.parent, metrics=[
+                    Metric(k, float(v), now, 0) for k, v in metrics.items()])
+            for a in artifacts:
+                self.client.log_artifact(self.parent, a)
+            self.client.set_terminated(self.parent, status=status)
+        except Exception as e:
+            self.error = short_error(e)

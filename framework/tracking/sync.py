@@ -1,0 +1,183 @@
+"""`decodelab sync [DIR ...] [tracking.uri=... tracking.experiment=...]`: upload the results that
+did not reach the tracker (the server was down, the sweep was interrupted before recording).
+
+Every job of `decodelab`, `decodelab -m` and `decodelab sweep` writes `result.json` in its own
+directory, and a `mlflow_run_id` file beside it once its MLflow run exists. Sync walks DIRs
+(default: outputs/), takes every result.json without that marker and logs it exactly as the
+Hydra callback would (framework/tracking/store.py), to the tracker named in the result's own config
+unless `tracking.*` overrides are given, then writes the marker. Results of one sweep directory
+go under that sweep's parent run (created now if the tracker never saw it).
+
+Idempotent: a marked result is never sent again, and a result whose config hash is already in a
+finished run of the experiment is only marked (so a crash between logging and marking does not
+double it). A run left unfinished by a tracker that died mid-write (same hash, status RUNNING)
+is deleted and replaced.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from decodelab.core.labels import run_label
+from decodelab.tracking.store import RUN_ID_FILE
+from decodelab.core.schema import TrackingConfig
+from decodelab.tracking.recorder import Recorder
+from decodelab.tracking.recorder import short_error
+from decodelab.tracking.store import runs_by_hash
+
+# what a job logs as artifacts (report.write_outputs, serving_report.write_serving, app)
+FILES = ("result.json", "steps.csv", "breakdown.png", "config_resolved.yaml", "requests.csv",
+         "timeline.csv", "latency.png", "timeline.png")
+
+
+@dataclass
+class SyncReport:
+    uploaded: int = 0
+    already: int = 0            # marked now: the tracker had them (same config hash)
+    replaced_partial: int = 0
+    skipped_disabled: int = 0
+    failed: int = 0
+    errors: List[str] = field(default_factory=list)
+
+
+def pending(dirs: List[Path]) -> List[Path]:
+    """result.json files under dirs without a mlflow_run_id marker beside them."""
+    out = []
+    for d in dirs:
+        files = [d] if d.is_file() else sorted(d.rglob("result.json"))
+        out.extend(f for f in files if not (f.parent / RUN_ID_FILE).exists())
+    return out
+
+
+def sweep_dir_of(result: Path) -> Optional[Path]:
+    """The sweep directory of a job of a multirun / fast sweep; None for a single run."""
+    d = result.parent.parent
+    if any((d / n).exists() for n in ("multirun.yaml", "sweep.json", "mlflow_parent_run_id")):
+        return d
+    return None
+
+
+def _label(record: dict, result: Path) -> str:
+    from omegaconf import OmegaConf
+    try:
+        return run_label(OmegaConf.create(record["config"]))
+    except Exception:
+        return f"{result.parent.parent.name}/{result.parent.name}"
+
+
+def _tracking(record: dict, overrides: Dict) -> Dict:
+    from dataclasses import asdict
+    return {**asdict(TrackingConfig()), **record.get("config", {}).get("tracking", {}), **overrides}
+
+
+def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True) -> SyncReport:
+    """Upload the unmarked results under dirs. `dedupe=False` (a single run recording itself
+    in the background) uploads even when the same design is already in the tracker: each
+    single run is its own MLflow run, as when it records in the foreground."""
+    rep = SyncReport()
+    groups: Dict[Tuple, List[Tuple[Path, dict]]] = {}
+    for f in pending(dirs):
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            rep.failed += 1
+            rep.errors.append(f"{f}: unreadable ({e})")
+            continue
+        tr = _tracking(rec, overrides or {})
+        if not tr.get("enabled", True):
+            rep.skipped_disabled += 1
+            continue
+        key = (tr["uri"], tr["experiment"], str(sweep_dir_of(f) or ""))
+        groups.setdefault(key, []).append((f, {**rec, "_tracking": tr}))
+    recorded: Dict[Tuple[str, str], Dict[str, str]] = {}
+    for (uri, exp, sweep), items in groups.items():
+        with _store_lock(uri):
+            # another sync (a single run's background one) may have uploaded some meanwhile
+            items = [(f, rec) for f, rec in items if not (f.parent / RUN_ID_FILE).exists()]
+            if items:
+                _sync_group(uri, exp, sweep, items, recorded, dedupe, rep)
+    return rep
+
+
+@contextmanager
+def _store_lock(uri: str):
+    """One sync at a time writes a SQLite store (a lock file beside it): a user's sync and a
+    single run's background one never both upload, or create the store, at once. Tracking
+    servers order their own writes."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+    lock = Path(uri[len("sqlite:///"):]).parent / ".decodelab_sync.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)           # released when the file closes
+        yield
+
+
+def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool,
+                rep: SyncReport) -> None:
+    """Upload one (tracker, experiment, sweep) group's results into `rep`."""
+    tr = items[0][1]["_tracking"]
+    sweep_dir = Path(sweep) if sweep else None
+    r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
+                 {"kind": "sync"})
+    # without dedupe (a single run recording itself) neither the experiment's hashes are
+    # needed nor may RUNNING runs of the same design be deleted: another process may be
+    # writing one of them right now
+    if dedupe and (uri, exp) not in recorded:
+        recorded[(uri, exp)] = r.recorded_hashes()
+    done = recorded.get((uri, exp), {})
+    partial = _partial_runs(r) if r.ok and dedupe else {}
+    for f, rec in items:
+        if not r.ok:
+            break
+        h = rec.get("config_hash")
+        if dedupe and h and h in done:
+            (f.parent / RUN_ID_FILE).write_text(done[h])
+            rep.already += 1
+            continue
+        try:
+            for run_id in partial.pop(h, ()):
+                r.client.delete_run(run_id)
+                rep.replaced_partial += 1
+        except Exception as e:  # the tracker went away: stop, as Recorder.record does
+            r.error = short_error(e)
+            break
+        rec.update(name=_label(rec, f), dir=str(f.parent))
+        run_id = r.record(rec, [str(f.parent / n) for n in FILES if (f.parent / n).is_file()])
+        if run_id:
+            rep.uploaded += 1
+            if h:
+                done[h] = run_id
+    if sweep_dir is not None:
+        r.finish()
+    if not r.ok:
+        left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
+        rep.failed += left
+        rep.errors.append(f"{uri} ({exp}): {r.error}; {left} results still to upload")
+
+
+def _partial_runs(r) -> Dict[str, List[str]]:
+    """{config hash: run ids} of runs a dead tracker left unfinished."""
+    try:
+        return runs_by_hash(r.client, r.exp, "RUNNING")
+    except Exception:
+        return {}
+
+
+def tracking_keys() -> List[str]:
+    from dataclasses import fields
+    return [f.name for f in fields(TrackingConfig)]
+
+
+def tracking_override_errors(over: Dict) -> List[str]:
+    """The `tracking...` overrides of a command line that are not tracking.KEY=VALUE with a
+    known KEY (`tracking=off` would otherwise be a TypeError)."""
+    tr = over.get("tracking", {})
+    if not isinstance(tr, dict):
+        return [f"tracking={tr}"]
+    return [f"tracking.{k}" for k in tr if k not in tracking_keys()]

@@ -1,0 +1,250 @@
+"""Users' own config directories (docs/extending.md): models, chips, systems and primary configs
+from a search path, in single runs and sweeps; mistakes in them are one clear line."""
+from __future__ import annotations
+
+from itertools import product
+
+import pytest
+import yaml
+
+from conftest import (CONF, DEAD_SERVER, EXPERIMENT, FAIL_FAST, GROUPS, OK_FILES, ROOT,  # noqa: F401
+                      SWEEP_HARDWARE, SWEEP_MODELS, USER_CONF, Result, all_runs, artifact_names,
+                      client, db_path, decodelab, group_options, has_title, help_groups, job_dirs, read_result,
+                      run_dirs, searchpath, split_sweep, table_rows, the_run_dir, write_model)
+from decodelab.core import kernel as K  # noqa: F401
+
+# MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+
+
+# --------------------------------------------------------------------------- user config dirs
+
+
+def test_example_user_conf_files_are_named_after_their_stem():
+    files = sorted(USER_CONF.glob("*/*.yaml"))
+    groups = {p.parent.name for p in files}
+    assert {"model", "hardware"} <= groups
+    for p in files:
+        cfg = yaml.safe_load(p.read_text())
+        assert cfg["name"] == p.stem, p
+        # a user file with a project file's name would be ambiguous on the search path
+        assert p.stem not in group_options(p.parent.name), p
+
+
+def test_example_user_conf_via_searchpath(tmp_path):
+    res = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "hardware=my_chip",
+                    "tracking=off")
+    assert res.rc == 0, res.explain()
+    assert has_title(res.out, "my_model | my_chip tp1 | full | default | b1 4096+128"), res.out
+    assert "TPOT" in table_rows(res.out)
+    rec = read_result(the_run_dir(tmp_path))
+    assert rec["status"] == "ok", rec["reason"]
+    model, hw = rec["config"]["model"], rec["config"]["hardware"]
+    mine = yaml.safe_load((USER_CONF / "model" / "my_model.yaml").read_text())
+    for k, v in mine.items():
+        assert model[k] == v, k
+    # my_chip inherits h100_sxm through its defaults list and changes only the memory tier
+    h100 = yaml.safe_load((CONF / "hardware" / "h100_sxm.yaml").read_text())
+    chip = yaml.safe_load((USER_CONF / "hardware" / "my_chip.yaml").read_text())
+    assert chip["defaults"] == ["h100_sxm", "_self_"]
+    for k, v in h100.items():
+        if k not in chip and k != "tensor_parallel":
+            assert hw[k] == v, k
+    assert hw["name"] == "my_chip" and hw["execution"] == "gpu" and hw["tensor_parallel"] == 1
+    assert hw["memory"] == {"hbm": {"capacity_gib": 140.4, "bandwidth_gb_s": 4800.0}}
+    assert not db_path(tmp_path).exists()
+    # more HBM bandwidth than an H100: the same model decodes faster on my_chip
+    base = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "tracking=off",
+                     "quiet=true")
+    assert base.rc == 0, base.explain()
+    (h100_dir,) = [d for d in run_dirs(tmp_path) if read_result(d)["config"]["hardware"]["name"]
+                   == "h100_sxm"]
+    assert rec["metrics"]["tpot_ms"] < read_result(h100_dir)["metrics"]["tpot_ms"]
+
+
+def test_user_chip_and_system_in_a_sweep(tmp_path):
+    """Llama-3.1-70B in BF16 does not fit one H100 (80 GB) but fits one H200 (141 GB); the
+    8-chip system built on my_chip shards it TP8."""
+    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "model=llama3_1_70b",
+                    "hardware=h100_sxm,my_chip,my_chip_x8", "quiet=true")
+    assert res.rc == 0, res.explain()
+    parents, children = split_sweep(all_runs(tmp_path))
+    assert len(parents) == 1 and len(children) == 3
+    runs = {c.data.params["hardware.name"]: c for c in children}
+    assert runs["h100_sxm"].data.tags["status"] == "infeasible"
+    assert "memory" in runs["h100_sxm"].data.tags["reason"]
+    assert runs["my_chip"].data.tags["status"] == "ok"
+    assert runs["my_chip"].data.metrics["mem_hbm_pct"] > 90
+    x8 = runs["my_chip_x8"]
+    assert x8.data.tags["status"] == "ok"
+    assert x8.data.params["hardware.tensor_parallel"] == "8"
+    assert x8.data.params["hardware.memory.hbm.capacity_gib"] == "140.4"     # from my_chip
+    assert x8.data.params["hardware.launch_us"] == "4.0"                  # from h100_sxm
+    assert x8.data.metrics["tpot_ms"] < runs["my_chip"].data.metrics["tpot_ms"]
+
+
+def test_config_dir_lists_user_options_in_help(tmp_path):
+    res = decodelab(tmp_path, "--config-dir", str(USER_CONF), "--help")
+    assert res.rc == 0, res.explain()
+    groups = help_groups(res.out)
+    assert "my_model" in groups["model"] and "llama3_1_8b" in groups["model"]
+    assert "my_chip" in groups["hardware"] and "h100_sxm" in groups["hardware"]
+
+
+def test_primary_config_with_searchpath(tmp_path):
+    """A user's own primary config: the project's config + the user's components, tracked."""
+    conf = tmp_path / "my_configs"
+    conf.mkdir()
+    (conf / "h200_study.yaml").write_text(
+        "defaults:\n"
+        "  - config\n"
+        "  - override model: my_model\n"
+        "  - override hardware: my_chip\n"
+        "  - _self_\n"
+        "hydra:\n"
+        "  searchpath:\n"
+        f"    - file://{USER_CONF}\n"
+        "workload:\n"
+        "  batch_size: 4\n")
+    res = decodelab(tmp_path, "--config-dir", str(conf), "--config-name", "h200_study")
+    assert res.rc == 0, res.explain()
+    assert has_title(res.out, "my_model | my_chip tp1 | full | default | b4 4096+128"), res.out
+    (run,) = all_runs(tmp_path)             # the project's MLflow callback still applies
+    assert run.data.tags["status"] == "ok"
+    assert run.data.tags["component.model"] == "my_model"
+    assert run.data.params["hardware.name"] == "my_chip"
+    assert run.data.params["workload.batch_size"] == "4"
+    assert (the_run_dir(tmp_path) / "mlflow_run_id").is_file()
+
+
+def test_sweep_includes_user_model(tmp_path):
+    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "model=my_model,llama3_1_8b",
+                    "hardware=my_chip,h100_sxm", "quiet=true")
+    assert res.rc == 0, res.explain()
+    parents, children = split_sweep(all_runs(tmp_path))
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    pairs = {(c.data.params["model.name"], c.data.params["hardware.name"]) for c in children}
+    assert pairs == set(product(("my_model", "llama3_1_8b"), ("my_chip", "h100_sxm")))
+    assert all(c.data.tags["status"] == "ok" for c in children)
+
+
+def test_example_primary_sweep_config(tmp_path):
+    """examples/user_conf/my_sweep.yaml: a primary config of one's own that sweeps."""
+    res = decodelab(tmp_path, "-m", "--config-dir", str(USER_CONF), "--config-name", "my_sweep",
+                    "quiet=true")
+    assert res.rc == 0, res.explain()
+    assert "Launching 4 jobs locally" in res.text
+    parents, children = split_sweep(all_runs(tmp_path))
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    pairs = {(c.data.params["model.name"], c.data.params["hardware.name"]) for c in children}
+    assert pairs == set(product(("my_model", "llama3_1_8b"), ("my_chip", "h100_sxm")))
+    assert all(c.data.params["workload.prompt_len"] == "2048" for c in children)
+    assert all(c.data.tags["status"] == "ok" for c in children)
+
+
+def test_example_optimizations_and_workload(tmp_path):
+    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "optimizations=no_graphs,default",
+                    "workload=chat", "tracking=off", "quiet=true")
+    assert res.rc == 0, res.explain()
+    recs = {r["config"]["optimizations"]["name"]: r for r in map(read_result, job_dirs(tmp_path))}
+    assert set(recs) == {"no_graphs", "default"}
+    assert all(r["status"] == "ok" for r in recs.values())
+    opts = recs["no_graphs"]["config"]["optimizations"]
+    default = recs["default"]["config"]["optimizations"]
+    assert opts["cuda_graphs"] is False and default["cuda_graphs"] is True
+    assert {k: v for k, v in opts.items() if k not in ("name", "cuda_graphs")} == \
+        {k: v for k, v in default.items() if k not in ("name", "cuda_graphs")}
+    chat = yaml.safe_load((USER_CONF / "workload" / "chat.yaml").read_text())
+    w = recs["no_graphs"]["config"]["workload"]
+    assert {k: w[k] for k in chat} == chat
+    assert w["weight_dtype"] == "bf16"                     # schema default
+    m_off, m_on = recs["no_graphs"]["metrics"], recs["default"]["metrics"]
+    assert m_off["tpot_launch_sync_ms"] > m_on["tpot_launch_sync_ms"]
+    assert m_off["tpot_ms"] > m_on["tpot_ms"]
+    assert m_off["tpot_memory_ms"] == pytest.approx(m_on["tpot_memory_ms"])
+
+
+def test_model_written_at_test_time(tmp_path, default_run):
+    """A model added with YAML only behaves exactly like a built-in one of the same shape."""
+    conf = tmp_path / "conf"
+    write_model(conf, "copy_of_8b")
+    write_model(conf, "tiny", n_layers=2, d_model=256, n_heads=4, n_kv_heads=2, head_dim=64,
+                ffn_dim=512, vocab_size=1000, max_context=8192, tied_embeddings=True)
+    res = decodelab(tmp_path, "-m", searchpath(conf), "model=copy_of_8b,tiny", "tracking=off",
+                    "quiet=true")
+    assert res.rc == 0, res.explain()
+    recs = {r["config"]["model"]["name"]: r for r in map(read_result, job_dirs(tmp_path))}
+    assert set(recs) == {"copy_of_8b", "tiny"}
+    assert all(r["status"] == "ok" for r in recs.values())
+    builtin = read_result(the_run_dir(default_run[0]))
+    for k, v in builtin["metrics"].items():
+        assert recs["copy_of_8b"]["metrics"][k] == pytest.approx(v, rel=1e-12), k
+    assert recs["tiny"]["metrics"]["tpot_ms"] < builtin["metrics"]["tpot_ms"]
+    assert recs["tiny"]["metrics"]["mem_hbm_gib"] < 0.1
+
+
+def test_wrong_field_name_in_user_yaml(tmp_path):
+    conf = tmp_path / "conf"
+    write_model(conf, "typo", n_kv_head=8)
+    res = decodelab(tmp_path, searchpath(conf), "model=typo", "tracking=off")
+    assert res.rc == 1, res.explain()
+    assert "In 'model/typo': ConfigKeyError raised while composing config" in res.err
+    assert "Key 'n_kv_head' not in 'ModelConfig'" in res.err
+    assert "full_key: model.n_kv_head" in res.err
+    assert not (tmp_path / "outputs").exists()      # rejected before any job ran
+
+
+def test_wrong_field_type_in_user_yaml(tmp_path):
+    conf = tmp_path / "conf"
+    write_model(conf, "badtype", d_model="4k")
+    res = decodelab(tmp_path, searchpath(conf), "model=badtype", "tracking=off")
+    assert res.rc == 1, res.explain()
+    assert "In 'model/badtype': ValidationError raised while composing config" in res.err
+    assert "Value '4k' of type 'str' could not be converted to Integer" in res.err
+    assert "full_key: model.d_model" in res.err
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_wrong_override_on_the_command_line(tmp_path):
+    res = decodelab(tmp_path, "model.n_kv_head=8", "tracking=off")
+    assert res.rc == 1
+    assert "Could not override 'model.n_kv_head'" in res.err
+    assert "Key 'n_kv_head' not in 'ModelConfig'" in res.err
+    res = decodelab(tmp_path, "workload.batch_size=eight", "tracking=off")
+    assert res.rc == 1
+    assert "Value 'eight' of type 'str' could not be converted to Integer" in res.err
+    res = decodelab(tmp_path, "model=no_such_model", "tracking=off")
+    assert res.rc == 1
+    assert "Could not find 'model/no_such_model'" in res.err
+    assert "llama3_1_8b" in res.err              # Hydra lists the available options
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_missing_required_field_is_invalid_input(tmp_path):
+    conf = tmp_path / "conf"
+    path = write_model(conf, "incomplete")
+    cfg = yaml.safe_load(path.read_text())
+    del cfg["ffn_dim"]
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    res = decodelab(tmp_path, searchpath(conf), "model=incomplete", "tracking=off")
+    assert "Traceback" not in res.text, res.explain()
+    assert res.rc == 2, res.explain()
+    assert any(ln.startswith("error: ") and "model.ffn_dim" in ln for ln in res.err.splitlines())
+    assert read_result(the_run_dir(tmp_path))["status"] == "invalid"
+
+
+def test_missing_required_field_does_not_break_a_sweep(tmp_path):
+    conf = tmp_path / "conf"
+    path = write_model(conf, "incomplete")
+    cfg = yaml.safe_load(path.read_text())
+    del cfg["ffn_dim"]
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    res = decodelab(tmp_path, "-m", searchpath(conf), "model=incomplete,llama3_2_1b",
+                    "quiet=true")
+    parents, children = split_sweep(all_runs(tmp_path))
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED", res.explain()
+    status = {c.data.params["model.name"]: c.data.tags for c in children}
+    assert status["llama3_2_1b"]["status"] == "ok"
+    assert status["incomplete"]["status"] == "invalid"
+    assert "model.ffn_dim" in status["incomplete"]["reason"]
+    assert res.rc == 0, res.explain()
