@@ -12,6 +12,7 @@ them in); nothing here knows about hardware names, Hydra or the kernel.
 All capacities are per chip of one tensor-parallel group: an expert is sharded over the group's
 `tp` chips, so it takes `shard_bytes = expert weights / tp` on every chip of the group.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,9 @@ def routing_probs(kind: str, n: int, zipf_s: float = 1.0, weights: Sequence[floa
     if kind == "list":
         w = np.asarray(list(weights), dtype=np.float64)
         if len(w) != n:
-            raise ConfigError(f"coe.weights has {len(w)} entries; routing=list needs one per expert "
-                              f"(coe.n_experts={n})")
+            raise ConfigError(
+                f"coe.weights has {len(w)} entries; routing=list needs one per expert (coe.n_experts={n})"
+            )
         if not (np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0):
             raise ConfigError("coe.weights must be finite, >= 0 and not all 0")
         return w / w.sum()
@@ -47,25 +49,35 @@ def routing_probs(kind: str, n: int, zipf_s: float = 1.0, weights: Sequence[floa
 BACKING_TIERS = ("ddr", "host")
 
 
-def hierarchy(tiers, copy_gb_s: float, shard_bytes: float, reserved_hbm_bytes: float,
-              groups: int) -> Dict:
+def hierarchy(tiers, copy_gb_s: float, shard_bytes: float, reserved_hbm_bytes: float, groups: int) -> Dict:
     """Where experts live. `tiers`: the hardware's memory tiers (name, capacity_gib per chip);
     `copy_gb_s`: per-chip bandwidth of copies from the backing tier into HBM (0: no copy path);
     `reserved_hbm_bytes`: HBM per chip taken by the router and the KV caches (always in HBM).
     The backing tier is the first `ddr` or `host` tier; once the experts do not all fit in HBM it
     holds every expert and HBM holds copies of some."""
-    gib = float(2 ** 30)
+    gib = float(2**30)
     hbm = next(t for t in tiers if t.name == "hbm")
     free = hbm.capacity_gib * gib - reserved_hbm_bytes
     experts_hbm = groups * max(0, math.floor(free / shard_bytes))
     backing = next((t for t in tiers if t.name in BACKING_TIERS), None)
     if backing is None or not copy_gb_s > 0:
-        return {"experts_hbm": experts_hbm, "experts_backing": 0, "experts_max": experts_hbm,
-                "backing": "", "switch_s": math.inf, "copy_bytes_s": 0.0}
+        return {
+            "experts_hbm": experts_hbm,
+            "experts_backing": 0,
+            "experts_max": experts_hbm,
+            "backing": "",
+            "switch_s": math.inf,
+            "copy_bytes_s": 0.0,
+        }
     experts_backing = groups * math.floor(backing.capacity_gib * gib / shard_bytes)
-    return {"experts_hbm": experts_hbm, "experts_backing": experts_backing,
-            "experts_max": max(experts_hbm, experts_backing), "backing": backing.name,
-            "switch_s": shard_bytes / (copy_gb_s * 1e9), "copy_bytes_s": copy_gb_s * 1e9}
+    return {
+        "experts_hbm": experts_hbm,
+        "experts_backing": experts_backing,
+        "experts_max": max(experts_hbm, experts_backing),
+        "backing": backing.name,
+        "switch_s": shard_bytes / (copy_gb_s * 1e9),
+        "copy_bytes_s": copy_gb_s * 1e9,
+    }
 
 
 def cache_slots(policy: str, batch_size: int, experts_hbm: int) -> int:
@@ -76,20 +88,20 @@ def cache_slots(policy: str, batch_size: int, experts_hbm: int) -> int:
     return max(1, min(batch_size if policy == "batch" else experts_hbm, experts_hbm))
 
 
-def simulate(probs: np.ndarray, batch_size: int, n_batches: int, slots: int, all_resident: bool,
-             seed: int) -> Dict:
+def simulate(
+    probs: np.ndarray, batch_size: int, n_batches: int, slots: int, all_resident: bool, seed: int
+) -> Dict:
     """Route `n_batches` batches (after a warm-up) and count expert switches per batch.
     all_resident: every expert is in HBM (no switch ever). Otherwise HBM holds an LRU cache of
     `slots` experts, pre-loaded with the most used ones (the placement a server starts from).
     Per batch the experts already resident are used first, then each missing distinct expert is
     copied once (SN40L paper Sec. VI-C: route, copy the required experts, run each pair)."""
     if all_resident:
-        return {"switches": np.zeros(n_batches), "hits": n_batches * batch_size, "misses": 0,
-                "evictions": 0}
+        return {"switches": np.zeros(n_batches), "hits": n_batches * batch_size, "misses": 0, "evictions": 0}
     rng = np.random.default_rng(seed)
     n = len(probs)
     order = np.argsort(-probs, kind="stable")
-    cache = ExpertCache(slots, resident=order[:slots][::-1])     # most used = most recent
+    cache = ExpertCache(slots, resident=order[:slots][::-1])  # most used = most recent
     warmup = max(1, math.ceil(slots / batch_size))
     draws = rng.choice(n, size=(warmup + n_batches, batch_size), p=probs)
     switches: List[int] = []
@@ -104,19 +116,28 @@ def simulate(probs: np.ndarray, batch_size: int, n_batches: int, slots: int, all
             if e in cache:
                 cache.access(e)
         misses = sum(0 if cache.access(e) else 1 for e in missing)
-        cache.hits += len(batch) - len(needed)      # later prompts for an expert just used
+        cache.hits += len(batch) - len(needed)  # later prompts for an expert just used
         if i >= warmup:
             switches.append(misses)
-    return {"switches": np.asarray(switches, dtype=np.float64), "hits": cache.hits,
-            "misses": cache.misses, "evictions": cache.evictions}
+    return {
+        "switches": np.asarray(switches, dtype=np.float64),
+        "hits": cache.hits,
+        "misses": cache.misses,
+        "evictions": cache.evictions,
+    }
 
 
-def batch_latency(router_s: float, exec_s: float, switch_s: float, switches: np.ndarray,
-                  batch_size: int) -> Dict[str, np.ndarray]:
+def batch_latency(
+    router_s: float, exec_s: float, switch_s: float, switches: np.ndarray, batch_size: int
+) -> Dict[str, np.ndarray]:
     """Per batch: router once, `switches` expert copies, `batch_size` (prompt, expert) runs."""
     n = len(switches)
     routing = np.full(n, router_s)
     switching = switches * (switch_s if switches.any() else 0.0)
     execution = np.full(n, batch_size * exec_s)
-    return {"routing": routing, "switching": switching, "execution": execution,
-            "total": routing + switching + execution}
+    return {
+        "routing": routing,
+        "switching": switching,
+        "execution": execution,
+        "total": routing + switching + execution,
+    }

@@ -1,6 +1,7 @@
 """HBM-resident expert cache with least-recently-used eviction (Composition of Experts,
 components/coe.py). It holds expert ids only: the time of a miss (copying the expert's weights
 into HBM) is the caller's business."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -22,7 +23,7 @@ class ExpertCache:
         self.last_evicted: Optional[int] = None
         for e in resident:
             self._insert(int(e))
-        self.evictions = 0                      # pre-loading is placement, not eviction
+        self.evictions = 0  # pre-loading is placement, not eviction
 
     def _insert(self, expert: int) -> None:
         self.last_evicted = None

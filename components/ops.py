@@ -9,6 +9,7 @@ context length without knowing which model produced it:
                  + seqs * context * kv_read_per_ctx + tokens * kv_write_per_token
     link bytes = tokens * link_bytes_per_token          (tensor-parallel collectives)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,25 +22,25 @@ STAGES = ("pre", "layer", "post")
 @dataclass
 class Op:
     name: str
-    kind: str                      # gemm | attention | norm | elementwise | collective | embed | sample
+    kind: str  # gemm | attention | norm | elementwise | collective | embed | sample
     stage: str = "layer"
-    repeat: int = 1                # invocations per step (decoder layers for `layer` ops)
-    weight_bytes: float = 0.0      # per invocation, per chip
-    weight_tier: str = "hbm"       # set by memory placement
-    resident_bytes: float = -1.0   # weights held per invocation when they differ from those read per
-                                   # step (MoE: every expert is stored, the activated ones are read); -1: same
+    repeat: int = 1  # invocations per step (decoder layers for `layer` ops)
+    weight_bytes: float = 0.0  # per invocation, per chip
+    weight_tier: str = "hbm"  # set by memory placement
+    resident_bytes: float = -1.0  # weights held per invocation when they differ from those read per
+    # step (MoE: every expert is stored, the activated ones are read); -1: same
     flops_per_token: float = 0.0
-    act_bytes_per_token: float = 0.0   # activations read + written through memory
-    kv_read_per_ctx: float = 0.0       # KV bytes read per context token per sequence
+    act_bytes_per_token: float = 0.0  # activations read + written through memory
+    kv_read_per_ctx: float = 0.0  # KV bytes read per context token per sequence
     kv_write_per_token: float = 0.0
-    attn_flops_per_ctx: float = 0.0    # FLOPs per (query token, key token) pair
+    attn_flops_per_ctx: float = 0.0  # FLOPs per (query token, key token) pair
     link_bytes_per_token: float = 0.0  # bytes each chip sends per token in collectives
-    n_collectives: int = 0             # collective operations per invocation (latency terms)
-    flops_per_ctx: float = 0.0         # FLOPs per context token per sequence (MLA decompression)
-    act_bytes_per_ctx: float = 0.0     # activation bytes per context token per sequence
-    path: str = "all"                  # all | decode | prefill: the sequences the op runs for
-                                       # (a model may attend one way decoding, another prefilling)
-    call: int = -1                     # kernel call index, set by the execution model
+    n_collectives: int = 0  # collective operations per invocation (latency terms)
+    flops_per_ctx: float = 0.0  # FLOPs per context token per sequence (MLA decompression)
+    act_bytes_per_ctx: float = 0.0  # activation bytes per context token per sequence
+    path: str = "all"  # all | decode | prefill: the sequences the op runs for
+    # (a model may attend one way decoding, another prefilling)
+    call: int = -1  # kernel call index, set by the execution model
 
 
 def op_builders(repeat: int, w_bytes: float, act_bytes: float):
@@ -47,12 +48,25 @@ def op_builders(repeat: int, w_bytes: float, act_bytes: float):
     dense-style model component writes them. gemm(name, k, n, bias): a k x n weight matrix
     (+ bias) applied to each token; elementwise(name, kind, n_in, n_out, weights): ~4 FLOPs per
     output element (norms, activations, residual adds)."""
+
     def gemm(name, k, n, bias=0):
-        return Op(name, "gemm", repeat=repeat, weight_bytes=(k * n + bias) * w_bytes,
-                  flops_per_token=2.0 * k * n, act_bytes_per_token=(k + n) * act_bytes)
+        return Op(
+            name,
+            "gemm",
+            repeat=repeat,
+            weight_bytes=(k * n + bias) * w_bytes,
+            flops_per_token=2.0 * k * n,
+            act_bytes_per_token=(k + n) * act_bytes,
+        )
 
     def elementwise(name, kind, n_in, n_out, weights=0):
-        return Op(name, kind, repeat=repeat, weight_bytes=weights * w_bytes,
-                  flops_per_token=4.0 * n_out, act_bytes_per_token=(n_in + n_out) * act_bytes)
+        return Op(
+            name,
+            kind,
+            repeat=repeat,
+            weight_bytes=weights * w_bytes,
+            flops_per_token=4.0 * n_out,
+            act_bytes_per_token=(n_in + n_out) * act_bytes,
+        )
 
     return gemm, elementwise

@@ -1,13 +1,14 @@
 """Memory placement: weights, then the KV cache, into the hardware's tiers, HBM first and DDR
 next where the chip has it (SRAM is working memory, not a placement target). A design that does
 not fit raises Infeasible with needed vs available bytes per tier."""
+
 from __future__ import annotations
 
 from typing import Dict, List
 
 from decodelab.errors import Infeasible
 
-GIB = float(2 ** 30)
+GIB = float(2**30)
 PLACEMENT_ORDER = ("hbm", "ddr")
 
 
@@ -34,7 +35,8 @@ def place(tiers: List, weight_bytes: float, kv_bytes: float) -> Dict:
             avail = ", ".join(f"{n} {cap[n] / GIB:.1f} GiB" for n in PLACEMENT_ORDER if n in cap)
             raise Infeasible(
                 f"does not fit memory: needs {weight_bytes / GIB:.1f} GiB weights + "
-                f"{kv_bytes / GIB:.1f} GiB KV per chip, available {avail}")
+                f"{kv_bytes / GIB:.1f} GiB KV per chip, available {avail}"
+            )
     if kv_bytes <= 0:
         kv_frac[names.index("hbm")] = 1.0
     return {"weight_frac": w_frac, "kv_frac": kv_frac, "used": used, "capacity": cap}

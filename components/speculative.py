@@ -9,6 +9,7 @@ Acceptance models:
 MTP (DeepSeek-V3/R1): the draft is the target's own multi-token-prediction module, one extra
 decoder layer (+ the shared LM head) per drafted token.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,7 +31,7 @@ def mtp_draft(model):
     one module and reuses it for every drafted token (each costs one pass of it)."""
     d = copy.deepcopy(model)
     d.n_layers = 1
-    d.first_dense_layers = 0      # DeepSeek-V3's MTP layer is an MoE layer
-    d.layer_pattern = list(getattr(model, "layer_pattern", []))[-1:]   # hybrid: the last kind
+    d.first_dense_layers = 0  # DeepSeek-V3's MTP layer is an MoE layer
+    d.layer_pattern = list(getattr(model, "layer_pattern", []))[-1:]  # hybrid: the last kind
     d.name = f"{model.name}_mtp"
     return d

@@ -9,6 +9,7 @@ Python API (docs/architecture.md, README "Python API"):
     df = decodelab.load_results("outputs/multirun/2026-11-24/10-00-00-000000")
 
 The API functions are imported on first use (PEP 562), so `import decodelab` stays light."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,7 +39,7 @@ def _numba_cache_dir() -> None:
     except OSError:
         return
     os.environ["NUMBA_CACHE_DIR"] = str(path)
-    if "numba" in sys.modules:             # imported before us: its config was read already
+    if "numba" in sys.modules:  # imported before us: its config was read already
         sys.modules["numba"].config.CACHE_DIR = str(path)
 
 
@@ -54,6 +55,7 @@ def __getattr__(name: str):
     # PEP 562: the API (and Hydra, MLflow behind it) loads on first use, not on `import decodelab`
     if name in _API:
         from decodelab import api
+
         return getattr(api, name)
     raise AttributeError(f"module 'decodelab' has no attribute {name!r}")
 

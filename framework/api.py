@@ -8,6 +8,7 @@ same Hydra overrides as the command line.
     df[["hardware.name", "workload.batch_size", "tpot_ms"]]
     old = decodelab.load_results("outputs/multirun")     # every result.json under a directory
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,13 @@ def evaluate(*overrides: str, config_dir: Optional[str] = None, keep_steps: bool
     return _evaluate(C.compose(list(overrides), config_dir=config_dir), keep_steps=keep_steps)
 
 
-def sweep(*overrides: str, sweep_file: Optional[str] = None, jobs: int = 1,
-          track: bool = False, progress: bool = False):
+def sweep(
+    *overrides: str,
+    sweep_file: Optional[str] = None,
+    jobs: int = 1,
+    track: bool = False,
+    progress: bool = False,
+):
     """Run a sweep (Hydra sweep syntax: `a,b,c`, `range(1,9)`; and/or a sweep file) like
     `decodelab sweep` and return one DataFrame row per design: the resolved config (dotted
     columns), status, reason and every metric. Results are written under the sweep directory as
@@ -48,7 +54,7 @@ def load_results(path) -> "object":
     files = [root] if root.is_file() else sorted(root.rglob("result.json"))
     records = []
     for f in files:
-        if "mlartifacts" in f.parts:       # MLflow's own copies of uploaded results
+        if "mlartifacts" in f.parts:  # MLflow's own copies of uploaded results
             continue
         try:
             rec = json.loads(f.read_text())
@@ -62,18 +68,31 @@ def load_results(path) -> "object":
 
 def _stored(skipped: dict) -> dict:
     """A design a sweep skipped (recorded before): its stored record, when on disk."""
-    return {"status": "reused", "reason": f"recorded in MLflow run {skipped.get('skipped')}",
-            "metrics": {}, "config": {}, "config_hash": skipped.get("config_hash")}
+    return {
+        "status": "reused",
+        "reason": f"recorded in MLflow run {skipped.get('skipped')}",
+        "metrics": {},
+        "config": {},
+        "config_hash": skipped.get("config_hash"),
+    }
 
 
 def _frame(records):
     import pandas as pd
+
     rows = []
     for r in records:
-        row = {f"{k}": v for k, v in pd.json_normalize(r.get("config") or {}, sep=".").iloc[0].items()} \
-            if r.get("config") else {}
-        row.update(status=r.get("status"), reason=r.get("reason", ""),
-                   config_hash=r.get("config_hash"), **(r.get("metrics") or {}))
+        row = (
+            {f"{k}": v for k, v in pd.json_normalize(r.get("config") or {}, sep=".").iloc[0].items()}
+            if r.get("config")
+            else {}
+        )
+        row.update(
+            status=r.get("status"),
+            reason=r.get("reason", ""),
+            config_hash=r.get("config_hash"),
+            **(r.get("metrics") or {}),
+        )
         if "dir" in r:
             row["dir"] = r["dir"]
         rows.append(row)

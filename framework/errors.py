@@ -2,6 +2,7 @@
 the config; one line per problem naming the field and the allowed values) and a valid design
 that cannot run (`Infeasible`: does not fit memory, does not shard; recorded as a result with its
 reason). The bottom layer: every other layer, components included, may raise them."""
+
 from __future__ import annotations
 
 

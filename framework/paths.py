@@ -2,22 +2,23 @@
 measured validation data. In a source checkout `conf/` and `sweeps/` sit beside `framework/`
 (the source of the `decodelab` package); an installed wheel carries them inside the package
 (`decodelab/conf`, `decodelab/sweeps`). Imports nothing of decodelab."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-SOURCE_ROOT = PACKAGE_DIR.parent        # the checkout root (site-packages for a wheel)
+SOURCE_ROOT = PACKAGE_DIR.parent  # the checkout root (site-packages for a wheel)
 
 
 def _shipped(name: str) -> Path:
-    inside = PACKAGE_DIR / name          # installed wheel
+    inside = PACKAGE_DIR / name  # installed wheel
     return inside if inside.is_dir() else SOURCE_ROOT / name
 
 
 CONF_DIR = _shipped("conf")
 SWEEPS_DIR = _shipped("sweeps")
-DATA_DIR = PACKAGE_DIR / "data"          # shipped data (validation CSVs and their provenance)
+DATA_DIR = PACKAGE_DIR / "data"  # shipped data (validation CSVs and their provenance)
 VALIDATION_DIR = DATA_DIR / "validation"
 
 

@@ -1,5 +1,6 @@
 """Shared test helpers: composing Hydra configs (cached), the lists of config-group options,
 running the `decodelab` command in a subprocess and reading back its files and MLflow store."""
+
 from __future__ import annotations
 
 import copy
@@ -52,6 +53,7 @@ def compose_raw(*overrides: str):
 def claim_rows():
     """Every claim figure (decodelab.runs.claims.run_claims), computed once per test session."""
     from decodelab.runs.claims import run_claims
+
     return run_claims()
 
 
@@ -66,6 +68,7 @@ def claim_figure_params(ids, gaps: dict) -> list:
     in `gaps` ({(id, figure): reason}) are strict xfails with that reason."""
     from decodelab.config.sweepfile import load_sweep
     from decodelab.paths import SWEEPS_DIR
+
     out = []
     for path in sorted(SWEEPS_DIR.glob("c*.yaml")):
         claim, _ = load_sweep(path)
@@ -116,13 +119,19 @@ class Result:
 def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> Result:
     """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there)."""
     e = dict(os.environ)
-    e.pop("HYDRA_FULL_ERROR", None)        # the tests read Hydra's short error messages
+    e.pop("HYDRA_FULL_ERROR", None)  # the tests read Hydra's short error messages
     e["MLFLOW_DISABLE_TELEMETRY"] = "true"
-    e["COLUMNS"] = "200"                    # rich: one table line per row, no wrapping
+    e["COLUMNS"] = "200"  # rich: one table line per row, no wrapping
     e.update(env or {})
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "decodelab.apps.cli", *args], cwd=cwd, env=e,
-                       capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "decodelab.apps.cli", *args],
+        cwd=cwd,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 
@@ -132,8 +141,9 @@ def db_path(cwd: Path) -> Path:
 
 def client(cwd: Path):
     from mlflow.tracking import MlflowClient
+
     path = db_path(cwd)
-    assert path.is_file(), f"no MLflow store at {path}"   # a client would create an empty one
+    assert path.is_file(), f"no MLflow store at {path}"  # a client would create an empty one
     return MlflowClient(f"sqlite:///{path}")
 
 
@@ -195,8 +205,7 @@ def write_model(conf_dir: Path, stem: str, **fields) -> Path:
 
 def has_title(out: str, label: str) -> bool:
     """Whether a printed table is titled `label` (rich wraps a title to the table's width)."""
-    return any(" ".join(label.split()) in " ".join(chunk.split())
-               for chunk in out.split("┏"))
+    return any(" ".join(label.split()) in " ".join(chunk.split()) for chunk in out.split("┏"))
 
 
 def table_rows(out: str) -> dict:
@@ -211,8 +220,7 @@ def table_rows(out: str) -> dict:
 
 def help_groups(text: str) -> dict:
     section = text.split("== Configuration groups ==", 1)[1].split("== Config ==", 1)[0]
-    return {m.group(1): m.group(2).split(", ")
-            for m in re.finditer(r"^(\w+): (.+)$", section, re.M)}
+    return {m.group(1): m.group(2).split(", ") for m in re.finditer(r"^(\w+): (.+)$", section, re.M)}
 
 
 def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300):
@@ -227,6 +235,7 @@ def explain(p) -> str:
 
 def mlflow_client(uri: str):
     from decodelab.tracking import store as tracking
+
     return tracking._client(uri)
 
 
@@ -260,9 +269,14 @@ def infeasible_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def joblib_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("joblib")
-    res = decodelab(cwd, "-m", "hydra/launcher=joblib", "model=" + ",".join(SWEEP_MODELS),
-                    "hardware=" + ",".join(SWEEP_HARDWARE), "quiet=true", timeout=600)
+    res = decodelab(
+        cwd,
+        "-m",
+        "hydra/launcher=joblib",
+        "model=" + ",".join(SWEEP_MODELS),
+        "hardware=" + ",".join(SWEEP_HARDWARE),
+        "quiet=true",
+        timeout=600,
+    )
     assert res.rc == 0, res.explain()
     return cwd, res
-
-

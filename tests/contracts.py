@@ -5,6 +5,7 @@ decodelab.components, see [tool.setuptools] package-dir), which import-linter ca
 checkout: it scans one folder per package. So the package is first staged as it installs, into a
 temporary directory, and checked there. `python tests/contracts.py` exits non-zero when a
 contract is broken (run by .ci/run and tests/test_architecture.py)."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,13 @@ def stage(dest: Path) -> Path:
 
 def check(staged_root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(staged_root)}
-    return subprocess.run(["lint-imports", "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-                          cwd=staged_root, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        ["lint-imports", "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=staged_root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ A change that moves the model re-writes the file on purpose and says why in its 
     python tests/numbers_snapshot.py --write        # after a deliberate model change
     python tests/numbers_snapshot.py                # compare, print what moved
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,19 @@ from pathlib import Path
 FILE = Path(__file__).resolve().parent.parent / "tests" / "data" / "numbers.json"
 
 DESIGNS = [
-    [], ["workload.prompt_len=4096"], ["model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8"],
+    [],
+    ["workload.prompt_len=4096"],
+    ["model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8"],
     ["hardware=sn40l_rack16", "optimizations=all"],
-    ["model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8", "kv_policy=snapstream",
-     "workload.prompt_len=129024", "workload.output_len=2048", "workload.batch_fill=true"],
+    [
+        "model=deepseek_r1",
+        "hardware=sn40l_rack16",
+        "workload.weight_dtype=fp8",
+        "kv_policy=snapstream",
+        "workload.prompt_len=129024",
+        "workload.output_len=2048",
+        "workload.batch_fill=true",
+    ],
     ["workload=closed_loop", "workload.concurrency=32"],
     ["workload=open_loop", "workload.arrival_rate=8", "engine=vllm"],
     ["workload=closed_loop", "engine=sn40l_static", "hardware=sn40l_node8"],
@@ -29,7 +39,8 @@ DESIGNS = [
     ["model=qwen2_5_72b", "hardware=sn40l_node8", "kv_policy=h2o", "optimizations=all"],
     ["model=llama3_1_70b", "hardware=sn40l_rack16", "speculative=draft", "optimizations=all"],
     ["kv_policy=pyramidkv", "workload.batch_size=4", "workload.prompt_len=8192"],
-    ["kv_policy=snapkv"], ["kv_policy=streaming_llm"],
+    ["kv_policy=snapkv"],
+    ["kv_policy=streaming_llm"],
 ]
 
 
@@ -42,18 +53,26 @@ def snapshot(claim_rows=None) -> dict:
     from decodelab.api import evaluate
     from decodelab.runs.claims import run_claims
     from decodelab.runs.validation import default_csv, run_validation
+
     out = {"designs": [], "claims": [], "validate": []}
     for ov in DESIGNS:
         r = evaluate("tracking=off", *ov)
-        out["designs"].append({"overrides": ov, "status": r.status, "reason": r.reason,
-                               "metrics": _clean(r.metrics)})
+        out["designs"].append(
+            {"overrides": ov, "status": r.status, "reason": r.reason, "metrics": _clean(r.metrics)}
+        )
     for row in claim_rows if claim_rows is not None else run_claims():
-        out["claims"].append({"id": row["id"], "figure": row["figure"],
-                              "simulated": None if row["simulated"] is None else float(row["simulated"]),
-                              "pass": bool(row["pass"])})
+        out["claims"].append(
+            {
+                "id": row["id"],
+                "figure": row["figure"],
+                "simulated": None if row["simulated"] is None else float(row["simulated"]),
+                "pass": bool(row["pass"]),
+            }
+        )
     df = run_validation(default_csv())
-    out["validate"] = [{"ttft_pred": float(a), "tpot_pred": float(b)}
-                       for a, b in zip(df.ttft_pred, df.tpot_pred)]
+    out["validate"] = [
+        {"ttft_pred": float(a), "tpot_pred": float(b)} for a, b in zip(df.ttft_pred, df.tpot_pred)
+    ]
     return out
 
 
@@ -76,7 +95,9 @@ def differences(old: dict, new: dict, rel: float = 1e-9) -> list:
                 diffs.append(f"design {label}: {k} {a} -> {b}")
     for o, n in zip(old["claims"], new["claims"]):
         if (o["id"], o["figure"]) != (n["id"], n["figure"]) or not close(o["simulated"], n["simulated"]):
-            diffs.append(f"claim {o['id']} {o['figure']}: {o['simulated']} -> {n['id']} {n['figure']} {n['simulated']}")
+            diffs.append(
+                f"claim {o['id']} {o['figure']}: {o['simulated']} -> {n['id']} {n['figure']} {n['simulated']}"
+            )
     for i, (o, n) in enumerate(zip(old["validate"], new["validate"])):
         for k in ("ttft_pred", "tpot_pred"):
             if not close(o[k], n[k]):

@@ -1,5 +1,6 @@
 """The layer contracts hold (import-linter, [tool.importlinter] in pyproject.toml), a deliberate
 upward import breaks them, and the package has no import cycles."""
+
 from __future__ import annotations
 
 import shutil
@@ -24,13 +25,16 @@ def test_contracts_hold(staged):
     assert "0 broken" in p.stdout
 
 
-@pytest.mark.parametrize("module, line, contract", [
-    ("core/kernel.py", "import decodelab.components.ops", "the kernels know nothing"),
-    ("core/build.py", "import decodelab.modes.static", "layers"),
-    ("modes/static.py", "import decodelab.tracking.store", "layers"),
-    ("output/files.py", "import mlflow", "only decodelab.tracking knows MLflow"),
-    ("runs/claims.py", "import hydra", "only decodelab.config and the apps know Hydra"),
-])
+@pytest.mark.parametrize(
+    "module, line, contract",
+    [
+        ("core/kernel.py", "import decodelab.components.ops", "the kernels know nothing"),
+        ("core/build.py", "import decodelab.modes.static", "layers"),
+        ("modes/static.py", "import decodelab.tracking.store", "layers"),
+        ("output/files.py", "import mlflow", "only decodelab.tracking knows MLflow"),
+        ("runs/claims.py", "import hydra", "only decodelab.config and the apps know Hydra"),
+    ],
+)
 def test_an_upward_import_breaks_a_contract(tmp_path, staged, module, line, contract):
     root = tmp_path / "bad"
     shutil.copytree(staged, root)
@@ -44,8 +48,11 @@ def test_an_upward_import_breaks_a_contract(tmp_path, staged, module, line, cont
 
 def test_no_import_cycles(staged, monkeypatch):
     import grimp
+
     monkeypatch.syspath_prepend(str(staged))
-    for name in [m for m in list(__import__("sys").modules) if m == "decodelab" or m.startswith("decodelab.")]:
+    for name in [
+        m for m in list(__import__("sys").modules) if m == "decodelab" or m.startswith("decodelab.")
+    ]:
         monkeypatch.delitem(__import__("sys").modules, name)
     graph = grimp.build_graph("decodelab", cache_dir=None)
     cycles = []

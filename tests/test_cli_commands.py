@@ -1,5 +1,6 @@
 """The subcommands as a table: help for each, claims what-ifs, the Numba cache; the CLI's own
 behaviour (--version, --help lists the commands, did-you-mean)."""
+
 from __future__ import annotations
 
 import os
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (CONF, DEAD_SERVER, EXPERIMENT, FAIL_FAST, GROUPS, OK_FILES, ROOT,  # noqa: F401
-                      SWEEP_HARDWARE, SWEEP_MODELS, USER_CONF, Result, all_runs, artifact_names,
-                      client, db_path, decodelab, group_options, has_title, help_groups, job_dirs, read_result,
-                      run_dirs, searchpath, split_sweep, table_rows, the_run_dir, write_model)
+from conftest import (
+    ROOT,  # noqa: F401
+    all_runs,
+    decodelab,
+)
 from decodelab.core import kernel as K  # noqa: F401
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:D
 
 def test_every_subcommand_has_help(tmp_path):
     from decodelab.apps.cli import COMMANDS
+
     for name in COMMANDS:
         res = decodelab(tmp_path, name, "--help")
         assert res.rc == 0 and f"decodelab {name}" in res.out, (name, res.explain())
@@ -30,21 +33,24 @@ def test_every_subcommand_has_help(tmp_path):
 
 def test_help_lists_every_subcommand_and_the_groups(tmp_path):
     from decodelab.apps.cli import COMMANDS
+
     res = decodelab(tmp_path, "--help")
     assert res.rc == 0, res.explain()
     listed = re.findall(r"^  ([a-z-]+)  ", res.out, flags=re.M)
-    assert listed[:len(COMMANDS)] == list(COMMANDS)
-    assert "== Config ==" in res.out or "model:" in res.out          # Hydra's groups follow
+    assert listed[: len(COMMANDS)] == list(COMMANDS)
+    assert "== Config ==" in res.out or "model:" in res.out  # Hydra's groups follow
 
 
 def test_version_is_the_package_version(tmp_path):
     from importlib.metadata import version
+
     res = decodelab(tmp_path, "--version")
     assert res.rc == 0 and res.out.strip() == f"decodelab {version('decodelab')}", res.explain()
 
 
-@pytest.mark.parametrize("word, near", [("compre", "compare"), ("claim", "claims"),
-                                        ("valdate", "validate"), ("zzzz", None)])
+@pytest.mark.parametrize(
+    "word, near", [("compre", "compare"), ("claim", "claims"), ("valdate", "validate"), ("zzzz", None)]
+)
 def test_unknown_subcommand_is_one_line_with_a_suggestion(tmp_path, word, near):
     res = decodelab(tmp_path, word)
     assert res.rc == 2 and res.out == "", res.explain()
@@ -53,15 +59,21 @@ def test_unknown_subcommand_is_one_line_with_a_suggestion(tmp_path, word, near):
     assert (f"did you mean '{near}'" in lines[0]) if near else "did you mean" not in lines[0]
 
 
-@pytest.mark.parametrize("args", [["sweep", "-j", "-3", "workload.batch_size=1"],
-                                  ["search", "--trials", "0", "x"], ["kvplot"],
-                                  ["claims", "--bogus"], ["validate", "--nope"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "-j", "-3", "workload.batch_size=1"],
+        ["search", "--trials", "0", "x"],
+        ["kvplot"],
+        ["claims", "--bogus"],
+        ["validate", "--nope"],
+    ],
+)
 def test_bad_subcommand_arguments_are_one_error_line(tmp_path, args):
     res = decodelab(tmp_path, *args)
     assert res.rc == 2, res.explain()
     lines = res.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.text, \
-        res.explain()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.text, res.explain()
 
 
 def test_claims_what_if_override_is_applied_and_labelled(tmp_path):
@@ -75,7 +87,8 @@ def test_claims_what_if_override_is_applied_and_labelled(tmp_path):
     def tok_s(res):
         row = next(line for line in res.out.splitlines() if "tok/s per user" in line)
         return float(row.split("│")[4])
-    assert tok_s(fast) > 1.5 * tok_s(base)          # twice the HBM bandwidth, weight-bound
+
+    assert tok_s(fast) > 1.5 * tok_s(base)  # twice the HBM bandwidth, weight-bound
     runs = all_runs(tmp_path)
     assert [r.data.tags.get("what_if") for r in runs] == ["hardware.memory.hbm.bandwidth_gb_s=3200"]
     bad = decodelab(tmp_path, "claims", "C5", "hardware.fill_drian_us=1", "--no-track")
@@ -90,12 +103,13 @@ def test_numba_cache_dir_follows_the_jitted_sources(tmp_path):
     code = "import decodelab, os; print(os.environ['NUMBA_CACHE_DIR'])"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert re.fullmatch(re.escape(str(tmp_path / "xdg" / "decodelab" / "numba")) + r"/[0-9a-f]{16}",
-                        out), out
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert re.fullmatch(re.escape(str(tmp_path / "xdg" / "decodelab" / "numba")) + r"/[0-9a-f]{16}", out), out
     assert Path(out).is_dir()
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == str(tmp_path / "mine")

@@ -1,16 +1,30 @@
 """The `decodelab` command with a tracker that cannot be reached, with tracking off, and as Hydra
 multiruns (basic and joblib launchers): parent and child MLflow runs, a bad job never stops a
 sweep."""
+
 from __future__ import annotations
 
 from itertools import product
 
 import pytest
 
-from conftest import (CONF, DEAD_SERVER, EXPERIMENT, FAIL_FAST, GROUPS, OK_FILES, ROOT,  # noqa: F401
-                      SWEEP_HARDWARE, SWEEP_MODELS, USER_CONF, Result, all_runs, artifact_names,
-                      client, db_path, decodelab, group_options, has_title, help_groups, job_dirs, read_result,
-                      run_dirs, searchpath, split_sweep, table_rows, the_run_dir, write_model)
+from conftest import (
+    DEAD_SERVER,
+    FAIL_FAST,
+    OK_FILES,
+    ROOT,  # noqa: F401
+    SWEEP_HARDWARE,
+    SWEEP_MODELS,
+    all_runs,
+    artifact_names,
+    db_path,
+    decodelab,
+    job_dirs,
+    read_result,
+    run_dirs,
+    split_sweep,
+    the_run_dir,
+)
 from decodelab.core import kernel as K  # noqa: F401
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
@@ -35,8 +49,15 @@ def test_unreachable_tracking_server_keeps_result(tmp_path):
 
 
 def test_unreachable_tracking_server_in_a_sweep(tmp_path):
-    res = decodelab(tmp_path, "-m", "tracking=server", f"tracking.uri={DEAD_SERVER}",
-                    "model=llama3_2_1b,llama3_2_3b", "quiet=true", env=FAIL_FAST)
+    res = decodelab(
+        tmp_path,
+        "-m",
+        "tracking=server",
+        f"tracking.uri={DEAD_SERVER}",
+        "model=llama3_2_1b,llama3_2_3b",
+        "quiet=true",
+        env=FAIL_FAST,
+    )
     assert res.rc == 0, res.explain()
     dirs = job_dirs(tmp_path)
     assert len(dirs) == 2
@@ -49,7 +70,7 @@ def test_unreachable_tracking_server_in_a_sweep(tmp_path):
 def test_tracking_off(tmp_path):
     res = decodelab(tmp_path, "tracking=off", "quiet=true")
     assert res.rc == 0, res.explain()
-    assert "TPOT" not in res.out                # quiet: no table
+    assert "TPOT" not in res.out  # quiet: no table
     d = the_run_dir(tmp_path)
     assert read_result(d)["status"] == "ok"
     assert not (d / "mlflow_run_id").exists()
@@ -100,8 +121,7 @@ def test_joblib_multirun_parent_and_children(joblib_sweep):
 
 
 def test_basic_launcher_multirun(tmp_path):
-    res = decodelab(tmp_path, "-m", "model=llama3_2_1b,llama3_1_8b", "workload.batch_size=4",
-                    "quiet=true")
+    res = decodelab(tmp_path, "-m", "model=llama3_2_1b,llama3_1_8b", "workload.batch_size=4", "quiet=true")
     assert res.rc == 0, res.explain()
     assert "Launching 2 jobs locally" in res.text
     parents, children = split_sweep(all_runs(tmp_path))
@@ -112,7 +132,7 @@ def test_basic_launcher_multirun(tmp_path):
     assert all(c.data.params["workload.batch_size"] == "4" for c in children)
     assert all(c.data.tags["status"] == "ok" for c in children)
     assert all(OK_FILES <= artifact_names(tmp_path, c.info.run_id) for c in children)
-    assert not run_dirs(tmp_path)               # a multirun writes under outputs/multirun only
+    assert not run_dirs(tmp_path)  # a multirun writes under outputs/multirun only
 
 
 def test_invalid_job_does_not_stop_a_sweep(tmp_path):

@@ -2,6 +2,7 @@
 --cfg / --help, infeasible and invalid input. Every test runs the real program in a subprocess
 whose working directory is a pytest temporary directory (outputs/ lands there); nothing is
 mocked: the MLflow store is read back with MlflowClient."""
+
 from __future__ import annotations
 
 import re
@@ -9,10 +10,20 @@ import re
 import pytest
 import yaml
 
-from conftest import (CONF, DEAD_SERVER, EXPERIMENT, FAIL_FAST, GROUPS, OK_FILES, ROOT,  # noqa: F401
-                      SWEEP_HARDWARE, SWEEP_MODELS, USER_CONF, Result, all_runs, artifact_names,
-                      client, db_path, decodelab, group_options, has_title, help_groups, job_dirs, read_result,
-                      run_dirs, searchpath, split_sweep, table_rows, the_run_dir, write_model)
+from conftest import (
+    GROUPS,
+    OK_FILES,
+    ROOT,  # noqa: F401
+    all_runs,
+    artifact_names,
+    decodelab,
+    group_options,
+    has_title,
+    help_groups,
+    read_result,
+    table_rows,
+    the_run_dir,
+)
 from decodelab.core import kernel as K  # noqa: F401
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
@@ -26,14 +37,21 @@ def test_default_run_prints_metric_table(default_run):
     _, res = default_run
     rows = table_rows(res.out)
     assert has_title(res.out, "llama3_1_8b | h100_sxm tp1 | full | default | b1 4096+128"), res.out
-    for metric in ("TTFT", "TPOT", "tokens/s per user", "tokens/s aggregate",
-                   "% of roofline (Eq. 3)", "memory hbm per chip", "kernel calls per step"):
+    for metric in (
+        "TTFT",
+        "TPOT",
+        "tokens/s per user",
+        "tokens/s aggregate",
+        "% of roofline (Eq. 3)",
+        "memory hbm per chip",
+        "kernel calls per step",
+    ):
         assert metric in rows, f"{metric!r} row missing from:\n{res.out}"
     assert re.fullmatch(r"\d+\.\d+ ms", rows["TTFT"]), rows["TTFT"]
     assert re.fullmatch(r"\d+\.\d+ ms", rows["TPOT"]), rows["TPOT"]
     assert re.fullmatch(r"\d+\.\d %", rows["% of roofline (Eq. 3)"])
     assert re.fullmatch(r"\d+\.\d+ GiB \(\d+ %\)", rows["memory hbm per chip"])
-    for cause in K.CAUSES:                      # the time breakdown: one row per cause
+    for cause in K.CAUSES:  # the time breakdown: one row per cause
         assert re.fullmatch(r"\d+\.\d+ ms \(\d+ %\)", rows[f"TPOT {cause}"]), (cause, rows)
 
 
@@ -56,21 +74,28 @@ def test_default_run_records_one_mlflow_run(default_run):
     assert tags["component.execution"] == "gpu"
     assert params["model.name"] == "llama3_1_8b"
     assert params["hardware.name"] == "h100_sxm"
-    assert params["hardware.tensor_parallel"] == "1"          # interpolation resolved
-    assert params["hardware.memory.hbm.bandwidth_gb_s"] == "3350.0"   # tiers by name
+    assert params["hardware.tensor_parallel"] == "1"  # interpolation resolved
+    assert params["hardware.memory.hbm.bandwidth_gb_s"] == "3350.0"  # tiers by name
     assert params["workload.batch_size"] == "1"
     assert params["model.n_layers"] == "32"
     assert not any(k.startswith("tracking.") for k in params)  # tracking settings are not params
-    for m in ("tpot_ms", "ttft_ms", "pct_roofline", "tok_s_user", "tok_s_aggregate",
-              "roofline_tok_s", "mem_hbm_gib", "n_kernel_calls_per_step"):
+    for m in (
+        "tpot_ms",
+        "ttft_ms",
+        "pct_roofline",
+        "tok_s_user",
+        "tok_s_aggregate",
+        "roofline_tok_s",
+        "mem_hbm_gib",
+        "n_kernel_calls_per_step",
+    ):
         assert m in metrics, m
     for cause in K.CAUSES:
         assert f"tpot_{cause}_ms" in metrics and f"ttft_{cause}_ms" in metrics, cause
     assert metrics["tpot_ms"] > 0 and metrics["ttft_ms"] > metrics["tpot_ms"]
     assert 0 < metrics["pct_roofline"] <= 100
     # the breakdown explains the whole step time
-    assert sum(metrics[f"tpot_{c}_ms"] for c in K.CAUSES) == pytest.approx(metrics["tpot_ms"],
-                                                                             rel=1e-6)
+    assert sum(metrics[f"tpot_{c}_ms"] for c in K.CAUSES) == pytest.approx(metrics["tpot_ms"], rel=1e-6)
     assert OK_FILES <= artifact_names(cwd, run.info.run_id)
 
 
@@ -93,7 +118,7 @@ def test_default_run_writes_hydra_run_dir(default_run):
     assert rows["TTFT"] == f"{rec['metrics']['ttft_ms']:.2f} ms"
     steps = (d / "steps.csv").read_text().splitlines()
     assert steps[0].startswith("phase,query_tokens,context,sequences")
-    assert len(steps) == 1 + 128                # header + prefill + 127 decode steps
+    assert len(steps) == 1 + 128  # header + prefill + 127 decode steps
     assert (d / "breakdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     resolved = yaml.safe_load((d / "config_resolved.yaml").read_text())
     assert resolved["hardware"]["tensor_parallel"] == 1
@@ -127,15 +152,14 @@ def test_overrides_reach_params(tmp_path):
 def test_cfg_job_prints_composed_config(tmp_path):
     res = decodelab(tmp_path, "--cfg", "job")
     assert res.rc == 0, res.explain()
-    for section in ("model:", "hardware:", "workload:", "kv_policy:", "optimizations:",
-                    "tracking:"):
+    for section in ("model:", "hardware:", "workload:", "kv_policy:", "optimizations:", "tracking:"):
         assert re.search(rf"^{section}$", res.out, re.M), section
     cfg = yaml.safe_load(res.out)
     assert cfg["model"]["name"] == "llama3_1_8b" and cfg["model"]["n_layers"] == 32
     assert cfg["hardware"]["name"] == "h100_sxm"
     assert cfg["hardware"]["memory"] == {"hbm": {"capacity_gib": 79.6, "bandwidth_gb_s": 3350.0}}
     assert cfg["workload"]["batch_size"] == 1 and cfg["workload"]["prompt_len"] == 4096
-    assert not (tmp_path / "outputs").exists()        # printing the config runs nothing
+    assert not (tmp_path / "outputs").exists()  # printing the config runs nothing
     res = decodelab(tmp_path, "--cfg", "job", "model=llama3_2_1b", "workload.batch_size=16")
     cfg = yaml.safe_load(res.out)
     assert cfg["model"]["name"] == "llama3_2_1b" and cfg["workload"]["batch_size"] == 16

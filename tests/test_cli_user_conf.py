@@ -1,5 +1,6 @@
 """Users' own config directories (docs/extending.md): models, chips, systems and primary configs
 from a search path, in single runs and sweeps; mistakes in them are one clear line."""
+
 from __future__ import annotations
 
 from itertools import product
@@ -7,10 +8,25 @@ from itertools import product
 import pytest
 import yaml
 
-from conftest import (CONF, DEAD_SERVER, EXPERIMENT, FAIL_FAST, GROUPS, OK_FILES, ROOT,  # noqa: F401
-                      SWEEP_HARDWARE, SWEEP_MODELS, USER_CONF, Result, all_runs, artifact_names,
-                      client, db_path, decodelab, group_options, has_title, help_groups, job_dirs, read_result,
-                      run_dirs, searchpath, split_sweep, table_rows, the_run_dir, write_model)
+from conftest import (
+    CONF,
+    ROOT,  # noqa: F401
+    USER_CONF,
+    all_runs,
+    db_path,
+    decodelab,
+    group_options,
+    has_title,
+    help_groups,
+    job_dirs,
+    read_result,
+    run_dirs,
+    searchpath,
+    split_sweep,
+    table_rows,
+    the_run_dir,
+    write_model,
+)
 from decodelab.core import kernel as K  # noqa: F401
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
@@ -32,8 +48,7 @@ def test_example_user_conf_files_are_named_after_their_stem():
 
 
 def test_example_user_conf_via_searchpath(tmp_path):
-    res = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "hardware=my_chip",
-                    "tracking=off")
+    res = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "hardware=my_chip", "tracking=off")
     assert res.rc == 0, res.explain()
     assert has_title(res.out, "my_model | my_chip tp1 | full | default | b1 4096+128"), res.out
     assert "TPOT" in table_rows(res.out)
@@ -54,19 +69,25 @@ def test_example_user_conf_via_searchpath(tmp_path):
     assert hw["memory"] == {"hbm": {"capacity_gib": 140.4, "bandwidth_gb_s": 4800.0}}
     assert not db_path(tmp_path).exists()
     # more HBM bandwidth than an H100: the same model decodes faster on my_chip
-    base = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "tracking=off",
-                     "quiet=true")
+    base = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "tracking=off", "quiet=true")
     assert base.rc == 0, base.explain()
-    (h100_dir,) = [d for d in run_dirs(tmp_path) if read_result(d)["config"]["hardware"]["name"]
-                   == "h100_sxm"]
+    (h100_dir,) = [
+        d for d in run_dirs(tmp_path) if read_result(d)["config"]["hardware"]["name"] == "h100_sxm"
+    ]
     assert rec["metrics"]["tpot_ms"] < read_result(h100_dir)["metrics"]["tpot_ms"]
 
 
 def test_user_chip_and_system_in_a_sweep(tmp_path):
     """Llama-3.1-70B in BF16 does not fit one H100 (80 GB) but fits one H200 (141 GB); the
     8-chip system built on my_chip shards it TP8."""
-    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "model=llama3_1_70b",
-                    "hardware=h100_sxm,my_chip,my_chip_x8", "quiet=true")
+    res = decodelab(
+        tmp_path,
+        "-m",
+        searchpath(USER_CONF),
+        "model=llama3_1_70b",
+        "hardware=h100_sxm,my_chip,my_chip_x8",
+        "quiet=true",
+    )
     assert res.rc == 0, res.explain()
     parents, children = split_sweep(all_runs(tmp_path))
     assert len(parents) == 1 and len(children) == 3
@@ -78,8 +99,8 @@ def test_user_chip_and_system_in_a_sweep(tmp_path):
     x8 = runs["my_chip_x8"]
     assert x8.data.tags["status"] == "ok"
     assert x8.data.params["hardware.tensor_parallel"] == "8"
-    assert x8.data.params["hardware.memory.hbm.capacity_gib"] == "140.4"     # from my_chip
-    assert x8.data.params["hardware.launch_us"] == "4.0"                  # from h100_sxm
+    assert x8.data.params["hardware.memory.hbm.capacity_gib"] == "140.4"  # from my_chip
+    assert x8.data.params["hardware.launch_us"] == "4.0"  # from h100_sxm
     assert x8.data.metrics["tpot_ms"] < runs["my_chip"].data.metrics["tpot_ms"]
 
 
@@ -105,11 +126,12 @@ def test_primary_config_with_searchpath(tmp_path):
         "  searchpath:\n"
         f"    - file://{USER_CONF}\n"
         "workload:\n"
-        "  batch_size: 4\n")
+        "  batch_size: 4\n"
+    )
     res = decodelab(tmp_path, "--config-dir", str(conf), "--config-name", "h200_study")
     assert res.rc == 0, res.explain()
     assert has_title(res.out, "my_model | my_chip tp1 | full | default | b4 4096+128"), res.out
-    (run,) = all_runs(tmp_path)             # the project's MLflow callback still applies
+    (run,) = all_runs(tmp_path)  # the project's MLflow callback still applies
     assert run.data.tags["status"] == "ok"
     assert run.data.tags["component.model"] == "my_model"
     assert run.data.params["hardware.name"] == "my_chip"
@@ -118,8 +140,14 @@ def test_primary_config_with_searchpath(tmp_path):
 
 
 def test_sweep_includes_user_model(tmp_path):
-    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "model=my_model,llama3_1_8b",
-                    "hardware=my_chip,h100_sxm", "quiet=true")
+    res = decodelab(
+        tmp_path,
+        "-m",
+        searchpath(USER_CONF),
+        "model=my_model,llama3_1_8b",
+        "hardware=my_chip,h100_sxm",
+        "quiet=true",
+    )
     assert res.rc == 0, res.explain()
     parents, children = split_sweep(all_runs(tmp_path))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -130,8 +158,7 @@ def test_sweep_includes_user_model(tmp_path):
 
 def test_example_primary_sweep_config(tmp_path):
     """examples/user_conf/my_sweep.yaml: a primary config of one's own that sweeps."""
-    res = decodelab(tmp_path, "-m", "--config-dir", str(USER_CONF), "--config-name", "my_sweep",
-                    "quiet=true")
+    res = decodelab(tmp_path, "-m", "--config-dir", str(USER_CONF), "--config-name", "my_sweep", "quiet=true")
     assert res.rc == 0, res.explain()
     assert "Launching 4 jobs locally" in res.text
     parents, children = split_sweep(all_runs(tmp_path))
@@ -143,8 +170,15 @@ def test_example_primary_sweep_config(tmp_path):
 
 
 def test_example_optimizations_and_workload(tmp_path):
-    res = decodelab(tmp_path, "-m", searchpath(USER_CONF), "optimizations=no_graphs,default",
-                    "workload=chat", "tracking=off", "quiet=true")
+    res = decodelab(
+        tmp_path,
+        "-m",
+        searchpath(USER_CONF),
+        "optimizations=no_graphs,default",
+        "workload=chat",
+        "tracking=off",
+        "quiet=true",
+    )
     assert res.rc == 0, res.explain()
     recs = {r["config"]["optimizations"]["name"]: r for r in map(read_result, job_dirs(tmp_path))}
     assert set(recs) == {"no_graphs", "default"}
@@ -152,12 +186,13 @@ def test_example_optimizations_and_workload(tmp_path):
     opts = recs["no_graphs"]["config"]["optimizations"]
     default = recs["default"]["config"]["optimizations"]
     assert opts["cuda_graphs"] is False and default["cuda_graphs"] is True
-    assert {k: v for k, v in opts.items() if k not in ("name", "cuda_graphs")} == \
-        {k: v for k, v in default.items() if k not in ("name", "cuda_graphs")}
+    assert {k: v for k, v in opts.items() if k not in ("name", "cuda_graphs")} == {
+        k: v for k, v in default.items() if k not in ("name", "cuda_graphs")
+    }
     chat = yaml.safe_load((USER_CONF / "workload" / "chat.yaml").read_text())
     w = recs["no_graphs"]["config"]["workload"]
     assert {k: w[k] for k in chat} == chat
-    assert w["weight_dtype"] == "bf16"                     # schema default
+    assert w["weight_dtype"] == "bf16"  # schema default
     m_off, m_on = recs["no_graphs"]["metrics"], recs["default"]["metrics"]
     assert m_off["tpot_launch_sync_ms"] > m_on["tpot_launch_sync_ms"]
     assert m_off["tpot_ms"] > m_on["tpot_ms"]
@@ -168,10 +203,20 @@ def test_model_written_at_test_time(tmp_path, default_run):
     """A model added with YAML only behaves exactly like a built-in one of the same shape."""
     conf = tmp_path / "conf"
     write_model(conf, "copy_of_8b")
-    write_model(conf, "tiny", n_layers=2, d_model=256, n_heads=4, n_kv_heads=2, head_dim=64,
-                ffn_dim=512, vocab_size=1000, max_context=8192, tied_embeddings=True)
-    res = decodelab(tmp_path, "-m", searchpath(conf), "model=copy_of_8b,tiny", "tracking=off",
-                    "quiet=true")
+    write_model(
+        conf,
+        "tiny",
+        n_layers=2,
+        d_model=256,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=64,
+        ffn_dim=512,
+        vocab_size=1000,
+        max_context=8192,
+        tied_embeddings=True,
+    )
+    res = decodelab(tmp_path, "-m", searchpath(conf), "model=copy_of_8b,tiny", "tracking=off", "quiet=true")
     assert res.rc == 0, res.explain()
     recs = {r["config"]["model"]["name"]: r for r in map(read_result, job_dirs(tmp_path))}
     assert set(recs) == {"copy_of_8b", "tiny"}
@@ -191,7 +236,7 @@ def test_wrong_field_name_in_user_yaml(tmp_path):
     assert "In 'model/typo': ConfigKeyError raised while composing config" in res.err
     assert "Key 'n_kv_head' not in 'ModelConfig'" in res.err
     assert "full_key: model.n_kv_head" in res.err
-    assert not (tmp_path / "outputs").exists()      # rejected before any job ran
+    assert not (tmp_path / "outputs").exists()  # rejected before any job ran
 
 
 def test_wrong_field_type_in_user_yaml(tmp_path):
@@ -216,7 +261,7 @@ def test_wrong_override_on_the_command_line(tmp_path):
     res = decodelab(tmp_path, "model=no_such_model", "tracking=off")
     assert res.rc == 1
     assert "Could not find 'model/no_such_model'" in res.err
-    assert "llama3_1_8b" in res.err              # Hydra lists the available options
+    assert "llama3_1_8b" in res.err  # Hydra lists the available options
     assert not (tmp_path / "outputs").exists()
 
 
@@ -239,8 +284,7 @@ def test_missing_required_field_does_not_break_a_sweep(tmp_path):
     cfg = yaml.safe_load(path.read_text())
     del cfg["ffn_dim"]
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    res = decodelab(tmp_path, "-m", searchpath(conf), "model=incomplete,llama3_2_1b",
-                    "quiet=true")
+    res = decodelab(tmp_path, "-m", searchpath(conf), "model=incomplete,llama3_2_1b", "quiet=true")
     parents, children = split_sweep(all_runs(tmp_path))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED", res.explain()
     status = {c.data.params["model.name"]: c.data.tags for c in children}

@@ -6,6 +6,7 @@ test. Llama-3.1-8B: 32 layers, d_model 4096, 32 heads, 8 KV heads, head_dim 128,
 vocab 128256, untied embeddings, no biases. Llama-3.1-70B: 80 layers, d_model 8192, 64 heads,
 8 KV heads, head_dim 128, FFN 28672, vocab 128256.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,32 +18,44 @@ from decodelab.core.build import build, peak_flops
 from decodelab.modes.dispatch import evaluate
 from decodelab.core.kernel import CAUSES
 
-GIB = 2 ** 30
+GIB = 2**30
 
 # ---- Llama-3.1-8B by hand -------------------------------------------------------------------
 L8, D8, H8, KV8, HD8, FFN8, V8 = 32, 4096, 32, 8, 128, 14336, 128256
-EMBED_8B = V8 * D8                                    # 128256 * 4096 = 525,336,576
+EMBED_8B = V8 * D8  # 128256 * 4096 = 525,336,576
 ATTN_8B = D8 * (H8 * HD8) + 2 * D8 * (KV8 * HD8) + (H8 * HD8) * D8
 #        q: 4096*4096 = 16,777,216; k,v: 2*4096*1024 = 8,388,608; o: 16,777,216 -> 41,943,040
-MLP_8B = 3 * D8 * FFN8                                # gate, up, down: 3*4096*14336 = 176,160,768
-NORMS_8B = 2 * D8                                     # input + post-attention RMSNorm = 8,192
-LAYER_8B = ATTN_8B + MLP_8B + NORMS_8B                # 218,112,000
-PARAMS_8B = 2 * EMBED_8B + L8 * LAYER_8B + D8         # embed + lm_head + 32 layers + final norm
-KV_TOKEN_8B = 2 * L8 * KV8 * HD8 * 2                  # K and V, 32 layers, 8 heads, 128, BF16
+MLP_8B = 3 * D8 * FFN8  # gate, up, down: 3*4096*14336 = 176,160,768
+NORMS_8B = 2 * D8  # input + post-attention RMSNorm = 8,192
+LAYER_8B = ATTN_8B + MLP_8B + NORMS_8B  # 218,112,000
+PARAMS_8B = 2 * EMBED_8B + L8 * LAYER_8B + D8  # embed + lm_head + 32 layers + final norm
+KV_TOKEN_8B = 2 * L8 * KV8 * HD8 * 2  # K and V, 32 layers, 8 heads, 128, BF16
 
 # ---- Llama-3.1-70B by hand ------------------------------------------------------------------
 L70, D70, H70, KV70, HD70, FFN70, V70 = 80, 8192, 64, 8, 128, 28672, 128256
-PARAMS_70B = (2 * V70 * D70                            # embed + lm_head = 2,101,346,304
-              + L70 * (D70 * H70 * HD70 * 2            # q + o: 2 * 8192*8192
-                       + 2 * D70 * KV70 * HD70         # k, v: 2 * 8192*1024
-                       + 3 * D70 * FFN70               # gate, up, down
-                       + 2 * D70)                      # two norms
-              + D70)                                   # final norm -> 70,553,706,496
+PARAMS_70B = (
+    2 * V70 * D70  # embed + lm_head = 2,101,346,304
+    + L70
+    * (
+        D70 * H70 * HD70 * 2  # q + o: 2 * 8192*8192
+        + 2 * D70 * KV70 * HD70  # k, v: 2 * 8192*1024
+        + 3 * D70 * FFN70  # gate, up, down
+        + 2 * D70
+    )  # two norms
+    + D70
+)  # final norm -> 70,553,706,496
 
 ZERO_OVERHEAD = (
-    "hardware.bw_eff_max=1", "hardware.bw_half_mb=0", "hardware.compute_eff_max=1",
-    "hardware.compute_half_gflop=0", "hardware.attn_compute_eff_max=1", "hardware.launch_us=0", "hardware.sync_us=0",
-    "hardware.host_step_us=0", "hardware.collective_latency_us=0", "hardware.fill_drain_us=0",
+    "hardware.bw_eff_max=1",
+    "hardware.bw_half_mb=0",
+    "hardware.compute_eff_max=1",
+    "hardware.compute_half_gflop=0",
+    "hardware.attn_compute_eff_max=1",
+    "hardware.launch_us=0",
+    "hardware.sync_us=0",
+    "hardware.host_step_us=0",
+    "hardware.collective_latency_us=0",
+    "hardware.fill_drain_us=0",
     "optimizations.cuda_graphs=true",
 )
 
@@ -61,7 +74,7 @@ def test_llama3_1_8b_param_counts(compose):
     p = dense.param_counts(m)
     assert p["total"] == 8_030_261_248
     assert p["embed"] == EMBED_8B
-    assert p["lm_head"] == EMBED_8B                    # untied: a second vocab x d matrix
+    assert p["lm_head"] == EMBED_8B  # untied: a second vocab x d matrix
     assert p["layer"] == LAYER_8B
     assert p["final_norm"] == D8
 
@@ -99,15 +112,21 @@ def test_batch1_roofline_tpot_llama3_1_8b_h100(compose):
     """With every overhead zeroed and efficiencies 1, one decode step at 4k context is the bytes
     it reads divided by the H100's 3.35 TB/s."""
     # prompt 4095 + one decode step: that step ends at a context of exactly 4096 tokens
-    cfg = compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
-                  "workload.prompt_len=4095", "workload.output_len=2", *ZERO_OVERHEAD)
+    cfg = compose(
+        "model=llama3_1_8b",
+        "hardware=h100_sxm",
+        "workload.batch_size=1",
+        "workload.prompt_len=4095",
+        "workload.output_len=2",
+        *ZERO_OVERHEAD,
+    )
     res = evaluate(cfg)
     assert res["status"] == "ok", res["reason"]
-    weights_read = (PARAMS_8B - EMBED_8B) * 2           # 15,009,849,344 B (embedding: row gather)
-    kv_read = 4096 * KV_TOKEN_8B                        # 536,870,912 B
-    kv_write = KV_TOKEN_8B                              # the new token's K and V: 131,072 B
-    hand_bytes = weights_read + kv_read + kv_write      # 15,546,851,328 B
-    hand_s = hand_bytes / 3.35e12                       # = 4.6408 ms
+    weights_read = (PARAMS_8B - EMBED_8B) * 2  # 15,009,849,344 B (embedding: row gather)
+    kv_read = 4096 * KV_TOKEN_8B  # 536,870,912 B
+    kv_write = KV_TOKEN_8B  # the new token's K and V: 131,072 B
+    hand_bytes = weights_read + kv_read + kv_write  # 15,546,851,328 B
+    hand_s = hand_bytes / 3.35e12  # = 4.6408 ms
     tpot_s = res["metrics"]["tpot_ms"] / 1e3
     # activations (~12 MB: residual stream, logits, ...) only add time, < 0.1 % of the step
     assert tpot_s >= hand_s * (1 - 1e-12)
@@ -127,9 +146,9 @@ def test_tensor_parallel_sharding_llama3_1_70b_dgx_h100(compose):
     d = build(cfg)
     # per-chip weights: every op's weights + the chip's 1/8 of the embedding table
     per_chip = sum(op.weight_bytes * op.repeat for op in d.ops) + V70 * D70 / 8 * 2
-    total_bytes = PARAMS_70B * 2                        # 141,107,412,992 B
-    assert per_chip == pytest.approx(total_bytes / 8, rel=0.02)   # norms are replicated
-    assert per_chip > total_bytes / 8                   # ... so slightly more than 1/8
+    total_bytes = PARAMS_70B * 2  # 141,107,412,992 B
+    assert per_chip == pytest.approx(total_bytes / 8, rel=0.02)  # norms are replicated
+    assert per_chip > total_bytes / 8  # ... so slightly more than 1/8
     # two all-reduces per decoder layer, ring: 2 * (8-1)/8 * 8192 * 2 B = 28,672 B per token
     allreduces = [op for op in d.ops if op.kind == "collective" and op.stage == "layer"]
     assert len(allreduces) == 2
@@ -151,7 +170,7 @@ def test_llama3_1_70b_does_not_fit_one_h100(compose):
     assert res["status"] == "infeasible"
     assert "does not fit memory" in res["reason"]
     # 141,107,412,992 B / 2^30 = 131.4 GiB of weights against 79.6 GiB of HBM
-    assert f"needs {PARAMS_70B * 2 / GIB:.1f} GiB weights" in res["reason"]   # "needs 131.4 GiB"
+    assert f"needs {PARAMS_70B * 2 / GIB:.1f} GiB weights" in res["reason"]  # "needs 131.4 GiB"
     assert "hbm 79.6 GiB" in res["reason"]
     assert "\n" not in res["reason"]
 
@@ -167,7 +186,7 @@ def test_llama3_1_70b_spills_to_ddr_on_one_sn40l_socket(compose):
     assert wf["hbm"] == pytest.approx(hbm_share, rel=1e-9)
     assert wf["ddr"] == pytest.approx(1 - hbm_share, rel=1e-9)
     assert wf["sram"] == 0.0
-    assert dict(zip(names, d.memory["kv_frac"]))["ddr"] == pytest.approx(1.0)   # HBM is full
+    assert dict(zip(names, d.memory["kv_frac"]))["ddr"] == pytest.approx(1.0)  # HBM is full
 
     socket = evaluate(cfg)
     node8 = evaluate(compose("model=llama3_1_70b", "hardware=sn40l_node8"))
@@ -180,11 +199,17 @@ def test_llama3_1_70b_spills_to_ddr_on_one_sn40l_socket(compose):
     assert dict(zip(node8_d.tier_names, node8_d.memory["weight_frac"]))["ddr"] == 0.0
 
 
-@pytest.mark.parametrize("dtype, expected_tflops", [
-    ("bf16", 989.4), ("fp16", 989.4), ("fp32", 989.4),   # H100 SXM dense BF16 tensor rate
-    ("fp8", 1978.9), ("int8", 1978.9),                    # 8-bit weights: the FP8 rate
-    pytest.param("int4", 989.4),
-])
+@pytest.mark.parametrize(
+    "dtype, expected_tflops",
+    [
+        ("bf16", 989.4),
+        ("fp16", 989.4),
+        ("fp32", 989.4),  # H100 SXM dense BF16 tensor rate
+        ("fp8", 1978.9),
+        ("int8", 1978.9),  # 8-bit weights: the FP8 rate
+        pytest.param("int4", 989.4),
+    ],
+)
 def test_peak_flops_by_weight_dtype_h100(compose, dtype, expected_tflops):
     hw = compose("hardware=h100_sxm").hardware
     assert peak_flops(hw, dtype) == pytest.approx(expected_tflops * 1e12, rel=1e-12)
@@ -200,7 +225,7 @@ def test_peak_flops_a100_has_no_fp8_units(compose):
 def test_kernel_calls_per_step_gpu(compose):
     # one kernel per operator: embedding + 10 per layer + final norm, LM head, sampling
     m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
-    assert m["n_kernel_calls_per_step"] == 1 + 10 * 32 + 3 == 324   # "~320 launches per token"
+    assert m["n_kernel_calls_per_step"] == 1 + 10 * 32 + 3 == 324  # "~320 launches per token"
     # TP8 adds the two all-reduces of every layer
     m = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100"))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 12 * 80 + 3 == 964
@@ -209,12 +234,19 @@ def test_kernel_calls_per_step_gpu(compose):
     assert on["tpot_launch_sync_ms"] == pytest.approx(324 * 2e-3, rel=1e-9)
     # off: launches are asynchronous, so a 4 us launch hides under every 8B kernel that runs
     # longer than 4 us (body + 2 us sync); only the sampling kernel is shorter, ~1 us exposed
-    off = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm",
-                           "optimizations.cuda_graphs=false"))["metrics"]
+    off = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "optimizations.cuda_graphs=false"))[
+        "metrics"
+    ]
     assert 0 < off["tpot_launch_sync_ms"] - on["tpot_launch_sync_ms"] < 4e-3
     # a launch longer than every kernel is the critical path: the step is 324 launches + host
-    slow = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.launch_us=1000",
-                            "optimizations.cuda_graphs=false"))["metrics"]
+    slow = evaluate(
+        compose(
+            "model=llama3_1_8b",
+            "hardware=h100_sxm",
+            "hardware.launch_us=1000",
+            "optimizations.cuda_graphs=false",
+        )
+    )["metrics"]
     assert slow["tpot_ms"] == pytest.approx(324 * 1.0 + 0.1, rel=1e-9)
 
 
@@ -225,11 +257,21 @@ def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
     (V x d BF16) and, for that one position, V more BF16 logits written and V more FP32 scores
     read by sampling: (2 V d + 2 V + 4 V) B / 3.35 TB/s = 313.87 us. On all 4096 prompt
     positions the extra LM head alone would be 4096 x 2 V d FLOPs = 4.35 ms of compute."""
+
     def ttft(vocab):
-        return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
-                                "workload.prompt_len=4096", "workload.output_len=2",
-                                f"model.vocab_size={vocab}", *ZERO_OVERHEAD))["metrics"]["ttft_ms"]
-    hand_ms = (2 * V8 * D8 + 2 * V8 + 4 * V8) / 3.35e12 * 1e3     # 0.31387 ms
+        return evaluate(
+            compose(
+                "model=llama3_1_8b",
+                "hardware=h100_sxm",
+                "workload.batch_size=1",
+                "workload.prompt_len=4096",
+                "workload.output_len=2",
+                f"model.vocab_size={vocab}",
+                *ZERO_OVERHEAD,
+            )
+        )["metrics"]["ttft_ms"]
+
+    hand_ms = (2 * V8 * D8 + 2 * V8 + 4 * V8) / 3.35e12 * 1e3  # 0.31387 ms
     assert ttft(2 * V8) - ttft(V8) == pytest.approx(hand_ms, rel=1e-6)
 
 
@@ -239,11 +281,20 @@ def test_prefill_attention_runs_at_the_attention_efficiency(compose):
     8,390,656 causal pairs x 4 * 32 heads * 128 * 32 layers = 524,288 FLOPs each = 4.3991 TFLOP
     of attention, compute-bound (16 MB of KV per layer against 137 GFLOP). Halving the attention
     efficiency from 1 adds that work once more at the 989.4 TFLOP/s peak: 4.4462 ms."""
+
     def ttft(eff):
-        return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
-                                "workload.prompt_len=4096", "workload.output_len=2",
-                                *ZERO_OVERHEAD, f"hardware.attn_compute_eff_max={eff}")
-                        )["metrics"]["ttft_ms"]
+        return evaluate(
+            compose(
+                "model=llama3_1_8b",
+                "hardware=h100_sxm",
+                "workload.batch_size=1",
+                "workload.prompt_len=4096",
+                "workload.output_len=2",
+                *ZERO_OVERHEAD,
+                f"hardware.attn_compute_eff_max={eff}",
+            )
+        )["metrics"]["ttft_ms"]
+
     attn_flops = (4096 * 4096 - 4096 * 4095 // 2) * 4 * 32 * 128 * 32
     hand_ms = attn_flops / 989.4e12 * 1e3
     assert ttft(0.5) - ttft(1) == pytest.approx(hand_ms, rel=1e-9)
@@ -251,9 +302,16 @@ def test_prefill_attention_runs_at_the_attention_efficiency(compose):
 
 
 def _ideal_8b(compose):
-    return evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1",
-                            "workload.prompt_len=4095", "workload.output_len=2",
-                            *ZERO_OVERHEAD))["metrics"]
+    return evaluate(
+        compose(
+            "model=llama3_1_8b",
+            "hardware=h100_sxm",
+            "workload.batch_size=1",
+            "workload.prompt_len=4095",
+            "workload.output_len=2",
+            *ZERO_OVERHEAD,
+        )
+    )["metrics"]
 
 
 def test_roofline_tok_s_formula(compose):
@@ -272,8 +330,7 @@ def test_ideal_design_uses_at_most_peak_bandwidth(compose):
 
 def test_replicas_multiply_system_throughput(compose):
     # DGX H100 at TP4: two replicas of four GPUs each
-    m4 = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100",
-                          "hardware.tensor_parallel=4"))["metrics"]
+    m4 = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100", "hardware.tensor_parallel=4"))["metrics"]
     m8 = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100"))["metrics"]
     assert m4["tok_s_system"] == pytest.approx(2 * m4["tok_s_aggregate"], rel=1e-12)
     assert m8["tok_s_system"] == pytest.approx(m8["tok_s_aggregate"], rel=1e-12)
@@ -285,14 +342,22 @@ def test_batch_barrier_and_batch_streaming_golden(compose):
     """Llama-3.2-1B (16 layers) on SN40L-16 with every optimization: each looped layer iteration
     waits (B - 1) x 1 us for the batch to leave it; BatchStreaming's 8 loop-buffer slots leave
     max(0, B - 8) x 1 us."""
+
     def fill(batch, bs):
-        m = evaluate(compose("model=llama3_2_1b", "hardware=sn40l_rack16", "optimizations=all",
-                             f"optimizations.batch_streaming={bs}",
-                             f"workload.batch_size={batch}"))["metrics"]
+        m = evaluate(
+            compose(
+                "model=llama3_2_1b",
+                "hardware=sn40l_rack16",
+                "optimizations=all",
+                f"optimizations.batch_streaming={bs}",
+                f"workload.batch_size={batch}",
+            )
+        )["metrics"]
         return m["tpot_fill_drain_ms"]
-    once = fill(1, "false")     # embedding, looped layers, head: one 30 us fill/drain each
+
+    once = fill(1, "false")  # embedding, looped layers, head: one 30 us fill/drain each
     assert once == pytest.approx(3 * 0.030, rel=1e-9)
-    assert fill(1, "true") == pytest.approx(once, rel=1e-9)              # nothing to overlap
+    assert fill(1, "true") == pytest.approx(once, rel=1e-9)  # nothing to overlap
     assert fill(8, "false") - once == pytest.approx(16 * 7 * 1e-3, rel=1e-9)
     assert fill(8, "true") == pytest.approx(once, rel=1e-9)
     assert fill(16, "false") - once == pytest.approx(16 * 15 * 1e-3, rel=1e-9)
@@ -302,8 +367,13 @@ def test_batch_barrier_and_batch_streaming_golden(compose):
 def test_batch_streaming_notes_where_it_does_not_apply(compose):
     gpu = evaluate(compose("hardware=h100_sxm", "optimizations.batch_streaming=true"))
     assert any("batch_streaming does not apply to gpu" in n for n in gpu["notes"])
-    df = evaluate(compose("hardware=sn40l_socket", "optimizations.batch_streaming=true",
-                          "optimizations.kernel_looping=false"))
+    df = evaluate(
+        compose(
+            "hardware=sn40l_socket",
+            "optimizations.batch_streaming=true",
+            "optimizations.kernel_looping=false",
+        )
+    )
     assert any("batch_streaming needs kernel_looping" in n for n in df["notes"])
 
 
@@ -312,13 +382,17 @@ def test_layers_of_different_kinds_are_separate_fused_calls(compose):
     launch and fill/drain once, each keeping its own layer-input activation traffic."""
     from decodelab.components.execution import dataflow
     from decodelab.components.ops import Op
+
     hw = compose("hardware=sn40l_rack16").hardware
     opt = compose("optimizations=all").optimizations
-    ops = [Op("embedding", "embed", stage="pre"),
-           Op("norm_d", "norm", repeat=3, act_bytes_per_token=4.0), Op("ffn_d", "gemm", repeat=3),
-           Op("norm_m", "norm", repeat=58, act_bytes_per_token=4.0), Op("moe", "gemm", repeat=58,
-                                                                      act_bytes_per_token=8.0),
-           Op("lm_head", "gemm", stage="post")]
+    ops = [
+        Op("embedding", "embed", stage="pre"),
+        Op("norm_d", "norm", repeat=3, act_bytes_per_token=4.0),
+        Op("ffn_d", "gemm", repeat=3),
+        Op("norm_m", "norm", repeat=58, act_bytes_per_token=4.0),
+        Op("moe", "gemm", repeat=58, act_bytes_per_token=8.0),
+        Op("lm_head", "gemm", stage="post"),
+    ]
     ops, calls, _ = dataflow.assign_calls(ops, hw, opt)
     assert [op.call for op in ops] == [0, 1, 1, 2, 2, 3]
     assert [c["repeat"] for c in calls] == [1, 3, 58, 1]

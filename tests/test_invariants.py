@@ -2,6 +2,7 @@
 
 Each property compares two evaluations of designs that differ in one knob; hypothesis draws the
 base design (model x machine) and the workload."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,16 +13,30 @@ from conftest import compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 
-GPU_BASES = [("llama3_1_8b", "h100_sxm"), ("llama2_7b", "a100_sxm"), ("llama3_1_70b", "dgx_h100"),
-             ("qwen2_5_72b", "dgx_a100"), ("llama3_2_1b", "dgx_h100")]
-DATAFLOW_BASES = [("llama3_1_8b", "sn40l_socket"), ("llama3_1_70b", "sn40l_socket"),
-                  ("llama3_1_70b", "sn40l_node8"), ("llama3_1_405b", "sn40l_rack16"),
-                  ("qwen2_5_0_5b", "sn40l_socket"), ("llama3_2_3b", "sn40l_node8")]
+GPU_BASES = [
+    ("llama3_1_8b", "h100_sxm"),
+    ("llama2_7b", "a100_sxm"),
+    ("llama3_1_70b", "dgx_h100"),
+    ("qwen2_5_72b", "dgx_a100"),
+    ("llama3_2_1b", "dgx_h100"),
+]
+DATAFLOW_BASES = [
+    ("llama3_1_8b", "sn40l_socket"),
+    ("llama3_1_70b", "sn40l_socket"),
+    ("llama3_1_70b", "sn40l_node8"),
+    ("llama3_1_405b", "sn40l_rack16"),
+    ("qwen2_5_0_5b", "sn40l_socket"),
+    ("llama3_2_3b", "sn40l_node8"),
+]
 BASES = GPU_BASES + DATAFLOW_BASES
 
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
-TOL = 1e-12   # relative slack for "never slower" (floating-point reassociation only)
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+)
+TOL = 1e-12  # relative slack for "never slower" (floating-point reassociation only)
 
 
 def _cfg(base, opt="default", batch=1, prompt=1024, output=8):
@@ -51,14 +66,20 @@ def _not_slower(new, old):
 
 
 batches = st.integers(1, 64)
-prompts = st.integers(1, 4000)          # llama2_7b: prompt + output <= 4096
+prompts = st.integers(1, 4000)  # llama2_7b: prompt + output <= 4096
 
 
 # ---- (a) memory bandwidth, (b) link bandwidth ------------------------------------------------
 
+
 @SETTINGS
-@given(base=st.sampled_from(BASES), opt=st.sampled_from(["none", "default", "all"]),
-       batch=batches, prompt=prompts, factor=st.floats(1.01, 8.0))
+@given(
+    base=st.sampled_from(BASES),
+    opt=st.sampled_from(["none", "default", "all"]),
+    batch=batches,
+    prompt=prompts,
+    factor=st.floats(1.01, 8.0),
+)
 def test_more_hbm_bandwidth_never_slower(base, opt, batch, prompt, factor):
     cfg = _cfg(base, opt, batch, prompt)
     old = _ok(cfg)
@@ -71,8 +92,7 @@ def test_more_hbm_bandwidth_never_slower(base, opt, batch, prompt, factor):
 
 
 @SETTINGS
-@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts,
-       factor=st.floats(1.01, 8.0))
+@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts, factor=st.floats(1.01, 8.0))
 def test_more_ddr_bandwidth_never_slower(base, batch, prompt, factor):
     cfg = _cfg(base, "default", batch, prompt)
     old = _ok(cfg)
@@ -81,8 +101,13 @@ def test_more_ddr_bandwidth_never_slower(base, batch, prompt, factor):
 
 
 @SETTINGS
-@given(base=st.sampled_from(BASES), opt=st.sampled_from(["none", "default", "all"]),
-       batch=batches, prompt=prompts, factor=st.floats(1.01, 8.0))
+@given(
+    base=st.sampled_from(BASES),
+    opt=st.sampled_from(["none", "default", "all"]),
+    batch=batches,
+    prompt=prompts,
+    factor=st.floats(1.01, 8.0),
+)
 def test_more_link_bandwidth_never_slower(base, opt, batch, prompt, factor):
     cfg = _cfg(base, opt, batch, prompt)
     old = _ok(cfg)
@@ -106,6 +131,7 @@ def test_link_bandwidth_matters_for_tensor_parallel_gpu():
 
 # ---- (c) optimizations that apply never make a design slower ---------------------------------
 
+
 @SETTINGS
 @given(base=st.sampled_from(GPU_BASES), batch=batches, prompt=prompts)
 def test_cuda_graphs_never_slower_on_gpu(base, batch, prompt):
@@ -122,8 +148,12 @@ def test_cuda_graphs_never_slower_on_gpu(base, batch, prompt):
 
 
 @SETTINGS
-@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts,
-       orchestration=st.sampled_from(["software", "hardware"]))
+@given(
+    base=st.sampled_from(DATAFLOW_BASES),
+    batch=batches,
+    prompt=prompts,
+    orchestration=st.sampled_from(["software", "hardware"]),
+)
 def test_kernel_looping_never_slower_on_dataflow(base, batch, prompt, orchestration):
     off = _cfg(base, "default", batch, prompt)
     off.optimizations.fusion = "layer"
@@ -156,8 +186,12 @@ def test_batch_streaming_never_slower_on_dataflow(base, batch, prompt):
 
 
 @SETTINGS
-@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts,
-       fusion=st.sampled_from(["none", "layer"]))
+@given(
+    base=st.sampled_from(DATAFLOW_BASES),
+    batch=batches,
+    prompt=prompts,
+    fusion=st.sampled_from(["none", "layer"]),
+)
 def test_hardware_orchestration_never_slower_on_dataflow(base, batch, prompt, fusion):
     sw = _cfg(base, "default", batch, prompt)
     sw.optimizations.fusion = fusion
@@ -171,8 +205,12 @@ def test_hardware_orchestration_never_slower_on_dataflow(base, batch, prompt, fu
 
 
 @SETTINGS
-@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts,
-       orchestration=st.sampled_from(["software", "hardware"]))
+@given(
+    base=st.sampled_from(DATAFLOW_BASES),
+    batch=batches,
+    prompt=prompts,
+    orchestration=st.sampled_from(["software", "hardware"]),
+)
 def test_layer_fusion_never_slower_than_none_on_dataflow(base, batch, prompt, orchestration):
     none = _cfg(base, "none", batch, prompt)
     none.optimizations.orchestration = orchestration
@@ -180,13 +218,12 @@ def test_layer_fusion_never_slower_than_none_on_dataflow(base, batch, prompt, or
     layer.optimizations.fusion = "layer"
     m_none, m_layer = _ok(none), _ok_strict(layer)
     _not_slower(m_layer, m_none)
-    assert m_layer["n_kernel_calls_per_step"] == none.model.n_layers + 2   # layers + pre + post
+    assert m_layer["n_kernel_calls_per_step"] == none.model.n_layers + 2  # layers + pre + post
     assert m_layer["n_kernel_calls_per_step"] < m_none["n_kernel_calls_per_step"]
 
 
 @SETTINGS
-@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts,
-       m_steps=st.integers(2, 40))
+@given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts, m_steps=st.integers(2, 40))
 def test_schedule_offloading_never_slower_on_dataflow(base, batch, prompt, m_steps):
     one = _cfg(base, "default", batch, prompt)
     many = one.copy()
@@ -198,9 +235,15 @@ def test_schedule_offloading_never_slower_on_dataflow(base, batch, prompt, m_ste
 
 # ---- (d) context and (e) batch -------------------------------------------------------------
 
+
 @SETTINGS
-@given(base=st.sampled_from(BASES), opt=st.sampled_from(["none", "default", "all"]),
-       batch=batches, p1=prompts, extra=st.integers(1, 4000))
+@given(
+    base=st.sampled_from(BASES),
+    opt=st.sampled_from(["none", "default", "all"]),
+    batch=batches,
+    p1=prompts,
+    extra=st.integers(1, 4000),
+)
 def test_longer_prompt_never_lowers_tpot(base, opt, batch, p1, extra):
     short = _cfg(base, opt, batch, p1)
     long_ = _cfg(base, opt, batch, min(p1 + extra, 4088))
@@ -217,8 +260,13 @@ def _kv_in_ddr(cfg) -> float:
 
 
 @SETTINGS
-@given(base=st.sampled_from(BASES), opt=st.sampled_from(["none", "default", "all"]),
-       b1=batches, extra=st.integers(1, 64), prompt=prompts)
+@given(
+    base=st.sampled_from(BASES),
+    opt=st.sampled_from(["none", "default", "all"]),
+    b1=batches,
+    extra=st.integers(1, 64),
+    prompt=prompts,
+)
 def test_larger_batch_more_aggregate_less_per_user(base, opt, b1, extra, prompt):
     small = _cfg(base, opt, b1, prompt)
     big = _cfg(base, opt, b1 + extra, prompt)
@@ -234,25 +282,54 @@ def test_larger_batch_more_aggregate_less_per_user(base, opt, b1, extra, prompt)
 # ---- (f) an optimization that does not apply: same result plus a note ------------------------
 
 NOT_APPLICABLE = [
-    ("llama3_1_8b", "h100_sxm", "optimizations.kernel_looping", True,
-     "kernel_looping does not apply to gpu execution"),
-    ("llama3_1_70b", "dgx_h100", "optimizations.orchestration", "hardware",
-     "orchestration=hardware does not apply to gpu execution"),
-    ("llama3_1_8b", "a100_sxm", "optimizations.fusion", "layer",
-     "fusion=layer does not apply to gpu execution"),
-    ("llama3_1_8b", "h100_sxm", "optimizations.schedule_offloading", 20,
-     "schedule_offloading does not apply to gpu execution"),
-    ("llama3_1_70b", "sn40l_rack16", "optimizations.cuda_graphs", True,
-     "cuda_graphs does not apply to dataflow execution"),
-    ("llama3_1_8b", "sn40l_socket", "optimizations.cuda_graphs", True,
-     "cuda_graphs does not apply to dataflow execution"),
+    (
+        "llama3_1_8b",
+        "h100_sxm",
+        "optimizations.kernel_looping",
+        True,
+        "kernel_looping does not apply to gpu execution",
+    ),
+    (
+        "llama3_1_70b",
+        "dgx_h100",
+        "optimizations.orchestration",
+        "hardware",
+        "orchestration=hardware does not apply to gpu execution",
+    ),
+    (
+        "llama3_1_8b",
+        "a100_sxm",
+        "optimizations.fusion",
+        "layer",
+        "fusion=layer does not apply to gpu execution",
+    ),
+    (
+        "llama3_1_8b",
+        "h100_sxm",
+        "optimizations.schedule_offloading",
+        20,
+        "schedule_offloading does not apply to gpu execution",
+    ),
+    (
+        "llama3_1_70b",
+        "sn40l_rack16",
+        "optimizations.cuda_graphs",
+        True,
+        "cuda_graphs does not apply to dataflow execution",
+    ),
+    (
+        "llama3_1_8b",
+        "sn40l_socket",
+        "optimizations.cuda_graphs",
+        True,
+        "cuda_graphs does not apply to dataflow execution",
+    ),
 ]
 
 
 @pytest.mark.parametrize("model, hardware, key, value, note", NOT_APPLICABLE)
 @pytest.mark.parametrize("batch, prompt", [(1, 4096), (16, 512)])
-def test_inapplicable_optimization_is_a_noop_with_a_note(model, hardware, key, value, note,
-                                                         batch, prompt):
+def test_inapplicable_optimization_is_a_noop_with_a_note(model, hardware, key, value, note, batch, prompt):
     base = _cfg((model, hardware), "none", batch, prompt, output=16)
     group, field = key.split(".")
     other = base.copy()
@@ -267,7 +344,7 @@ def test_inapplicable_optimization_is_a_noop_with_a_note(model, hardware, key, v
 
 
 def test_kernel_looping_without_fusion_is_a_noop_with_a_note():
-    base = _cfg(("llama3_1_8b", "sn40l_socket"), "none", 1, 1024)      # fusion=none
+    base = _cfg(("llama3_1_8b", "sn40l_socket"), "none", 1, 1024)  # fusion=none
     other = base.copy()
     other.optimizations.kernel_looping = True
     r0, r1 = evaluate(base), evaluate(other)

@@ -1,5 +1,6 @@
 """The Numba kernel (framework/core/kernel.py) against the independent pure-Python reference
 (framework/core/reference.py), cause by cause, over random designs and random step rows."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,12 @@ from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
 
 REL, ABS = 1e-9, 1e-15
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+)
 
 
 @st.composite
@@ -46,8 +51,8 @@ def step_rows(draw):
         q = draw(st.integers(1, 512))
         ctx = q + draw(st.integers(0, 16384))
         seqs = draw(st.integers(1, 64))
-        out = draw(st.sampled_from([1, q]))          # a prefill / decode row, or a verification
-        prefill = draw(st.booleans())                # the sequences take the prefill op path
+        out = draw(st.sampled_from([1, q]))  # a prefill / decode row, or a verification
+        prefill = draw(st.booleans())  # the sequences take the prefill op path
         rows.append((float(q), float(ctx), float(seqs), float(out), float(prefill)))
     return np.array(rows)
 
@@ -65,7 +70,11 @@ def _assert_match(out, ref):
         assert set(row) == set(CAUSES)
         for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=REL, abs_tol=ABS), (
-                r, cause, out[r, k], row[cause])
+                r,
+                cause,
+                out[r, k],
+                row[cause],
+            )
 
 
 @SETTINGS
@@ -95,15 +104,20 @@ def test_kernel_causes_nonnegative_and_sum_to_step_total(cfg, extra):
         assert out[r].sum() == pytest.approx(sum(row.values()), rel=REL, abs=ABS)
 
 
-@pytest.mark.parametrize("model, hardware", [
-    ("llama3_1_8b", "h100_sxm"), ("llama3_1_70b", "dgx_h100"), ("llama3_1_70b", "sn40l_socket"),
-    ("qwen2_5_72b", "sn40l_rack16"),
-])
+@pytest.mark.parametrize(
+    "model, hardware",
+    [
+        ("llama3_1_8b", "h100_sxm"),
+        ("llama3_1_70b", "dgx_h100"),
+        ("llama3_1_70b", "sn40l_socket"),
+        ("qwen2_5_72b", "sn40l_rack16"),
+    ],
+)
 def test_evaluate_metrics_are_the_cause_sums(compose, model, hardware):
     res = evaluate(compose(f"model={model}", f"hardware={hardware}", "workload.output_len=16"))
     assert res["status"] == "ok"
     m, times = res["metrics"], res["times"]
-    assert times.shape == (16, len(CAUSES))       # prefill + 15 decode steps
+    assert times.shape == (16, len(CAUSES))  # prefill + 15 decode steps
     assert np.all(times >= 0)
     row_total = times.sum(axis=1)
     assert m["ttft_ms"] == pytest.approx(row_total[0] * 1e3, rel=1e-12)
@@ -111,13 +125,17 @@ def test_evaluate_metrics_are_the_cause_sums(compose, model, hardware):
     assert m["tpot_ms"] == pytest.approx(sum(m[f"tpot_{c}_ms"] for c in CAUSES), rel=1e-12)
     assert m["ttft_ms"] == pytest.approx(sum(m[f"ttft_{c}_ms"] for c in CAUSES), rel=1e-12)
     assert m["tok_s_user"] == pytest.approx(1e3 / m["tpot_ms"], rel=1e-12)
-    assert m["tok_s_aggregate"] == pytest.approx(m["tok_s_user"] * 1, rel=1e-12)   # batch 1
+    assert m["tok_s_aggregate"] == pytest.approx(m["tok_s_user"] * 1, rel=1e-12)  # batch 1
 
 
 @pytest.mark.parametrize("hardware", DATAFLOW_HARDWARE)
 def test_kernel_matches_reference_with_schedule_offloading(compose, hardware):
-    cfg = compose("model=llama3_1_8b", f"hardware={hardware}", "optimizations=all",
-                  "optimizations.schedule_offloading=20")
+    cfg = compose(
+        "model=llama3_1_8b",
+        f"hardware={hardware}",
+        "optimizations=all",
+        "optimizations.schedule_offloading=20",
+    )
     design = build(cfg)
     steps = request_steps(4, 1024, 4)
     _assert_match(simulate(*design.arrays(), steps), reference_simulate(design, cfg, steps))

@@ -1,5 +1,6 @@
 """MoE, MLA and hybrid architectures (components/models/layers.py) against hand-worked values,
 and the SnapStream claims C13-C15 as `decodelab claims` computes them (sweeps/c13-c15)."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ from decodelab.components.speculative import tokens_per_round
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 
-GIB = 2 ** 30
+GIB = 2**30
 
 
 def test_deepseek_r1_parameters(compose):
@@ -23,30 +24,37 @@ def test_deepseek_r1_parameters(compose):
     #   + kv_a 7168x(512+64) + norm 512 + kv_b 512x(128*(128+128)) + o 128*128x7168
     attn = d * 1536 + 1536 + 1536 * 128 * 192 + d * 576 + 512 + 512 * 128 * 256 + 128 * 128 * d
     assert attn == 187_107_328
-    expert = 3 * d * 2048                                   # 44,040,192
-    moe = (256 + 1) * expert + d * 256                      # routed + shared + router
+    expert = 3 * d * 2048  # 44,040,192
+    moe = (256 + 1) * expert + d * 256  # routed + shared + router
     dense = 3 * d * 18432
     total = 61 * (attn + 2 * d) + 3 * dense + 58 * moe + 2 * 129280 * d + d
-    assert p["total"] == total == 671_026_404_352           # DeepSeek: 671B
-    assert p["active"] == total - 58 * 248 * expert         # 8 of 256 routed experts
-    assert p["active"] / 1e9 == pytest.approx(37.0, rel=0.02)   # DeepSeek: 37B activated
-    assert p["mtp"] / 1e9 == pytest.approx(11.6, rel=0.01)       # HF total 685B = 671 + MTP + copies
+    assert p["total"] == total == 671_026_404_352  # DeepSeek: 671B
+    assert p["active"] == total - 58 * 248 * expert  # 8 of 256 routed experts
+    assert p["active"] / 1e9 == pytest.approx(37.0, rel=0.02)  # DeepSeek: 37B activated
+    assert p["mtp"] / 1e9 == pytest.approx(11.6, rel=0.01)  # HF total 685B = 671 + MTP + copies
 
 
 def test_mla_kv_bytes_per_token(compose):
     m = compose("model=deepseek_r1").model
-    assert layers.kv_bytes_per_token(m, 2.0) == 61 * (512 + 64) * 2 == 70_272   # models.md
+    assert layers.kv_bytes_per_token(m, 2.0) == 61 * (512 + 64) * 2 == 70_272  # models.md
     assert layers.kv_bytes_per_token(m, 1.0) == 35_136
     # a 128k sequence: 9.21 GB, held whole by every chip under TP (heads split, latent shared)
-    d = build(compose("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
-                      "workload.prompt_len=129024", "workload.output_len=2048"))
+    d = build(
+        compose(
+            "model=deepseek_r1",
+            "hardware=sn40l_rack16",
+            "workload.weight_dtype=fp8",
+            "workload.prompt_len=129024",
+            "workload.output_len=2048",
+        )
+    )
     assert d.kv_slot_bytes_chip == 131072 * 70272 == d.kv_slot_bytes_model
 
 
 def test_expected_distinct_experts():
-    assert layers.expected_experts(256, 8, 1) == pytest.approx(8.0)      # batch 1: k
+    assert layers.expected_experts(256, 8, 1) == pytest.approx(8.0)  # batch 1: k
     assert layers.expected_experts(8, 2, 1) == pytest.approx(2.0)
-    assert layers.expected_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75 ** 2))   # 3.5
+    assert layers.expected_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75**2))  # 3.5
     assert layers.expected_experts(256, 8, 16) == pytest.approx(256 * (1 - (31 / 32) ** 16))
     assert layers.expected_experts(256, 8, 4096) == pytest.approx(256.0)
     vals = [layers.expected_experts(128, 4, n) for n in range(1, 200)]
@@ -75,8 +83,8 @@ def test_weights_read_and_held(compose, model, tokens):
 
 def test_other_models_parameters(compose):
     mix = layers.param_counts(compose("model=mixtral_8x7b").model)
-    assert mix["total"] == 46_702_792_704                   # Mistral: 46.7B total
-    assert mix["active"] / 1e9 == pytest.approx(12.9, rel=0.01)   # 12.9B active
+    assert mix["total"] == 46_702_792_704  # Mistral: 46.7B total
+    assert mix["active"] / 1e9 == pytest.approx(12.9, rel=0.01)  # 12.9B active
     oss = layers.param_counts(compose("model=gpt_oss_120b").model)
     assert oss["total"] / 1e9 == pytest.approx(116.8, rel=0.005)  # OpenAI: 116.8B
     assert (oss["active"] - oss["embed"]) / 1e9 == pytest.approx(5.13, rel=0.01)  # 5.13B active
@@ -86,21 +94,22 @@ def test_hybrid_sliding_layers_hold_a_window(compose):
     m = compose("model=gpt_oss_120b").model
     mix = layers.kv_layer_mix(m, 2.0)
     assert (mix["full"], mix["sliding"], mix["window"]) == (0.5, 0.5, 128.0)
-    base = ("model=gpt_oss_120b", "hardware=h100_sxm", "workload.weight_dtype=int4",
-            "workload.output_len=64")
+    base = ("model=gpt_oss_120b", "hardware=h100_sxm", "workload.weight_dtype=int4", "workload.output_len=64")
     long = build(compose(*base, "workload.prompt_len=65536"))
     # 36 layers * 2 * 8 heads * 64 * 2 B = 73,728 B per token if every layer kept it; half the
     # layers keep only 128 tokens
     assert long.kv_slot_bytes_model == pytest.approx((0.5 * 65600 + 0.5 * 128) * 73728)
     from decodelab.core.kv_costs import attended_at
+
     assert attended_at(long, 65536.0, 65600.0) == pytest.approx(0.5 * 65600 + 0.5 * 128)
 
 
 def test_moe_batch_reads_more_experts(compose):
     """Per-token weight reads fall with batch (experts are shared), but expert bytes per step grow."""
     b1 = evaluate(compose("model=mixtral_8x7b", "hardware=dgx_h100"), keep_steps=False)["metrics"]
-    b8 = evaluate(compose("model=mixtral_8x7b", "hardware=dgx_h100", "workload.batch_size=8"),
-                  keep_steps=False)["metrics"]
+    b8 = evaluate(
+        compose("model=mixtral_8x7b", "hardware=dgx_h100", "workload.batch_size=8"), keep_steps=False
+    )["metrics"]
     assert b8["tpot_ms"] > b1["tpot_ms"] and b8["tok_s_aggregate"] > 4 * b1["tok_s_aggregate"]
 
 
@@ -108,46 +117,63 @@ def test_deepseek_max_batch_on_sn40l16(compose):
     """HBM left per chip after the FP8 weights / one sequence's latent KV slot (replicated on the
     16 chips): full cache at 128k 8.58 GiB -> 2 sequences; SnapStream's 32,764-token slot 2.14 GiB
     -> 11 sequences."""
-    base = ("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
-            "workload.prompt_len=129024", "workload.output_len=2048")
+    base = (
+        "model=deepseek_r1",
+        "hardware=sn40l_rack16",
+        "workload.weight_dtype=fp8",
+        "workload.prompt_len=129024",
+        "workload.output_len=2048",
+    )
     full, ss = build(compose(*base)), build(compose(*base, "kv_policy=snapstream"))
-    assert full.weights_chip / GIB == pytest.approx(39.96, abs=0.01)   # 671B / 16 + replicated parts
+    assert full.weights_chip / GIB == pytest.approx(39.96, abs=0.01)  # 671B / 16 + replicated parts
     for d, slot, expect in ((full, 131072, 2), (ss, 32764, 11)):
         assert d.kv_slot_bytes_chip == slot * 70272
         assert d.max_batch == math.floor((64 * GIB - d.weights_chip) / (slot * 70272)) == expect
 
 
 def test_mtp_factor_from_the_acceptance_model():
-    assert tokens_per_round(2, 0.8) == pytest.approx(1 + 0.8 + 0.64)   # the paper's x2.4
+    assert tokens_per_round(2, 0.8) == pytest.approx(1 + 0.8 + 0.64)  # the paper's x2.4
 
 
 def test_architectures_registered():
     assert set(ARCHITECTURES) == {"dense", "moe", "mla", "hybrid"}
 
 
-@pytest.mark.parametrize("overrides, fragment", [
-    (["model=mixtral_8x7b", "model.experts_per_token=9"], "model.experts_per_token=9 must be in [1, n_experts=8]"),
-    (["model=deepseek_r1", "model.kv_lora_rank=0"], "model.kv_lora_rank=0 must be >= 1 for arch=mla"),
-    (["model=gpt_oss_120b", "model.layer_pattern=[full,linear]"], "model.layer_pattern[1]='linear' is not one of"),
-    (["model=gpt_oss_120b", "model.sliding_window=0"], "model.sliding_window=0 must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (
+            ["model=mixtral_8x7b", "model.experts_per_token=9"],
+            "model.experts_per_token=9 must be in [1, n_experts=8]",
+        ),
+        (["model=deepseek_r1", "model.kv_lora_rank=0"], "model.kv_lora_rank=0 must be >= 1 for arch=mla"),
+        (
+            ["model=gpt_oss_120b", "model.layer_pattern=[full,linear]"],
+            "model.layer_pattern[1]='linear' is not one of",
+        ),
+        (["model=gpt_oss_120b", "model.sliding_window=0"], "model.sliding_window=0 must be >= 1"),
+    ],
+)
 def test_bad_architecture_fields(compose, overrides, fragment):
     res = evaluate(compose(*overrides), keep_steps=False)
     assert res["status"] == "invalid" and fragment in res["reason"], res["reason"]
 
 
 def test_expert_ffn_must_shard(compose):
-    res = evaluate(compose("model=mixtral_8x7b", "hardware=dgx_h100", "model.expert_ffn_dim=14334"),
-                   keep_steps=False)
+    res = evaluate(
+        compose("model=mixtral_8x7b", "hardware=dgx_h100", "model.expert_ffn_dim=14334"), keep_steps=False
+    )
     assert res["status"] == "infeasible" and "expert_ffn_dim" in res["reason"]
 
 
 # ------------------------------------------------------------------------ claims C13 - C15
 
 GAPS = {
-    ("C14", "aggregate tok/s at max batch x MTP factor, SnapStream"):
-        "every SN40L socket reads the whole replicated MLA latent (TP16 splits heads, not the "
-        "latent): at 128k the model gives half the published figure (docs/kv_policies.md)",
+    (
+        "C14",
+        "aggregate tok/s at max batch x MTP factor, SnapStream",
+    ): "every SN40L socket reads the whole replicated MLA latent (TP16 splits heads, not the "
+    "latent): at 128k the model gives half the published figure (docs/kv_policies.md)",
 }
 
 
@@ -169,8 +195,9 @@ def test_snapstream_claim_values(snapstream_rows):
     assert v["KV memory per sequence at 128k, full over SnapStream"] == pytest.approx(4.0, rel=1e-3)
     assert v["MTP factor at 80% acceptance"] == pytest.approx(2.44)
     assert v["aggregate tok/s at max batch x MTP factor, SnapStream"] == pytest.approx(910, rel=0.02)
-    assert v["decode throughput at max batch, SnapStream over full, max over contexts"] == \
-        pytest.approx(3.82, rel=0.02)
+    assert v["decode throughput at max batch, SnapStream over full, max over contexts"] == pytest.approx(
+        3.82, rel=0.02
+    )
     assert 1.0 < v["prefill overhead (TTFT ratio, batch 1), max over contexts"] < 1.01
 
 
@@ -198,9 +225,14 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     from decodelab.core.build import build
     from decodelab.core.kernel import CAUSES, request_steps, simulate
     from decodelab.core.reference import reference_simulate
+
     for fusion in ("layer", "none"):
-        cfg = compose("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
-                      f"optimizations.fusion={fusion}")
+        cfg = compose(
+            "model=deepseek_r1",
+            "hardware=sn40l_rack16",
+            "workload.weight_dtype=fp8",
+            f"optimizations.fusion={fusion}",
+        )
         design = build(cfg)
         steps = request_steps(3, 2048, 3)
         out, ref = simulate(*design.arrays(), steps), reference_simulate(design, cfg, steps)
@@ -210,8 +242,9 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     # the prefill row is cheaper than the same row on the absorbed path (196,608 fewer FLOPs
     # per pair and layer)
     import numpy as np
+
     absorbed = steps.copy()
-    absorbed[0, 4] = 0.0            # S_PREFILL = 0: the same row taken as decode-path work
+    absorbed[0, 4] = 0.0  # S_PREFILL = 0: the same row taken as decode-path work
     t_pre = simulate(*design.arrays(), steps)[0].sum()
     t_abs = simulate(*design.arrays(), absorbed)[0].sum()
     assert t_pre < t_abs and np.isfinite(t_pre)

@@ -2,6 +2,7 @@
 figure and every `decodelab validate` prediction equals tests/data/numbers.json (written by
 `python tests/numbers_snapshot.py --write` after a deliberate model change, whose commit says
 why). The restructure of the framework into layers was checked this way."""
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,17 @@ import numbers_snapshot  # noqa: E402
 def test_numbers_unchanged(claim_rows):
     stored = json.loads(numbers_snapshot.FILE.read_text())
     diffs = numbers_snapshot.differences(stored, numbers_snapshot.snapshot(claim_rows))
-    assert not diffs, "numbers moved (python tests/numbers_snapshot.py --write if on purpose):\n" + \
-        "\n".join(diffs[:40])
+    assert not diffs, "numbers moved (python tests/numbers_snapshot.py --write if on purpose):\n" + "\n".join(
+        diffs[:40]
+    )
 
 
 def test_differences_names_what_moved():
-    old = {"designs": [{"overrides": ["a=1"], "status": "ok", "reason": "", "metrics": {"x": 1.0}}],
-           "claims": [{"id": "C1", "figure": "f", "simulated": 2.0, "pass": True}],
-           "validate": [{"ttft_pred": 1.0, "tpot_pred": 2.0}]}
+    old = {
+        "designs": [{"overrides": ["a=1"], "status": "ok", "reason": "", "metrics": {"x": 1.0}}],
+        "claims": [{"id": "C1", "figure": "f", "simulated": 2.0, "pass": True}],
+        "validate": [{"ttft_pred": 1.0, "tpot_pred": 2.0}],
+    }
     new = json.loads(json.dumps(old))
     assert numbers_snapshot.differences(old, new) == []
     new["designs"][0]["metrics"]["x"] = 1.0 + 1e-6

@@ -1,6 +1,7 @@
 """Serving simulation (framework/serving*.py): the Numba scheduler against its pure-Python
 reference on small random workloads, hand-worked golden cases, invariants, bad input, the
 measured-data validation and the CLI."""
+
 from __future__ import annotations
 
 import math
@@ -39,39 +40,73 @@ def _random_case(seed: int):
     rng = np.random.default_rng(seed)
     chunk = int(rng.choice([0, 64, 200]))
     preempt = chunk > 0 and rng.random() < 0.5
-    ov = [f"workload={'closed_loop' if rng.random() < 0.5 else 'open_loop'}",
-          f"workload.n_requests={int(rng.integers(6, 16))}",
-          f"workload.concurrency={int(rng.integers(1, 6))}",
-          f"workload.arrival_rate={float(rng.uniform(20, 300)):.1f}",
-          f"workload.prompt_len={int(rng.integers(16, 400))}",
-          f"workload.output_len={int(rng.integers(2, 16))}",
-          "workload.prompt_dist.kind=uniform", "workload.prompt_dist.low=8",
-          "workload.prompt_dist.high=400", "workload.output_dist.kind=uniform",
-          "workload.output_dist.low=2", "workload.output_dist.high=40",
-          f"workload.seed={seed}", f"engine.chunk_size={chunk}",
-          f"engine.max_tokens_per_step={int(rng.choice([512, 1024, 8192]))}",
-          f"engine.order={rng.choice(['fcfs', 'sjf'])}",
-          f"engine.mixed_steps={bool(rng.random() < 0.7)}",
-          f"engine.on_kv_full={'preempt' if preempt else 'queue'}",
-          f"engine.kv_block_tokens={int(rng.choice([1, 16, 32]))}",
-          f"engine.kv_mem_fraction={float(rng.choice([0.9, 0.001, 0.0016]))}"]
+    ov = [
+        f"workload={'closed_loop' if rng.random() < 0.5 else 'open_loop'}",
+        f"workload.n_requests={int(rng.integers(6, 16))}",
+        f"workload.concurrency={int(rng.integers(1, 6))}",
+        f"workload.arrival_rate={float(rng.uniform(20, 300)):.1f}",
+        f"workload.prompt_len={int(rng.integers(16, 400))}",
+        f"workload.output_len={int(rng.integers(2, 16))}",
+        "workload.prompt_dist.kind=uniform",
+        "workload.prompt_dist.low=8",
+        "workload.prompt_dist.high=400",
+        "workload.output_dist.kind=uniform",
+        "workload.output_dist.low=2",
+        "workload.output_dist.high=40",
+        f"workload.seed={seed}",
+        f"engine.chunk_size={chunk}",
+        f"engine.max_tokens_per_step={int(rng.choice([512, 1024, 8192]))}",
+        f"engine.order={rng.choice(['fcfs', 'sjf'])}",
+        f"engine.mixed_steps={bool(rng.random() < 0.7)}",
+        f"engine.on_kv_full={'preempt' if preempt else 'queue'}",
+        f"engine.kv_block_tokens={int(rng.choice([1, 16, 32]))}",
+        f"engine.kv_mem_fraction={float(rng.choice([0.9, 0.001, 0.0016]))}",
+    ]
     if rng.random() < 0.3:
         ov.append("engine.batch_buckets=[1,2,4,8]")
     caps = [[0, 0, 0], [64, 0, 0], [0, 128, 96], [32, 160, 128]][int(rng.integers(0, 4))]
     return ov, caps
 
 
-EXPLICIT = {   # hand-picked hard paths: preemption under a tiny pool, a static-graph engine
-    "preempt": (["workload=open_loop", "workload.arrival_rate=200", "engine=vllm",
-                 "engine.chunk_size=64", "engine.kv_mem_fraction=0.0015", "engine.order=sjf",
-                 "workload.output_dist.kind=uniform", "workload.output_dist.low=2",
-                 "workload.output_dist.high=40", *SMALL], [0, 0, 0]),
-    "static_graphs": (["workload=closed_loop", "workload.concurrency=6", "engine=sn40l_static",
-                       "hardware=sn40l_node8", *SMALL], [0, 0, 0]),
+EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-graph engine
+    "preempt": (
+        [
+            "workload=open_loop",
+            "workload.arrival_rate=200",
+            "engine=vllm",
+            "engine.chunk_size=64",
+            "engine.kv_mem_fraction=0.0015",
+            "engine.order=sjf",
+            "workload.output_dist.kind=uniform",
+            "workload.output_dist.low=2",
+            "workload.output_dist.high=40",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
+    "static_graphs": (
+        [
+            "workload=closed_loop",
+            "workload.concurrency=6",
+            "engine=sn40l_static",
+            "hardware=sn40l_node8",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
     # MLA: prefilling and decoding sequences of one step take different op paths
-    "mla_chunked": (["model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8",
-                     "workload=closed_loop", "workload.concurrency=4", "engine.chunk_size=64",
-                     *SMALL], [0, 0, 0]),
+    "mla_chunked": (
+        [
+            "model=deepseek_r1",
+            "hardware=sn40l_rack16",
+            "workload.weight_dtype=fp8",
+            "workload=closed_loop",
+            "workload.concurrency=4",
+            "engine.chunk_size=64",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
 }
 CASES = list(range(10)) + list(EXPLICIT)
 
@@ -88,8 +123,9 @@ def test_numba_matches_reference(case):
     except S.Infeasible:
         pytest.skip("random case does not fit the KV pool")
     p = S.prepare(cfg, design)
-    ref = reference_serve(design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"],
-                          p["prompt"], p["output"], p["think"])
+    ref = reference_serve(
+        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
+    )
     np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref), rtol=1e-9, atol=1e-12)
 
 
@@ -114,12 +150,16 @@ def test_one_client_is_the_static_batch_of_one():
     asynchronous: only a kernel shorter than its launch exposes the difference)."""
     p, o = 2000, 64
     static = evaluate(compose_cfg(f"workload.prompt_len={p}", f"workload.output_len={o}"))["metrics"]
-    cfg, design, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=1",
-                                         "workload.n_requests=3", f"workload.prompt_len={p}",
-                                         f"workload.output_len={o}")
+    cfg, design, req, steps, _, _ = _run(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.n_requests=3",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+    )
     eager_design, _ = S.mixed_design(cfg, design)
     cause = [reference_step(d, cfg, p, p, 1.0)["launch_sync"] for d in (eager_design, design)]
-    eager = (cause[0] - cause[1]) * 1e3                          # ms: exposed eager launches
+    eager = (cause[0] - cause[1]) * 1e3  # ms: exposed eager launches
     assert 0 <= eager < design.call_rep.sum() * cfg.hardware.launch_us * 1e-3
     ttft = (req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]) * 1e3
     tpot = (req[:, SK.R_DONE] - req[:, SK.R_FIRST]) / (o - 1) * 1e3
@@ -127,11 +167,17 @@ def test_one_client_is_the_static_batch_of_one():
     np.testing.assert_allclose(tpot, static["tpot_ms"], rtol=1e-12)
     # back to back: each request arrives when the previous one ends
     np.testing.assert_allclose(req[1:, SK.R_ARRIVAL], req[:-1, SK.R_DONE], rtol=0)
-    *_, req2, _, _, _ = _run("workload=closed_loop", "workload.concurrency=1",
-                             "workload.n_requests=3", f"workload.prompt_len={p}",
-                             f"workload.output_len={o}", "engine.graphs_decode_only=false")
-    np.testing.assert_allclose((req2[:, SK.R_FIRST] - req2[:, SK.R_ARRIVAL]) * 1e3,
-                               static["ttft_ms"], rtol=1e-12)
+    *_, req2, _, _, _ = _run(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.n_requests=3",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        "engine.graphs_decode_only=false",
+    )
+    np.testing.assert_allclose(
+        (req2[:, SK.R_FIRST] - req2[:, SK.R_ARRIVAL]) * 1e3, static["ttft_ms"], rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("buckets, padded", [("[1,2,4,8]", 4), ("[]", 3), ("[3,16]", 3)])
@@ -139,14 +185,18 @@ def test_static_buckets_round_the_batch_up(buckets, padded):
     """3 clients in lockstep (equal requests, admitted together): each decode step costs the
     kernel's uniform row at the smallest compiled batch >= 3."""
     p = 500
-    cfg, design, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=3",
-                                         "workload.n_requests=3", f"workload.prompt_len={p}",
-                                         "workload.output_len=6", f"engine.batch_buckets={buckets}")
+    cfg, design, req, steps, _, _ = _run(
+        "workload=closed_loop",
+        "workload.concurrency=3",
+        "workload.n_requests=3",
+        f"workload.prompt_len={p}",
+        "workload.output_len=6",
+        f"engine.batch_buckets={buckets}",
+    )
     dec = steps[steps[:, SK.T_MIXED] == 0]
     assert len(dec) == 5 and (dec[:, SK.T_SEQS] == 3).all() and (dec[:, SK.T_PADDED] == padded).all()
     rows = np.array([[1.0, p + g, padded, 1.0, 0.0] for g in range(1, 6)])
-    np.testing.assert_allclose(dec[:, SK.T_DUR], K.simulate(*design.arrays(), rows).sum(1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(dec[:, SK.T_DUR], K.simulate(*design.arrays(), rows).sum(1), rtol=1e-12)
 
 
 def test_kv_memory_caps_concurrency():
@@ -159,9 +209,14 @@ def test_kv_memory_caps_concurrency():
     blocks = math.ceil((p + o - 1) / 32)
     free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
     frac = (k + 0.5) * blocks * 32 * per_tok / free_hbm
-    _, _, req, steps, _, _ = _run("workload=closed_loop", "workload.concurrency=8",
-                                  "workload.n_requests=16", f"workload.prompt_len={p}",
-                                  f"workload.output_len={o}", f"engine.kv_mem_fraction={frac}")
+    _, _, req, steps, _, _ = _run(
+        "workload=closed_loop",
+        "workload.concurrency=8",
+        "workload.n_requests=16",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        f"engine.kv_mem_fraction={frac}",
+    )
     assert steps[:, SK.T_SEQS].max() == k
     assert (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).sum() >= 16 - k
     assert steps[:, SK.T_RESERVED].max() <= k * blocks * 32
@@ -169,9 +224,14 @@ def test_kv_memory_caps_concurrency():
 
 
 def test_preemption_recomputes_and_finishes_everything():
-    cfg, design, req, steps, _, _ = _run("workload=open_loop", "workload.arrival_rate=500",
-                                         "engine=vllm", "engine.chunk_size=128",
-                                         "engine.kv_mem_fraction=0.002", *SMALL)
+    cfg, design, req, steps, _, _ = _run(
+        "workload=open_loop",
+        "workload.arrival_rate=500",
+        "engine=vllm",
+        "engine.chunk_size=128",
+        "engine.kv_mem_fraction=0.002",
+        *SMALL,
+    )
     pool_tokens = np.floor(design.memory["kv_pool_bytes"] / S.kv_bytes_per_token_chip(design) / 16) * 16
     assert req[:, SK.R_PREEMPT].sum() > 0
     assert np.isfinite(req[:, SK.R_DONE]).all()
@@ -181,8 +241,9 @@ def test_preemption_recomputes_and_finishes_everything():
 
 
 def test_token_accounting_and_breakdown():
-    cfg, design, req, steps, _, _ = _run("workload=open_loop", "workload.arrival_rate=30",
-                                         "engine.chunk_size=256", *SMALL)
+    cfg, design, req, steps, _, _ = _run(
+        "workload=open_loop", "workload.arrival_rate=30", "engine.chunk_size=256", *SMALL
+    )
     # every prompt token is prefilled once; every output token comes from a decode step or the
     # last prefill chunk
     assert steps[:, SK.T_PREFILL].sum() == req[:, SK.R_PROMPT].sum()
@@ -196,8 +257,13 @@ def test_token_accounting_and_breakdown():
 
 
 def test_more_bandwidth_never_slower():
-    base = ("workload=closed_loop", "workload.concurrency=8", "workload.n_requests=32",
-            "workload.prompt_len=1024", "workload.output_len=64")
+    base = (
+        "workload=closed_loop",
+        "workload.concurrency=8",
+        "workload.n_requests=32",
+        "workload.prompt_len=1024",
+        "workload.output_len=64",
+    )
     slow = evaluate(compose_cfg(*base))["metrics"]
     fast = evaluate(compose_cfg(*base, "hardware.memory.hbm.bandwidth_gb_s=5000"))["metrics"]
     for key in ("tpot_ms", "e2e_ms", "makespan_s"):
@@ -206,10 +272,18 @@ def test_more_bandwidth_never_slower():
 
 
 def test_aggregate_throughput_grows_with_concurrency():
-    tput = [evaluate(compose_cfg("workload=closed_loop", f"workload.concurrency={c}",
-                                 f"workload.n_requests={4 * c}", "workload.prompt_len=512",
-                                 "workload.output_len=128"))["metrics"]["tok_s_aggregate"]
-            for c in (1, 2, 4, 8, 16, 32, 64)]
+    tput = [
+        evaluate(
+            compose_cfg(
+                "workload=closed_loop",
+                f"workload.concurrency={c}",
+                f"workload.n_requests={4 * c}",
+                "workload.prompt_len=512",
+                "workload.output_len=128",
+            )
+        )["metrics"]["tok_s_aggregate"]
+        for c in (1, 2, 4, 8, 16, 32, 64)
+    ]
     assert all(b > a for a, b in zip(tput, tput[1:])), tput
 
 
@@ -232,17 +306,23 @@ def test_static_kind_is_unchanged_by_the_engine_group():
     assert a["metrics"] == b["metrics"] and "serving" not in a
 
 
-@pytest.mark.parametrize("override, status, words", [
-    ("workload.kind=batchy", "invalid", "workload.kind='batchy'"),
-    ("engine.order=random", "invalid", "engine.order='random'"),
-    ("engine.on_kv_full=preempt", "invalid", "engine.chunk_size > 0"),
-    ("workload.arrival_rate=0", "invalid", "workload.arrival_rate=0"),
-    ("workload.prompt_dist.kind=zipf", "invalid", "workload.prompt_dist.kind='zipf'"),
-    ("workload.prompt_dist.kind=fixed workload.prompt_len=9000", "infeasible",
-     "max_tokens_per_step=8192"),
-    ("engine.kv_mem_fraction=0.0001", "infeasible", "KV pool"),
-    ("workload.trace=no/such.csv", "invalid", "workload.trace"),
-])
+@pytest.mark.parametrize(
+    "override, status, words",
+    [
+        ("workload.kind=batchy", "invalid", "workload.kind='batchy'"),
+        ("engine.order=random", "invalid", "engine.order='random'"),
+        ("engine.on_kv_full=preempt", "invalid", "engine.chunk_size > 0"),
+        ("workload.arrival_rate=0", "invalid", "workload.arrival_rate=0"),
+        ("workload.prompt_dist.kind=zipf", "invalid", "workload.prompt_dist.kind='zipf'"),
+        (
+            "workload.prompt_dist.kind=fixed workload.prompt_len=9000",
+            "infeasible",
+            "max_tokens_per_step=8192",
+        ),
+        ("engine.kv_mem_fraction=0.0001", "infeasible", "KV pool"),
+        ("workload.trace=no/such.csv", "invalid", "workload.trace"),
+    ],
+)
 def test_bad_serving_input_is_one_line(override, status, words):
     res = evaluate(compose_cfg("workload=open_loop", "workload.n_requests=8", *override.split()))
     assert res["status"] == status and words in res["reason"] and "\n" not in res["reason"]
@@ -256,8 +336,14 @@ def test_bad_trace_values_are_one_line(tmp_path):
 
 
 def test_closed_loop_with_trace_lengths_uses_at_most_every_row():
-    res = evaluate(compose_cfg("workload=trace", "workload.kind=closed_loop",
-                               "workload.concurrency=8", "workload.n_requests=100000"))
+    res = evaluate(
+        compose_cfg(
+            "workload=trace",
+            "workload.kind=closed_loop",
+            "workload.concurrency=8",
+            "workload.n_requests=100000",
+        )
+    )
     assert res["status"] == "ok"
     assert 0 < res["metrics"]["n_requests"] < 100000
 
@@ -265,10 +351,17 @@ def test_closed_loop_with_trace_lengths_uses_at_most_every_row():
 def test_preempt_pool_of_exactly_one_request():
     """Preemption needs a pool of prompt + output - 1 tokens per request at most (a recompute
     of everything but the last token); one such request per pool is feasible."""
-    p, o, blk = 100, 13, 16                      # 112 tokens = 7 blocks
-    base = ("workload=closed_loop", "workload.concurrency=3", "workload.n_requests=6",
-            f"workload.prompt_len={p}", f"workload.output_len={o}", "engine=vllm",
-            "engine.chunk_size=32", f"engine.kv_block_tokens={blk}")
+    p, o, blk = 100, 13, 16  # 112 tokens = 7 blocks
+    base = (
+        "workload=closed_loop",
+        "workload.concurrency=3",
+        "workload.n_requests=6",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        "engine=vllm",
+        "engine.chunk_size=32",
+        f"engine.kv_block_tokens={blk}",
+    )
     cfg = compose_cfg(*base)
     d = build(cfg)
     free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
@@ -292,15 +385,31 @@ def test_validation_rows_tpot_within_target():
 
 def test_validate_cli_accepts_any_csv(tmp_path):
     csv = tmp_path / "rows.csv"
-    csv.write_text("model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
-                   "meta-llama/Llama-3.1-8B-Instruct,trtllm,1.0,bf16,1,512,32,2,50.0,7.0\n")
-    out = subprocess.run([sys.executable, "-m", "decodelab.apps.cli", "validate", f"csv={csv}",
-                          "--no-track"], capture_output=True, text=True, timeout=120)
+    csv.write_text(
+        "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+        "meta-llama/Llama-3.1-8B-Instruct,trtllm,1.0,bf16,1,512,32,2,50.0,7.0\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "decodelab.apps.cli", "validate", f"csv={csv}", "--no-track"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "mean absolute percentage error" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "decodelab.apps.cli", "validate",
-                          f"csv={tmp_path / 'none.csv'}", "--no-track"], capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "decodelab.apps.cli",
+            "validate",
+            f"csv={tmp_path / 'none.csv'}",
+            "--no-track",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and bad.stdout == ""
 
 
@@ -308,6 +417,7 @@ def test_validate_cli_accepts_any_csv(tmp_path):
 def test_serving_speed_targets():
     """10,000 requests of 1k in / 512 out in <= 1 s after JIT; Numba >= 100x the reference."""
     from decodelab.apps import serving_bench
+
     r = serving_bench.measure(compose_cfg())
     assert r["serve_10k_s"] <= serving_bench.TARGET_S, r
     assert r["speedup_vs_python"] >= serving_bench.TARGET_SPEEDUP, r

@@ -7,6 +7,7 @@ their figures and never fail on a slow machine): 1,000 designs with MLflow loggi
 start of `decodelab`. The hypothesis test runs a few hundred configs in CI and
 10,000 with DECODELAB_NIGHTLY=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ from conftest import cli, explain, mlflow_client, runs_in, split_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
-                                        "ignore::FutureWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -57,13 +57,13 @@ def sweep(tmp: Path, overrides, jobs: int = 1, target=None):
     """make_plan + run_sweep in this process (workers are processes when jobs > 1)."""
     from decodelab.runs.sweep import run_sweep
     from decodelab.config.plan import make_plan
+
     plan = make_plan(target, [f"hydra.sweep.dir={tmp / 'sweep'}"] + list(overrides))
     return plan, run_sweep(plan, jobs=jobs, progress=False)
 
 
 def result_dirs(sweep_dir: Path):
-    return sorted((p.parent for p in sweep_dir.glob("*/result.json")),
-                  key=lambda d: int(d.name))
+    return sorted((p.parent for p in sweep_dir.glob("*/result.json")), key=lambda d: int(d.name))
 
 
 def free_port() -> int:
@@ -82,15 +82,34 @@ class MlflowServer:
 
     def start(self, timeout: float = 120) -> "MlflowServer":
         import urllib.request
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-               "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+        env = {
+            **os.environ,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            "MLFLOW_DISABLE_TELEMETRY": "true",
+        }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
-             str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
-             "--artifacts-destination", str(self.root / "server_artifacts")],
-            stdout=open(self.root / "server.log", "a"), stderr=subprocess.STDOUT,
-            start_new_session=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                f"sqlite:///{self.root / 'server.db'}",
+                "--artifacts-destination",
+                str(self.root / "server_artifacts"),
+            ],
+            stdout=open(self.root / "server.log", "a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             try:
@@ -114,10 +133,10 @@ class MlflowServer:
 def test_fast_sweep_gives_the_jobs_and_results_of_hydra_multirun(tmp_path):
     """`decodelab sweep` = `decodelab -m` with the same overrides: same job numbers, configs,
     config hashes and metrics, from a sweep file plus command-line sweeps."""
-    args = ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,8", "tracking=off",
-            "quiet=true"]
-    hydra = cli(tmp_path, "-m", "--config-dir", str(ROOT / "sweeps"), "--config-name",
-                "c1_gpu_bandwidth", *args)
+    args = ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,8", "tracking=off", "quiet=true"]
+    hydra = cli(
+        tmp_path, "-m", "--config-dir", str(ROOT / "sweeps"), "--config-name", "c1_gpu_bandwidth", *args
+    )
     assert hydra.returncode == 0, explain(hydra)
     (mdir,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     plan, out = sweep(tmp_path, args, target="c1_gpu_bandwidth")
@@ -129,26 +148,27 @@ def test_fast_sweep_gives_the_jobs_and_results_of_hydra_multirun(tmp_path):
         assert fast["config_hash"] == ref["config_hash"]
         assert fast["metrics"] == pytest.approx(ref["metrics"], rel=1e-12)
     # the sweep file's params (model, hardware, TP 1,8 ...) with the command line winning
-    assert plan.jobs[0][:3] == ["model=llama3_2_1b", "hardware=dgx_h100",
-                                "hardware.tensor_parallel=1"]
+    assert plan.jobs[0][:3] == ["model=llama3_2_1b", "hardware=dgx_h100", "hardware.tensor_parallel=1"]
 
 
 @pytest.mark.slow
 def test_500_designs_4_workers_one_store(tmp_path):
     """500 designs evaluated by 4 worker processes, recorded in one SQLite store: every design
     exactly once, each under the sweep's parent, with the callback's params/metrics/tags."""
-    overrides = ["model=llama3_2_1b,llama3_2_3b,llama3_1_8b,llama2_7b,qwen2_5_0_5b",
-                 "workload.batch_size=1,2,4,8,16,32,64,128,256,512",
-                 "workload.prompt_len=128,512,1024,2048,3968,8192,16384,32768,65536,131072",
-                 *tracking_args(tmp_path)]
+    overrides = [
+        "model=llama3_2_1b,llama3_2_3b,llama3_1_8b,llama2_7b,qwen2_5_0_5b",
+        "workload.batch_size=1,2,4,8,16,32,64,128,256,512",
+        "workload.prompt_len=128,512,1024,2048,3968,8192,16384,32768,65536,131072",
+        *tracking_args(tmp_path),
+    ]
     plan, out = sweep(tmp_path, overrides, jobs=4)
     assert len(plan.jobs) == 500 and not out.tracker_error and out.recorded == 500
     parents, children = split(runs(sqlite_uri(tmp_path)))
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert parents[0].data.metrics["n_designs"] == 500
-    assert len(children) == 500                                            # none lost
+    assert len(children) == 500  # none lost
     hashes = [c.data.tags["config_hash"] for c in children]
-    assert len(set(hashes)) == 500                                         # none doubled
+    assert len(set(hashes)) == 500  # none doubled
     assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
     assert all(c.info.status == "FINISHED" for c in children)
     dirs = result_dirs(out.sweep_dir)
@@ -163,9 +183,8 @@ def test_500_designs_4_workers_one_store(tmp_path):
         statuses.add(rec["status"])
         if rec["status"] == "ok":
             assert run.data.metrics["tpot_ms"] == pytest.approx(rec["metrics"]["tpot_ms"])
-        assert run.data.params["workload.batch_size"] == str(
-            rec["config"]["workload"]["batch_size"])
-    assert statuses == {"ok", "infeasible"}      # long prompts overflow max_context or memory
+        assert run.data.params["workload.batch_size"] == str(rec["config"]["workload"]["batch_size"])
+    assert statuses == {"ok", "infeasible"}  # long prompts overflow max_context or memory
     summary = (out.sweep_dir / "summary.csv").read_text().splitlines()
     assert len(summary) == 501
 
@@ -179,11 +198,25 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
     `decodelab sync` uploads the rest afterwards, once (a second sync uploads nothing)."""
     server = MlflowServer(tmp_path, free_port()).start()
     n = 30
-    args = ["sweep", "model=llama3_2_1b,llama3_1_8b,qwen2_5_0_5b", "workload.batch_size=range(1,11)",
-            f"tracking.uri={server.uri}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "-j", "1", "-q"]
+    args = [
+        "sweep",
+        "model=llama3_2_1b,llama3_1_8b,qwen2_5_0_5b",
+        "workload.batch_size=range(1,11)",
+        f"tracking.uri={server.uri}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "-j",
+        "1",
+        "-q",
+    ]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200", **FAIL_FAST}
-    proc = subprocess.Popen([sys.executable, "-m", "decodelab.apps.cli", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "decodelab.apps.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         t0 = time.monotonic()
         while len(list((tmp_path / "sweep").glob("*/mlflow_run_id"))) < 5:
@@ -197,7 +230,7 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
             proc.kill()
     assert proc.returncode == 0, f"{out}\n{err}"
     dirs = result_dirs(tmp_path / "sweep")
-    assert len(dirs) == n                                  # all results on disk
+    assert len(dirs) == n  # all results on disk
     marked = [d for d in dirs if (d / "mlflow_run_id").exists()]
     assert 5 <= len(marked) < n, len(marked)
     assert "did not reach the tracker" in out and "decodelab sync" in out
@@ -212,7 +245,7 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
         parents, children = split(runs(server.uri))
     finally:
         server.kill()
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"   # the sweep's own parent
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"  # the sweep's own parent
     finished = [c for c in children if c.info.status == "FINISHED"]
     assert len(finished) == n
     assert len({c.data.tags["config_hash"] for c in finished}) == n
@@ -224,11 +257,25 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
 def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     """Ctrl-C stops a sweep; the same command again evaluates only what is not recorded; then
     `decodelab -m` over a superset skips the recorded designs too."""
-    args = ["sweep", "model=llama3_2_1b,llama3_1_8b", "workload.batch_size=range(1,21)",
-            *tracking_args(tmp_path), f"hydra.sweep.dir={tmp_path / 'sweep'}", "-j", "2", "-q"]
+    args = [
+        "sweep",
+        "model=llama3_2_1b,llama3_1_8b",
+        "workload.batch_size=range(1,21)",
+        *tracking_args(tmp_path),
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "-j",
+        "2",
+        "-q",
+    ]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
-    proc = subprocess.Popen([sys.executable, "-m", "decodelab.apps.cli", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "decodelab.apps.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t0 = time.monotonic()
     while len(list((tmp_path / "sweep").glob("*/mlflow_run_id"))) < 5:
         assert proc.poll() is None and time.monotonic() - t0 < 180, proc.communicate()
@@ -244,15 +291,14 @@ def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     assert again.returncode == 0, explain(again)
     assert f"{first} designs already recorded" in again.stdout
     rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
-    assert len(rows) - 1 == 40 - first                     # only the missing ones ran
+    assert len(rows) - 1 == 40 - first  # only the missing ones ran
     parents, children = split(runs(sqlite_uri(tmp_path)))
-    assert len(parents) == 1                               # the same sweep directory: one parent
+    assert len(parents) == 1  # the same sweep directory: one parent
     first_parent = parents[0].info.run_id
     assert len(children) == 40 and len({c.data.tags["config_hash"] for c in children}) == 40
 
     # plain Hydra multirun: jobs already recorded are skipped by the job itself
-    m = cli(tmp_path, "-m", "model=llama3_2_1b", "workload.batch_size=1,2,21",
-            *tracking_args(tmp_path))
+    m = cli(tmp_path, "-m", "model=llama3_2_1b", "workload.batch_size=1,2,21", *tracking_args(tmp_path))
     assert m.returncode == 0, explain(m)
     parents, children = split(runs(sqlite_uri(tmp_path)))
     assert len(children) == 41 and len(parents) == 2
@@ -291,18 +337,31 @@ def test_bad_sweep_input_is_one_line_before_anything_runs(tmp_path):
 
 def test_compare_puts_runs_side_by_side_and_exports_csv(tmp_path):
     import pandas as pd
-    plan, out = sweep(tmp_path, ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,4",
-                                 *tracking_args(tmp_path)])
+
+    plan, out = sweep(
+        tmp_path, ["model=llama3_2_1b,llama3_1_8b", "workload.batch_size=1,4", *tracking_args(tmp_path)]
+    )
     ids = [r["run_id"] for r in out.records]
     from decodelab.apps.compare import main
+
     csv = tmp_path / "cmp.csv"
     assert main([*ids[:2], f"tracking.uri={sqlite_uri(tmp_path)}", "--csv", str(csv)]) == 0
     df = pd.read_csv(csv)
     assert list(df["run_id"]) == sorted(ids[:2]) or set(df["run_id"]) == set(ids[:2])
     assert "workload.batch_size" in df.columns and "model.name" not in df.columns  # differs only
     assert {"tpot_ms", "tok_s_aggregate", "status"} <= set(df.columns)
-    assert main([f"tracking.uri={sqlite_uri(tmp_path)}", "--filter",
-                 "params.model.name = 'llama3_1_8b'", "--csv", str(csv)]) == 0
+    assert (
+        main(
+            [
+                f"tracking.uri={sqlite_uri(tmp_path)}",
+                "--filter",
+                "params.model.name = 'llama3_1_8b'",
+                "--csv",
+                str(csv),
+            ]
+        )
+        == 0
+    )
     df = pd.read_csv(csv)
     assert len(df) == 2 and sorted(df["workload.batch_size"]) == [1, 4]
     ok = {r["run_id"]: r["metrics"]["tpot_ms"] for r in out.records}
@@ -318,28 +377,32 @@ def test_search_pareto_front_seeded_and_logged(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from decodelab.apps.search import log_search, write_outputs_of
     from decodelab.runs.search import load_space, pareto, run_search
+
     space = load_space("llama70b_throughput_latency")
     args = dict(trials=25, seed=3, sampler="tpe")
     a = run_search(space, ["tracking=off"], out_dir=tmp_path / "a", progress=False, **args)
-    b = run_search(space, tracking_args(tmp_path), out_dir=tmp_path / "b", progress=False,
-                   **args)
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("_record", "run_id")}  # noqa
-                          for r in rows]
-    assert strip(a["rows"]) == strip(b["rows"])            # seeded: the same trials
+    b = run_search(space, tracking_args(tmp_path), out_dir=tmp_path / "b", progress=False, **args)
+    strip = lambda rows: [
+        {k: v for k, v in r.items() if k not in ("_record", "run_id")}  # noqa
+        for r in rows
+    ]
+    assert strip(a["rows"]) == strip(b["rows"])  # seeded: the same trials
     rows = b["rows"]
     assert len(rows) == 25
     pruned = [r for r in rows if r["status"] != "ok"]
-    assert pruned and all(r["reason"] for r in pruned)    # e.g. 70B BF16 on too few chips
+    assert pruned and all(r["reason"] for r in pruned)  # e.g. 70B BF16 on too few chips
     states = {t.number: t.state.name for t in b["study"].trials}
     assert all(states[r["trial"]] == "PRUNED" for r in pruned)
     feasible = [r for r in rows if r.get("feasible")]
     assert all(r["tpot_ms"] <= 50 for r in feasible)
     front = b["front"]
-    assert front and set(pareto([[r["tok_s_aggregate"], r["tpot_ms"]] for r in front],
-                                ["maximize", "minimize"])) == set(range(len(front)))
-    for r in feasible:                                     # nothing feasible dominates the front
-        assert not any(r["tok_s_aggregate"] > f["tok_s_aggregate"] and r["tpot_ms"] < f["tpot_ms"]
-                       for f in front)
+    assert front and set(
+        pareto([[r["tok_s_aggregate"], r["tpot_ms"]] for r in front], ["maximize", "minimize"])
+    ) == set(range(len(front)))
+    for r in feasible:  # nothing feasible dominates the front
+        assert not any(
+            r["tok_s_aggregate"] > f["tok_s_aggregate"] and r["tpot_ms"] < f["tpot_ms"] for f in front
+        )
     artifacts = write_outputs_of(b)
     assert log_search(b, space, artifacts, 3, "tpe", 25) is None
     parents, children = split(runs(sqlite_uri(tmp_path)))
@@ -361,7 +424,7 @@ FIELD = re.compile(r"\b[a-z_]+\.[a-z_0-9.]+")
 @pytest.fixture(scope="module")
 def composer():
     from decodelab.config import plan as SP
-    from decodelab.runs.items import run as run_job
+
     src = SP.Source(None, "config", ())
     ctx = SP.hydra_context(src)
     loader = ctx.__enter__()
@@ -383,7 +446,9 @@ def test_generated_configs_fail_only_with_clear_messages(composer):
 
     ints = st.one_of(st.integers(-4, 8), st.sampled_from([16, 128, 4096, 131072, 10**7]))
     value = {
-        "workload.batch_size": ints, "workload.prompt_len": ints, "workload.output_len": ints,
+        "workload.batch_size": ints,
+        "workload.prompt_len": ints,
+        "workload.output_len": ints,
         "workload.weight_dtype": st.sampled_from(["bf16", "fp8", "int4", "fp16", "fp7", "eight"]),
         "workload.kv_dtype": st.sampled_from(["bf16", "fp8", "int8", "nope"]),
         "hardware.tensor_parallel": st.sampled_from([0, 1, 2, 3, 4, 8, 16, 64]),
@@ -395,13 +460,13 @@ def test_generated_configs_fail_only_with_clear_messages(composer):
         "optimizations.fusion": st.sampled_from(["auto", "none", "layer", "bogus"]),
     }
     names = ("model", "hardware", "kv_policy", "optimizations", "speculative")
-    if NIGHTLY:       # any choice of components (each new choice costs a Hydra composition)
+    if NIGHTLY:  # any choice of components (each new choice costs a Hydra composition)
         choice = st.tuples(*[st.sampled_from(_options(g)) for g in names])
-    else:             # CI: a fixed sample of 16 choices, composed once each
+    else:  # CI: a fixed sample of 16 choices, composed once each
         import random
+
         rnd = random.Random(7)
-        choice = st.sampled_from([tuple(rnd.choice(_options(g)) for g in names)
-                                  for _ in range(16)])
+        choice = st.sampled_from([tuple(rnd.choice(_options(g)) for g in names) for _ in range(16)])
 
     @st.composite
     def job(draw):
@@ -413,15 +478,15 @@ def test_generated_configs_fail_only_with_clear_messages(composer):
 
     examples = int(os.environ.get("DECODELAB_HYPOTHESIS_EXAMPLES", 10_000 if NIGHTLY else 250))
 
-    @settings(max_examples=examples, deadline=None, derandomize=not NIGHTLY,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, derandomize=not NIGHTLY, suppress_health_check=list(HealthCheck)
+    )
     @given(job())
     def check(j):
         cfg, cfg_dict, name, error = SP.prepare(composer, j)
         res = run_job(cfg, error)
         seen[res["status"]] = seen.get(res["status"], 0) + 1
-        assert res["status"] in ("ok", "infeasible", "invalid"), (j, res["reason"],
-                                                                 res.get("traceback"))
+        assert res["status"] in ("ok", "infeasible", "invalid"), (j, res["reason"], res.get("traceback"))
         if res["status"] == "ok":
             m = res["metrics"]
             assert all(math.isfinite(v) for v in m.values()), (j, m)
@@ -450,7 +515,7 @@ def test_benchmark_1000_designs_with_mlflow(tmp_path, record_property):
     n = len(split(runs(sqlite_uri(tmp_path)))[1])
     print(f"\n1000-design sweep with MLflow: {wall:.1f} s wall ({n} runs)")
     assert n == 1000
-    record_property("sweep_1000_designs_s", wall)         # target 60 s: reported, not asserted
+    record_property("sweep_1000_designs_s", wall)  # target 60 s: reported, not asserted
 
 
 @pytest.mark.benchmark
@@ -461,9 +526,11 @@ def test_benchmark_cold_start(tmp_path, record_property):
     command returns first and a detached `decodelab sync` records the run."""
     cli(tmp_path, "tracking=off", "quiet=true")
     times = {}
-    for label, args in (("tracking=off", ["tracking=off"]),
-                        ("sqlite, background", ["tracking.background=true"]),
-                        ("sqlite, foreground", ["tracking.background=false"])):
+    for label, args in (
+        ("tracking=off", ["tracking=off"]),
+        ("sqlite, background", ["tracking.background=true"]),
+        ("sqlite, foreground", ["tracking.background=false"]),
+    ):
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
@@ -472,7 +539,7 @@ def test_benchmark_cold_start(tmp_path, record_property):
             assert r.returncode == 0, explain(r)
         times[label] = best
     print("\ncold start: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
-    for label, seconds in times.items():                 # target 2 s: reported, not asserted
+    for label, seconds in times.items():  # target 2 s: reported, not asserted
         record_property(f"cold_start_{label}_s", seconds)
     # every run is recorded, the background ones by their sync processes
     deadline = time.monotonic() + 120

@@ -28,6 +28,7 @@
   to the slot count and shrinks relative to the layer's weight stream for larger models
   (Dataflow paper: sweet spot at batch 8, smaller gain for 8B than for 1B/3B).
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -56,8 +57,10 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
         notes.append("kernel_looping needs fusion=layer (it loops the fused layer kernel); ignored")
     streaming = opt.batch_streaming and opt.kernel_looping and fused
     if opt.batch_streaming and not streaming:
-        notes.append("batch_streaming needs kernel_looping with fusion=layer (the loop buffer "
-                     "sits in the looped layer kernel); ignored")
+        notes.append(
+            "batch_streaming needs kernel_looping with fusion=layer (the loop buffer "
+            "sits in the looped layer kernel); ignored"
+        )
     gap = hw.sample_interval_us * 1e-6
     hardware = opt.orchestration in ("auto", "hardware")
     launch = (hw.hw_launch_us if hardware else hw.launch_us) * 1e-6
@@ -66,19 +69,24 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
 
     def new_call(repeat, looped=False, barrier=False):
         free = float(max(1, hw.loop_buffer_slots)) if streaming else 1.0
-        calls.append({"repeat": repeat,
-                      "sample_gap": gap if barrier else 0.0, "free_samples": free,
-                      "launch_each": 0.0 if looped else launch + hw.sync_us * 1e-6,
-                      "launch_async": 0.0,
-                      "fill_each": 0.0 if looped else fill,
-                      "launch_once": launch if looped else 0.0,
-                      "fill_once": fill if looped else 0.0,
-                      "overlap_link": fused})
+        calls.append(
+            {
+                "repeat": repeat,
+                "sample_gap": gap if barrier else 0.0,
+                "free_samples": free,
+                "launch_each": 0.0 if looped else launch + hw.sync_us * 1e-6,
+                "launch_async": 0.0,
+                "fill_each": 0.0 if looped else fill,
+                "launch_once": launch if looped else 0.0,
+                "fill_once": fill if looped else 0.0,
+                "overlap_link": fused,
+            }
+        )
         return len(calls) - 1
 
     if not fused:
         for op in ops:
-            op.call = new_call(op.repeat)   # per-operator fill/drain already covers the barrier
+            op.call = new_call(op.repeat)  # per-operator fill/drain already covers the barrier
         return ops, calls, notes
 
     # one fused call per stage and repeat count: layers of different kinds (e.g. dense and MoE
@@ -92,11 +100,11 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
         op.call = by_stage[key]
     # Inside a fused layer the intermediates live in SRAM: only the layer input (residual stream)
     # is read and its output written through memory, once per layer.
-    seen = set()                                # the first op of a call (input norm) keeps it
+    seen = set()  # the first op of a call (input norm) keeps it
     for op in ops:
         if op.stage == "layer":
             if op.call in seen:
                 op.act_bytes_per_token = 0.0
-            op.act_bytes_per_ctx = 0.0          # e.g. MLA's decompressed keys/values: streamed
+            op.act_bytes_per_ctx = 0.0  # e.g. MLA's decompressed keys/values: streamed
             seen.add(op.call)
     return ops, calls, notes

@@ -9,6 +9,7 @@ separate kernels whose time adds to the step (not overlapped). Sources: Kernel L
 (~320 kernel launches per token for Llama-3.1-8B, a few microseconds each);
 shared/reference/hardware.md.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -23,8 +24,9 @@ def host_round_trip(opt, cap=None):
     cannot capture MoE routing or speculation branches)."""
     notes = []
     if opt.schedule_offloading > 1:
-        notes.append("schedule_offloading does not apply to gpu execution (the host launches "
-                     "every step); ignored")
+        notes.append(
+            "schedule_offloading does not apply to gpu execution (the host launches every step); ignored"
+        )
     return 1, notes
 
 
@@ -37,13 +39,25 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     if opt.fusion == "layer":
         notes.append("fusion=layer does not apply to gpu execution (one kernel per operator); ignored")
     if opt.batch_streaming:
-        notes.append("batch_streaming does not apply to gpu execution (no looped layer kernel "
-                     "with a loop buffer); ignored")
+        notes.append(
+            "batch_streaming does not apply to gpu execution (no looped layer kernel "
+            "with a loop buffer); ignored"
+        )
     launch = 0.0 if opt.cuda_graphs else hw.launch_us * 1e-6
     calls = []
     for i, op in enumerate(ops):
         op.call = i
-        calls.append({"repeat": op.repeat, "launch_async": launch, "launch_each": hw.sync_us * 1e-6,
-                      "fill_each": 0.0, "launch_once": 0.0, "fill_once": 0.0,
-                      "overlap_link": False, "sample_gap": 0.0, "free_samples": 0.0})
+        calls.append(
+            {
+                "repeat": op.repeat,
+                "launch_async": launch,
+                "launch_each": hw.sync_us * 1e-6,
+                "fill_each": 0.0,
+                "launch_once": 0.0,
+                "fill_once": 0.0,
+                "overlap_link": False,
+                "sample_gap": 0.0,
+                "free_samples": 0.0,
+            }
+        )
     return ops, calls, notes

@@ -5,6 +5,7 @@ Units: a "token" of the cache is one token's K and V in one layer for every KV h
 latent of kv_lora_rank + qk_rope_head_dim per layer, shared by all heads). Token counts the
 policies return are per sequence and per KV head, averaged over layers.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ from typing import Dict, List
 
 GRANULARITIES = ("query_head", "kv_head", "layer")
 POOLINGS = ("avg", "max", "none")
-SCORE_BYTES = 4.0             # scores are accumulated in FP32
+SCORE_BYTES = 4.0  # scores are accumulated in FP32
 
 
 def is_mla(m) -> bool:
@@ -25,11 +26,16 @@ def kv_shape(m) -> Dict[str, float]:
     kv elements per token and layer over all KV heads, G = query heads per KV head."""
     if is_mla(m):
         lat = m.kv_lora_rank + m.qk_rope_head_dim
-        return {"L": m.n_layers, "H": m.n_heads, "Hkv": 1, "dk": lat, "dq": lat,
-                "kv_elems": lat, "G": 1}
-    return {"L": m.n_layers, "H": m.n_heads, "Hkv": m.n_kv_heads, "dk": m.head_dim,
-            "dq": m.head_dim, "kv_elems": 2 * m.n_kv_heads * m.head_dim,
-            "G": m.n_heads // max(m.n_kv_heads, 1)}
+        return {"L": m.n_layers, "H": m.n_heads, "Hkv": 1, "dk": lat, "dq": lat, "kv_elems": lat, "G": 1}
+    return {
+        "L": m.n_layers,
+        "H": m.n_heads,
+        "Hkv": m.n_kv_heads,
+        "dk": m.head_dim,
+        "dq": m.head_dim,
+        "kv_elems": 2 * m.n_kv_heads * m.head_dim,
+        "G": m.n_heads // max(m.n_kv_heads, 1),
+    }
 
 
 def group(pol, m) -> int:
@@ -54,11 +60,12 @@ def h_sel(pol, m) -> float:
 
 def check_granularity(pol, m, errors: List[str]) -> None:
     if pol.granularity not in GRANULARITIES:
-        errors.append(f"kv_policy.granularity={pol.granularity!r} is not one of: "
-                      f"{', '.join(GRANULARITIES)}")
+        errors.append(f"kv_policy.granularity={pol.granularity!r} is not one of: {', '.join(GRANULARITIES)}")
     elif pol.granularity == "query_head" and m is not None and is_mla(m):
-        errors.append("kv_policy.granularity='query_head' is not possible with MLA "
-                      f"({m.name}): one latent per layer is shared by all heads; use layer or kv_head")
+        errors.append(
+            "kv_policy.granularity='query_head' is not possible with MLA "
+            f"({m.name}): one latent per layer is shared by all heads; use layer or kv_head"
+        )
 
 
 def check_selection(pol, m, errors: List[str]) -> None:
@@ -67,14 +74,16 @@ def check_selection(pol, m, errors: List[str]) -> None:
     if pol.pooling not in POOLINGS:
         errors.append(f"kv_policy.pooling={pol.pooling!r} is not one of: {', '.join(POOLINGS)}")
     if pol.pool_kernel < 1 or (pol.pooling != "none" and pol.pool_kernel % 2 == 0):
-        errors.append(f"kv_policy.pool_kernel={pol.pool_kernel} must be an odd number >= 1 "
-                      "(centred 1-D pooling)")
+        errors.append(
+            f"kv_policy.pool_kernel={pol.pool_kernel} must be an odd number >= 1 (centred 1-D pooling)"
+        )
     if pol.obs_window < 1:
         errors.append(f"kv_policy.obs_window={pol.obs_window} must be >= 1 (queries that score the prompt)")
 
 
-def scoring_cost(pol, m, prompt_len: float, kept: float, kv_bytes: float = 2.0,
-                 act_bytes: float = 2.0) -> Dict[str, float]:
+def scoring_cost(
+    pol, m, prompt_len: float, kept: float, kv_bytes: float = 2.0, act_bytes: float = 2.0
+) -> Dict[str, float]:
     """FLOPs and HBM bytes of SnapKV scoring for one sequence, whole model (all layers, all
     chips). Per layer, with w = obs_window, P = prompt:
       FLOPs = w P H (2 dq + 6)          window queries x prompt keys (QK^T), softmax (~5), sum over w
@@ -91,9 +100,8 @@ def scoring_cost(pol, m, prompt_len: float, kept: float, kv_bytes: float = 2.0,
     hs = h_sel(pol, m)
     k = pol.pool_kernel if pol.pooling != "none" else 0
     flops = w * P * s["H"] * (2.0 * s["dq"] + 6.0) + P * s["H"] + P * hs * (k + 1.0)
-    byts = (P * s["Hkv"] * s["dk"] * kv_bytes + w * s["H"] * s["dq"] * act_bytes
-            + 2.0 * SCORE_BYTES * P * hs)
-    gather = 2.0 * kept * s["kv_elems"] * kv_bytes      # kept is layer-averaged: x L below
+    byts = P * s["Hkv"] * s["dk"] * kv_bytes + w * s["H"] * s["dq"] * act_bytes + 2.0 * SCORE_BYTES * P * hs
+    gather = 2.0 * kept * s["kv_elems"] * kv_bytes  # kept is layer-averaged: x L below
     return {"flops": s["L"] * flops, "bytes": s["L"] * (byts + gather)}
 
 

@@ -16,6 +16,7 @@ Policy interface (every module in components/kv_policy/ provides it; docs/kv_pol
   decode_overhead_bytes(pol, model, stored) -> extra bytes per decode step (H2O's scores)
   prefill_overhead(pol, model, prompt_len, kv_bytes, act_bytes) -> {flops, bytes} of selection
 """
+
 from __future__ import annotations
 
 from decodelab.components.kv_policy.cost import NO_COST
@@ -57,6 +58,5 @@ def decode_overhead_bytes(pol, model, stored: float) -> float:
     return 0.0
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     return dict(NO_COST)

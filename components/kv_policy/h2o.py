@@ -16,6 +16,7 @@ Costs the cache size does not show:
 
   stored(P, t) = min(P + t, window + G * budget)     read per step = stored
 """
+
 from __future__ import annotations
 
 from decodelab.components.kv_policy import cost
@@ -57,8 +58,7 @@ def decode_overhead_bytes(pol, model, stored: float) -> float:
     return 2.0 * cost.SCORE_BYTES * cost.h_sel(pol, model) * cost.kv_shape(model)["L"] * stored
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     s = cost.kv_shape(model)
     P = float(prompt_len)
     pairs = P * (P + 1.0) / 2.0

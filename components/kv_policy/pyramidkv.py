@@ -11,6 +11,7 @@ SnapKV (components/kv_policy/snapkv.py); decode tokens are appended (growing).
   kernel caps: prompt_cap = the union bound at the mean budget B (exact when P >= k_0; for
   shorter prompts the ragged layers keep less than min(P, B) and the caps overstate)
 """
+
 from __future__ import annotations
 
 from typing import List
@@ -40,9 +41,11 @@ def check(pol, model) -> list:
     snapkv.check_budget(pol, e)
     if pol.pyramid_beta < 0:
         e.append(f"kv_policy.pyramid_beta={pol.pyramid_beta} must be >= 0 (0 = uniform budgets)")
-    elif 0 < pol.pyramid_beta < 1:      # first layer 2 s - s / beta: below the last, < 0 under 0.5
-        e.append(f"kv_policy.pyramid_beta={pol.pyramid_beta} must be 0 (uniform budgets) or >= 1 "
-                 "(the last layer selects (budget - window) / beta, the first twice the mean minus that)")
+    elif 0 < pol.pyramid_beta < 1:  # first layer 2 s - s / beta: below the last, < 0 under 0.5
+        e.append(
+            f"kv_policy.pyramid_beta={pol.pyramid_beta} must be 0 (uniform budgets) or >= 1 "
+            "(the last layer selects (budget - window) / beta, the first twice the mean minus that)"
+        )
     return e
 
 
@@ -59,9 +62,7 @@ def kernel_params(pol, model=None) -> dict:
     return snapkv.kernel_params(pol, model)
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     if prompt_len <= sum(snapkv.selected_and_shared(pol, min(layer_budgets(pol, model.n_layers)))):
         return dict(cost.NO_COST)
-    return cost.scoring_cost(pol, model, prompt_len, _kept(pol, prompt_len, model),
-                             kv_bytes, act_bytes)
+    return cost.scoring_cost(pol, model, prompt_len, _kept(pol, prompt_len, model), kv_bytes, act_bytes)

@@ -13,6 +13,7 @@ m = metadata token-equivalents per page (min + max keys = 2 keys: 1 token's K+V 
   prefill = per layer: the prompt's keys read once and min/max reduced (2 P Hkv dk FLOPs), the
             metadata written
 """
+
 from __future__ import annotations
 
 from decodelab.components.kv_policy import cost
@@ -43,8 +44,10 @@ def check(pol, model) -> list:
     if pol.page_size < 1:
         e.append(f"kv_policy.page_size={pol.page_size} must be >= 1 (tokens per page)")
     if pol.top_k_pages < 0 or (pol.top_k_pages == 0 and pol.budget < 1):
-        e.append(f"kv_policy.top_k_pages={pol.top_k_pages} must be >= 1 (pages read per step), or 0 "
-                 f"with kv_policy.budget >= 1 tokens read per step (got budget={pol.budget})")
+        e.append(
+            f"kv_policy.top_k_pages={pol.top_k_pages} must be >= 1 (pages read per step), or 0 "
+            f"with kv_policy.budget >= 1 tokens read per step (got budget={pol.budget})"
+        )
     if pol.dense_layers < 0 or (model is not None and pol.dense_layers >= model.n_layers):
         e.append(f"kv_policy.dense_layers={pol.dense_layers} must be in [0, n_layers)")
     return e
@@ -56,15 +59,13 @@ def cached_tokens(pol, prompt_len: int, generated: int, model=None) -> float:
 
 
 def kernel_params(pol, model=None) -> dict:
-    return {"prompt_cap": 0.0, "total_cap": 0.0,
-            "read_cap": pages_read(pol) * pol.page_size}
+    return {"prompt_cap": 0.0, "total_cap": 0.0, "read_cap": pages_read(pol) * pol.page_size}
 
 
 def read_tokens(pol, model, stored: float) -> float:
     f = _sparse_frac(pol, model)
     n = float(stored)
-    sparse = min(n, pages_read(pol) * pol.page_size) + _meta_per_page(model) * cost.ceil_div(
-        n, pol.page_size)
+    sparse = min(n, pages_read(pol) * pol.page_size) + _meta_per_page(model) * cost.ceil_div(n, pol.page_size)
     return (1.0 - f) * n + f * sparse
 
 
@@ -73,16 +74,20 @@ def read_coeffs(pol, model) -> dict:
     dense = pol.dense_layers / model.n_layers
     page = float(pol.page_size)
     cap = kernel_params(pol, model)["read_cap"]
-    return {"dense": dense, "page": page,
-            "meta": read_tokens(pol, model, page) - dense * page - (1 - dense) * min(page, cap)}
+    return {
+        "dense": dense,
+        "page": page,
+        "meta": read_tokens(pol, model, page) - dense * page - (1 - dense) * min(page, cap),
+    }
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     s = cost.kv_shape(model)
     P = float(prompt_len)
     layers = s["L"] - pol.dense_layers
     keys = P * s["Hkv"] * s["dk"]
     pages = cost.ceil_div(P, pol.page_size)
-    return {"flops": layers * 2.0 * keys,
-            "bytes": layers * (keys + pages * 2.0 * s["Hkv"] * s["dk"]) * kv_bytes}
+    return {
+        "flops": layers * 2.0 * keys,
+        "bytes": layers * (keys + pages * 2.0 * s["Hkv"] * s["dk"]) * kv_bytes,
+    }

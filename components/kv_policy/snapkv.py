@@ -15,6 +15,7 @@ only per-layer (or per-KV-head, the same thing) selection is possible.
   kept(P) = P if P <= B_eff else min(P, union bound)     stored(P, t) = kept(P) + t
   read per step = stored;   prefill cost: cost.scoring_cost
 """
+
 from __future__ import annotations
 
 from decodelab.components.kv_policy import cost
@@ -30,7 +31,7 @@ def kept_prompt(pol, prompt_len: float, budget: float, model=None) -> float:
     """Prompt tokens a KV head keeps after selection with a budget of `budget`."""
     sel, shared = selected_and_shared(pol, budget)
     if prompt_len <= sel + shared:
-        return float(prompt_len)            # within budget: nothing is evicted
+        return float(prompt_len)  # within budget: nothing is evicted
     return float(min(prompt_len, cost.union_kept(shared, sel, cost.group(pol, model))))
 
 
@@ -38,8 +39,10 @@ def check_budget(pol, errors) -> None:
     if pol.budget < 1:
         errors.append(f"kv_policy.budget={pol.budget} must be >= 1 (prompt tokens kept)")
     elif pol.budget_includes_window and pol.budget <= pol.obs_window:
-        errors.append(f"kv_policy.budget={pol.budget} must exceed kv_policy.obs_window="
-                      f"{pol.obs_window} when budget_includes_window (budget = top-(B - w) + w)")
+        errors.append(
+            f"kv_policy.budget={pol.budget} must exceed kv_policy.obs_window="
+            f"{pol.obs_window} when budget_includes_window (budget = top-(B - w) + w)"
+        )
 
 
 def check(pol, model) -> list:
@@ -64,9 +67,8 @@ def kernel_params(pol, model=None) -> dict:
     return {"prompt_cap": _prompt_cap(pol, model), "total_cap": 0.0, "read_cap": 0.0}
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     if prompt_len <= sum(selected_and_shared(pol, pol.budget)):
-        return dict(cost.NO_COST)           # no compression, no scoring
+        return dict(cost.NO_COST)  # no compression, no scoring
     kept = kept_prompt(pol, prompt_len, pol.budget, model)
     return cost.scoring_cost(pol, model, prompt_len, kept, kv_bytes, act_bytes)

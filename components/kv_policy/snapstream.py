@@ -14,6 +14,7 @@ head on GQA, a KV head holds S + R + G K at most.
   stored(P, t) = min(P + t, C)      read per step = stored      slot = C tokens (static)
   prefill = SnapKV scoring of the prompt (cost.scoring_cost) + gathering the C kept tokens
 """
+
 from __future__ import annotations
 
 from decodelab.components.kv_policy import cost
@@ -31,12 +32,13 @@ def check(pol, model) -> list:
     if pol.budget < 0:
         e.append(f"kv_policy.budget={pol.budget} must be >= 0 (top-K prompt tokens kept)")
     if pol.window < 1:
-        e.append(f"kv_policy.window={pol.window} must be >= 1 (ring of recent tokens; decode "
-                 "writes there)")
+        e.append(f"kv_policy.window={pol.window} must be >= 1 (ring of recent tokens; decode writes there)")
     elif pol.obs_window > pol.window:
-        e.append(f"kv_policy.obs_window={pol.obs_window} must be <= window={pol.window}: the "
-                 "ring holds the prompt's tail the observation queries come from (prompt keys "
-                 "between them would be neither scored nor kept)")
+        e.append(
+            f"kv_policy.obs_window={pol.obs_window} must be <= window={pol.window}: the "
+            "ring holds the prompt's tail the observation queries come from (prompt keys "
+            "between them would be neither scored nor kept)"
+        )
     return e
 
 
@@ -57,9 +59,8 @@ def slot_capacity(pol, model=None) -> float:
     return capacity(pol, model)
 
 
-def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0,
-                     act_bytes: float = 2.0) -> dict:
+def prefill_overhead(pol, model, prompt_len: int, kv_bytes: float = 2.0, act_bytes: float = 2.0) -> dict:
     c = capacity(pol, model)
     if prompt_len <= c:
-        return dict(cost.NO_COST)           # the whole prompt fits the slot: nothing to select
+        return dict(cost.NO_COST)  # the whole prompt fits the slot: nothing to select
     return cost.scoring_cost(pol, model, prompt_len, c, kv_bytes, act_bytes)

@@ -6,6 +6,7 @@ dropped). Reference code defaults: 4 sinks, 2000 recent tokens.
 
   stored(P, t) = min(P + t, S + W)        read per step = stored
 """
+
 from __future__ import annotations
 
 
@@ -36,4 +37,3 @@ def slot_layout(pol) -> str:
 
 def slot_capacity(pol, model=None) -> float:
     return _cap(pol)
-

@@ -7,6 +7,7 @@ activation, down projection, all-reduce, residual add. Per-chip costs under tens
 heads, KV heads (replicated when tp > kv_heads), FFN columns and vocabulary are split `tp` ways;
 each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
 """
+
 from __future__ import annotations
 
 from typing import List
@@ -32,8 +33,13 @@ def param_counts(m) -> dict:
     embed = m.vocab_size * d
     head = 0 if m.tied_embeddings else m.vocab_size * d
     layer = attn + mlp + norms
-    return {"embed": embed, "lm_head": head, "layer": layer, "final_norm": d,
-            "total": embed + head + m.n_layers * layer + d}
+    return {
+        "embed": embed,
+        "lm_head": head,
+        "layer": layer,
+        "final_norm": d,
+        "total": embed + head + m.n_layers * layer + d,
+    }
 
 
 def kv_bytes_per_token(m, kv_bytes: float) -> float:
@@ -41,8 +47,9 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim * kv_bytes
 
 
-def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
-              tokens_per_step: float = 1.0) -> List[Op]:
+def build_ops(
+    m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float, tokens_per_step: float = 1.0
+) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
@@ -52,25 +59,45 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
     qkv_out = (h + 2 * kvh) * hd
     n_up = 2 if m.ffn_act == "swiglu" else 1
     ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
-    kv_tok = 2.0 * kvh * hd * kv_bytes          # K and V of one token, one layer, this chip
+    kv_tok = 2.0 * kvh * hd * kv_bytes  # K and V of one token, one layer, this chip
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
     ops = [
-        Op("embedding", "embed", stage="pre", flops_per_token=0.0,
-           act_bytes_per_token=2.0 * d * w_bytes),     # gather one row, write it
+        Op(
+            "embedding", "embed", stage="pre", flops_per_token=0.0, act_bytes_per_token=2.0 * d * w_bytes
+        ),  # gather one row, write it
         elementwise("input_norm", "norm", d, d, weights=d),
         gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
-        Op("rope_kv_write", "elementwise", repeat=L, flops_per_token=6.0 * (h + kvh) * hd,
-           act_bytes_per_token=2.0 * qkv_out * act_bytes, kv_write_per_token=kv_tok),
-        Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok,
-           attn_flops_per_ctx=4.0 * h * hd,               # QK^T and PV, multiply-add = 2
-           act_bytes_per_token=2.0 * h * hd * act_bytes),
+        Op(
+            "rope_kv_write",
+            "elementwise",
+            repeat=L,
+            flops_per_token=6.0 * (h + kvh) * hd,
+            act_bytes_per_token=2.0 * qkv_out * act_bytes,
+            kv_write_per_token=kv_tok,
+        ),
+        Op(
+            "attention",
+            "attention",
+            repeat=L,
+            kv_read_per_ctx=kv_tok,
+            attn_flops_per_ctx=4.0 * h * hd,  # QK^T and PV, multiply-add = 2
+            act_bytes_per_token=2.0 * h * hd * act_bytes,
+        ),
         gemm("o_proj", h * hd, d),
     ]
     if tp > 1:
-        ops.append(Op("attn_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
-                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+        ops.append(
+            Op(
+                "attn_allreduce",
+                "collective",
+                repeat=L,
+                link_bytes_per_token=ar_bytes,
+                n_collectives=1,
+                act_bytes_per_token=2.0 * d * act_bytes,
+            )
+        )
     ops += [
         elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d),
         gemm("gate_up_proj", d, n_up * ffn),
@@ -78,18 +105,42 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
         gemm("down_proj", ffn, d),
     ]
     if tp > 1:
-        ops.append(Op("mlp_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
-                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+        ops.append(
+            Op(
+                "mlp_allreduce",
+                "collective",
+                repeat=L,
+                link_bytes_per_token=ar_bytes,
+                n_collectives=1,
+                act_bytes_per_token=2.0 * d * act_bytes,
+            )
+        )
     ops += [
         elementwise("residual_add", "elementwise", 2 * d, d),
-        Op("final_norm", "norm", stage="post", weight_bytes=d * w_bytes, flops_per_token=4.0 * d,
-           act_bytes_per_token=2.0 * d * act_bytes),
-        Op("lm_head", "gemm", stage="post", weight_bytes=d * (m.vocab_size / tp) * w_bytes,
-           flops_per_token=2.0 * d * m.vocab_size / tp,
-           act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
-           link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,
-           n_collectives=1 if tp > 1 else 0),   # all-gather of FP32 logits
-        Op("sampling", "sample", stage="post", flops_per_token=5.0 * m.vocab_size,
-           act_bytes_per_token=m.vocab_size * 4.0),
+        Op(
+            "final_norm",
+            "norm",
+            stage="post",
+            weight_bytes=d * w_bytes,
+            flops_per_token=4.0 * d,
+            act_bytes_per_token=2.0 * d * act_bytes,
+        ),
+        Op(
+            "lm_head",
+            "gemm",
+            stage="post",
+            weight_bytes=d * (m.vocab_size / tp) * w_bytes,
+            flops_per_token=2.0 * d * m.vocab_size / tp,
+            act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
+            link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,
+            n_collectives=1 if tp > 1 else 0,
+        ),  # all-gather of FP32 logits
+        Op(
+            "sampling",
+            "sample",
+            stage="post",
+            flops_per_token=5.0 * m.vocab_size,
+            act_bytes_per_token=m.vocab_size * 4.0,
+        ),
     ]
     return ops

@@ -9,7 +9,9 @@ tokens (framework/core/kv_costs.py): full layers read what the KV policy keeps, 
 min(that, window), state layers their state in token-equivalents; memory likewise. Prefill rows
 attend the whole prompt in every layer (sliding layers' prefill is overstated).
 """
+
 from __future__ import annotations
 
-from decodelab.components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
-                                      kv_layer_mix, param_counts, streamed_params)
+from decodelab.components.models.layers import (
+    kv_bytes_per_token,  # noqa: F401
+)

@@ -22,6 +22,7 @@ replicated (vLLM's ReplicatedLinear), q_b/kv_b/o split by heads. Prefill uses th
 path here (engines switch to the non-absorbed one for long prompts: 2 h (qk + v) per pair, 3.4x
 fewer attention FLOPs for DeepSeek-V3), so MLA prefill attention is overstated.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List
@@ -58,14 +59,20 @@ def _attn_params(m) -> int:
     d = m.d_model
     if is_mla(m):
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        q = (d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.n_heads * qk
-             if m.q_lora_rank else d * m.n_heads * qk)
-        kv = (d * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
-              + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim))
+        q = (
+            d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.n_heads * qk
+            if m.q_lora_rank
+            else d * m.n_heads * qk
+        )
+        kv = (
+            d * (m.kv_lora_rank + m.qk_rope_head_dim)
+            + m.kv_lora_rank
+            + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
+        )
         return q + kv + m.n_heads * m.v_head_dim * d
     q_out, kv_out = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     p = d * q_out + 2 * d * kv_out + q_out * d
-    return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)   # q/k/v (and o) biases
+    return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
 
 
 def _mats(m) -> int:
@@ -95,8 +102,15 @@ def param_counts(m) -> Dict[str, float]:
     # and output head shared with the main model
     mtp_layer = attn + norms + (moe_ffn if m.n_experts > 0 else dense_ffn)
     mtp = m.n_mtp_modules * (mtp_layer + 2 * d * d + 3 * d)
-    return {"embed": embed, "lm_head": head, "layer": (layers / m.n_layers), "final_norm": d,
-            "total": total, "active": total - inactive, "mtp": mtp}
+    return {
+        "embed": embed,
+        "lm_head": head,
+        "layer": (layers / m.n_layers),
+        "final_norm": d,
+        "total": total,
+        "active": total - inactive,
+        "mtp": mtp,
+    }
 
 
 def streamed_params(m, tokens: float) -> float:
@@ -104,7 +118,7 @@ def streamed_params(m, tokens: float) -> float:
     p = param_counts(m)
     n_moe = n_moe_layers(m)
     unread = max(m.n_experts - expected_experts(m.n_experts, m.experts_per_token, tokens), 0.0)
-    table = 0 if m.tied_embeddings else p["embed"]     # tied: the head reads the table
+    table = 0 if m.tied_embeddings else p["embed"]  # tied: the head reads the table
     return p["total"] - table - n_moe * unread * expert_params(m)
 
 
@@ -126,13 +140,18 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     state in token-equivalents (state bytes / one token's KV in one layer)."""
     kinds = layer_kinds(m)
     n = float(len(kinds))
-    return {"full": kinds.count("full") / n, "sliding": kinds.count("sliding") / n,
-            "state": kinds.count("state") / n, "window": float(m.sliding_window),
-            "state_tokens": m.state_bytes_per_layer / (kv_elems_per_layer(m) * kv_bytes)}
+    return {
+        "full": kinds.count("full") / n,
+        "sliding": kinds.count("sliding") / n,
+        "state": kinds.count("state") / n,
+        "window": float(m.sliding_window),
+        "state_tokens": m.state_bytes_per_layer / (kv_elems_per_layer(m) * kv_bytes),
+    }
 
 
-def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
-              tokens_per_step: float = 1.0) -> List[Op]:
+def build_ops(
+    m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float, tokens_per_step: float = 1.0
+) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
     tokens activate (the decode batch)."""
     d, L = m.d_model, m.n_layers
@@ -141,72 +160,158 @@ def build_ops(m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float,
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
-    ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
-           elementwise("input_norm", "norm", d, d, weights=d)]
+    ops = [
+        Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
+        elementwise("input_norm", "norm", d, d, weights=d),
+    ]
     if is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
         if m.q_lora_rank:
-            ops += [gemm("q_a_proj", d, m.q_lora_rank),           # replicated on every chip
-                    elementwise("q_a_norm", "norm", m.q_lora_rank, m.q_lora_rank, m.q_lora_rank),
-                    gemm("q_b_proj", m.q_lora_rank, h * (nope + rope))]
+            ops += [
+                gemm("q_a_proj", d, m.q_lora_rank),  # replicated on every chip
+                elementwise("q_a_norm", "norm", m.q_lora_rank, m.q_lora_rank, m.q_lora_rank),
+                gemm("q_b_proj", m.q_lora_rank, h * (nope + rope)),
+            ]
         else:
             ops.append(gemm("q_proj", d, h * (nope + rope)))
-        kv_tok = (lat + rope) * kv_bytes                          # whole latent on every chip
-        ops += [gemm("kv_a_proj", d, lat + rope),                 # replicated on every chip
-                Op("kv_norm_rope_write", "elementwise", repeat=L, weight_bytes=lat * w_bytes,
-                   flops_per_token=4.0 * lat + 6.0 * (h + 1) * rope,
-                   act_bytes_per_token=2.0 * (lat + rope) * act_bytes, kv_write_per_token=kv_tok),
-                # decode (and verification): the absorbed path, attention over the latent itself
-                Op("q_absorb", "gemm", repeat=L, weight_bytes=h * nope * lat * w_bytes,
-                   flops_per_token=2.0 * h * nope * lat, path="decode",
-                   act_bytes_per_token=h * (nope + lat) * act_bytes),
-                Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok, path="decode",
-                   attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
-                   act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes),
-                Op("v_absorb", "gemm", repeat=L, weight_bytes=h * lat * v * w_bytes, path="decode",
-                   flops_per_token=2.0 * h * lat * v, act_bytes_per_token=h * (lat + v) * act_bytes),
-                # prefill: the latent of every context token is decompressed into per-head keys
-                # and values (kv_b_proj, the same weights the absorbed path folds in: held once),
-                # then ordinary attention with qk = nope + rope and v dimensions (DeepSeek-V2/V3
-                # reference code; vLLM and SGLang prefill this way and decode absorbed)
-                Op("kv_b_decompress", "gemm", repeat=L, path="prefill", resident_bytes=0.0,
-                   weight_bytes=lat * h * (nope + v) * w_bytes, kv_read_per_ctx=kv_tok,
-                   flops_per_ctx=2.0 * lat * h * (nope + v),
-                   act_bytes_per_ctx=h * (nope + v) * act_bytes),
-                Op("attention_prefill", "attention", repeat=L, path="prefill",
-                   attn_flops_per_ctx=2.0 * h * (nope + rope) + 2.0 * h * v,
-                   act_bytes_per_ctx=(h * (nope + v) + rope) * act_bytes,
-                   act_bytes_per_token=h * (nope + rope + v) * act_bytes),
-                gemm("o_proj", h * v, d)]
+        kv_tok = (lat + rope) * kv_bytes  # whole latent on every chip
+        ops += [
+            gemm("kv_a_proj", d, lat + rope),  # replicated on every chip
+            Op(
+                "kv_norm_rope_write",
+                "elementwise",
+                repeat=L,
+                weight_bytes=lat * w_bytes,
+                flops_per_token=4.0 * lat + 6.0 * (h + 1) * rope,
+                act_bytes_per_token=2.0 * (lat + rope) * act_bytes,
+                kv_write_per_token=kv_tok,
+            ),
+            # decode (and verification): the absorbed path, attention over the latent itself
+            Op(
+                "q_absorb",
+                "gemm",
+                repeat=L,
+                weight_bytes=h * nope * lat * w_bytes,
+                flops_per_token=2.0 * h * nope * lat,
+                path="decode",
+                act_bytes_per_token=h * (nope + lat) * act_bytes,
+            ),
+            Op(
+                "attention",
+                "attention",
+                repeat=L,
+                kv_read_per_ctx=kv_tok,
+                path="decode",
+                attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
+                act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
+            ),
+            Op(
+                "v_absorb",
+                "gemm",
+                repeat=L,
+                weight_bytes=h * lat * v * w_bytes,
+                path="decode",
+                flops_per_token=2.0 * h * lat * v,
+                act_bytes_per_token=h * (lat + v) * act_bytes,
+            ),
+            # prefill: the latent of every context token is decompressed into per-head keys
+            # and values (kv_b_proj, the same weights the absorbed path folds in: held once),
+            # then ordinary attention with qk = nope + rope and v dimensions (DeepSeek-V2/V3
+            # reference code; vLLM and SGLang prefill this way and decode absorbed)
+            Op(
+                "kv_b_decompress",
+                "gemm",
+                repeat=L,
+                path="prefill",
+                resident_bytes=0.0,
+                weight_bytes=lat * h * (nope + v) * w_bytes,
+                kv_read_per_ctx=kv_tok,
+                flops_per_ctx=2.0 * lat * h * (nope + v),
+                act_bytes_per_ctx=h * (nope + v) * act_bytes,
+            ),
+            Op(
+                "attention_prefill",
+                "attention",
+                repeat=L,
+                path="prefill",
+                attn_flops_per_ctx=2.0 * h * (nope + rope) + 2.0 * h * v,
+                act_bytes_per_ctx=(h * (nope + v) + rope) * act_bytes,
+                act_bytes_per_token=h * (nope + rope + v) * act_bytes,
+            ),
+            gemm("o_proj", h * v, d),
+        ]
     else:
         hd = m.head_dim
         kvh = kv_heads_per_chip(m.n_kv_heads, tp)
         qkv_out = (h + 2 * kvh) * hd
         kv_tok = 2.0 * kvh * hd * kv_bytes
-        ops += [gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
-                Op("rope_kv_write", "elementwise", repeat=L, flops_per_token=6.0 * (h + kvh) * hd,
-                   act_bytes_per_token=2.0 * qkv_out * act_bytes, kv_write_per_token=kv_tok),
-                Op("attention", "attention", repeat=L, kv_read_per_ctx=kv_tok,
-                   attn_flops_per_ctx=4.0 * h * hd, act_bytes_per_token=2.0 * h * hd * act_bytes),
-                gemm("o_proj", h * hd, d, bias=d if m.qkv_bias else 0)]
+        ops += [
+            gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
+            Op(
+                "rope_kv_write",
+                "elementwise",
+                repeat=L,
+                flops_per_token=6.0 * (h + kvh) * hd,
+                act_bytes_per_token=2.0 * qkv_out * act_bytes,
+                kv_write_per_token=kv_tok,
+            ),
+            Op(
+                "attention",
+                "attention",
+                repeat=L,
+                kv_read_per_ctx=kv_tok,
+                attn_flops_per_ctx=4.0 * h * hd,
+                act_bytes_per_token=2.0 * h * hd * act_bytes,
+            ),
+            gemm("o_proj", h * hd, d, bias=d if m.qkv_bias else 0),
+        ]
     if tp > 1:
-        ops.append(Op("attn_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
-                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+        ops.append(
+            Op(
+                "attn_allreduce",
+                "collective",
+                repeat=L,
+                link_bytes_per_token=ar_bytes,
+                n_collectives=1,
+                act_bytes_per_token=2.0 * d * act_bytes,
+            )
+        )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
     ops += _ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step)
     if tp > 1:
-        ops.append(Op("mlp_allreduce", "collective", repeat=L, link_bytes_per_token=ar_bytes,
-                      n_collectives=1, act_bytes_per_token=2.0 * d * act_bytes))
+        ops.append(
+            Op(
+                "mlp_allreduce",
+                "collective",
+                repeat=L,
+                link_bytes_per_token=ar_bytes,
+                n_collectives=1,
+                act_bytes_per_token=2.0 * d * act_bytes,
+            )
+        )
     v = m.vocab_size
-    ops += [elementwise("residual_add", "elementwise", 2 * d, d),
-            Op("final_norm", "norm", stage="post", weight_bytes=d * w_bytes,
-               flops_per_token=4.0 * d, act_bytes_per_token=2.0 * d * act_bytes),
-            Op("lm_head", "gemm", stage="post", weight_bytes=d * (v / tp) * w_bytes,
-               flops_per_token=2.0 * d * v / tp, act_bytes_per_token=(d + v / tp) * act_bytes,
-               link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,
-               n_collectives=1 if tp > 1 else 0),
-            Op("sampling", "sample", stage="post", flops_per_token=5.0 * v,
-               act_bytes_per_token=v * 4.0)]
+    ops += [
+        elementwise("residual_add", "elementwise", 2 * d, d),
+        Op(
+            "final_norm",
+            "norm",
+            stage="post",
+            weight_bytes=d * w_bytes,
+            flops_per_token=4.0 * d,
+            act_bytes_per_token=2.0 * d * act_bytes,
+        ),
+        Op(
+            "lm_head",
+            "gemm",
+            stage="post",
+            weight_bytes=d * (v / tp) * w_bytes,
+            flops_per_token=2.0 * d * v / tp,
+            act_bytes_per_token=(d + v / tp) * act_bytes,
+            link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,
+            n_collectives=1 if tp > 1 else 0,
+        ),
+        Op("sampling", "sample", stage="post", flops_per_token=5.0 * v, act_bytes_per_token=v * 4.0),
+    ]
     return ops
 
 
@@ -221,26 +326,57 @@ def _ffn_ops(m, tp, w_bytes, act_bytes, tokens) -> List[Op]:
     if n_moe:
         fe = m.expert_ffn_dim / tp
         k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
-        read = expected_experts(e, k, tokens) + s             # experts whose weights a step reads
-        ops.append(Op("router", "gemm", repeat=m.n_layers,
-                      weight_bytes=f_moe * d * e * w_bytes, flops_per_token=f_moe * 2.0 * d * e,
-                      act_bytes_per_token=f_moe * (d + e) * act_bytes))
+        read = expected_experts(e, k, tokens) + s  # experts whose weights a step reads
+        ops.append(
+            Op(
+                "router",
+                "gemm",
+                repeat=m.n_layers,
+                weight_bytes=f_moe * d * e * w_bytes,
+                flops_per_token=f_moe * 2.0 * d * e,
+                act_bytes_per_token=f_moe * (d + e) * act_bytes,
+            )
+        )
     else:
         fe = k = s = e = read = 0
 
     def mixed(name, per_dense_w, per_expert_w, dense_tok_flops, expert_tok_flops, act_in, act_out):
-        return Op(name, "gemm", repeat=m.n_layers,
-                  weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
-                  resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
-                  flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,
-                  act_bytes_per_token=act_in + act_out)
+        return Op(
+            name,
+            "gemm",
+            repeat=m.n_layers,
+            weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
+            resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
+            flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,
+            act_bytes_per_token=act_in + act_out,
+        )
 
     ab = act_bytes
-    ops += [mixed("gate_up_proj", d * n_up * ffn, d * n_up * fe, 2.0 * d * n_up * ffn,
-                  2.0 * d * n_up * fe, d * ab, (f_dense * n_up * ffn + f_moe * (k + s) * n_up * fe) * ab),
-            Op("activation", "elementwise", repeat=m.n_layers,
-               flops_per_token=4.0 * (f_dense * ffn + f_moe * (k + s) * fe),
-               act_bytes_per_token=(n_up + 1) * (f_dense * ffn + f_moe * (k + s) * fe) * ab),
-            mixed("down_proj", ffn * d, fe * d, 2.0 * ffn * d, 2.0 * fe * d,
-                  (f_dense * ffn + f_moe * (k + s) * fe) * ab, d * ab)]
+    ops += [
+        mixed(
+            "gate_up_proj",
+            d * n_up * ffn,
+            d * n_up * fe,
+            2.0 * d * n_up * ffn,
+            2.0 * d * n_up * fe,
+            d * ab,
+            (f_dense * n_up * ffn + f_moe * (k + s) * n_up * fe) * ab,
+        ),
+        Op(
+            "activation",
+            "elementwise",
+            repeat=m.n_layers,
+            flops_per_token=4.0 * (f_dense * ffn + f_moe * (k + s) * fe),
+            act_bytes_per_token=(n_up + 1) * (f_dense * ffn + f_moe * (k + s) * fe) * ab,
+        ),
+        mixed(
+            "down_proj",
+            ffn * d,
+            fe * d,
+            2.0 * ffn * d,
+            2.0 * fe * d,
+            (f_dense * ffn + f_moe * (k + s) * fe) * ab,
+            d * ab,
+        ),
+    ]
     return ops

@@ -7,7 +7,9 @@ mixture-of-experts (n_experts > 0, first_dense_layers dense), as in moe.py.
   (DeepSeek-V3/R1, BF16: 61 * 576 * 2 = 70,272 B; models.md)
 Formulas: components/models/layers.py; docs/kv_policies.md.
 """
+
 from __future__ import annotations
 
-from decodelab.components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
-                                      kv_layer_mix, param_counts, streamed_params)
+from decodelab.components.models.layers import (
+    kv_bytes_per_token,  # noqa: F401
+)

@@ -3,7 +3,9 @@ top-k routed experts + always-on shared experts, optional dense first layers. Ex
 read per step = the expected number of distinct experts the step's tokens activate,
 E (1 - (1 - k/E)^tokens) (components/models/layers.py, docs/kv_policies.md). Models: Mixtral-8x7B.
 """
+
 from __future__ import annotations
 
-from decodelab.components.models.layers import (build_ops, expected_experts, kv_bytes_per_token,  # noqa: F401
-                                      kv_layer_mix, param_counts, streamed_params)
+from decodelab.components.models.layers import (
+    kv_bytes_per_token,  # noqa: F401
+)

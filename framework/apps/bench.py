@@ -3,6 +3,7 @@
 Reports the time of one decode-step evaluation (a long decode walked by one kernel call, divided
 by its steps, and one single-step call including Numba's dispatch), and the speedup of the Numba
 kernel over the pure-Python reference (framework/core/reference.py) on the same steps."""
+
 from __future__ import annotations
 
 import sys
@@ -24,17 +25,22 @@ def measure(cfg, n_steps: int = 4096, ref_steps: int = 256) -> dict:
     steps = K.request_steps(w.batch_size, w.prompt_len, n_steps + 1)[1:]
     one = steps[:1].copy()
     t0 = time.perf_counter()
-    K.simulate(*args, one)                         # JIT compile or load from cache
+    K.simulate(*args, one)  # JIT compile or load from cache
     jit_s = time.perf_counter() - t0
     walk = best_time(lambda: K.simulate(*args, steps), 5)
     single = best_time(lambda: K.simulate(*args, one), 2000)
     sub = steps[:ref_steps]
     numba_sub = best_time(lambda: K.simulate(*args, sub), 20)
     ref = best_time(lambda: reference_simulate(design, cfg, sub), 3)
-    return {"jit_or_cache_load_s": jit_s, "step_us_in_walk": walk / n_steps * 1e6,
-            "step_us_single_call": single * 1e6, "reference_step_us": ref / ref_steps * 1e6,
-            "speedup_vs_python": ref / numba_sub, "kernel_calls_per_step": float(design.call_rep.sum()),
-            "ops": len(design.ops)}
+    return {
+        "jit_or_cache_load_s": jit_s,
+        "step_us_in_walk": walk / n_steps * 1e6,
+        "step_us_single_call": single * 1e6,
+        "reference_step_us": ref / ref_steps * 1e6,
+        "speedup_vs_python": ref / numba_sub,
+        "kernel_calls_per_step": float(design.call_rep.sum()),
+        "ops": len(design.ops),
+    }
 
 
 def add_arguments(p) -> None:
@@ -44,9 +50,10 @@ def add_arguments(p) -> None:
 def run(a) -> int:
     from rich.console import Console
     from rich.table import Table
+
     try:
         cfg = C.compose(a.overrides)
-        build(cfg)                          # bad input: one error line, not a traceback
+        build(cfg)  # bad input: one error line, not a traceback
     except C.hydra_errors() as e:
         return errors(f"{str(e).strip().splitlines()[0]} (decodelab bench takes Hydra overrides)")
     except (ConfigError, Infeasible) as e:

@@ -8,6 +8,7 @@ A single run with `tracking.background` (auto: when stdout is a terminal) is rec
 detached `decodelab sync <run dir>/result.json --each` process instead, so the command returns without loading
 MLflow; its output goes to `sync.log` in the run directory, and until it has run the result is
 simply unsynced (a later `decodelab sync` uploads it)."""
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,21 @@ def record_in_background(run_dir: Path, cwd: str) -> None:
     not have them all uploaded without dedupe. Sync locks a SQLite store while it writes, so
     concurrent background writers never create it twice."""
     with open(Path(run_dir) / "sync.log", "ab") as log_file:
-        subprocess.Popen([sys.executable, "-m", "decodelab.apps.cli", "sync",
-                          str(Path(run_dir) / "result.json"), "--each"], cwd=cwd,
-                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "decodelab.apps.cli",
+                "sync",
+                str(Path(run_dir) / "result.json"),
+                "--each",
+            ],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 @contextmanager
@@ -56,7 +68,7 @@ def _in_dir(path: str):
     old = os.getcwd()
     try:
         os.chdir(path)
-    except OSError:          # a launcher's node without that directory: stay
+    except OSError:  # a launcher's node without that directory: stay
         pass
     try:
         yield
@@ -66,11 +78,12 @@ def _in_dir(path: str):
 
 def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     """The MLflow run that already holds this design (same config hash), if the sweep resumes."""
-    cwd = Path(HydraConfig.get().runtime.cwd)      # a relative sweep dir, under hydra.job.chdir
+    cwd = Path(HydraConfig.get().runtime.cwd)  # a relative sweep dir, under hydra.job.chdir
     f = (cwd / sweep_dir if cwd.is_dir() else sweep_dir) / RECORDED_FILE
     if not (cfg.tracking.enabled and cfg.tracking.get("resume", True) and f.is_file()):
         return None
     from omegaconf import OmegaConf
+
     return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
@@ -87,16 +100,27 @@ class MLflowCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = " ".join(config.hydra.overrides.task)
-        run_id = self._safe(tracking.start_run, config.tracking, f"sweep {sweep_dir.name}",
-                            {"sweep": "true", "sweep_dir": str(sweep_dir),
-                             "overrides": overrides[:5000], "git_commit": tracking.git_commit()})
+        run_id = self._safe(
+            tracking.start_run,
+            config.tracking,
+            f"sweep {sweep_dir.name}",
+            {
+                "sweep": "true",
+                "sweep_dir": str(sweep_dir),
+                "overrides": overrides[:5000],
+                "git_commit": tracking.git_commit(),
+            },
+        )
         if run_id:
             (sweep_dir / PARENT_FILE).write_text(run_id)
         recorded = sweep_dir / RECORDED_FILE
         # designs already recorded (by config hash), read by each job: resuming a sweep. A file
         # left by an earlier run in this sweep dir (another experiment or store) must not stay.
-        done = (self._safe(tracking.recorded_hashes, config.tracking)
-                if config.tracking.get("resume", True) else None)
+        done = (
+            self._safe(tracking.recorded_hashes, config.tracking)
+            if config.tracking.get("resume", True)
+            else None
+        )
         if done:
             recorded.write_text(json.dumps(done))
         elif recorded.exists():
@@ -114,10 +138,10 @@ class MLflowCallback(Callback):
             return
         ret = job_return._return_value
         if not isinstance(ret, dict) or "record" not in ret:
-            return          # the job raised: Hydra reports it
+            return  # the job raised: Hydra reports it
         parent = None
         hc = HydraConfig.get()
-        out_dir = Path(hc.runtime.output_dir)           # absolute
+        out_dir = Path(hc.runtime.output_dir)  # absolute
         if str(hc.mode) != "RunMode.MULTIRUN" and background(config.tracking):
             self._safe(record_in_background, out_dir, hc.runtime.cwd)
             return
@@ -125,8 +149,14 @@ class MLflowCallback(Callback):
             if str(hc.mode) == "RunMode.MULTIRUN":
                 f = Path(hc.sweep.dir) / PARENT_FILE
                 parent = f.read_text().strip() if f.exists() else None
-            run_id = self._safe(tracking.log_result, config.tracking, ret["record"], ret["name"],
-                                ret["files"].values(), parent)
+            run_id = self._safe(
+                tracking.log_result,
+                config.tracking,
+                ret["record"],
+                ret["name"],
+                ret["files"].values(),
+                parent,
+            )
         if run_id:
             (out_dir / RUN_ID_FILE).write_text(run_id)
 
@@ -135,6 +165,9 @@ class MLflowCallback(Callback):
         try:
             return fn(*args)
         except Exception as e:  # the tracker must never lose or crash a result
-            log.warning("MLflow tracking failed (%s: %s); the result stays in the output "
-                        "directory", type(e).__name__, str(e).splitlines()[0][:300])
+            log.warning(
+                "MLflow tracking failed (%s: %s); the result stays in the output directory",
+                type(e).__name__,
+                str(e).splitlines()[0][:300],
+            )
             return None

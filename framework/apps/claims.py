@@ -10,6 +10,7 @@ Any KEY=VALUE other than tracking.* / tracking=NAME is a what-if: applied to eve
 selected sweeps, after and in place of the sweep's own value for that key. The table and the
 MLflow run say so (run name `claims what-if`, tag `what_if`), so a what-if is never mistaken for
 the canonical table. How a claim sweep names its figures: decodelab.runs.claims."""
+
 from __future__ import annotations
 
 import sys
@@ -25,19 +26,23 @@ from decodelab.tracking import store as tracking
 
 
 def add_arguments(p) -> None:
-    p.add_argument("args", nargs="*", metavar="ID | KEY=VALUE",
-                   help="claim ids (C1 ... C15); tracking.KEY=VALUE; other KEY=VALUE: what-ifs")
+    p.add_argument(
+        "args",
+        nargs="*",
+        metavar="ID | KEY=VALUE",
+        help="claim ids (C1 ... C15); tracking.KEY=VALUE; other KEY=VALUE: what-ifs",
+    )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
 
 
 def known_ids() -> List[str]:
-    return sorted({load_sweep(p)[0]["id"] for p in SWEEPS_DIR.glob("*.yaml")},
-                  key=lambda c: (len(c), c))
+    return sorted({load_sweep(p)[0]["id"] for p in SWEEPS_DIR.glob("*.yaml")}, key=lambda c: (len(c), c))
 
 
 def run(a) -> int:
     from rich.console import Console
     from rich.table import Table
+
     ids = [x for x in a.args if "=" not in x and not x.startswith(("+", "~"))]
     known = known_ids()
     unknown = [i for i in ids if i not in known]
@@ -53,7 +58,7 @@ def run(a) -> int:
     plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
     try:
         rows = run_claims(ids or None, plots_dir=plots, what_if=what_if)
-    except C.hydra_errors() as e:     # a misspelled key or a value a job's config rejects
+    except C.hydra_errors() as e:  # a misspelled key or a value a job's config rejects
         return errors(f"{' '.join(what_if)}: {str(e).strip().splitlines()[0]}")
     title = "decodelab claims (pass: within tolerance, default 15%; ranges: inside)"
     if what_if:
@@ -62,10 +67,14 @@ def run(a) -> int:
     for col in ("id", "figure", "published", "simulated", "ratio", "pass"):
         t.add_column(col, justify="right" if col in ("published", "simulated", "ratio") else "left")
     for r in rows:
-        t.add_row(r["id"], r["figure"], r["published"],
-                  "-" if r["simulated"] is None else f"{r['simulated']:.3g}",
-                  "" if r["ratio"] is None else f"{r['ratio']:.2f}",
-                  "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
+        t.add_row(
+            r["id"],
+            r["figure"],
+            r["published"],
+            "-" if r["simulated"] is None else f"{r['simulated']:.3g}",
+            "" if r["ratio"] is None else f"{r['ratio']:.2f}",
+            "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]",
+        )
     Console().print(t)
     for cid, why in {r["id"]: r["why_none"] for r in rows if r["why_none"]}.items():
         print(f"{cid}: no figure: " + "; ".join(why))
@@ -78,15 +87,21 @@ def run(a) -> int:
 def _log(rows: List[dict], plots, tr, what_if: List[str]) -> None:
     """The claims table (and the per-sweep breakdown plots) as one MLflow run."""
     import pandas as pd
+
     tags = {"kind": "claims"}
     if what_if:
         tags["what_if"] = " ".join(what_if)
     metrics = {f"{r['id']}_{r['figure']}": r["simulated"] for r in rows if r["simulated"] is not None}
     metrics["figures_pass"] = float(sum(r["pass"] for r in rows))
     try:
-        tracking.log_summary_run(tr, "claims what-if" if what_if else "claims", tags, metrics,
-                                 {"claims.csv": pd.DataFrame(rows)},
-                                 [(png, "breakdown") for png in sorted(plots.glob("*.png"))])
+        tracking.log_summary_run(
+            tr,
+            "claims what-if" if what_if else "claims",
+            tags,
+            metrics,
+            {"claims.csv": pd.DataFrame(rows)},
+            [(png, "breakdown") for png in sorted(plots.glob("*.png"))],
+        )
     except Exception as e:  # never lose the printed table to a tracker problem
         print(f"warning: claims table not logged to MLflow ({type(e).__name__}: {e})")
 

@@ -4,6 +4,7 @@
 one design, or a multirun. A first word naming a subcommand runs it (each module's
 `add_arguments` / `run`, decodelab.apps.common); Hydra overrides (KEY=VALUE) are positional
 arguments everywhere. An unknown first word is one error line with the nearest names."""
+
 from __future__ import annotations
 
 import difflib
@@ -17,7 +18,10 @@ from decodelab.apps.common import run_module
 # name -> (module, one-line summary): the one table `decodelab --help` lists
 COMMANDS: Dict[str, Tuple[str, str]] = {
     "claims": ("decodelab.apps.claims", "the papers' published figures: simulated vs published (C1-C15)"),
-    "validate": ("decodelab.apps.validate", "serving simulation vs measured TTFT/TPOT (shipped rows or --csv)"),
+    "validate": (
+        "decodelab.apps.validate",
+        "serving simulation vs measured TTFT/TPOT (shipped rows or --csv)",
+    ),
     "sweep": ("decodelab.apps.sweep", "a whole sweep in one command: worker processes, one recorder"),
     "search": ("decodelab.apps.search", "multi-objective design-space search (Optuna) over a space YAML"),
     "compare": ("decodelab.apps.compare", "MLflow runs side by side; CSV"),
@@ -37,9 +41,12 @@ def help_text() -> str:
     width = max(map(len, COMMANDS))
     lines = [USAGE, "", "commands:"]
     lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
-    lines += ["", "Overrides pick a component per group (model=llama3_1_70b hardware=dgx_h100) or set",
-              "a field (workload.batch_size=8); the groups and their options follow (Hydra's help).",
-              ""]
+    lines += [
+        "",
+        "Overrides pick a component per group (model=llama3_1_70b hardware=dgx_h100) or set",
+        "a field (workload.batch_size=8); the groups and their options follow (Hydra's help).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -49,7 +56,7 @@ def suggest(word: str) -> Optional[str]:
 
 
 def run_command(name: str, argv: List[str]) -> int:
-    module = importlib.import_module(COMMANDS[name][0])   # on use: each pulls its own libraries
+    module = importlib.import_module(COMMANDS[name][0])  # on use: each pulls its own libraries
     return run_module(name, module, argv)
 
 
@@ -64,12 +71,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     if first and not first.startswith("-") and "=" not in first and not first.startswith(("+", "~")):
         near = suggest(first)
         hint = f"; did you mean '{near}'?" if near else ""
-        print(f"error: unknown command '{first}'{hint} (commands: {', '.join(COMMANDS)}; "
-              "overrides are KEY=VALUE)", file=sys.stderr)
+        print(
+            f"error: unknown command '{first}'{hint} (commands: {', '.join(COMMANDS)}; "
+            "overrides are KEY=VALUE)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     if first in ("-h", "--help"):
         print(help_text())
-    from decodelab.apps.run import EXIT_STATUS, job    # Hydra, MLflow: only for the Hydra app
+    from decodelab.apps.run import EXIT_STATUS, job  # Hydra, MLflow: only for the Hydra app
+
     sys.argv = [sys.argv[0], *argv]
     job()
     sys.exit(EXIT_STATUS[0])

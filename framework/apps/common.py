@@ -1,6 +1,7 @@
 """What every subcommand shares: one argparse style (`add_arguments(parser)` + `run(args)` per
 app module), bad arguments as one `error:` line and exit status 2, Hydra overrides passed as
 positional KEY=VALUE arguments."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,12 @@ class Parser(argparse.ArgumentParser):
 
 def make_parser(name: str, module) -> Parser:
     doc = (module.__doc__ or "").strip()
-    p = Parser(prog=f"decodelab {name}", description=doc.split("\n\n")[0],
-               epilog="\n\n".join(doc.split("\n\n")[1:]) or None,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(
+        prog=f"decodelab {name}",
+        description=doc.split("\n\n")[0],
+        epilog="\n\n".join(doc.split("\n\n")[1:]) or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     module.add_arguments(p)
     return p
 
@@ -31,7 +35,7 @@ def run_module(name: str, module, argv: List[str]) -> int:
     p = make_parser(name, module)
     try:
         args = p.parse_intermixed_args(argv)
-    except SystemExit as e:          # --help (0) or a bad argument (2, already one line)
+    except SystemExit as e:  # --help (0) or a bad argument (2, already one line)
         return int(e.code or 0)
     return int(module.run(args) or 0)
 

@@ -7,6 +7,7 @@ out. The table keeps the params that differ between the chosen runs (`--params` 
 and the headline metrics (`--metrics` to choose). A few runs print as columns (runs side by
 side), many as rows. The tracker is the default config's (`tracking.uri=...` to change).
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,39 +19,45 @@ from decodelab.core.schema import TrackingConfig
 from decodelab.tracking.sync import tracking_keys, tracking_override_errors
 
 METRICS = ("tpot_ms", "ttft_ms", "tok_s_user", "tok_s_aggregate", "pct_roofline", "mem_hbm_pct")
-SIDE_BY_SIDE = 8          # at most this many runs print as columns
+SIDE_BY_SIDE = 8  # at most this many runs print as columns
 
 
 def table(df, params: Optional[List[str]] = None, metrics: Optional[List[str]] = None):
     """Run id, name and status, the params that differ (or those named), the metrics."""
     import pandas as pd
+
     pcols = [c for c in df.columns if c.startswith("params.")]
     if params:
         keep_p = [f"params.{p}" for p in params if f"params.{p}" in df.columns]
     else:
-        keep_p = sorted(c for c in pcols if df[c].astype(str).nunique(dropna=False) > 1
-                        and not c.endswith(".source"))        # citations, not settings
+        keep_p = sorted(
+            c for c in pcols if df[c].astype(str).nunique(dropna=False) > 1 and not c.endswith(".source")
+        )  # citations, not settings
     mnames = metrics or [m for m in METRICS if f"metrics.{m}" in df.columns]
     keep_m = [f"metrics.{m}" for m in mnames if f"metrics.{m}" in df.columns]
     base = [c for c in ("run_id", "tags.mlflow.runName", "tags.status") if c in df.columns]
     out = df[base + keep_p + keep_m].copy()
-    out.columns = [c.split(".", 1)[1] if c.startswith(("params.", "metrics.")) else
-                   {"tags.mlflow.runName": "name", "tags.status": "status"}.get(c, c)
-                   for c in out.columns]
+    out.columns = [
+        c.split(".", 1)[1]
+        if c.startswith(("params.", "metrics."))
+        else {"tags.mlflow.runName": "name", "tags.status": "status"}.get(c, c)
+        for c in out.columns
+    ]
     return out.reset_index(drop=True) if isinstance(out, pd.DataFrame) else out
 
 
 def show(t, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
+
     rt = Table(title=title, show_lines=False)
     fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
-    if 0 < len(t) <= SIDE_BY_SIDE:                 # runs side by side
+    if 0 < len(t) <= SIDE_BY_SIDE:  # runs side by side
         rt.add_column("")
         for rid in t["run_id"]:
             rt.add_column(str(rid)[:8], justify="right")
         for col in t.columns[1:]:
-            if col != "name":                      # long labels: in the CSV
+            if col != "name":  # long labels: in the CSV
                 rt.add_row(col, *[fmt(v) for v in t[col]])
     else:
         for col in t.columns:
@@ -69,14 +76,19 @@ def add_arguments(ap) -> None:
     ap.add_argument("--csv", default="compare.csv", help="CSV file written (default: compare.csv)")
     ap.add_argument("--max", type=int, default=10000, help="at most this many runs")
 
+
 def run(a) -> int:
     from omegaconf import OmegaConf
     from dataclasses import asdict
+
     over = OmegaConf.to_container(OmegaConf.from_dotlist([x for x in a.args if "=" in x]))
     bad = [k for k in over if k != "tracking"] or tracking_override_errors(over)
     if bad:
-        print(f"error: {', '.join(bad)}: give run ids and tracking.KEY=VALUE overrides, KEY one "
-              f"of {', '.join(tracking_keys())}", file=sys.stderr)
+        print(
+            f"error: {', '.join(bad)}: give run ids and tracking.KEY=VALUE overrides, KEY one "
+            f"of {', '.join(tracking_keys())}",
+            file=sys.stderr,
+        )
         return 2
     tr = {**asdict(TrackingConfig()), **over.get("tracking", {})}
     run_ids = [x for x in a.args if "=" not in x]
@@ -87,8 +99,7 @@ def run(a) -> int:
     if df.empty:
         print("no runs match")
         return 1
-    t = table(df, a.params.split(",") if a.params else None,
-              a.metrics.split(",") if a.metrics else None)
+    t = table(df, a.params.split(",") if a.params else None, a.metrics.split(",") if a.metrics else None)
     show(t, f"{len(t)} runs ({tr['uri']})")
     Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
     t.to_csv(a.csv, index=False)

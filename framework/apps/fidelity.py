@@ -1,5 +1,6 @@
 """`decodelab fidelity [--ci] [overrides]`: KV-policy accuracy on a real small model
 (SmolLM2-135M): passkey retrieval and text, against KV memory saved (docs/fidelity.md)."""
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,12 @@ from decodelab.tracking.fidelity import log_mlflow
 
 
 def add_arguments(p) -> None:
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="overrides of conf/fidelity.yaml (policies, budgets, lengths, ...)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="overrides of conf/fidelity.yaml (policies, budgets, lengths, ...)",
+    )
     p.add_argument("--ci", action="store_true", help="the small grid of conf/fidelity_ci.yaml")
 
 
@@ -26,7 +31,7 @@ def run(a) -> int:
     ci, overrides = a.ci, a.overrides
     try:
         cfg = C.compose(overrides, config_name="fidelity_ci" if ci else "fidelity")
-    except Exception as e:                  # Hydra / OmegaConf: unknown key, wrong type, bad syntax
+    except Exception as e:  # Hydra / OmegaConf: unknown key, wrong type, bad syntax
         msg = " ".join(x.strip() for x in str(e).splitlines() if x.strip() and "hydra.cc" not in x)
         return errors(msg or type(e).__name__)
     try:
@@ -41,7 +46,7 @@ def run(a) -> int:
     out_dir = Path(cfg.out_dir) / cfg.name
     try:
         files = write_files(res, summ, out_dir)
-    except OSError as e:                    # out_dir not writable, disk full
+    except OSError as e:  # out_dir not writable, disk full
         return errors(f"out_dir: {e}")
     if not cfg.quiet:
         print_summary(summ, res, cfg)

@@ -6,6 +6,7 @@ one column per context length, rows = max batch that fits, aggregate tok/s and p
 that batch, and the policy's prefill selection as % of TTFT; x = kv_policy.budget, one line per
 policy (and per other kv_policy field the sweep varies).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,19 +16,30 @@ from typing import List
 
 from decodelab.apps.common import errors, run_module
 
-ROWS = (("max_batch", "max batch that fits"), ("tok_s_aggregate", "aggregate tok/s"),
-        ("tok_s_user", "tok/s per user"), ("kv_select_pct_ttft", "selection, % of TTFT"))
+ROWS = (
+    ("max_batch", "max batch that fits"),
+    ("tok_s_aggregate", "aggregate tok/s"),
+    ("tok_s_user", "tok/s per user"),
+    ("kv_select_pct_ttft", "selection, % of TTFT"),
+)
 
 
 def load(root: Path):
     import pandas as pd
+
     recs = []
     for p in sorted(root.rglob("result.json")):
         r = json.loads(p.read_text())
         c = r["config"]
-        row = {"status": r["status"], "reason": r["reason"], "model": c["model"]["name"],
-               "hardware": c["hardware"]["name"], "prompt_len": c["workload"]["prompt_len"],
-               "output_len": c["workload"]["output_len"], "dir": str(p.parent)}
+        row = {
+            "status": r["status"],
+            "reason": r["reason"],
+            "model": c["model"]["name"],
+            "hardware": c["hardware"]["name"],
+            "prompt_len": c["workload"]["prompt_len"],
+            "output_len": c["workload"]["output_len"],
+            "dir": str(p.parent),
+        }
         row.update({f"kv_policy.{k}": v for k, v in c["kv_policy"].items() if k != "params"})
         row.update(r.get("metrics", {}))
         recs.append(row)
@@ -51,13 +63,20 @@ def _varied(ok) -> List[str]:
 
 def plot(df, path: Path, title: str = "KV policies: memory, throughput, prefill overhead") -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     ok = df[df["status"] == "ok"]
     contexts = sorted(ok["context"].unique())
     varied = _varied(ok)
-    fig, axes = plt.subplots(len(ROWS), len(contexts), squeeze=False, sharex=True,
-                             figsize=(max(9.0, 4.2 * len(contexts)), 2.6 * len(ROWS) + 1.0))
+    fig, axes = plt.subplots(
+        len(ROWS),
+        len(contexts),
+        squeeze=False,
+        sharex=True,
+        figsize=(max(9.0, 4.2 * len(contexts)), 2.6 * len(ROWS) + 1.0),
+    )
     for j, ctx in enumerate(contexts):
         sub = ok[ok["context"] == ctx]
         for keys, g in sub.groupby(["kv_policy.name"] + varied, sort=True):
@@ -102,8 +121,10 @@ def run(a) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out.with_suffix(".csv"), index=False)
     plot(df, out)
-    print(f"wrote {out} and {out.with_suffix('.csv')} ({len(df)} results, "
-          f"{int((df['status'] != 'ok').sum())} not ok)")
+    print(
+        f"wrote {out} and {out.with_suffix('.csv')} ({len(df)} results, "
+        f"{int((df['status'] != 'ok').sum())} not ok)"
+    )
     return 0
 
 

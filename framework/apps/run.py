@@ -1,5 +1,6 @@
 """The Hydra application: compose a config, evaluate the design, write its files, print it.
 MLflow logging happens in the Hydra callback (framework/apps/callbacks.py), not here."""
+
 from __future__ import annotations
 
 import sys
@@ -25,22 +26,28 @@ def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
     res = evaluate(cfg)
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     name = run_label(cfg)
-    files = write_outputs(cfg_dict, res, out_dir, name, plots=cfg.tracking.get("plots", True),
-                          step_csv=cfg.tracking.get("step_csv", True))
+    files = write_outputs(
+        cfg_dict,
+        res,
+        out_dir,
+        name,
+        plots=cfg.tracking.get("plots", True),
+        step_csv=cfg.tracking.get("step_csv", True),
+    )
     cfg_file = out_dir / "config_resolved.yaml"
     cfg_file.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     files["config"] = str(cfg_file)
     return {"record": res.record(cfg_dict), "files": files, "name": name, "res": res}
 
 
-EXIT_STATUS = [0]      # set by a single run with invalid input; decodelab.apps.cli exits with it
+EXIT_STATUS = [0]  # set by a single run with invalid input; decodelab.apps.cli exits with it
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def job(cfg: DictConfig) -> Dict[str, Any]:
     hc = HydraConfig.get()
     if str(hc.mode) == "RunMode.MULTIRUN":
-        done = recorded_run(cfg, Path(hc.sweep.dir))   # resuming: this design is in the tracker
+        done = recorded_run(cfg, Path(hc.sweep.dir))  # resuming: this design is in the tracker
         if done:
             if not cfg.quiet:
                 print(f"{run_label(cfg)}: already recorded (MLflow run {done}), skipped")

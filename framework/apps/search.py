@@ -2,6 +2,7 @@
 under constraints (e.g. must fit memory); the Pareto front as a table, CSV, plot and MLflow runs.
 
   decodelab search llama70b_throughput_latency --trials 200"""
+
 from __future__ import annotations
 
 import argparse
@@ -20,28 +21,41 @@ from decodelab.tracking.recorder import Recorder
 
 def write_outputs_of(result: dict) -> List[str]:
     import pandas as pd
+
     out = result["out_dir"]
     rows = [{k: v for k, v in r.items() if k != "_record"} for r in result["rows"]]
     pd.DataFrame(rows).to_csv(out / "trials.csv", index=False)
     pd.DataFrame([{k: v for k, v in r.items() if k != "_record"} for r in result["front"]]).to_csv(
-        out / "pareto.csv", index=False)
+        out / "pareto.csv", index=False
+    )
     return [str(out / "trials.csv"), str(out / "pareto.csv"), str(plot(result))]
 
 
 def plot(result: dict) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    (mx, dx), (my, dy) = result["objectives"][:2] if len(result["objectives"]) > 1 else \
-        (result["objectives"][0], result["objectives"][0])
+
+    (mx, dx), (my, dy) = (
+        result["objectives"][:2]
+        if len(result["objectives"]) > 1
+        else (result["objectives"][0], result["objectives"][0])
+    )
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     ok = [r for r in result["rows"] if mx in r]
     feas = [r for r in ok if r["feasible"]]
     viol = [r for r in ok if not r["feasible"]]
     ax.scatter([r[mx] for r in feas], [r[my] for r in feas], s=14, c="#999999", label="feasible")
     if viol:
-        ax.scatter([r[mx] for r in viol], [r[my] for r in viol], s=14, marker="x", c="#dd8452",
-                   label="violates a constraint")
+        ax.scatter(
+            [r[mx] for r in viol],
+            [r[my] for r in viol],
+            s=14,
+            marker="x",
+            c="#dd8452",
+            label="violates a constraint",
+        )
     f = result["front"]
     ax.plot([r[mx] for r in f], [r[my] for r in f], "o-", c="#c44e52", ms=5, label="Pareto front")
     ys = [r[my] for r in ok if r[my] > 0]
@@ -54,8 +68,10 @@ def plot(result: dict) -> Path:
     n_pruned = len(result["rows"]) - len(ok)
     ax.set_xlabel(f"{mx} ({dx})")
     ax.set_ylabel(f"{my} ({dy})")
-    ax.set_title(f"{len(result['rows'])} trials, {n_pruned} infeasible/invalid (pruned), "
-                 f"{len(f)} on the front", fontsize=9)
+    ax.set_title(
+        f"{len(result['rows'])} trials, {n_pruned} infeasible/invalid (pruned), {len(f)} on the front",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = result["out_dir"] / "pareto.png"
@@ -64,24 +80,37 @@ def plot(result: dict) -> Path:
     return path
 
 
-def log_search(result: dict, space: dict, artifacts: List[str], seed: int, sampler: str,
-               trials: int) -> Optional[str]:
+def log_search(
+    result: dict, space: dict, artifacts: List[str], seed: int, sampler: str, trials: int
+) -> Optional[str]:
     """One MLflow run for the search (space, counts, CSVs, plot) with the Pareto designs as
     child runs. Returns the tracker error, if any (the files stay on disk)."""
     plan = result["plan"]
     if not plan.tracking.get("enabled"):
         return None
-    rec = Recorder(plan.tracking, result["out_dir"], f"search {space['name']}",
-                   {"kind": "search", "space": space["path"], "sampler": sampler,
-                    "seed": str(seed), "objectives": json.dumps(space["objectives"]),
-                    "constraints": json.dumps(space.get("constraints") or {})})
+    rec = Recorder(
+        plan.tracking,
+        result["out_dir"],
+        f"search {space['name']}",
+        {
+            "kind": "search",
+            "space": space["path"],
+            "sampler": sampler,
+            "seed": str(seed),
+            "objectives": json.dumps(space["objectives"]),
+            "constraints": json.dumps(space.get("constraints") or {}),
+        },
+    )
     rec.log_parent_params({f"space.{k}": v for k, v in space["params"].items()})
     for r in result["front"]:
         r["run_id"] = rec.record(r["_record"], r["_record"]["files"])
     rows = result["rows"]
-    metrics = {"n_trials": len(rows), "n_feasible": sum(1 for r in rows if r.get("feasible")),
-               "n_pruned": sum(1 for r in rows if r["status"] != "ok"),
-               "n_pareto": len(result["front"])}
+    metrics = {
+        "n_trials": len(rows),
+        "n_feasible": sum(1 for r in rows if r.get("feasible")),
+        "n_pruned": sum(1 for r in rows if r["status"] != "ok"),
+        "n_pareto": len(result["front"]),
+    }
     for m, d in result["objectives"]:
         vals = [r[m] for r in result["front"]]
         if vals:
@@ -100,8 +129,7 @@ def _positive(text: str) -> int:
 def add_arguments(ap) -> None:
     ap.add_argument("space", help="space YAML: a path or a name under sweeps/search/")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides fixed for every trial")
-    ap.add_argument("--trials", type=_positive, help="number of trials (default: the space's, "
-                    "or 100)")
+    ap.add_argument("--trials", type=_positive, help="number of trials (default: the space's, or 100)")
     ap.add_argument("--seed", type=int, help="sampler seed (default: the space's, or 0)")
     ap.add_argument("--sampler", choices=SAMPLERS, help="default: the space's, or tpe")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -110,19 +138,22 @@ def add_arguments(ap) -> None:
 def run(a) -> int:
     from rich.console import Console
     from rich.table import Table
+
     try:
         import optuna  # noqa: F401
     except ImportError:
-        print("error: decodelab search needs Optuna: pip install 'decodelab[search]'",
-              file=sys.stderr)
+        print("error: decodelab search needs Optuna: pip install 'decodelab[search]'", file=sys.stderr)
         return 2
     try:
         space = load_space(a.space)
         trials = a.trials or int(space.get("trials", 100))
         seed = a.seed if a.seed is not None else int(space.get("seed", 0))
         sampler = a.sampler or space.get("sampler", "tpe")
-        out = Path("outputs/search") / datetime.now().strftime("%Y-%m-%d") / \
-            f"{datetime.now().strftime('%H-%M-%S-%f')}-{space['name']}"
+        out = (
+            Path("outputs/search")
+            / datetime.now().strftime("%Y-%m-%d")
+            / f"{datetime.now().strftime('%H-%M-%S-%f')}-{space['name']}"
+        )
         t0 = time.perf_counter()
         result = run_search(space, a.overrides, trials, seed, sampler, out, not a.quiet)
     except (SpaceError, SweepError) as e:
@@ -132,17 +163,18 @@ def run(a) -> int:
     err = log_search(result, space, artifacts, seed, sampler, trials)
     console = Console()
     rows = result["rows"]
-    console.print(f"[bold]search {space['name']}[/bold] ({sampler}, seed {seed}): {len(rows)} "
-                  f"trials in {time.perf_counter() - t0:.1f} s, "
-                  f"{sum(1 for r in rows if r['status'] != 'ok')} pruned (infeasible/invalid), "
-                  f"{sum(1 for r in rows if r.get('feasible'))} feasible -> {out}")
+    console.print(
+        f"[bold]search {space['name']}[/bold] ({sampler}, seed {seed}): {len(rows)} "
+        f"trials in {time.perf_counter() - t0:.1f} s, "
+        f"{sum(1 for r in rows if r['status'] != 'ok')} pruned (infeasible/invalid), "
+        f"{sum(1 for r in rows if r.get('feasible'))} feasible -> {out}"
+    )
     t = Table(title=f"Pareto front ({len(result['front'])} designs)")
     keys = list(space["params"]) + [m for m, _ in result["objectives"]]
     for k in ["trial"] + keys:
         t.add_column(k.split("@")[0], justify="right")
     for r in result["front"]:
-        t.add_row(str(r["trial"]), *[f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k])
-                                     for k in keys])
+        t.add_row(str(r["trial"]), *[f"{r[k]:.4g}" if isinstance(r[k], float) else str(r[k]) for k in keys])
     console.print(t)
     if err:
         console.print(f"[yellow]warning[/yellow]: not logged to MLflow ({err}); files in {out}")

@@ -4,6 +4,7 @@ by worker processes, recorded by one process (docs/sweeps.md).
 
   decodelab sweep scale/bench_1000 -j 2
   decodelab sweep model=llama3_1_8b,llama3_1_70b workload.batch_size='range(1,65)'"""
+
 from __future__ import annotations
 
 import os
@@ -19,11 +20,14 @@ from decodelab.runs.sweep import SUMMARY_METRICS, Outcome, run_sweep
 def print_summary(plan, out: Outcome, top: int = 10) -> None:
     from rich.console import Console
     from rich.table import Table
+
     console = Console()
     c = out.counts()
     rate = (len(out.records) + len(out.skipped)) / out.seconds if out.seconds else 0.0
-    console.print(f"[bold]sweep {plan.name}[/bold]: {len(plan.jobs)} designs in "
-                  f"{out.seconds:.1f} s ({rate:.0f}/s) -> {out.sweep_dir}")
+    console.print(
+        f"[bold]sweep {plan.name}[/bold]: {len(plan.jobs)} designs in "
+        f"{out.seconds:.1f} s ({rate:.0f}/s) -> {out.sweep_dir}"
+    )
     console.print("  " + ", ".join(f"{k} {v}" for k, v in c.items() if v or k == "ok"))
     ok = [r for r in out.records if r["status"] == "ok"]
     if ok:
@@ -37,9 +41,11 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
             t.add_column(label, justify="right")
         for r in best:
             job = dict(o.partition("=")[::2] for o in r["overrides"])
-            t.add_row(str(r["index"]), *[job.get(k, "") for k in plan.varied],
-                      *[format(r["metrics"].get(m, float("nan")), f)
-                        for m, _, f in SUMMARY_METRICS])
+            t.add_row(
+                str(r["index"]),
+                *[job.get(k, "") for k in plan.varied],
+                *[format(r["metrics"].get(m, float("nan")), f) for m, _, f in SUMMARY_METRICS],
+            )
         console.print(t)
     for status in ("invalid", "error", "infeasible"):
         reasons: Dict[str, int] = {}
@@ -49,31 +55,49 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
         for reason, n in sorted(reasons.items(), key=lambda x: -x[1])[:3]:
             console.print(f"  {status} x{n}: {reason}")
     if out.skipped:
-        console.print(f"  {len(out.skipped)} designs already recorded (same config hash) were "
-                      "skipped; tracking.resume=false runs them again")
+        console.print(
+            f"  {len(out.skipped)} designs already recorded (same config hash) were "
+            "skipped; tracking.resume=false runs them again"
+        )
     if out.tracking:
         if out.tracker_error:
             left = len(out.records) - out.recorded
-            console.print(f"[yellow]warning[/yellow]: {left} results did not reach the tracker "
-                          f"({out.tracker_error}); they are in {out.sweep_dir}: upload them with "
-                          f"`decodelab sync {out.sweep_dir}`")
+            console.print(
+                f"[yellow]warning[/yellow]: {left} results did not reach the tracker "
+                f"({out.tracker_error}); they are in {out.sweep_dir}: upload them with "
+                f"`decodelab sync {out.sweep_dir}`"
+            )
         else:
-            console.print(f"  MLflow: {out.recorded} runs under parent run {out.parent} "
-                          f"(written in {out.record_seconds:.1f} s)")
+            console.print(
+                f"  MLflow: {out.recorded} runs under parent run {out.parent} "
+                f"(written in {out.record_seconds:.1f} s)"
+            )
     if out.interrupted:
         done = (out.recorded if out.tracking else len(out.records)) + len(out.skipped)
-        console.print(f"[yellow]interrupted[/yellow]: {done} of {len(plan.jobs)} designs "
-                      f"{'recorded' if out.tracking else 'done'}; run the same command again to do "
-                      "only the rest")
+        console.print(
+            f"[yellow]interrupted[/yellow]: {done} of {len(plan.jobs)} designs "
+            f"{'recorded' if out.tracking else 'done'}; run the same command again to do "
+            "only the rest"
+        )
 
 
 def add_arguments(ap) -> None:
-    ap.add_argument("args", nargs="*", metavar="[SWEEP] OVERRIDE",
-                    help="sweep file or name, then overrides, e.g. model=llama3_1_8b,llama3_1_70b")
-    ap.add_argument("-j", "--jobs", type=_workers, default=os.cpu_count() or 1,
-                    help="worker processes (default: CPU count; 1: in this process)")
-    ap.add_argument("--plots", action="store_true",
-                    help="also write steps.csv and breakdown.png per design (slow)")
+    ap.add_argument(
+        "args",
+        nargs="*",
+        metavar="[SWEEP] OVERRIDE",
+        help="sweep file or name, then overrides, e.g. model=llama3_1_8b,llama3_1_70b",
+    )
+    ap.add_argument(
+        "-j",
+        "--jobs",
+        type=_workers,
+        default=os.cpu_count() or 1,
+        help="worker processes (default: CPU count; 1: in this process)",
+    )
+    ap.add_argument(
+        "--plots", action="store_true", help="also write steps.csv and breakdown.png per design (slow)"
+    )
     ap.add_argument("--top", type=int, default=10, help="designs in the summary table")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 

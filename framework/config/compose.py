@@ -1,6 +1,7 @@
 """Compose configs with Hydra: the one helper every run mode, subcommand, the Python API and the
 tests use (instead of each opening its own Hydra context). Hydra is imported on first use (it
 costs start-up time a plain `import decodelab` should not pay)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -17,27 +18,28 @@ def context(config_dir: Optional[str] = None) -> Iterator[None]:
     """Hydra initialised on decodelab's conf/ (or `config_dir`) for the block; nothing global
     stays initialised after it."""
     from hydra import initialize_config_dir
-    with initialize_config_dir(config_dir=config_dir or CONF_DIR, version_base="1.3",
-                               job_name="decodelab"):
+
+    with initialize_config_dir(config_dir=config_dir or CONF_DIR, version_base="1.3", job_name="decodelab"):
         yield
 
 
 def compose_in_context(overrides: Sequence[str] = (), config_name: str = "config"):
     """Compose inside an open `context()` (cheap to repeat: one context, many configs)."""
     from hydra import compose as hydra_compose
+
     return hydra_compose(config_name=config_name, overrides=list(overrides))
 
 
-def compose(overrides: Sequence[str] = (), config_name: str = "config",
-            config_dir: Optional[str] = None):
+def compose(overrides: Sequence[str] = (), config_name: str = "config", config_dir: Optional[str] = None):
     """The composed config of `overrides` (Hydra syntax: `model=llama3_1_70b`,
     `workload.batch_size=8`, `hydra.searchpath=[file://my_conf]` works as on the command line)."""
     with context(config_dir):
         return compose_in_context(overrides, config_name)
 
 
-def compose_all(jobs: Sequence[Sequence[str]], config_name: str = "config",
-                config_dir: Optional[str] = None) -> List[object]:
+def compose_all(
+    jobs: Sequence[Sequence[str]], config_name: str = "config", config_dir: Optional[str] = None
+) -> List[object]:
     """One composed config per job, in one Hydra context."""
     with context(config_dir):
         return [compose_in_context(job, config_name) for job in jobs]
@@ -47,4 +49,5 @@ def hydra_errors() -> tuple:
     """The exception types of a config that does not compose (for callers that report them)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
     return (HydraException, OmegaConfBaseException)

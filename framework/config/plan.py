@@ -10,6 +10,7 @@ sweep, exactly as `decodelab -m` would launch them, and their configs, composed 
 - `prepare` gives each job's config (or the one-line reason it does not compose); evaluating and
   writing are decodelab.runs.items.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,22 +29,23 @@ from decodelab.core.labels import run_label
 @dataclass(frozen=True)
 class Source:
     """Where configs come from: `--config-dir` / `--config-name` of the -m equivalent."""
+
     config_dir: Optional[str]
     config_name: str
-    common: Tuple[str, ...] = ()     # hydra.* overrides, the same for every job
+    common: Tuple[str, ...] = ()  # hydra.* overrides, the same for every job
 
 
 @dataclass
 class Plan:
     source: Source
     name: str
-    jobs: List[List[str]]                                   # override strings per job
-    groups: List[Tuple[str, ...]]                           # config-group overrides per job
+    jobs: List[List[str]]  # override strings per job
+    groups: List[Tuple[str, ...]]  # config-group overrides per job
     sweep_dir: Path
-    varied: List[str] = field(default_factory=list)         # keys with more than one value
-    tracking: Dict = field(default_factory=dict)            # tracking node of the first job
-    base_cfg: object = None                                 # first job's group choice, composed
-    command_line: List[str] = field(default_factory=list)   # the overrides given
+    varied: List[str] = field(default_factory=list)  # keys with more than one value
+    tracking: Dict = field(default_factory=dict)  # tracking node of the first job
+    base_cfg: object = None  # first job's group choice, composed
+    command_line: List[str] = field(default_factory=list)  # the overrides given
 
 
 @contextmanager
@@ -55,14 +57,19 @@ def hydra_context(source: Source) -> Iterator[object]:
     from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
+
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="decodelab"):
         if source.config_dir:
             search_path = create_config_search_path(CONF_DIR)
-            search_path.prepend(provider="command-line", path=f"file://{source.config_dir}",
-                                anchor=SearchPathQuery(provider="schema"))
+            search_path.prepend(
+                provider="command-line",
+                path=f"file://{source.config_dir}",
+                anchor=SearchPathQuery(provider="schema"),
+            )
             GlobalHydra.instance().clear()
             Hydra.create_main_hydra2(task_name="decodelab", config_search_path=search_path)
         yield GlobalHydra.instance().config_loader()
+
 
 # --------------------------------------------------------------------------- composition
 
@@ -75,6 +82,7 @@ def parse(override: str):
     o = _PARSED.get(override)
     if o is None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
+
         o = _PARSED[override] = OverridesParser.create().parse_override(override)
     return o
 
@@ -109,8 +117,10 @@ class Composer:
         cfg = self._base.get(groups)
         if cfg is None:
             from hydra import compose
-            cfg = self._base[groups] = compose(config_name=self.source.config_name,
-                                               overrides=list(self.source.common) + list(groups))
+
+            cfg = self._base[groups] = compose(
+                config_name=self.source.config_name, overrides=list(self.source.common) + list(groups)
+            )
         return cfg
 
     def config(self, job: Sequence[str], reuse: bool = False):
@@ -122,6 +132,7 @@ class Composer:
         then valid until the next call; evaluate() never mutates its config (it copies)."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
         from omegaconf import open_dict
+
         groups, fields = self.split(job)
         base = self.base(groups)
         if not reuse:
@@ -163,6 +174,7 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
+
     reset()
     if target:
         path = find_sweep(target)
@@ -178,6 +190,7 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
     with hydra_context(source) as loader:
         try:
             from hydra import compose
+
             probe = compose(config_name=name, overrides=list(common), return_hydra_config=True)
             node = OmegaConf.select(probe, "hydra.sweeper.params")
             params = OmegaConf.to_container(node, resolve=False) if node else {}
@@ -199,11 +212,22 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
     varied = [k for k, v in values.items() if len(v) > 1]
     swept_tracking = [k for k in varied if k.lstrip("+~").split(".")[0].split("@")[0] == "tracking"]
     if swept_tracking:
-        raise SweepError(f"{', '.join(swept_tracking)}: a sweep records into one tracker; "
-                         "give tracking settings one value (run one sweep per store)")
+        raise SweepError(
+            f"{', '.join(swept_tracking)}: a sweep records into one tracker; "
+            "give tracking settings one value (run one sweep per store)"
+        )
     label = name if target else "overrides"
-    return Plan(source, label, jobs, groups, sweep_dir, varied,
-                OmegaConf.to_container(first.tracking, resolve=True), first, list(overrides))
+    return Plan(
+        source,
+        label,
+        jobs,
+        groups,
+        sweep_dir,
+        varied,
+        OmegaConf.to_container(first.tracking, resolve=True),
+        first,
+        list(overrides),
+    )
 
 
 def _check(composer: Composer, jobs: List[List[str]]) -> None:
@@ -212,6 +236,7 @@ def _check(composer: Composer, jobs: List[List[str]]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
     errors: List[str] = []
     seen = set()
     for job in jobs:
@@ -268,6 +293,7 @@ def prepare(composer: Composer, job: Sequence[str]):
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
+
     try:
         cfg = composer.config(job, reuse=True)
         return cfg, OmegaConf.to_container(cfg, resolve=True), run_label(cfg), None
@@ -279,7 +305,16 @@ def prepare(composer: Composer, job: Sequence[str]):
 def write_plan(plan: Plan) -> None:
     """The sweep directory's description: what `decodelab sync` and a re-run need."""
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
-    (plan.sweep_dir / "sweep.json").write_text(json.dumps({
-        "name": plan.name, "config_dir": plan.source.config_dir,
-        "config_name": plan.source.config_name, "common": list(plan.source.common),
-        "n_jobs": len(plan.jobs), "varied": plan.varied}, indent=1))
+    (plan.sweep_dir / "sweep.json").write_text(
+        json.dumps(
+            {
+                "name": plan.name,
+                "config_dir": plan.source.config_dir,
+                "config_name": plan.source.config_name,
+                "common": list(plan.source.common),
+                "n_jobs": len(plan.jobs),
+                "varied": plan.varied,
+            },
+            indent=1,
+        )
+    )

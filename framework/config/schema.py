@@ -1,6 +1,7 @@
 """Registers the typed schemas (decodelab.core.schema) in Hydra's ConfigStore as
 `decodelab_schema`, the first entry of conf/config.yaml's defaults. Importing this module is what
 makes a composed config typed."""
+
 from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore

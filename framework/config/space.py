@@ -1,5 +1,6 @@
 """Search spaces in Hydra's sweep syntax turned into Optuna distributions (decodelab search).
 Optuna is imported on first use (an optional extra)."""
+
 from __future__ import annotations
 
 from typing import Dict
@@ -12,6 +13,7 @@ def distributions(params: Dict[str, str], error=ValueError) -> Dict[str, object]
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Transformer
     from hydra.errors import HydraException
+
     parser = OverridesParser.create()
     out = {}
     for key, spec in params.items():
@@ -29,6 +31,8 @@ def distributions(params: Dict[str, str], error=ValueError) -> Dict[str, object]
             else:
                 out[key] = D.FloatDistribution(v.start, v.end, log=log)
         else:
-            raise error(f"params.{key}={spec!r} is not a sweep: use choice(...), a,b,c, "
-                             "range(...), interval(...) or tag(log, interval(...))")
+            raise error(
+                f"params.{key}={spec!r} is not a sweep: use choice(...), a,b,c, "
+                "range(...), interval(...) or tag(log, interval(...))"
+            )
     return out

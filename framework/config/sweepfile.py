@@ -1,6 +1,7 @@
 """Sweep files (sweeps/*.yaml, or a user's): their jobs, expanded with Hydra's own override
 parser, and their `claim:` block. A sweep file is an ordinary Hydra config
 (`decodelab -m --config-dir sweeps --config-name NAME` runs it)."""
+
 from __future__ import annotations
 
 import itertools
@@ -20,12 +21,14 @@ def expand(params: Dict[str, str]) -> List[Dict[str, str]]:
     """The jobs of a sweep: the cartesian product of Hydra sweep values (`a,b,c`, `range(...)`,
     `choice(...)`), parsed with Hydra's own override parser."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
     parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
     keys, values = [], []
     for o in parsed:
         keys.append(o.get_key_element())
-        values.append(list(o.sweep_string_iterator()) if o.is_sweep_override()
-                      else [o.get_value_element_as_str()])
+        values.append(
+            list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        )
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 

@@ -1,5 +1,6 @@
 """Config -> components -> plain arrays for the kernel. Nothing here is Hydra-specific: `cfg` is
 any object with attribute access (an OmegaConf node or a SimpleNamespace)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from decodelab.errors import ConfigError
 @dataclass
 class Design:
     """Everything the kernel needs, plus what metrics need to explain the result."""
+
     op_call: np.ndarray
     op_w: np.ndarray
     op_lin: np.ndarray
@@ -34,24 +36,32 @@ class Design:
     calls: List[dict]
     tier_names: List[str]
     memory: Dict
-    weight_bytes_total: float       # whole model, all chips
-    weight_bytes_streamed: float    # read every step (no embedding table: gathered by row)
-    calls_per_step: float           # kernel calls per step (a looped call counts once)
-    kv_bytes_per_token: float       # whole model, all chips
-    hbm_bw_total: float             # bytes/s over the tensor-parallel group
-    kv_caps: np.ndarray             # KV-policy caps (kernel.P_*), applied to step rows
+    weight_bytes_total: float  # whole model, all chips
+    weight_bytes_streamed: float  # read every step (no embedding table: gathered by row)
+    calls_per_step: float  # kernel calls per step (a looped call counts once)
+    kv_bytes_per_token: float  # whole model, all chips
+    hbm_bw_total: float  # bytes/s over the tensor-parallel group
+    kv_caps: np.ndarray  # KV-policy caps (kernel.P_*), applied to step rows
     notes: List[str] = field(default_factory=list)
     # KV policy and layer-kind costs beyond the caps (framework/core/kv_costs.py)
-    kv_read_model: Optional[np.ndarray] = None      # kv_costs.R_*: decode rows' attended tokens
+    kv_read_model: Optional[np.ndarray] = None  # kv_costs.R_*: decode rows' attended tokens
     kv_prefill_s: np.ndarray = field(default_factory=lambda: np.zeros(len(K.CAUSES)))  # per sequence
-    max_batch: int = 0                              # sequences whose KV slot fits HBM after weights
-    kv_slot_bytes_chip: float = 0.0                 # one sequence's KV slot, per chip
-    kv_slot_bytes_model: float = 0.0                # one sequence's KV slot, whole model
-    weights_chip: float = 0.0                       # weight bytes held per chip
+    max_batch: int = 0  # sequences whose KV slot fits HBM after weights
+    kv_slot_bytes_chip: float = 0.0  # one sequence's KV slot, per chip
+    kv_slot_bytes_model: float = 0.0  # one sequence's KV slot, whole model
+    weights_chip: float = 0.0  # weight bytes held per chip
 
     def arrays(self):
-        return (self.op_call, self.op_w, self.op_lin, self.call_rep, self.call_cost,
-                self.tier_bw, self.kv_frac, self.hw)
+        return (
+            self.op_call,
+            self.op_w,
+            self.op_lin,
+            self.call_rep,
+            self.call_cost,
+            self.tier_bw,
+            self.kv_frac,
+            self.hw,
+        )
 
 
 def _lookup(registry: dict, field_name: str, key: str):
@@ -65,7 +75,7 @@ PATHS = {"all": K.PATH_ALL, "decode": K.PATH_DECODE, "prefill": K.PATH_PREFILL}
 
 def peak_flops(hw, dtype: str) -> float:
     """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them)."""
-    if DTYPE_BYTES[dtype] == 1.0 and hw.peak_tflops_fp8 > 0:     # 8-bit weights
+    if DTYPE_BYTES[dtype] == 1.0 and hw.peak_tflops_fp8 > 0:  # 8-bit weights
         return hw.peak_tflops_fp8 * 1e12
     return hw.peak_tflops_bf16 * 1e12
 
@@ -93,7 +103,7 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     policy = _lookup(KV_POLICIES, "kv_policy.name", cfg.kv_policy.name)
     execution = _lookup(EXECUTION_MODELS, "hardware.execution", hw.execution)
     tp = hw.tensor_parallel
-    tiers = memory_tiers(hw)             # by name, nearest first (core.schema.TIER_ORDER)
+    tiers = memory_tiers(hw)  # by name, nearest first (core.schema.TIER_ORDER)
     wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
     kv_costs.check_policy(policy, cfg.kv_policy, m)
 
@@ -104,16 +114,17 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
 
     # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
     params = arch.param_counts(m)
-    w_chip = sum((op.resident_bytes if op.resident_bytes >= 0 else op.weight_bytes) * op.repeat
-                 for op in ops)               # MoE: every expert is held, the activated ones read
-    if not m.tied_embeddings:                   # tied: the lm_head op reads the shared table
+    w_chip = sum(
+        (op.resident_bytes if op.resident_bytes >= 0 else op.weight_bytes) * op.repeat for op in ops
+    )  # MoE: every expert is held, the activated ones read
+    if not m.tied_embeddings:  # tied: the lm_head op reads the shared table
         w_chip += params["embed"] / tp * wb
     kv_tok_chip = sum(op.kv_write_per_token * op.repeat for op in ops)
     rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
     slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
-    max_cached = kv_costs.memory_fraction(slot, rm)   # layer-averaged tokens one sequence holds
+    max_cached = kv_costs.memory_fraction(slot, rm)  # layer-averaged tokens one sequence holds
     kv_need = w.batch_size * max_cached * kv_tok_chip
-    if getattr(w, "kind", "static") != "static":   # serving: the engine's KV pool; admission decides
+    if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         kv_need = kv_pool_bytes(cfg, tiers, w_chip)
     mem = place(tiers, w_chip, kv_need)
     mem["kv_pool_bytes"] = kv_need
@@ -124,15 +135,31 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     op_lin = np.zeros((len(ops), K.N_LIN))
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
-        op_lin[i] = (op.flops_per_token, op.act_bytes_per_token, op.kv_read_per_ctx,
-                     op.kv_write_per_token, op.attn_flops_per_ctx, op.link_bytes_per_token,
-                     op.n_collectives, 1.0 if op.stage == "post" else 0.0, op.flops_per_ctx,
-                     op.act_bytes_per_ctx, PATHS[op.path])
+        op_lin[i] = (
+            op.flops_per_token,
+            op.act_bytes_per_token,
+            op.kv_read_per_ctx,
+            op.kv_write_per_token,
+            op.attn_flops_per_ctx,
+            op.link_bytes_per_token,
+            op.n_collectives,
+            1.0 if op.stage == "post" else 0.0,
+            op.flops_per_ctx,
+            op.act_bytes_per_ctx,
+            PATHS[op.path],
+        )
     call_cost = np.zeros((len(calls), K.N_CALL))
     for c, call in enumerate(calls):
-        call_cost[c] = (call["launch_each"], call["fill_each"], call["launch_once"],
-                        call["fill_once"], 1.0 if call["overlap_link"] else 0.0,
-                        call["sample_gap"], call["free_samples"], call["launch_async"])
+        call_cost[c] = (
+            call["launch_each"],
+            call["fill_each"],
+            call["launch_once"],
+            call["fill_once"],
+            1.0 if call["overlap_link"] else 0.0,
+            call["sample_gap"],
+            call["free_samples"],
+            call["launch_async"],
+        )
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
@@ -147,23 +174,52 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
     hbm = tiers[tier_names.index("hbm")]
     return Design(
-        op_call=np.array([op.call for op in ops], dtype=np.int64), op_w=op_w, op_lin=op_lin,
-        call_rep=np.array([c["repeat"] for c in calls], dtype=np.float64), call_cost=call_cost,
+        op_call=np.array([op.call for op in ops], dtype=np.int64),
+        op_w=op_w,
+        op_lin=op_lin,
+        call_rep=np.array([c["repeat"] for c in calls], dtype=np.float64),
+        call_cost=call_cost,
         tier_bw=np.array([t.bandwidth_gb_s * 1e9 for t in tiers]),
-        kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64), hw=hwv, ops=ops, calls=calls,
-        tier_names=tier_names, memory=mem, weight_bytes_total=params["total"] * wb,
-        weight_bytes_streamed=(arch.streamed_params(m, w.batch_size) if hasattr(arch, "streamed_params")
-                               else params["total"] - (0 if m.tied_embeddings else params["embed"])) * wb,
+        kv_frac=np.asarray(mem["kv_frac"], dtype=np.float64),
+        hw=hwv,
+        ops=ops,
+        calls=calls,
+        tier_names=tier_names,
+        memory=mem,
+        weight_bytes_total=params["total"] * wb,
+        weight_bytes_streamed=(
+            arch.streamed_params(m, w.batch_size)
+            if hasattr(arch, "streamed_params")
+            else params["total"] - (0 if m.tied_embeddings else params["embed"])
+        )
+        * wb,
         # a decode step's calls (a call whose ops all run only for prefilling sequences is not one)
-        calls_per_step=float(sum(1 if c["launch_once"] or c["fill_once"] else c["repeat"]
-                                 for i, c in enumerate(calls)
-                                 if any(op.call == i and op.path != "prefill" for op in ops))),
+        calls_per_step=float(
+            sum(
+                1 if c["launch_once"] or c["fill_once"] else c["repeat"]
+                for i, c in enumerate(calls)
+                if any(op.call == i and op.path != "prefill" for op in ops)
+            )
+        ),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9,
         kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),
-        notes=notes, kv_read_model=rm, max_batch=kv_costs.max_batch(
-            hbm.capacity_gib * kv_costs.GIB, w_chip, max_cached * kv_tok_chip),
-        kv_slot_bytes_chip=max_cached * kv_tok_chip, weights_chip=w_chip,
+        notes=notes,
+        kv_read_model=rm,
+        max_batch=kv_costs.max_batch(hbm.capacity_gib * kv_costs.GIB, w_chip, max_cached * kv_tok_chip),
+        kv_slot_bytes_chip=max_cached * kv_tok_chip,
+        weights_chip=w_chip,
         kv_slot_bytes_model=max_cached * arch.kv_bytes_per_token(m, kb),
-        kv_prefill_s=kv_costs.prefill_seconds(policy, cfg.kv_policy, m, w.prompt_len, tp, hw,
-                                              hwv[K.H_PEAK_FLOPS], hbm.bandwidth_gb_s * 1e9, kb, ab))
+        kv_prefill_s=kv_costs.prefill_seconds(
+            policy,
+            cfg.kv_policy,
+            m,
+            w.prompt_len,
+            tp,
+            hw,
+            hwv[K.H_PEAK_FLOPS],
+            hbm.bandwidth_gb_s * 1e9,
+            kb,
+            ab,
+        ),
+    )

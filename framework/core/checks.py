@@ -1,5 +1,6 @@
 """Domain validation of a composed config. Every problem is one line naming the field, the value
 and what is allowed. Hydra's schema already rejected unknown fields and wrong types."""
+
 from __future__ import annotations
 
 from typing import List
@@ -10,7 +11,7 @@ from decodelab.core import schema
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
-LAYER_KINDS = ("full", "sliding", "state")   # hybrid layer_pattern entries
+LAYER_KINDS = ("full", "sliding", "state")  # hybrid layer_pattern entries
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
@@ -34,13 +35,21 @@ def _schema_problems(cfg) -> List[str]:
     with Hydra's `+` append, which opens a typed node."""
     from dataclasses import fields
     from omegaconf import DictConfig, OmegaConf
+
     if not isinstance(cfg, DictConfig):
         return []
-    e = [f"{k} is required but not set (add it to the group's YAML or override {k}=...)"
-         for k in sorted(OmegaConf.missing_keys(cfg))]
-    groups = {"model": schema.ModelConfig, "hardware": schema.HardwareConfig,
-              "workload": schema.WorkloadConfig, "optimizations": schema.OptimizationsConfig,
-              "kv_policy": schema.KVPolicyConfig, "speculative": schema.SpeculativeConfig}
+    e = [
+        f"{k} is required but not set (add it to the group's YAML or override {k}=...)"
+        for k in sorted(OmegaConf.missing_keys(cfg))
+    ]
+    groups = {
+        "model": schema.ModelConfig,
+        "hardware": schema.HardwareConfig,
+        "workload": schema.WorkloadConfig,
+        "optimizations": schema.OptimizationsConfig,
+        "kv_policy": schema.KVPolicyConfig,
+        "speculative": schema.SpeculativeConfig,
+    }
     for g, dc in groups.items():
         if g not in cfg:
             continue
@@ -59,10 +68,16 @@ def check_config(cfg) -> None:
     m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
     _choice(e, "model.arch", m.arch, ARCHS_KNOWN)
     if m.arch in ARCHS_KNOWN and m.arch not in ARCHS_IMPLEMENTED:
-        e.append(f"model.arch={m.arch!r} ({m.name}) has no model component yet; implemented: "
-                 f"{', '.join(ARCHS_IMPLEMENTED)}")
-    _positive(e, "model", m, ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim",
-                              "ffn_dim", "vocab_size", "max_context"))
+        e.append(
+            f"model.arch={m.arch!r} ({m.name}) has no model component yet; implemented: "
+            f"{', '.join(ARCHS_IMPLEMENTED)}"
+        )
+    _positive(
+        e,
+        "model",
+        m,
+        ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab_size", "max_context"),
+    )
     if m.n_kv_heads > 0 and m.n_heads > 0 and m.n_heads % m.n_kv_heads:
         e.append(f"model.n_kv_heads={m.n_kv_heads} does not divide model.n_heads={m.n_heads}")
     _choice(e, "model.ffn_act", m.ffn_act, ("swiglu", "gelu"))
@@ -71,45 +86,67 @@ def check_config(cfg) -> None:
     _choice(e, "hardware.execution", hw.execution, EXECUTIONS)
     _positive(e, "hardware", hw, ("n_chips", "tensor_parallel", "peak_tflops_bf16"))
     if hw.tensor_parallel > 0 and hw.n_chips > 0 and hw.tensor_parallel > hw.n_chips:
-        e.append(f"hardware.tensor_parallel={hw.tensor_parallel} exceeds hardware.n_chips="
-                 f"{hw.n_chips} of {hw.name}")
+        e.append(
+            f"hardware.tensor_parallel={hw.tensor_parallel} exceeds hardware.n_chips="
+            f"{hw.n_chips} of {hw.name}"
+        )
     names = list(hw.memory)
     if "hbm" not in names:
-        e.append(f"hardware.memory of {hw.name} has no 'hbm' tier (tiers: {', '.join(names) or 'none'}); "
-                 "weights and KV are placed in hbm first")
+        e.append(
+            f"hardware.memory of {hw.name} has no 'hbm' tier (tiers: {', '.join(names) or 'none'}); "
+            "weights and KV are placed in hbm first"
+        )
     for t in schema.memory_tiers(hw):
         if t.name not in TIER_NAMES:
             e.append(f"hardware.memory.{t.name} is not a memory tier; tiers: {', '.join(TIER_NAMES)}")
         if not t.capacity_gib > 0 or not t.bandwidth_gb_s > 0:
-            e.append(f"hardware.memory.{t.name} needs capacity_gib > 0 and "
-                     f"bandwidth_gb_s > 0, got {t.capacity_gib} and {t.bandwidth_gb_s}")
+            e.append(
+                f"hardware.memory.{t.name} needs capacity_gib > 0 and "
+                f"bandwidth_gb_s > 0, got {t.capacity_gib} and {t.bandwidth_gb_s}"
+            )
     if hw.tensor_parallel > 1 and not hw.link_bw_gb_s > 0:
-        e.append(f"hardware.link_bw_gb_s={hw.link_bw_gb_s} must be > 0 when "
-                 f"tensor_parallel={hw.tensor_parallel}")
+        e.append(
+            f"hardware.link_bw_gb_s={hw.link_bw_gb_s} must be > 0 when tensor_parallel={hw.tensor_parallel}"
+        )
     for n in ("bw_eff_max", "compute_eff_max"):
         v = getattr(hw, n)
         if not 0 < v <= 1:
             e.append(f"hardware.{n}={v} must be in (0, 1]")
     if not 0 <= hw.attn_compute_eff_max <= 1:
-        e.append(f"hardware.attn_compute_eff_max={hw.attn_compute_eff_max} must be in [0, 1] "
-                 "(0: attention runs at compute_eff_max)")
-    for n in ("bw_half_mb", "compute_half_gflop", "launch_us", "sync_us", "fill_drain_us",
-              "hw_launch_us", "host_step_us", "collective_latency_us", "sample_interval_us",
-              "loop_buffer_slots"):
-        if not getattr(hw, n) >= 0:        # also rejects NaN
+        e.append(
+            f"hardware.attn_compute_eff_max={hw.attn_compute_eff_max} must be in [0, 1] "
+            "(0: attention runs at compute_eff_max)"
+        )
+    for n in (
+        "bw_half_mb",
+        "compute_half_gflop",
+        "launch_us",
+        "sync_us",
+        "fill_drain_us",
+        "hw_launch_us",
+        "host_step_us",
+        "collective_latency_us",
+        "sample_interval_us",
+        "loop_buffer_slots",
+    ):
+        if not getattr(hw, n) >= 0:  # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
 
     _positive(e, "workload", w, ("batch_size", "prompt_len"))
     if w.output_len < 2:
-        e.append(f"workload.output_len={w.output_len} must be >= 2 (the prefill emits the "
-                 "first token; TPOT needs at least one decode step)")
+        e.append(
+            f"workload.output_len={w.output_len} must be >= 2 (the prefill emits the "
+            "first token; TPOT needs at least one decode step)"
+        )
     for n in ("weight_dtype", "kv_dtype", "act_dtype"):
         _choice(e, f"workload.{n}", getattr(w, n), tuple(DTYPE_BYTES))
     _choice(e, "optimizations.fusion", opt.fusion, FUSIONS)
     _choice(e, "optimizations.orchestration", opt.orchestration, ORCHESTRATIONS)
     if opt.schedule_offloading < 1:
-        e.append(f"optimizations.schedule_offloading={opt.schedule_offloading} must be >= 1 "
-                 "(decode steps per host round trip; 1 = off)")
+        e.append(
+            f"optimizations.schedule_offloading={opt.schedule_offloading} must be >= 1 "
+            "(decode steps per host round trip; 1 = off)"
+        )
     if e:
         raise ConfigError("\n".join(e))
 
@@ -120,13 +157,11 @@ def _check_arch(e: List[str], m) -> None:
         e.append(f"model.n_experts={m.n_experts} must be >= 1 for arch=moe ({m.name})")
     if m.n_experts > 0:
         if not 1 <= m.experts_per_token <= m.n_experts:
-            e.append(f"model.experts_per_token={m.experts_per_token} must be in [1, n_experts="
-                     f"{m.n_experts}]")
+            e.append(f"model.experts_per_token={m.experts_per_token} must be in [1, n_experts={m.n_experts}]")
         if m.expert_ffn_dim < 1:
             e.append(f"model.expert_ffn_dim={m.expert_ffn_dim} must be >= 1 with n_experts > 0")
         if not 0 <= m.first_dense_layers <= m.n_layers:
-            e.append(f"model.first_dense_layers={m.first_dense_layers} must be in [0, n_layers="
-                     f"{m.n_layers}]")
+            e.append(f"model.first_dense_layers={m.first_dense_layers} must be in [0, n_layers={m.n_layers}]")
         if m.n_shared_experts < 0:
             e.append(f"model.n_shared_experts={m.n_shared_experts} must be >= 0")
     if m.arch == "mla":
@@ -136,11 +171,15 @@ def _check_arch(e: List[str], m) -> None:
         if m.q_lora_rank < 0:
             e.append(f"model.q_lora_rank={m.q_lora_rank} must be >= 0 (0: no query compression)")
     elif m.kv_lora_rank and m.arch != "dense":
-        e.append(f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
-                 "multi-head latent attention is arch=mla")
+        e.append(
+            f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
+            "multi-head latent attention is arch=mla"
+        )
     if m.arch == "hybrid" and not m.layer_pattern:
-        e.append(f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "
-                 f"e.g. [sliding, full], from: {', '.join(LAYER_KINDS)}")
+        e.append(
+            f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "
+            f"e.g. [sliding, full], from: {', '.join(LAYER_KINDS)}"
+        )
     for i, kind in enumerate(m.layer_pattern):
         _choice(e, f"model.layer_pattern[{i}]", kind, LAYER_KINDS)
     if "sliding" in m.layer_pattern and m.sliding_window < 1:
@@ -158,16 +197,18 @@ def check_feasible(cfg) -> None:
     if m.n_heads % tp:
         raise Infeasible(f"tensor_parallel={tp} does not divide n_heads={m.n_heads} of {m.name}")
     if m.n_kv_heads % tp and tp % m.n_kv_heads:
-        raise Infeasible(f"tensor_parallel={tp} does not divide kv_heads={m.n_kv_heads} of {m.name}"
-                         " (nor is it a multiple of it, for KV-head replication)")
+        raise Infeasible(
+            f"tensor_parallel={tp} does not divide kv_heads={m.n_kv_heads} of {m.name}"
+            " (nor is it a multiple of it, for KV-head replication)"
+        )
     if m.ffn_dim % tp:
         raise Infeasible(f"tensor_parallel={tp} does not divide ffn_dim={m.ffn_dim} of {m.name}")
     if m.n_experts > 0 and m.expert_ffn_dim % tp:
-        raise Infeasible(f"tensor_parallel={tp} does not divide expert_ffn_dim={m.expert_ffn_dim} "
-                         f"of {m.name}")
+        raise Infeasible(
+            f"tensor_parallel={tp} does not divide expert_ffn_dim={m.expert_ffn_dim} of {m.name}"
+        )
     total = w.prompt_len + w.output_len
     # serving workloads check each request they generate (framework/modes/serving/simulate.py engine_inputs);
     # a trace or length distributions may not use prompt_len / output_len at all
     if w.get("kind", "static") == "static" and total > m.max_context:
-        raise Infeasible(f"prompt_len + output_len = {total} exceeds max_context={m.max_context} "
-                         f"of {m.name}")
+        raise Infeasible(f"prompt_len + output_len = {total} exceeds max_context={m.max_context} of {m.name}")

@@ -31,6 +31,7 @@ sampled, KV tokens read and causal query-key pairs summed over the step's sequen
 `step_time` (uniform rows) and the serving scheduler (framework/modes/serving/scheduler.py: fused
 prefill + decode steps) call it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,19 +48,48 @@ K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
 # sequences only) or PATH_PREFILL (prefill sequences only): a model may compute attention one way
 # when decoding and another when prefilling (MLA: absorbed vs decompressed). An op whose path has
 # no sequence in the step costs nothing, and a call none of whose ops runs is not issued.
-(L_FLOPS_TOK, L_ACT_TOK, L_KV_READ_CTX, L_KV_WRITE_TOK, L_ATTN_FLOPS_CTX, L_LINK_TOK, L_NCOLL,
- L_SAMPLED, L_FLOPS_CTX, L_ACT_CTX, L_PATH) = range(11)
+(
+    L_FLOPS_TOK,
+    L_ACT_TOK,
+    L_KV_READ_CTX,
+    L_KV_WRITE_TOK,
+    L_ATTN_FLOPS_CTX,
+    L_LINK_TOK,
+    L_NCOLL,
+    L_SAMPLED,
+    L_FLOPS_CTX,
+    L_ACT_CTX,
+    L_PATH,
+) = range(11)
 N_LIN = 11
 PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
 
-(C_LAUNCH_EACH, C_FILL_EACH, C_LAUNCH_ONCE, C_FILL_ONCE, C_OVERLAP_LINK, C_SAMPLE_GAP,
- C_FREE_SAMPLES, C_LAUNCH_ASYNC) = range(8)
+(
+    C_LAUNCH_EACH,
+    C_FILL_EACH,
+    C_LAUNCH_ONCE,
+    C_FILL_ONCE,
+    C_OVERLAP_LINK,
+    C_SAMPLE_GAP,
+    C_FREE_SAMPLES,
+    C_LAUNCH_ASYNC,
+) = range(8)
 N_CALL = 8
 
 # H_ATTN_REL: attention's (query, key) FLOPs run at this fraction of the GEMM efficiency
 # (flash-attention kernels reach less of the peak than GEMMs; 1 = the same)
-(H_PEAK_FLOPS, H_BW_EFF_MAX, H_BW_HALF, H_C_EFF_MAX, H_C_HALF, H_LINK_BW, H_COLL_LAT,
- H_HOST_STEP, H_ACT_TIER, H_ATTN_REL) = range(10)
+(
+    H_PEAK_FLOPS,
+    H_BW_EFF_MAX,
+    H_BW_HALF,
+    H_C_EFF_MAX,
+    H_C_HALF,
+    H_LINK_BW,
+    H_COLL_LAT,
+    H_HOST_STEP,
+    H_ACT_TIER,
+    H_ATTN_REL,
+) = range(10)
 N_HW = 10
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
@@ -79,9 +109,28 @@ def _eff(x, eff_max, half):
 
 
 @njit(cache=True)
-def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              tokens, sampled, kv_read, pairs, seqs, pre_tokens, pre_kv, pre_pairs,
-              acc_bytes, acc_flops, acc_link, out_row):
+def step_core(
+    op_call,
+    op_w,
+    op_lin,
+    call_rep,
+    call_cost,
+    tier_bw,
+    kv_frac,
+    hw,
+    tokens,
+    sampled,
+    kv_read,
+    pairs,
+    seqs,
+    pre_tokens,
+    pre_kv,
+    pre_pairs,
+    acc_bytes,
+    acc_flops,
+    acc_link,
+    out_row,
+):
     """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
     token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
     computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
@@ -95,9 +144,9 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
     act_tier = int(hw[H_ACT_TIER])
     attn_rel = hw[H_ATTN_REL]
     for c in range(n_calls):
-        acc_flops[c, 0] = 0.0           # FLOPs (the roofline compute time)
-        acc_flops[c, 1] = 0.0           # FLOPs weighted by 1 / relative efficiency (achieved time)
-        acc_flops[c, 2] = 0.0           # 1 when an op of the call runs in this step
+        acc_flops[c, 0] = 0.0  # FLOPs (the roofline compute time)
+        acc_flops[c, 1] = 0.0  # FLOPs weighted by 1 / relative efficiency (achieved time)
+        acc_flops[c, 2] = 0.0  # 1 when an op of the call runs in this step
         acc_link[c, 0] = 0.0
         acc_link[c, 1] = 0.0
         for t in range(n_tiers):
@@ -112,8 +161,8 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
             tok, ctx, pr = pre_tokens, pre_kv, pre_pairs
         else:
             tok, ctx, pr = tokens, kv_read, pairs
-        if tok < 0.5:                   # token counts are whole (padded batches: larger)
-            continue                    # no sequence of the step takes this op's path
+        if tok < 0.5:  # token counts are whole (padded batches: larger)
+            continue  # no sequence of the step takes this op's path
         acc_flops[c, 2] = 1.0
         if op_lin[o, L_SAMPLED] > 0.0:
             tok = sampled
@@ -136,7 +185,7 @@ def step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
     peak = hw[H_PEAK_FLOPS]
     for c in range(n_calls):
         if acc_flops[c, 2] == 0.0:
-            continue                    # none of the call's ops runs: the call is not issued
+            continue  # none of the call's ops runs: the call is not issued
         total = 0.0
         mem_i = 0.0
         for t in range(n_tiers):
@@ -193,17 +242,53 @@ def causal_pairs(q_tok, ctx):
 
 
 @njit(cache=True)
-def step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              q_tok, ctx, seqs, out_tok, prefill, acc_bytes, acc_flops, acc_link, out_row):
+def step_time(
+    op_call,
+    op_w,
+    op_lin,
+    call_rep,
+    call_cost,
+    tier_bw,
+    kv_frac,
+    hw,
+    q_tok,
+    ctx,
+    seqs,
+    out_tok,
+    prefill,
+    acc_bytes,
+    acc_flops,
+    acc_link,
+    out_row,
+):
     """Time of one uniform step (every sequence adds q_tok tokens, `out_tok` of them sampled, and
     attends `ctx` KV tokens; `prefill` = 1: the sequences are prefilling)."""
     tokens = q_tok * seqs
     kv = seqs * ctx
     pairs = seqs * causal_pairs(q_tok, ctx)
     f = 1.0 if prefill > 0.0 else 0.0
-    step_core(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-              tokens, out_tok * seqs, kv, pairs, seqs, f * tokens, f * kv, f * pairs,
-              acc_bytes, acc_flops, acc_link, out_row)
+    step_core(
+        op_call,
+        op_w,
+        op_lin,
+        call_rep,
+        call_cost,
+        tier_bw,
+        kv_frac,
+        hw,
+        tokens,
+        out_tok * seqs,
+        kv,
+        pairs,
+        seqs,
+        f * tokens,
+        f * kv,
+        f * pairs,
+        acc_bytes,
+        acc_flops,
+        acc_link,
+        out_row,
+    )
 
 
 @njit(cache=True)
@@ -216,9 +301,25 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     acc_flops = np.zeros((n_calls, 3))
     acc_link = np.zeros((n_calls, 2))
     for r in range(n_rows):
-        step_time(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw,
-                  steps[r, S_QTOK], steps[r, S_CTX], steps[r, S_SEQS], steps[r, S_OUT],
-                  steps[r, S_PREFILL], acc_bytes, acc_flops, acc_link, out[r])
+        step_time(
+            op_call,
+            op_w,
+            op_lin,
+            call_rep,
+            call_cost,
+            tier_bw,
+            kv_frac,
+            hw,
+            steps[r, S_QTOK],
+            steps[r, S_CTX],
+            steps[r, S_SEQS],
+            steps[r, S_OUT],
+            steps[r, S_PREFILL],
+            acc_bytes,
+            acc_flops,
+            acc_link,
+            out[r],
+        )
     return out
 
 
@@ -253,8 +354,7 @@ def apply_caps(steps: np.ndarray, prompt_len: float, caps: np.ndarray) -> np.nda
     return out
 
 
-def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray = NO_CAPS
-                  ) -> np.ndarray:
+def request_steps(batch: int, prompt_len: int, output_len: int, caps: np.ndarray = NO_CAPS) -> np.ndarray:
     """Rows for one static batch: the prefill (emits the first token), then output_len - 1
     decode steps, each adding one token to every sequence."""
     steps = np.empty((output_len, N_STEP))

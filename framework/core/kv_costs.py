@@ -11,6 +11,7 @@
 
 Formulas: docs/kv_policies.md. Components know nothing of this module; the kernel neither.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ from decodelab.errors import ConfigError
 
 (R_DENSE, R_META, R_PAGE, R_EXTRA, R_FULL, R_SLIDE, R_WINDOW, R_STATE, R_STATE_TOK) = range(9)
 N_READ = 9
-GIB = float(2 ** 30)
+GIB = float(2**30)
 
 
 def check_policy(policy, pol, m) -> None:
@@ -70,8 +71,7 @@ def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np
 def memory_fraction(tokens: float, rm: np.ndarray) -> float:
     """Layer-averaged tokens held when full layers hold `tokens` (sliding layers hold at most the
     window, state layers their state)."""
-    return (rm[R_FULL] * tokens + rm[R_SLIDE] * min(tokens, rm[R_WINDOW])
-            + rm[R_STATE] * rm[R_STATE_TOK])
+    return rm[R_FULL] * tokens + rm[R_SLIDE] * min(tokens, rm[R_WINDOW]) + rm[R_STATE] * rm[R_STATE_TOK]
 
 
 def attended_rows(steps: np.ndarray, prompt_len: float, design) -> np.ndarray:
@@ -108,8 +108,9 @@ def attention_efficiency(hw) -> float:
     return hw.attn_compute_eff_max if hw.attn_compute_eff_max > 0 else hw.compute_eff_max
 
 
-def prefill_seconds(policy, pol, m, prompt_len: int, tp: int, hw, peak_flops: float,
-                    hbm_bw: float, kb: float, ab: float) -> np.ndarray:
+def prefill_seconds(
+    policy, pol, m, prompt_len: int, tp: int, hw, peak_flops: float, hbm_bw: float, kb: float, ab: float
+) -> np.ndarray:
     """Seconds by cause per sequence of the policy's prefill selection on one chip: heads split
     tp ways; the KV it reads is replicated when tp exceeds the KV heads (MLA: 1 latent), so the
     bytes are scaled by that replication (conservative for the score terms). Roofline per chip
@@ -141,11 +142,14 @@ def policy_metrics(design, batch: int, ttft_s: float) -> Dict[str, float]:
     """Metrics of the KV policy for the result: the batch run (batch_fill resolves it), max batch,
     slot size, selection time per sequence and the whole batch's selection as % of TTFT."""
     sel = float(np.sum(design.kv_prefill_s))
-    return {"batch_size": float(batch), "max_batch": float(design.max_batch),
-            "kv_slot_gib_per_chip": design.kv_slot_bytes_chip / GIB,
-            "kv_slot_gib_model": design.kv_slot_bytes_model / GIB,
-            "ttft_kv_select_ms": sel * 1e3,
-            "kv_select_pct_ttft": 100.0 * batch * sel / ttft_s if ttft_s > 0 else 0.0}
+    return {
+        "batch_size": float(batch),
+        "max_batch": float(design.max_batch),
+        "kv_slot_gib_per_chip": design.kv_slot_bytes_chip / GIB,
+        "kv_slot_gib_model": design.kv_slot_bytes_model / GIB,
+        "ttft_kv_select_ms": sel * 1e3,
+        "kv_select_pct_ttft": 100.0 * batch * sel / ttft_s if ttft_s > 0 else 0.0,
+    }
 
 
 def attended_at(design, prompt_len: float, ctx: float) -> float:

@@ -1,17 +1,25 @@
 """The one-line label of a design (the run name in MLflow, the title of its table)."""
+
 from __future__ import annotations
 
 
 def run_label(cfg) -> str:
     w = cfg.workload
     c = getattr(cfg, "coe", None)
-    if c is not None and c.enabled:        # Composition of Experts (decodelab.modes.coe)
-        return (f"coe {c.n_experts} x {c.expert.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel}"
-                f" | {cfg.optimizations.name} | b{c.batch_size} {c.prompt_len}+{c.output_len}")
+    if c is not None and c.enabled:  # Composition of Experts (decodelab.modes.coe)
+        return (
+            f"coe {c.n_experts} x {c.expert.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel}"
+            f" | {cfg.optimizations.name} | b{c.batch_size} {c.prompt_len}+{c.output_len}"
+        )
     load = f"b{w.batch_size}"
-    if w.get("kind", "static") != "static":      # serving: clients or arrival rate, and engine
-        load = (f"{cfg.engine.name} c{w.concurrency}" if w.kind == "closed_loop" else
-                f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}")
-    return (f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
-            f"{cfg.kv_policy.name} | {cfg.optimizations.name} | {load} "
-            f"{w.prompt_len}+{w.output_len}")
+    if w.get("kind", "static") != "static":  # serving: clients or arrival rate, and engine
+        load = (
+            f"{cfg.engine.name} c{w.concurrency}"
+            if w.kind == "closed_loop"
+            else f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}"
+        )
+    return (
+        f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
+        f"{cfg.kv_policy.name} | {cfg.optimizations.name} | {load} "
+        f"{w.prompt_len}+{w.output_len}"
+    )

@@ -1,5 +1,6 @@
 """Per-step times by cause -> the metrics of a decode design (TTFT, TPOT, tok/s, % of roofline,
 memory per tier, time per output token by cause, the KV policy's figures)."""
+
 from __future__ import annotations
 
 from typing import Dict
@@ -12,8 +13,15 @@ from decodelab.core import kv_costs
 from decodelab.core.build import Design
 
 
-def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, tokens: float,
-            mean_ctx: float, memory: Dict) -> Dict[str, float]:
+def metrics(
+    cfg,
+    design: Design,
+    prefill: np.ndarray,
+    decode_sum: np.ndarray,
+    tokens: float,
+    mean_ctx: float,
+    memory: Dict,
+) -> Dict[str, float]:
     """prefill[k]: seconds by cause until the first token; decode_sum[k]: seconds by cause of all
     decode work, which emits `tokens` tokens per sequence."""
     w, hw = cfg.workload, cfg.hardware
@@ -24,8 +32,7 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
     # Dataflow paper Eq. 3: roofline tok/s = samples * HBM_bw / (weights + KV_per_sample * samples),
     # with the weights every step streams (the embedding table is only gathered by row) and the
     # KV of a sample at its mean decode context.
-    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(
-        design, float(w.prompt_len), mean_ctx)
+    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(design, float(w.prompt_len), mean_ctx)
     w_bytes = design.weight_bytes_streamed
     roofline_tok_s = b * design.hbm_bw_total / (w_bytes + kv_per_sample * b)
     agg = b / tpot
@@ -48,5 +55,5 @@ def metrics(cfg, design: Design, prefill: np.ndarray, decode_sum: np.ndarray, to
     for name, used in memory["used"].items():
         res[f"mem_{name}_gib"] = used / GIB
         res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]
-    res.update(kv_costs.policy_metrics(design, b, ttft))   # max_batch, KV slot, selection time
+    res.update(kv_costs.policy_metrics(design, b, ttft))  # max_batch, KV slot, selection time
     return res

@@ -1,6 +1,7 @@
 """Pure-Python reference of the simulation, written independently of the array layout: it reads
 the component-level operator list (`Design.ops`, `Design.calls`) and the config, not the kernel's
 arrays. Tests require the Numba kernel to match it; `decodelab bench` times both."""
+
 from __future__ import annotations
 
 from typing import Dict, List
@@ -15,20 +16,29 @@ def _efficiency(size: float, eff_max: float, half: float) -> float:
     return eff_max if half <= 0 else eff_max * size / (size + half)
 
 
-def reference_step(design, cfg, q_tok: float, ctx: float, seqs: float,
-                   out_tok: float = 1.0, prefill: bool = False) -> Dict[str, float]:
+def reference_step(
+    design, cfg, q_tok: float, ctx: float, seqs: float, out_tok: float = 1.0, prefill: bool = False
+) -> Dict[str, float]:
     """Seconds by cause for one step in which each of `seqs` sequences adds `q_tok` tokens
     (`out_tok` of them sampled: 1 for a prefill or decode step) and attends `ctx` KV tokens (the
     KV policy already applied by the caller; `prefill`: the sequences are prefilling)."""
     pairs = max(q_tok * ctx - q_tok * (q_tok - 1) / 2, q_tok)
     agg = (q_tok * seqs, seqs * ctx, seqs * pairs)
-    return reference_step_agg(design, cfg, *agg, seqs, out_tok * seqs,
-                              *(agg if prefill else (0.0, 0.0, 0.0)))
+    return reference_step_agg(design, cfg, *agg, seqs, out_tok * seqs, *(agg if prefill else (0.0, 0.0, 0.0)))
 
 
-def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
-                       seqs: float, sampled: float, pre_tokens: float = 0.0, pre_kv: float = 0.0,
-                       pre_pairs: float = 0.0) -> Dict[str, float]:
+def reference_step_agg(
+    design,
+    cfg,
+    tokens: float,
+    kv_read: float,
+    pairs: float,
+    seqs: float,
+    sampled: float,
+    pre_tokens: float = 0.0,
+    pre_kv: float = 0.0,
+    pre_pairs: float = 0.0,
+) -> Dict[str, float]:
     """Seconds by cause for one fused step given its aggregates: `tokens` through the token
     GEMMs, `kv_read` KV tokens read and `pairs` causal (query, key) pairs, both summed over the
     step's `seqs` sequences, and `sampled` tokens whose logits are computed: the ops after the
@@ -44,15 +54,20 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
 
     # seconds of achieved compute per FLOP relative to a GEMM: attention's pair FLOPs are slower
     attn_slow = hw.compute_eff_max / attention_efficiency(hw)
-    per_call: List[dict] = [{"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "work": 0.0,
-                             "link": 0.0, "ncoll": 0} for _ in design.calls]
+    per_call: List[dict] = [
+        {"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "work": 0.0, "link": 0.0, "ncoll": 0}
+        for _ in design.calls
+    ]
     active = set()
-    shares = {"all": (tokens, kv_read, pairs), "prefill": (pre_tokens, pre_kv, pre_pairs),
-              "decode": (tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs)}
+    shares = {
+        "all": (tokens, kv_read, pairs),
+        "prefill": (pre_tokens, pre_kv, pre_pairs),
+        "decode": (tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs),
+    }
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        if n_tok < 0.5:                 # whole token counts: no sequence takes this path
+        if n_tok < 0.5:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
         if op.stage == "post":
@@ -64,13 +79,15 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         for t in tiers:
             acc["bytes"][t] += kv * kv_frac[t]
         acc["flops"] += n_tok * op.flops_per_token + ctx * op.flops_per_ctx + prs * op.attn_flops_per_ctx
-        acc["work"] += (n_tok * op.flops_per_token + ctx * op.flops_per_ctx
-                        + prs * op.attn_flops_per_ctx * attn_slow)
+        acc["work"] += (
+            n_tok * op.flops_per_token + ctx * op.flops_per_ctx + prs * op.attn_flops_per_ctx * attn_slow
+        )
         acc["link"] += n_tok * op.link_bytes_per_token
         acc["ncoll"] += op.n_collectives
 
-    out = dict.fromkeys(("memory", "compute", "launch_sync", "fill_drain", "host",
-                         "collectives", "excess"), 0.0)
+    out = dict.fromkeys(
+        ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess"), 0.0
+    )
     for c, (call, acc) in enumerate(zip(design.calls, per_call)):
         if c not in active:
             continue
@@ -79,8 +96,9 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         t_mem_real = t_mem / _efficiency(total, hw.bw_eff_max, hw.bw_half_mb * 1e6) if total else 0.0
         t_comp = acc["flops"] / peak
         # F / peak / eff(F) = (F + half) / (peak * eff_max), with attention's FLOPs weighted
-        t_comp_real = ((acc["work"] + hw.compute_half_gflop * 1e9) / (peak * hw.compute_eff_max)
-                       if acc["flops"] else 0.0)
+        t_comp_real = (
+            (acc["work"] + hw.compute_half_gflop * 1e9) / (peak * hw.compute_eff_max) if acc["flops"] else 0.0
+        )
         t_link = acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0
         t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6
         busy = max(t_mem_real, t_comp_real)
@@ -93,8 +111,7 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
         fill = call["fill_each"] + call["sample_gap"] * max(0.0, seqs - call["free_samples"])
         # an asynchronous launch is issued while this invocation runs: only the excess is exposed
         hidden = min(call["launch_async"], body + fill + call["launch_each"])
-        out["launch_sync"] += (n * (call["launch_async"] - hidden + call["launch_each"])
-                               + call["launch_once"])
+        out["launch_sync"] += n * (call["launch_async"] - hidden + call["launch_each"]) + call["launch_once"]
         out["fill_drain"] += n * fill + call["fill_once"]
     steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
     out["host"] += hw.host_step_us * 1e-6 / steps_per_trip
@@ -102,5 +119,7 @@ def reference_step_agg(design, cfg, tokens: float, kv_read: float, pairs: float,
 
 
 def reference_simulate(design, cfg, steps) -> List[Dict[str, float]]:
-    return [reference_step(design, cfg, float(q), float(c), float(s), float(o), bool(f))
-            for q, c, s, o, f in steps]
+    return [
+        reference_step(design, cfg, float(q), float(c), float(s), float(o), bool(f))
+        for q, c, s, o, f in steps
+    ]

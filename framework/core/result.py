@@ -7,6 +7,7 @@ A Result reads like its JSON record too (`r["metrics"]` is `r.metrics`), so code
 results and stored `result.json` records alike needs no second path. `config_hash` is the key
 on which sweeps resume; it includes the code version, so a stored result is never reused by a
 different version of the model."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,10 +34,10 @@ class Result:
     reason: str = ""
     metrics: Dict[str, float] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
-    steps: Optional[np.ndarray] = None      # kernel rows (core.kernel S_* columns)
-    times: Optional[np.ndarray] = None      # seconds of each row by cause (core.kernel.CAUSES)
+    steps: Optional[np.ndarray] = None  # kernel rows (core.kernel S_* columns)
+    times: Optional[np.ndarray] = None  # seconds of each row by cause (core.kernel.CAUSES)
     serving: Optional[Dict[str, Any]] = None  # serving runs: requests, steps, KV bytes per token
-    timings: Dict[str, float] = field(default_factory=dict)   # seconds spent per phase (profiling)
+    timings: Dict[str, float] = field(default_factory=dict)  # seconds spent per phase (profiling)
 
     @classmethod
     def invalid(cls, reason: str) -> "Result":
@@ -64,9 +65,15 @@ class Result:
 
     def record(self, cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
         """The JSON-serialisable record of this result (result.json): everything but arrays."""
-        return {"status": self.status, "reason": self.reason, "notes": list(self.notes),
-                "metrics": dict(self.metrics), "config": cfg_dict,
-                "config_hash": config_hash(cfg_dict), "code_version": code_version()}
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "notes": list(self.notes),
+            "metrics": dict(self.metrics),
+            "config": cfg_dict,
+            "config_hash": config_hash(cfg_dict),
+            "code_version": code_version(),
+        }
 
 
 _FIELDS = ("status", "reason", "metrics", "notes", "steps", "times", "serving", "timings")
@@ -85,8 +92,11 @@ _CODE_VERSION = [""]
 
 def _compute_code_version() -> str:
     digest = hashlib.sha1()
-    roots = [paths.PACKAGE_DIR / "core", paths.PACKAGE_DIR / "modes",
-             Path(decodelab.components.__file__).parent]
+    roots = [
+        paths.PACKAGE_DIR / "core",
+        paths.PACKAGE_DIR / "modes",
+        Path(decodelab.components.__file__).parent,
+    ]
     for root in roots:
         for f in sorted(root.rglob("*.py")):
             digest.update(f.relative_to(root).as_posix().encode())

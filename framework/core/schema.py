@@ -7,6 +7,7 @@ composition. Group files therefore hold only numbers and names.
 
 Units are in the field names: `_gib` = 2**30 bytes, `_gb_s` = 1e9 bytes/s, `_us` = microseconds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ class ModelConfig:
     part of the schema so those architectures are data, not a schema change."""
 
     name: str = MISSING
-    arch: str = "dense"            # dense | moe | mla | hybrid
+    arch: str = "dense"  # dense | moe | mla | hybrid
     n_layers: int = MISSING
     d_model: int = MISSING
     n_heads: int = MISSING
@@ -30,7 +31,7 @@ class ModelConfig:
     head_dim: int = MISSING
     ffn_dim: int = MISSING
     vocab_size: int = MISSING
-    ffn_act: str = "swiglu"        # swiglu (gate+up+down) | gelu (up+down)
+    ffn_act: str = "swiglu"  # swiglu (gate+up+down) | gelu (up+down)
     tied_embeddings: bool = False
     qkv_bias: bool = False
     max_context: int = 131072
@@ -48,7 +49,7 @@ class ModelConfig:
     v_head_dim: int = 0
     n_mtp_modules: int = 0
     # Hybrid / sliding-window layers (arch=hybrid): per-layer kinds, repeated to n_layers
-    layer_pattern: List[str] = field(default_factory=list)   # e.g. [full, sliding]
+    layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
     state_bytes_per_layer: int = 0
     source: str = ""
@@ -57,11 +58,12 @@ class ModelConfig:
 @dataclass
 class MemoryTier:
     """One memory tier of a chip, keyed by its name in `hardware.memory` (sram | hbm | ddr | host)."""
+
     capacity_gib: float = MISSING  # per chip
     bandwidth_gb_s: float = MISSING  # per chip, peak
 
 
-TIER_ORDER = ("sram", "hbm", "ddr", "host")   # nearest first: the order of kernel arrays
+TIER_ORDER = ("sram", "hbm", "ddr", "host")  # nearest first: the order of kernel arrays
 
 
 def memory_tiers(hw) -> list:
@@ -69,8 +71,10 @@ def memory_tiers(hw) -> list:
     TIER_ORDER (unknown names last, as given: the validation rejects them)."""
     mem = hw.memory
     names = [n for n in TIER_ORDER if n in mem] + [n for n in mem if n not in TIER_ORDER]
-    return [SimpleNamespace(name=n, capacity_gib=mem[n].capacity_gib,
-                            bandwidth_gb_s=mem[n].bandwidth_gb_s) for n in names]
+    return [
+        SimpleNamespace(name=n, capacity_gib=mem[n].capacity_gib, bandwidth_gb_s=mem[n].bandwidth_gb_s)
+        for n in names
+    ]
 
 
 @dataclass
@@ -78,33 +82,35 @@ class HardwareConfig:
     """One system: `n_chips` identical chips. All rates are per chip."""
 
     name: str = MISSING
-    execution: str = MISSING       # execution model: gpu | dataflow
+    execution: str = MISSING  # execution model: gpu | dataflow
     n_chips: int = 1
-    tensor_parallel: int = 1       # chips one model replica is sharded over
+    tensor_parallel: int = 1  # chips one model replica is sharded over
     peak_tflops_bf16: float = MISSING
-    peak_tflops_fp8: float = 0.0   # 0: no FP8 units, FP8 runs at the BF16 rate
-    memory: Dict[str, MemoryTier] = field(default_factory=dict)   # tiers by name
+    peak_tflops_fp8: float = 0.0  # 0: no FP8 units, FP8 runs at the BF16 rate
+    memory: Dict[str, MemoryTier] = field(default_factory=dict)  # tiers by name
     # Interconnect used by tensor-parallel collectives
-    link_bw_gb_s: float = 0.0      # per chip, one direction
+    link_bw_gb_s: float = 0.0  # per chip, one direction
     collective_latency_us: float = 0.0
-    host_link_gb_s: float = 0.0    # host <-> chip copies
-    backing_copy_gb_s: float = 0.0  # bulk copies backing tier (first ddr/host tier) -> HBM (expert switching); 0 = none
+    host_link_gb_s: float = 0.0  # host <-> chip copies
+    backing_copy_gb_s: float = (
+        0.0  # bulk copies backing tier (first ddr/host tier) -> HBM (expert switching); 0 = none
+    )
     # Achieved fraction of peak as a function of an operator's size:
     # eff(x) = eff_max * x / (x + x_half)
     bw_eff_max: float = 1.0
-    bw_half_mb: float = 0.0        # bytes moved (MB) at which half of bw_eff_max is reached
+    bw_half_mb: float = 0.0  # bytes moved (MB) at which half of bw_eff_max is reached
     compute_eff_max: float = 1.0
     compute_half_gflop: float = 0.0
     attn_compute_eff_max: float = 0.0  # attention (query, key) FLOPs: fraction of peak; 0 = compute_eff_max
     # Per kernel call overheads
-    launch_us: float = 0.0         # host/software launch of one kernel call
-    sync_us: float = 0.0           # synchronisation at a kernel boundary
-    fill_drain_us: float = 0.0     # pipeline fill + drain of one call (dataflow)
-    hw_launch_us: float = 0.0      # launch cost when the chip's own orchestrator launches
+    launch_us: float = 0.0  # host/software launch of one kernel call
+    sync_us: float = 0.0  # synchronisation at a kernel boundary
+    fill_drain_us: float = 0.0  # pipeline fill + drain of one call (dataflow)
+    hw_launch_us: float = 0.0  # launch cost when the chip's own orchestrator launches
     sample_interval_us: float = 0.0  # dataflow: gap between consecutive samples leaving a fused
-                                     # layer (batch barrier: (B - 1) x this per layer)
-    loop_buffer_slots: int = 0     # dataflow BatchStreaming: samples the loop buffer holds
-    host_step_us: float = 0.0      # host scheduling per decode step (sampling, bookkeeping)
+    # layer (batch barrier: (B - 1) x this per layer)
+    loop_buffer_slots: int = 0  # dataflow BatchStreaming: samples the loop buffer holds
+    host_step_us: float = 0.0  # host scheduling per decode step (sampling, bookkeeping)
     source: str = ""
 
 
@@ -114,20 +120,20 @@ class KVPolicyConfig:
     sequence and per KV head (per layer for MLA's shared latent)."""
 
     name: str = "full"
-    sinks: int = 0                 # attention-sink tokens kept (StreamingLLM, SnapStream)
-    window: int = 0                # recent tokens kept: StreamingLLM window, H2O recent, SnapStream ring
-    budget: int = 0                # prompt tokens kept: SnapKV/PyramidKV (mean per layer), H2O heavy
-                                   # hitters, SnapStream top-K; Quest: tokens read per step
+    sinks: int = 0  # attention-sink tokens kept (StreamingLLM, SnapStream)
+    window: int = 0  # recent tokens kept: StreamingLLM window, H2O recent, SnapStream ring
+    budget: int = 0  # prompt tokens kept: SnapKV/PyramidKV (mean per layer), H2O heavy
+    # hitters, SnapStream top-K; Quest: tokens read per step
     params: Dict[str, Any] = field(default_factory=dict)
-    obs_window: int = 0            # SnapKV-style scoring: the last w prompt queries score the prompt
+    obs_window: int = 0  # SnapKV-style scoring: the last w prompt queries score the prompt
     budget_includes_window: bool = True  # SnapKV: budget = top-(budget - w) + the w window tokens
-    pooling: str = "avg"           # avg | max | none: 1-D pooling of the scores before top-k
+    pooling: str = "avg"  # avg | max | none: 1-D pooling of the scores before top-k
     pool_kernel: int = 1
-    granularity: str = "kv_head"   # query_head | kv_head | layer: who shares one selection
-    pyramid_beta: float = 0.0      # PyramidKV: last layer keeps budget / beta (first 2*budget - that)
-    page_size: int = 0             # Quest: tokens per page
-    top_k_pages: int = 0           # Quest: pages read per step (budget = top_k_pages * page_size)
-    dense_layers: int = 0          # Quest: first layers read the whole cache
+    granularity: str = "kv_head"  # query_head | kv_head | layer: who shares one selection
+    pyramid_beta: float = 0.0  # PyramidKV: last layer keeps budget / beta (first 2*budget - that)
+    page_size: int = 0  # Quest: tokens per page
+    top_k_pages: int = 0  # Quest: pages read per step (budget = top_k_pages * page_size)
+    dense_layers: int = 0  # Quest: first layers read the whole cache
 
 
 @dataclass
@@ -135,13 +141,13 @@ class OptimizationsConfig:
     """Execution options. Each names the cost term it changes (see docs/model.md)."""
 
     name: str = "baseline"
-    cuda_graphs: bool = False      # GPU: removes per-kernel launch, keeps sync
-    fusion: str = "auto"           # auto | none | layer  (dataflow: one call per decoder layer)
-    orchestration: str = "auto"    # auto (hardware where the chip can) | software | hardware
-    kernel_looping: bool = False   # dataflow: fill/drain/launch once per token, not per layer
-    schedule_offloading: int = 1   # dataflow: M decode steps per host round trip (1 = off)
+    cuda_graphs: bool = False  # GPU: removes per-kernel launch, keeps sync
+    fusion: str = "auto"  # auto | none | layer  (dataflow: one call per decoder layer)
+    orchestration: str = "auto"  # auto (hardware where the chip can) | software | hardware
+    kernel_looping: bool = False  # dataflow: fill/drain/launch once per token, not per layer
+    schedule_offloading: int = 1  # dataflow: M decode steps per host round trip (1 = off)
     batch_streaming: bool = False  # dataflow + kernel_looping: samples enter layer n+1 without
-                                   # waiting for the whole batch (loop buffer)
+    # waiting for the whole batch (loop buffer)
 
 
 @dataclass
@@ -149,10 +155,10 @@ class SpeculativeConfig:
     """Speculative decoding: a draft proposes k tokens, the target verifies k+1 in one pass."""
 
     enabled: bool = False
-    method: str = "draft"          # draft (a separate draft model) | mtp (target's MTP heads)
-    k: int = 4                     # lookahead: tokens drafted per round
-    acceptance: float = 0.8        # per-token acceptance probability alpha (i.i.d. model)
-    ar: float = 0.0                # > 0: the Dataflow paper's AR = (a + 1) / (k + 1), used instead
+    method: str = "draft"  # draft (a separate draft model) | mtp (target's MTP heads)
+    k: int = 4  # lookahead: tokens drafted per round
+    acceptance: float = 0.8  # per-token acceptance probability alpha (i.i.d. model)
+    ar: float = 0.0  # > 0: the Dataflow paper's AR = (a + 1) / (k + 1), used instead
     draft: ModelConfig = field(default_factory=ModelConfig)
 
 
@@ -161,10 +167,10 @@ class LengthDistConfig:
     """A request-length distribution (framework/modes/serving/workload.py). The centre is the
     workload's prompt_len / output_len."""
 
-    kind: str = "fixed"            # fixed | uniform | lognormal | trace (lengths from the trace file)
-    low: int = 0                   # uniform: [low, high]; lognormal: clip bounds (0 = 1 / max_context)
+    kind: str = "fixed"  # fixed | uniform | lognormal | trace (lengths from the trace file)
+    low: int = 0  # uniform: [low, high]; lognormal: clip bounds (0 = 1 / max_context)
     high: int = 0
-    sigma: float = 0.0             # lognormal: std-dev of log(length); mean length = prompt_len/output_len
+    sigma: float = 0.0  # lognormal: std-dev of log(length); mean length = prompt_len/output_len
 
 
 @dataclass
@@ -176,15 +182,15 @@ class WorkloadConfig:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     act_dtype: str = "bf16"
-    batch_fill: bool = False       # true: batch_size = max_batch, the most sequences whose KV
-                                   # (at the policy's slot size) fits in HBM next to the weights
+    batch_fill: bool = False  # true: batch_size = max_batch, the most sequences whose KV
+    # (at the policy's slot size) fits in HBM next to the weights
     # Serving (framework/modes/serving/simulate.py); kind=static is the single static batch above.
-    kind: str = "static"           # static | closed_loop | open_loop
-    concurrency: int = 1           # closed_loop: clients, each sends its next request when the last ends
-    n_requests: int = 0            # requests simulated (0: 10 x concurrency closed loop, 1000 open loop)
-    arrival_rate: float = 0.0      # open_loop: Poisson arrivals per second (ignored with a trace)
-    trace: str = ""                # open_loop: CSV of arrival_s, prompt_len, output_len
-    think_ms: float = 0.0          # closed_loop: client delay between a response and its next request
+    kind: str = "static"  # static | closed_loop | open_loop
+    concurrency: int = 1  # closed_loop: clients, each sends its next request when the last ends
+    n_requests: int = 0  # requests simulated (0: 10 x concurrency closed loop, 1000 open loop)
+    arrival_rate: float = 0.0  # open_loop: Poisson arrivals per second (ignored with a trace)
+    trace: str = ""  # open_loop: CSV of arrival_s, prompt_len, output_len
+    think_ms: float = 0.0  # closed_loop: client delay between a response and its next request
     prompt_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     output_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     seed: int = 0
@@ -195,16 +201,16 @@ class EngineConfig:
     """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static."""
 
     name: str = "default"
-    max_batch: int = 2048          # sequences in flight
+    max_batch: int = 2048  # sequences in flight
     max_tokens_per_step: int = 8192  # token budget of one step (decode tokens + prefill chunks)
-    chunk_size: int = 0            # prefill chunk per sequence and step (0: whole prompt in one step)
-    order: str = "fcfs"            # fcfs | sjf (shortest prompt first)
-    mixed_steps: bool = True       # fuse prefill chunks and decode tokens in one step
+    chunk_size: int = 0  # prefill chunk per sequence and step (0: whole prompt in one step)
+    order: str = "fcfs"  # fcfs | sjf (shortest prompt first)
+    mixed_steps: bool = True  # fuse prefill chunks and decode tokens in one step
     graphs_decode_only: bool = True  # GPU: CUDA graphs replay decode-only steps; others launch eagerly
     batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
-    on_kv_full: str = "queue"      # queue (reserve a request's whole KV at admission) | preempt
-    kv_mem_fraction: float = 0.9   # share of the HBM left after weights given to the KV pool
-    kv_block_tokens: int = 32      # KV allocated in blocks of this many tokens
+    on_kv_full: str = "queue"  # queue (reserve a request's whole KV at admission) | preempt
+    kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
+    kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
 
 
 @dataclass
@@ -215,7 +221,7 @@ class TrackingConfig:
     experiment: str = "decodelab"
     plots: bool = True
     step_csv: bool = True
-    resume: bool = True            # multiruns and `decodelab sweep` skip designs already recorded
+    resume: bool = True  # multiruns and `decodelab sweep` skip designs already recorded
     # single runs: record in MLflow from a detached `decodelab sync` process, so the command
     # returns before MLflow loads (~2 s). null = auto: only when stdout is a terminal
     background: Optional[bool] = None
@@ -231,14 +237,14 @@ class CoEConfig:
     n_experts: int = 150
     expert: ModelConfig = field(default_factory=ModelConfig)
     router: ModelConfig = field(default_factory=ModelConfig)
-    routing: str = "uniform"       # uniform | zipf | list
-    zipf_s: float = 1.0            # routing=zipf: P(expert i) ~ 1 / (i + 1)^s
+    routing: str = "uniform"  # uniform | zipf | list
+    zipf_s: float = 1.0  # routing=zipf: P(expert i) ~ 1 / (i + 1)^s
     weights: List[float] = field(default_factory=list)  # routing=list: relative use of each expert
-    batch_size: int = 8            # prompts per batch; the router runs once per batch
-    prompt_len: int = 512          # tokens per prompt
-    output_len: int = 20           # output tokens per prompt
-    hbm_cache: str = "batch"       # batch (HBM holds the batch's experts) | lru (all free HBM, LRU)
-    n_batches: int = 64            # batches simulated after warm-up
+    batch_size: int = 8  # prompts per batch; the router runs once per batch
+    prompt_len: int = 512  # tokens per prompt
+    output_len: int = 20  # output tokens per prompt
+    hbm_cache: str = "batch"  # batch (HBM holds the batch's experts) | lru (all free HBM, LRU)
+    n_batches: int = 64  # batches simulated after warm-up
     seed: int = 0
 
 
@@ -254,4 +260,4 @@ class DecodelabConfig:
     coe: CoEConfig = field(default_factory=CoEConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     quiet: bool = False
-    claim: Dict[str, Any] = field(default_factory=dict)   # set by sweeps/ files that pin a claim
+    claim: Dict[str, Any] = field(default_factory=dict)  # set by sweeps/ files that pin a claim

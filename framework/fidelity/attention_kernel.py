@@ -8,6 +8,7 @@ Positions are absolute; the prompt's KV lives in the shared `kp/vp[L, Hkv, P, D]
 variant's prefill, decoded tokens in the variant's own `kd/vd[L, Hkv, T, D]`.
 framework/fidelity/reference.py is the numpy reference these must match.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -91,7 +92,7 @@ def select_prompt(state, ip, budgets, sel_of_head, scores, P):
             if P <= budget:
                 continue
             lo, hi, keep = 0, P - w, budget - w
-        else:                                   # SNAPSTREAM: [sinks | frozen top-K | ring]
+        else:  # SNAPSTREAM: [sinks | frozen top-K | ring]
             for j in range(max(0, P - window)):
                 st[:, j] = PINNED
             if P <= sinks + budget + window:
@@ -101,7 +102,7 @@ def select_prompt(state, ip, budgets, sel_of_head, scores, P):
         if kind == H2O:
             sc = scores[l].astype(np.float64)
         else:
-            sc = pool1d(scores[l][:, :P - w].astype(np.float64), ip[P_POOL], ip[P_KERNEL])
+            sc = pool1d(scores[l][:, : P - w].astype(np.float64), ip[P_POOL], ip[P_KERNEL])
         for s in range(n_sel):
             idx = top_k(_selector_mean(sc, sel_of_head, s), lo, hi, keep)
             for h in range(H):
@@ -120,7 +121,7 @@ def admit(state_l, score_l, ip, hh, pos, sel_of_head):
     old = pos - window
     if kind == STREAMING and old >= sinks:
         state_l[:, old] = EVICTED
-    elif kind == SNAPSTREAM:                # slot of sinks + K + R full: the ring's oldest leaves
+    elif kind == SNAPSTREAM:  # slot of sinks + K + R full: the ring's oldest leaves
         for h in range(H):
             n, first = 0, -1
             for j in range(pos + 1):
@@ -139,7 +140,7 @@ def admit(state_l, score_l, ip, hh, pos, sel_of_head):
             if n <= hh + window:
                 continue
             best, arg = np.inf, -1
-            for j in range(pos - window + 1):          # outside the recent window
+            for j in range(pos - window + 1):  # outside the recent window
                 if state_l[h0, j] > 0:
                     v = 0.0
                     for h in range(H):
@@ -177,13 +178,14 @@ def quest_pages(q, kp_g, kd_g, P, n, G, g, page, top):
     ub[n_pages - 1] = np.inf
     read = np.zeros(n, np.int8)
     for p in top_k(ub, 0, n_pages, top):
-        read[p * page:min(n, (p + 1) * page)] = 1
+        read[p * page : min(n, (p + 1) * page)] = 1
     return read
 
 
 @njit(cache=True, fastmath=True)
-def decode_layer(l, t, q, k_new, v_new, kp, vp, grp, kd, vd, state, score, iparams, hh,
-                 sel_of_head, needle, out, metrics):
+def decode_layer(
+    l, t, q, k_new, v_new, kp, vp, grp, kd, vd, state, score, iparams, hh, sel_of_head, needle, out, metrics
+):
     """One decode step of layer l for every variant b: the new token (position P + t) enters each
     variant's cache (admit), then each query head attends the tokens its policy reads.
     q [B, H, D]; k_new, v_new [B, Hkv, D]; kp, vp [n_groups, L, Hkv, P, D]; kd, vd [B, L, Hkv, T, D];
@@ -207,7 +209,7 @@ def decode_layer(l, t, q, k_new, v_new, kp, vp, grp, kd, vd, state, score, ipara
         kd[b, l, :, t] = k_new[b]
         vd[b, l, :, t] = v_new[b]
         admit(state[b, l], score[b, l], iparams[b], hh[b], pos, sel_of_head[b])
-    for g in range(Hkv):                    # variants inside: one KV head's prompt stays in cache
+    for g in range(Hkv):  # variants inside: one KV head's prompt stays in cache
         for b in range(B):
             ip = iparams[b]
             kpg, vpg = kp[grp[b], l, g], vp[grp[b], l, g]
@@ -262,7 +264,7 @@ def decode_layer(l, t, q, k_new, v_new, kp, vp, grp, kd, vd, state, score, ipara
                     op = o_pol[d] / tot_pol
                     out[b, h, d] = op
                     err += (op - of) ** 2
-                    ref += of ** 2
+                    ref += of**2
                 if ip[P_KIND] == H2O:
                     for j in range(n):
                         score[b, l, h, j] += wpol[j] / tot_pol

@@ -10,6 +10,7 @@ prompt queries (H2O's accumulated score). Decode is batched over policy variants
 layers run once for all variants, attention runs in the Numba kernel
 (decodelab.fidelity.attention_kernel) over each variant's kept tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,15 +24,15 @@ from decodelab.fidelity import attention_kernel as K
 
 @dataclass
 class Prefill:
-    ids: np.ndarray          # [P] prompt tokens
-    k: np.ndarray            # [L, Hkv, P, D] post-RoPE keys
-    v: np.ndarray            # [L, Hkv, P, D]
-    logits: np.ndarray       # [vocab] logits after the last prompt token
-    q_obs: np.ndarray        # [L, H, obs, D] queries of the last `obs` prompt tokens
-    colsum: Optional[np.ndarray] = None                      # [L, H, P] attention received
+    ids: np.ndarray  # [P] prompt tokens
+    k: np.ndarray  # [L, Hkv, P, D] post-RoPE keys
+    v: np.ndarray  # [L, Hkv, P, D]
+    logits: np.ndarray  # [vocab] logits after the last prompt token
+    q_obs: np.ndarray  # [L, H, obs, D] queries of the last `obs` prompt tokens
+    colsum: Optional[np.ndarray] = None  # [L, H, P] attention received
     snapshots: Dict[int, np.ndarray] = field(default_factory=dict)  # n -> colsum from queries < n
     sinks: int = 0
-    window: int = 0          # 0: dense causal prefill
+    window: int = 0  # 0: dense causal prefill
 
 
 def window_scores(q_obs: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -46,7 +47,7 @@ def window_scores(q_obs: np.ndarray, k: np.ndarray) -> np.ndarray:
     s[:, np.arange(P)[None, :] > qpos] = -np.inf
     s = np.exp(s - s.max(-1, keepdims=True))
     s /= s.sum(-1, keepdims=True)
-    return s.reshape(Hkv, G, w, P).sum(2).reshape(H, P)[:, :P - w]
+    return s.reshape(Hkv, G, w, P).sum(2).reshape(H, P)[:, : P - w]
 
 
 def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
@@ -74,14 +75,14 @@ class Model:
     def qkv(self, l: int, x: np.ndarray, pos: np.ndarray):
         w, H, Hkv, D = self.w, self.H, self.Hkv, self.D
         t = rms_norm(x, w.attn_norm[l], w.norm_eps) @ w.wqkv[l]
-        q = self.rope(t[:, :H * D].reshape(-1, H, D), pos)
-        k = self.rope(t[:, H * D:(H + Hkv) * D].reshape(-1, Hkv, D), pos)
-        return q, k, t[:, (H + Hkv) * D:].reshape(-1, Hkv, D)
+        q = self.rope(t[:, : H * D].reshape(-1, H, D), pos)
+        k = self.rope(t[:, H * D : (H + Hkv) * D].reshape(-1, Hkv, D), pos)
+        return q, k, t[:, (H + Hkv) * D :].reshape(-1, Hkv, D)
 
     def mlp(self, l: int, x: np.ndarray) -> np.ndarray:
         w = self.w
         gu = rms_norm(x, w.ffn_norm[l], w.norm_eps) @ w.wgu[l]
-        g, u = gu[:, :w.ffn_dim], gu[:, w.ffn_dim:]
+        g, u = gu[:, : w.ffn_dim], gu[:, w.ffn_dim :]
         return (g / (1.0 + np.exp(-g)) * u) @ w.wd[l]
 
     def logits(self, x: np.ndarray) -> np.ndarray:
@@ -92,13 +93,18 @@ class Model:
         """Queries at positions [a, b) (q [b-a, H, D]) over keys [Hkv, >=b, D]; adds the attention
         each key received, per query head, to colsum [H, P] when given."""
         Hkv, G, D, C = self.Hkv, self.G, self.D, b - a
-        qa = (q * np.float32(1.0 / np.sqrt(D))).reshape(C, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * C, D)
+        qa = (
+            (q * np.float32(1.0 / np.sqrt(D)))
+            .reshape(C, Hkv, G, D)
+            .transpose(1, 2, 0, 3)
+            .reshape(Hkv, G * C, D)
+        )
         qi = np.tile(np.arange(a, b), G)[:, None]
         if window <= 0 or b <= sinks + window:
             keys = None
             s = qa @ k[:, :b].transpose(0, 2, 1)
             kv = v[:, :b]
-        else:   # sinks + the window: only keys some query of the chunk can see
+        else:  # sinks + the window: only keys some query of the chunk can see
             lo = max(sinks, a - window + 1)
             keys = np.concatenate([np.arange(sinks), np.arange(lo, b)])
             s = qa @ k[:, keys].transpose(0, 2, 1)
@@ -118,9 +124,9 @@ class Model:
         mx = s.max(-1, keepdims=True)
         np.subtract(s, mx, out=s)
         np.exp(s, out=s)
-        inv = 1.0 / s.sum(-1)                                   # [Hkv, G*C]
+        inv = 1.0 / s.sum(-1)  # [Hkv, G*C]
         o = (s @ kv) * inv[..., None]
-        if colsum is not None:                                  # per query head, over the chunk
+        if colsum is not None:  # per query head, over the chunk
             got = np.einsum("hgc,hgcn->hgn", inv.reshape(Hkv, G, C), s.reshape(Hkv, G, C, -1))
             if keys is None:
                 colsum[:, :b] += got.reshape(Hkv * G, -1)
@@ -128,9 +134,17 @@ class Model:
                 colsum[:, keys] += got.reshape(Hkv * G, -1)
         return o.reshape(Hkv, G, C, D).transpose(2, 0, 1, 3).reshape(C, Hkv * G, D)
 
-    def prefill(self, ids: Sequence[int], sinks: int = 0, window: int = 0, obs: int = 32,
-                colsum: bool = False, past: Optional[Prefill] = None, snapshots: Sequence[int] = (),
-                chunk: int = 256) -> Prefill:
+    def prefill(
+        self,
+        ids: Sequence[int],
+        sinks: int = 0,
+        window: int = 0,
+        obs: int = 32,
+        colsum: bool = False,
+        past: Optional[Prefill] = None,
+        snapshots: Sequence[int] = (),
+        chunk: int = 256,
+    ) -> Prefill:
         """Run the prompt `ids`. window > 0: each query attends to the first `sinks` tokens and the
         `window` most recent ones (itself included). `past`: a prefill of the same mask whose
         first tokens equal ids[:n0] (n0 = the longest common prefix, and a key of
@@ -166,20 +180,37 @@ class Model:
             k[l, :, n0:], v[l, :, n0:] = kk.transpose(1, 0, 2), vv.transpose(1, 0, 2)
             o = np.empty((P - n0, H, D), np.float32)
             for a, b in zip(bounds[:-1], bounds[1:]):
-                o[a - n0:b - n0] = self._attend(q[a - n0:b - n0], k[l], v[l], a, b, sinks, window,
-                                                cs[l] if colsum else None)
+                o[a - n0 : b - n0] = self._attend(
+                    q[a - n0 : b - n0], k[l], v[l], a, b, sinks, window, cs[l] if colsum else None
+                )
                 if b in snap_out:
                     snap_out[b][l] = cs[l, :, :b]
-            q_obs[l] = q[P - n0 - obs:].transpose(1, 0, 2)
+            q_obs[l] = q[P - n0 - obs :].transpose(1, 0, 2)
             x = x + o.reshape(P - n0, H * D) @ w.wo[l]
             x = x + self.mlp(l, x)
-        return Prefill(ids=ids, k=k, v=v, logits=self.logits(x[-1:])[0], q_obs=q_obs, colsum=cs,
-                       snapshots=snap_out, sinks=sinks, window=window)
+        return Prefill(
+            ids=ids,
+            k=k,
+            v=v,
+            logits=self.logits(x[-1:])[0],
+            q_obs=q_obs,
+            colsum=cs,
+            snapshots=snap_out,
+            sinks=sinks,
+            window=window,
+        )
 
     # ----------------------------------------------------------------- decode
-    def decode(self, groups: Sequence[Prefill], grp: np.ndarray, arrays: Dict[str, np.ndarray],
-               first: np.ndarray, steps: int, forced: Optional[np.ndarray] = None,
-               needle: tuple = (0, 0)) -> Dict[str, np.ndarray]:
+    def decode(
+        self,
+        groups: Sequence[Prefill],
+        grp: np.ndarray,
+        arrays: Dict[str, np.ndarray],
+        first: np.ndarray,
+        steps: int,
+        forced: Optional[np.ndarray] = None,
+        needle: tuple = (0, 0),
+    ) -> Dict[str, np.ndarray]:
         """Decode `steps` tokens for B policy variants at once. Variant b reads the prompt KV of
         groups[grp[b]] (all prefills of one prompt); `arrays`: policies.stack(); first [B]: the
         first input token (the prefill's prediction, or the text's next token). forced [steps]:
@@ -200,7 +231,7 @@ class Model:
         state = np.zeros((B, L, H, N), np.int8)
         score = np.zeros((B, L, H, N), np.float32)
         held = np.zeros((B, steps + 1))
-        snap: Dict[tuple, np.ndarray] = {}      # SnapKV window scores, once per prefill and window
+        snap: Dict[tuple, np.ndarray] = {}  # SnapKV window scores, once per prefill and window
         for b in range(B):
             g, ip = groups[grp[b]], arrays["iparams"][b]
             kind, obs = ip[K.P_KIND], min(int(ip[K.P_OBS]), P)
@@ -210,13 +241,15 @@ class Model:
                 score[b, :, :, :P] = sc = g.colsum
             elif kind in (K.SNAPKV, K.SNAPSTREAM):
                 if (grp[b], obs) not in snap:
-                    snap[(grp[b], obs)] = np.stack([window_scores(g.q_obs[l][:, g.q_obs.shape[2] - obs:], g.k[l])
-                                                    for l in range(L)])
+                    snap[(grp[b], obs)] = np.stack(
+                        [window_scores(g.q_obs[l][:, g.q_obs.shape[2] - obs :], g.k[l]) for l in range(L)]
+                    )
                 sc = snap[(grp[b], obs)]
             else:
                 sc = np.zeros((L, H, 1))
-            K.select_prompt(state[b], ip, arrays["layer_budgets"][b], arrays["sel_of_head"][b],
-                            sc.astype(np.float64), P)
+            K.select_prompt(
+                state[b], ip, arrays["layer_budgets"][b], arrays["sel_of_head"][b], sc.astype(np.float64), P
+            )
             held[b, 0] = K.held_tokens(state[b], P, Hkv)
         lo, hi = needle
         needle_kept = (state[:, :, :, lo:hi] > 0).mean(-1) if hi > lo else np.zeros((B, L, H))
@@ -227,15 +260,58 @@ class Model:
         argmax = np.zeros((B, steps), np.int64)
         logprobs = np.zeros((B, steps), np.float64) if forced is not None else np.zeros((B, 0))
         tok = np.asarray(first, np.int64).copy()
-        with _one_blas_thread():            # small GEMMs: BLAS threads only add synchronisation
-            self._decode_loop(steps, forced, tok, tokens, argmax, logprobs, held, grp, arrays,
-                              kp, vp, kd, vd, state, score, needle_arr, out, metrics)
+        with _one_blas_thread():  # small GEMMs: BLAS threads only add synchronisation
+            self._decode_loop(
+                steps,
+                forced,
+                tok,
+                tokens,
+                argmax,
+                logprobs,
+                held,
+                grp,
+                arrays,
+                kp,
+                vp,
+                kd,
+                vd,
+                state,
+                score,
+                needle_arr,
+                out,
+                metrics,
+            )
         metrics /= max(steps, 1)
-        return {"tokens": tokens, "argmax": argmax, "logprobs": logprobs, "metrics": metrics,
-                "held": held, "needle_kept": needle_kept}
+        return {
+            "tokens": tokens,
+            "argmax": argmax,
+            "logprobs": logprobs,
+            "metrics": metrics,
+            "held": held,
+            "needle_kept": needle_kept,
+        }
 
-    def _decode_loop(self, steps, forced, tok, tokens, argmax, logprobs, held, grp, arrays,
-                     kp, vp, kd, vd, state, score, needle_arr, out, metrics):
+    def _decode_loop(
+        self,
+        steps,
+        forced,
+        tok,
+        tokens,
+        argmax,
+        logprobs,
+        held,
+        grp,
+        arrays,
+        kp,
+        vp,
+        kd,
+        vd,
+        state,
+        score,
+        needle_arr,
+        out,
+        metrics,
+    ):
         w, L, H, Hkv, D = self.w, self.w.n_layers, self.H, self.Hkv, self.D
         B, P = len(grp), kp.shape[3]
         for t in range(steps):
@@ -246,9 +322,26 @@ class Model:
             pos = np.full(B, P + t)
             for l in range(L):
                 q, k, v = self.qkv(l, x, pos)
-                K.decode_layer(l, t, q, k, v, kp, vp, grp, kd, vd, state, score,
-                               arrays["iparams"], arrays["hh"], arrays["sel_of_head"], needle_arr,
-                               out, metrics)
+                K.decode_layer(
+                    l,
+                    t,
+                    q,
+                    k,
+                    v,
+                    kp,
+                    vp,
+                    grp,
+                    kd,
+                    vd,
+                    state,
+                    score,
+                    arrays["iparams"],
+                    arrays["hh"],
+                    arrays["sel_of_head"],
+                    needle_arr,
+                    out,
+                    metrics,
+                )
                 x = x + out.reshape(B, H * D) @ w.wo[l]
                 x = x + self.mlp(l, x)
             lg = self.logits(x).astype(np.float64)
@@ -266,7 +359,9 @@ def _one_blas_thread():
     """Limit BLAS to one thread (threadpoolctl) where available; otherwise a no-op."""
     try:
         from threadpoolctl import threadpool_limits
+
         return threadpool_limits(limits=1, user_api="blas")
     except ImportError:
         import contextlib
+
         return contextlib.nullcontext()

@@ -1,5 +1,6 @@
 """Fidelity figures: a depth x length heatmap of passkey accuracy per policy (one panel per budget),
 and accuracy against memory saved for every policy and budget."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,10 @@ import numpy as np
 
 def _plt():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -31,7 +34,14 @@ def heatmaps(df, out_dir: Path) -> List[Path]:
             ax.set_yticks(range(len(t.index)), [f"{x:g}" for x in t.index])
             for i in range(t.shape[0]):
                 for j in range(t.shape[1]):
-                    ax.text(j, i, f"{t.values[i, j]:.2f}".rstrip("0").rstrip("."), ha="center", va="center", fontsize=8)
+                    ax.text(
+                        j,
+                        i,
+                        f"{t.values[i, j]:.2f}".rstrip("0").rstrip("."),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                    )
             ax.set_xlabel("prompt tokens")
             if k == 0:
                 ax.set_ylabel("needle depth")
@@ -81,8 +91,9 @@ def per_head_plot(per_head: dict, out_dir: Path, column: int = 0, name: str = "r
     n = max(1, len(labels))
     cols = min(n, 6)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(1.9 * cols + 1, 3.2 * rows), squeeze=False,
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(1.9 * cols + 1, 3.2 * rows), squeeze=False, constrained_layout=True
+    )
     for ax in axes.ravel():
         ax.axis("off")
     for ax, lab in zip(axes.ravel(), labels):
@@ -92,7 +103,7 @@ def per_head_plot(per_head: dict, out_dir: Path, column: int = 0, name: str = "r
         ax.set_title(lab, fontsize=8)
         ax.set_xlabel("head", fontsize=7)
         ax.set_ylabel("layer", fontsize=7)
-    if labels:                              # only the full cache in the grid: an empty figure
+    if labels:  # only the full cache in the grid: an empty figure
         fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label=name)
     p = Path(out_dir) / f"per_head_{name}.png"
     fig.savefig(p, dpi=100, bbox_inches="tight")

@@ -15,6 +15,7 @@ choices (sinks, the split between heavy hitters / frozen top-K and the recent wi
 B = 0 leaves the YAML as it is. Fields the KV-policy schema lacks are read from
 `kv_policy.params` (then the defaults below), so older schemas still work.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,13 +26,30 @@ import numpy as np
 from decodelab.fidelity import attention_kernel as K
 from decodelab.components.kv_policy import pyramidkv
 
-KINDS = {"full": K.FULL, "streaming_llm": K.STREAMING, "snapkv": K.SNAPKV, "pyramidkv": K.SNAPKV,
-         "snapstream": K.SNAPSTREAM, "h2o": K.H2O, "quest": K.QUEST}
+KINDS = {
+    "full": K.FULL,
+    "streaming_llm": K.STREAMING,
+    "snapkv": K.SNAPKV,
+    "pyramidkv": K.SNAPKV,
+    "snapstream": K.SNAPSTREAM,
+    "h2o": K.H2O,
+    "quest": K.QUEST,
+}
 POOLS = {"none": K.POOL_NONE, "avg": K.POOL_AVG, "max": K.POOL_MAX}
-DEFAULTS: Dict[str, Any] = {"sinks": 0, "window": 0, "budget": 0, "obs_window": 32,
-                            "budget_includes_window": True, "pooling": "avg", "pool_kernel": 5,
-                            "granularity": "kv_head", "pyramid_beta": 20.0, "page_size": 16,
-                            "top_k_pages": 0, "dense_layers": 2}
+DEFAULTS: Dict[str, Any] = {
+    "sinks": 0,
+    "window": 0,
+    "budget": 0,
+    "obs_window": 32,
+    "budget_includes_window": True,
+    "pooling": "avg",
+    "pool_kernel": 5,
+    "granularity": "kv_head",
+    "pyramid_beta": 20.0,
+    "page_size": 16,
+    "top_k_pages": 0,
+    "dense_layers": 2,
+}
 
 
 def field(pol, name: str):
@@ -72,27 +90,26 @@ def apply_budget(pol, budget: int) -> None:
         _set(pol, "budget", budget - sinks - ring)
     elif name == "quest":
         page = int(field(pol, "page_size"))
-        if page >= 1:                       # page_size < 1: left for the component's check()
+        if page >= 1:  # page_size < 1: left for the component's check()
             _set(pol, "top_k_pages", -(-budget // page))
     else:
-        raise ValueError(f"kv_policy.name={name!r}: no fidelity implementation "
-                         f"(one of: {', '.join(KINDS)})")
+        raise ValueError(f"kv_policy.name={name!r}: no fidelity implementation (one of: {', '.join(KINDS)})")
 
 
 @dataclass
 class Variant:
     """One policy at one budget, as the kernel's plain arrays."""
 
-    label: str                   # name@budget
-    name: str                    # the grid's name of the policy (an alias or the option)
-    policy: str                  # the kv_policy component (conf/kv_policy option's `name`)
+    label: str  # name@budget
+    name: str  # the grid's name of the policy (an alias or the option)
+    policy: str  # the kv_policy component (conf/kv_policy option's `name`)
     budget: int
-    iparams: np.ndarray          # [N_IPARAMS] int64
-    layer_budgets: np.ndarray    # [L] int64 (SnapKV/PyramidKV kept prompt, SnapStream K, H2O heavy)
-    hh: int                      # H2O heavy hitters (decode eviction)
-    sel_of_head: np.ndarray      # [H] selector of each query head
-    prefill_mask: tuple          # (sinks, window) of the prefill it needs; (0, 0) = dense
-    fields: Dict[str, Any]       # the policy's final config, for logging
+    iparams: np.ndarray  # [N_IPARAMS] int64
+    layer_budgets: np.ndarray  # [L] int64 (SnapKV/PyramidKV kept prompt, SnapStream K, H2O heavy)
+    hh: int  # H2O heavy hitters (decode eviction)
+    sel_of_head: np.ndarray  # [H] selector of each query head
+    prefill_mask: tuple  # (sinks, window) of the prefill it needs; (0, 0) = dense
+    fields: Dict[str, Any]  # the policy's final config, for logging
 
 
 def selectors(granularity: str, n_heads: int, n_kv_heads: int) -> np.ndarray:
@@ -109,6 +126,7 @@ def variant(pol, model, budget: int, streaming_prefill: bool = True, alias: str 
     """`pol`: a composed kv_policy node with the grid budget already applied; `model`: a model
     config node (n_layers, n_heads, n_kv_heads); `alias`: the grid's name for it (default: pol.name)."""
     from omegaconf import OmegaConf
+
     name = pol.name
     if name not in KINDS:
         raise ValueError(f"kv_policy.name={name!r}: no fidelity implementation (one of: {', '.join(KINDS)})")
@@ -119,7 +137,11 @@ def variant(pol, model, budget: int, streaming_prefill: bool = True, alias: str 
         raise ValueError(f"kv_policy.pooling={pooling!r} is not one of: {', '.join(POOLS)}")
     ip = np.zeros(K.N_IPARAMS, np.int64)
     ip[K.P_KIND], ip[K.P_SINKS], ip[K.P_WINDOW] = KINDS[name], int(f["sinks"]), int(f["window"])
-    ip[K.P_PAGE], ip[K.P_TOPPAGES], ip[K.P_DENSE] = int(f["page_size"]), int(f["top_k_pages"]), int(f["dense_layers"])
+    ip[K.P_PAGE], ip[K.P_TOPPAGES], ip[K.P_DENSE] = (
+        int(f["page_size"]),
+        int(f["top_k_pages"]),
+        int(f["dense_layers"]),
+    )
     ip[K.P_OBS], ip[K.P_POOL], ip[K.P_KERNEL] = int(f["obs_window"]), POOLS[pooling], int(f["pool_kernel"])
     kept = int(f["budget"])
     if name == "quest" and ip[K.P_TOPPAGES] <= 0:  # top_k_pages 0: the pages holding `budget` tokens
@@ -137,9 +159,18 @@ def variant(pol, model, budget: int, streaming_prefill: bool = True, alias: str 
     mask = (int(f["sinks"]), int(f["window"])) if name == "streaming_llm" and streaming_prefill else (0, 0)
     fields = OmegaConf.to_container(pol, resolve=True) if OmegaConf.is_config(pol) else dict(pol)
     alias = alias or name
-    return Variant(label=f"{alias}@{budget}" if budget > 0 and name != "full" else alias, name=alias, policy=name,
-                   budget=budget if name != "full" else 0, iparams=ip, layer_budgets=lb, hh=kept,
-                   sel_of_head=selectors(str(f["granularity"]), H, Hkv), prefill_mask=mask, fields=fields)
+    return Variant(
+        label=f"{alias}@{budget}" if budget > 0 and name != "full" else alias,
+        name=alias,
+        policy=name,
+        budget=budget if name != "full" else 0,
+        iparams=ip,
+        layer_budgets=lb,
+        hh=kept,
+        sel_of_head=selectors(str(f["granularity"]), H, Hkv),
+        prefill_mask=mask,
+        fields=fields,
+    )
 
 
 class _Fields:
@@ -150,7 +181,9 @@ class _Fields:
 
 
 def stack(variants: List[Variant]) -> Dict[str, np.ndarray]:
-    return {"iparams": np.stack([v.iparams for v in variants]),
-            "layer_budgets": np.stack([v.layer_budgets for v in variants]),
-            "hh": np.array([v.hh for v in variants], np.int64),
-            "sel_of_head": np.stack([v.sel_of_head for v in variants])}
+    return {
+        "iparams": np.stack([v.iparams for v in variants]),
+        "layer_budgets": np.stack([v.layer_budgets for v in variants]),
+        "hh": np.array([v.hh for v in variants], np.int64),
+        "sel_of_head": np.stack([v.sel_of_head for v in variants]),
+    }

@@ -2,12 +2,23 @@
 operations, no shared helpers) so tests can require the Numba kernel to match it: the same cache
 states after prefill selection and after every decode step, the same attention outputs and
 proxy metrics."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from decodelab.fidelity.attention_kernel import (EVICTED, H2O, KEPT, PINNED, POOL_AVG, POOL_MAX,
-                                                 QUEST, SNAPKV, SNAPSTREAM, STREAMING)
+from decodelab.fidelity.attention_kernel import (
+    EVICTED,
+    H2O,
+    KEPT,
+    PINNED,
+    POOL_AVG,
+    POOL_MAX,
+    QUEST,
+    SNAPKV,
+    SNAPSTREAM,
+    STREAMING,
+)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -42,11 +53,13 @@ def _topk(scores, lo, hi, k):
     if k <= 0:
         return np.empty(0, np.int64)
     idx = np.arange(lo, hi)
-    order = np.lexsort((idx, -scores[lo:hi]))       # score descending, then position
+    order = np.lexsort((idx, -scores[lo:hi]))  # score descending, then position
     return np.sort(idx[order[:k]])
 
 
-def select_prompt(state, kind, sinks, window, obs, pool_kind, kernel, budgets, sel_of_head, q_obs, kp, colsum):
+def select_prompt(
+    state, kind, sinks, window, obs, pool_kind, kernel, budgets, sel_of_head, q_obs, kp, colsum
+):
     """q_obs [L, H, w, D] and kp [L, Hkv, P, D]: SnapKV's scores are computed here from them."""
     L, H = state.shape[:2]
     P = kp.shape[2]
@@ -64,11 +77,15 @@ def select_prompt(state, kind, sinks, window, obs, pool_kind, kernel, budgets, s
             lo, hi, keep, fits = {
                 SNAPKV: (0, P - w, b - w, P <= b),
                 SNAPSTREAM: (sinks, P - window, b, P <= sinks + b + window),
-                H2O: (0, P - window, b, P <= b + window)}[kind]
+                H2O: (0, P - window, b, P <= b + window),
+            }[kind]
             if not fits:
                 st[:, lo:hi] = EVICTED
-                sc = colsum[l].astype(np.float64) if kind == H2O else pool(
-                    snap_scores(q_obs[l][:, q_obs.shape[2] - w:], kp[l], P - w), pool_kind, kernel)
+                sc = (
+                    colsum[l].astype(np.float64)
+                    if kind == H2O
+                    else pool(snap_scores(q_obs[l][:, q_obs.shape[2] - w :], kp[l], P - w), pool_kind, kernel)
+                )
                 for s in np.unique(sel_of_head):
                     heads = sel_of_head == s
                     idx = _topk(sc[heads].mean(0), lo, hi, keep)
@@ -84,16 +101,16 @@ def admit(state_l, score_l, kind, sinks, window, hh, pos, sel_of_head):
         state_l[:, old] = EVICTED
     elif kind == SNAPSTREAM:
         for h in range(state_l.shape[0]):
-            ring = np.flatnonzero(state_l[h, :pos + 1] == KEPT)
-            if (state_l[h, :pos + 1] > 0).sum() > sinks + hh + window and len(ring):
+            ring = np.flatnonzero(state_l[h, : pos + 1] == KEPT)
+            if (state_l[h, : pos + 1] > 0).sum() > sinks + hh + window and len(ring):
                 state_l[h, ring[0]] = EVICTED
     elif kind == H2O:
         for s in np.unique(sel_of_head):
             heads = np.flatnonzero(sel_of_head == s)
-            held = state_l[heads[0], :pos + 1] > 0
+            held = state_l[heads[0], : pos + 1] > 0
             if held.sum() <= hh + window:
                 continue
-            cand = np.flatnonzero(held[:pos - window + 1])
+            cand = np.flatnonzero(held[: pos - window + 1])
             if len(cand):
                 tot = score_l[heads][:, cand].astype(np.float64).sum(0)
                 state_l[np.ix_(heads, [cand[np.argmin(tot)]])] = EVICTED
@@ -107,18 +124,33 @@ def quest_read(q, k_all, G, g, page, top):
     padded[:n] = k_all
     blocks = padded.reshape(n_pages, page, D)
     kmin, kmax = np.nanmin(blocks, 1), np.nanmax(blocks, 1)
-    qg = q[g * G:(g + 1) * G].astype(np.float64)                    # [G, D]
+    qg = q[g * G : (g + 1) * G].astype(np.float64)  # [G, D]
     ub = np.maximum(qg[:, None, :] * kmin[None], qg[:, None, :] * kmax[None]).sum((0, 2))
     ub[-1] = np.inf
     pages = _topk(ub, 0, n_pages, top)
     read = np.zeros(n, np.int8)
     for p in pages:
-        read[p * page:(p + 1) * page] = 1
+        read[p * page : (p + 1) * page] = 1
     return read
 
 
-def decode_step(l, q, k_all, v_all, state_l, score_l, kind, sinks, window, hh, page, top_pages,
-                dense_layers, sel_of_head, needle):
+def decode_step(
+    l,
+    q,
+    k_all,
+    v_all,
+    state_l,
+    score_l,
+    kind,
+    sinks,
+    window,
+    hh,
+    page,
+    top_pages,
+    dense_layers,
+    sel_of_head,
+    needle,
+):
     """One variant, one layer: k_all/v_all [Hkv, n, D] hold every token 0..n-1 (the new one
     last). Returns out [H, D] and metrics [H, 4]; updates state_l / score_l in place."""
     H, D = q.shape
@@ -141,6 +173,10 @@ def decode_step(l, q, k_all, v_all, state_l, score_l, kind, sinks, window, hh, p
             if kind == H2O:
                 score_l[h, :n] += p_pol * read
             lo, hi = needle
-            met[h] = [p_full[read].sum(), np.linalg.norm(o_pol - o_full) / np.linalg.norm(o_full),
-                      read.sum(), read[lo:hi].mean() if hi > lo else 0.0]
+            met[h] = [
+                p_full[read].sum(),
+                np.linalg.norm(o_pol - o_full) / np.linalg.norm(o_full),
+                read.sum(),
+                read[lo:hi].mean() if hi > lo else 0.0,
+            ]
     return out, met

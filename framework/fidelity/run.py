@@ -2,6 +2,7 @@
 (lengths x needle depths) and the text task, print a summary, write results and plots under
 `out_dir`, and log one MLflow run per policy and budget (metrics `fidelity_*`) under a parent run.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,7 +29,7 @@ def load_model(model_file: str = "", fetch: bool = True):
     if str(path) not in _MODELS:
         try:
             w = weights.load(path)
-        except (ValueError, KeyError, OSError, EOFError) as e:     # not a (complete) GGUF file
+        except (ValueError, KeyError, OSError, EOFError) as e:  # not a (complete) GGUF file
             raise weights.ModelUnavailable(f"{path}: not a readable GGUF ({type(e).__name__}: {e})") from None
         _MODELS[str(path)] = (Model(w), weights.tokenizer(w.meta["tokenizer"]))
     return _MODELS[str(path)]
@@ -40,14 +41,14 @@ def build_variants(cfg, compose) -> Tuple[List[pol_mod.Variant], object]:
     it: decodelab.config.compose), the budget written into its fields and checked by the
     performance component's own `check`. Returns (variants, model config)."""
     out, errors, model = [], [], None
-    names = list(dict.fromkeys(["full"] + list(cfg.policies)))   # full: the reference
+    names = list(dict.fromkeys(["full"] + list(cfg.policies)))  # full: the reference
     for alias in names:
         name = cfg.aliases.get(alias, alias)
         extra = list(cfg.policy_overrides.get(alias, []))
-        for b in ([0] if name == "full" or not cfg.budgets else list(cfg.budgets)):
+        for b in [0] if name == "full" or not cfg.budgets else list(cfg.budgets):
             try:
                 c = compose([f"kv_policy={name}", f"model={cfg.model}", "tracking=off", *extra])
-            except Exception as e:                            # unknown option or field
+            except Exception as e:  # unknown option or field
                 errors.append(f"policies: {alias} ({type(e).__name__}: {str(e).splitlines()[0]})")
                 break
             model, pol = c.model, c.kv_policy
@@ -79,6 +80,7 @@ def memory_tokens(v: pol_mod.Variant, model, prompt: int, generated: int, measur
     Errors of the component propagate: a silent fallback would make the accounting test
     (measured == cached_tokens) compare the measurement with itself."""
     from omegaconf import OmegaConf
+
     comp = KV_POLICIES.get(v.policy)
     if comp is None or not hasattr(comp, "cached_tokens"):
         return measured
@@ -88,15 +90,24 @@ def memory_tokens(v: pol_mod.Variant, model, prompt: int, generated: int, measur
 
 @dataclass
 class Results:
-    rows: List[dict] = field(default_factory=list)              # one per variant and sample
+    rows: List[dict] = field(default_factory=list)  # one per variant and sample
     per_head: Dict[str, List[np.ndarray]] = field(default_factory=dict)  # label -> [L, H, 5] arrays
     seconds: Dict[str, float] = field(default_factory=dict)
 
 
 def _prefills(model, ids, masks, obs, colsum, past=None, snapshots=()):
-    return [model.prefill(ids, sinks=s, window=w, obs=obs, colsum=colsum and (s, w) == (0, 0),
-                          past=None if past is None else past[(s, w)], snapshots=snapshots)
-            for (s, w) in masks]
+    return [
+        model.prefill(
+            ids,
+            sinks=s,
+            window=w,
+            obs=obs,
+            colsum=colsum and (s, w) == (0, 0),
+            past=None if past is None else past[(s, w)],
+            snapshots=snapshots,
+        )
+        for (s, w) in masks
+    ]
 
 
 def run_passkey(model, tok, variants, mcfg, cfg, res: Results, progress=None) -> None:
@@ -111,8 +122,13 @@ def run_passkey(model, tok, variants, mcfg, cfg, res: Results, progress=None) ->
         cuts = sorted({min(s.shared_prefix, len(s.tokens) - obs) for s in samples})
         t0 = time.perf_counter()
         longest = max(samples, key=lambda s: s.shared_prefix)
-        past = dict(zip(masks, _prefills(model, longest.tokens[:cuts[-1]], masks, obs, need_cs,
-                                         snapshots=cuts))) if cuts[-1] > obs else None
+        past = (
+            dict(
+                zip(masks, _prefills(model, longest.tokens[: cuts[-1]], masks, obs, need_cs, snapshots=cuts))
+            )
+            if cuts[-1] > obs
+            else None
+        )
         res.seconds["prefill"] = res.seconds.get("prefill", 0.0) + time.perf_counter() - t0
         for s in samples:
             t0 = time.perf_counter()
@@ -128,16 +144,32 @@ def run_passkey(model, tok, variants, mcfg, cfg, res: Results, progress=None) ->
                 sc = tasks.score_answer(text, s.answer)
                 held = float(r["held"][b, -1])
                 m = r["metrics"][b]
-                res.rows.append({
-                    "task": "passkey", "seed": seed, "length": s.length, "prompt_tokens": P,
-                    "depth": s.depth, "label": v.label, "policy": v.name, "component": v.policy, "budget": v.budget,
-                    "exact": sc["exact"], "digits": sc["digits"], "answer": s.answer, "output": text,
-                    "kv_tokens": held, "memory_tokens": memory_tokens(v, mcfg, P, T, held),
-                    "full_tokens": P + T, **{k: float(m[..., i].mean()) for i, k in enumerate(METRICS)},
-                    "needle_kept": float(r["needle_kept"][b].mean())})
+                res.rows.append(
+                    {
+                        "task": "passkey",
+                        "seed": seed,
+                        "length": s.length,
+                        "prompt_tokens": P,
+                        "depth": s.depth,
+                        "label": v.label,
+                        "policy": v.name,
+                        "component": v.policy,
+                        "budget": v.budget,
+                        "exact": sc["exact"],
+                        "digits": sc["digits"],
+                        "answer": s.answer,
+                        "output": text,
+                        "kv_tokens": held,
+                        "memory_tokens": memory_tokens(v, mcfg, P, T, held),
+                        "full_tokens": P + T,
+                        **{k: float(m[..., i].mean()) for i, k in enumerate(METRICS)},
+                        "needle_kept": float(r["needle_kept"][b].mean()),
+                    }
+                )
                 res.rows[-1]["memory_saved"] = 1.0 - res.rows[-1]["memory_tokens"] / (P + T)
                 res.per_head.setdefault(v.label, []).append(
-                    np.concatenate([m, r["needle_kept"][b][..., None]], axis=-1))
+                    np.concatenate([m, r["needle_kept"][b][..., None]], axis=-1)
+                )
             if progress:
                 progress(f"passkey seed {seed} length {s.length} depth {s.depth:g}")
 
@@ -150,8 +182,10 @@ def text_ids(tok, cfg) -> np.ndarray:
         raise ConfigError(str(e)) from None
     C, E = int(cfg.text.context), int(cfg.text.eval_tokens)
     if C < 1 or E < 1 or len(ids) < C + E + 1:
-        raise ConfigError(f"text.context + text.eval_tokens = {C} + {E}: both >= 1 and at most "
-                          f"{len(ids) - 1} tokens (the text's length)")
+        raise ConfigError(
+            f"text.context + text.eval_tokens = {C} + {E}: both >= 1 and at most "
+            f"{len(ids) - 1} tokens (the text's length)"
+        )
     return ids
 
 
@@ -164,22 +198,33 @@ def run_text(model, tok, variants, mcfg, cfg, res: Results, progress=None) -> No
     obs = max([1] + [int(v.iparams[pol_mod.K.P_OBS]) for v in variants])
     t0 = time.perf_counter()
     groups = _prefills(model, ids[:C], masks, obs, any(v.policy == "h2o" for v in variants))
-    r = model.decode(groups, grp, arrays, ids[C:C + 1].repeat(len(variants)), steps=E,
-                     forced=ids[C:C + E + 1])
+    r = model.decode(
+        groups, grp, arrays, ids[C : C + 1].repeat(len(variants)), steps=E, forced=ids[C : C + E + 1]
+    )
     res.seconds["text"] = time.perf_counter() - t0
     full = [b for b, v in enumerate(variants) if v.policy == "full"][0]
     for b, v in enumerate(variants):
         lg = groups[grp[b]].logits.astype(np.float64)
         lp0 = lg[ids[C]] - (lg.max() + np.log(np.exp(lg - lg.max()).sum()))
-        nll = -np.concatenate([[lp0], r["logprobs"][b, :E - 1]]).mean()
+        nll = -np.concatenate([[lp0], r["logprobs"][b, : E - 1]]).mean()
         held = float(r["held"][b, -1])
-        res.rows.append({
-            "task": "text", "label": v.label, "policy": v.name, "component": v.policy, "budget": v.budget,
-            "prompt_tokens": C, "nll": float(nll), "ppl": float(np.exp(nll)),
-            "agreement": float((r["argmax"][b] == r["argmax"][full]).mean()),
-            "kv_tokens": held, "memory_tokens": memory_tokens(v, mcfg, C, E, held),
-            "full_tokens": C + E,
-            **{k: float(r["metrics"][b][..., i].mean()) for i, k in enumerate(METRICS)}})
+        res.rows.append(
+            {
+                "task": "text",
+                "label": v.label,
+                "policy": v.name,
+                "component": v.policy,
+                "budget": v.budget,
+                "prompt_tokens": C,
+                "nll": float(nll),
+                "ppl": float(np.exp(nll)),
+                "agreement": float((r["argmax"][b] == r["argmax"][full]).mean()),
+                "kv_tokens": held,
+                "memory_tokens": memory_tokens(v, mcfg, C, E, held),
+                "full_tokens": C + E,
+                **{k: float(r["metrics"][b][..., i].mean()) for i, k in enumerate(METRICS)},
+            }
+        )
         res.rows[-1]["memory_saved"] = 1.0 - res.rows[-1]["memory_tokens"] / (C + E)
     if progress:
         progress("text")
@@ -207,15 +252,19 @@ def run(cfg, compose, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
     w = model.w
     shape = (w.n_layers, w.n_heads, w.n_kv_heads, w.head_dim)
     if shape != (mcfg.n_layers, mcfg.n_heads, mcfg.n_kv_heads, mcfg.head_dim):
-        raise ConfigError(f"model={cfg.model}: shape {(mcfg.n_layers, mcfg.n_heads, mcfg.n_kv_heads, mcfg.head_dim)}"
-                          f" differs from the GGUF's {shape}")
+        raise ConfigError(
+            f"model={cfg.model}: shape {(mcfg.n_layers, mcfg.n_heads, mcfg.n_kv_heads, mcfg.head_dim)}"
+            f" differs from the GGUF's {shape}"
+        )
     if max(cfg.lengths, default=0) > w.context:
         raise ConfigError(f"lengths: {max(cfg.lengths)} exceeds the model's context {w.context}")
     if cfg.text.enabled:
-        text_ids(tok, cfg)                  # bad text settings fail before the passkey grid runs
+        text_ids(tok, cfg)  # bad text settings fail before the passkey grid runs
         if cfg.text.context + cfg.text.eval_tokens > w.context:
-            raise ConfigError(f"text.context + text.eval_tokens = {cfg.text.context + cfg.text.eval_tokens}"
-                              f" exceeds the model's context {w.context}")
+            raise ConfigError(
+                f"text.context + text.eval_tokens = {cfg.text.context + cfg.text.eval_tokens}"
+                f" exceeds the model's context {w.context}"
+            )
     if cfg.lengths and cfg.depths:
         run_passkey(model, tok, variants, mcfg, cfg, res, progress)
     if cfg.text.enabled:
@@ -227,21 +276,32 @@ def run(cfg, compose, progress=None) -> Tuple[Results, List[pol_mod.Variant]]:
 def summary(res: Results):
     """One row per policy and budget: passkey accuracy, memory saved, proxy and text metrics."""
     import pandas as pd
+
     df = pd.DataFrame(res.rows)
     keys = ["label", "policy", "budget"]
     out = None
     pk = df[df.task == "passkey"] if "task" in df else df.iloc[:0]
     if len(pk):
-        out = pk.groupby(keys, sort=False).agg(
-            passkey_acc=("exact", "mean"), passkey_digits=("digits", "mean"),
-            memory_saved=("memory_saved", "mean"), kv_tokens=("kv_tokens", "mean"),
-            recall=("recall", "mean"), relerr=("relerr", "mean"), read_tokens=("read_tokens", "mean"),
-            needle_read=("needle_read", "mean"),
-            needle_kept=("needle_kept", "mean")).reset_index()
+        out = (
+            pk.groupby(keys, sort=False)
+            .agg(
+                passkey_acc=("exact", "mean"),
+                passkey_digits=("digits", "mean"),
+                memory_saved=("memory_saved", "mean"),
+                kv_tokens=("kv_tokens", "mean"),
+                recall=("recall", "mean"),
+                relerr=("relerr", "mean"),
+                read_tokens=("read_tokens", "mean"),
+                needle_read=("needle_read", "mean"),
+                needle_kept=("needle_kept", "mean"),
+            )
+            .reset_index()
+        )
     tx = df[df.task == "text"] if "task" in df else df.iloc[:0]
     if len(tx):
-        t = tx[keys + ["ppl", "agreement", "memory_saved", "recall", "relerr"]].rename(columns={
-            "memory_saved": "text_memory_saved", "recall": "text_recall", "relerr": "text_relerr"})
+        t = tx[keys + ["ppl", "agreement", "memory_saved", "recall", "relerr"]].rename(
+            columns={"memory_saved": "text_memory_saved", "recall": "text_recall", "relerr": "text_relerr"}
+        )
         full_ppl = float(t[t.policy == "full"].ppl.iloc[0])
         t = t.assign(ppl_ratio=t.ppl / full_ppl)
         out = t if out is None else out.merge(t, on=keys, how="left")

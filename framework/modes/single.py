@@ -1,6 +1,7 @@
 """One model's design, whatever its workload: batch fill first (the largest batch that fits), then
 the serving simulation (workload.kind closed_loop / open_loop), speculative decoding
 (speculative.enabled) or the static decode. Never raises for bad or infeasible designs."""
+
 from __future__ import annotations
 
 from omegaconf.errors import MissingMandatoryValue
@@ -16,9 +17,9 @@ from decodelab.modes.static import evaluate_static
 
 def evaluate_single(cfg, keep_steps: bool = True) -> Result:
     try:
-        cfg = resolve_batch(cfg)       # workload.batch_fill: the largest batch that fits
+        cfg = resolve_batch(cfg)  # workload.batch_fill: the largest batch that fits
         spec_on = cfg.speculative.enabled
-        trip = max(cfg.speculative.k, 0) + 1 if spec_on else None   # k < 1: invalid, in the mode
+        trip = max(cfg.speculative.k, 0) + 1 if spec_on else None  # k < 1: invalid, in the mode
         design = build(cfg, host_round_trip_steps=trip)
         if getattr(cfg.workload, "kind", "static") != "static":
             return evaluate_serving(cfg, design, keep_steps)

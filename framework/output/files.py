@@ -1,4 +1,5 @@
 """Result files (JSON, per-step CSV, breakdown plot) and the terminal table of one run."""
+
 from __future__ import annotations
 
 import json
@@ -11,13 +12,20 @@ from decodelab.core import kernel as K
 from decodelab.output.serving import write_serving
 from decodelab.output.serving import print_serving
 
-COLORS = {"memory": "#4c72b0", "compute": "#dd8452", "launch_sync": "#c44e52",
-          "fill_drain": "#8172b3", "host": "#937860", "collectives": "#55a868",
-          "excess": "#bbbbbb"}
+COLORS = {
+    "memory": "#4c72b0",
+    "compute": "#dd8452",
+    "launch_sync": "#c44e52",
+    "fill_drain": "#8172b3",
+    "host": "#937860",
+    "collectives": "#55a868",
+    "excess": "#bbbbbb",
+}
 
 
 def steps_table(res: Dict[str, Any]):
     import pandas as pd
+
     steps, times = res["steps"], res["times"]
     df = pd.DataFrame(times * 1e3, columns=[f"{c}_ms" for c in K.CAUSES])
     df.insert(0, "phase", ["prefill"] + ["decode"] * (len(df) - 1))
@@ -33,14 +41,25 @@ def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
     """steps_table(res) as CSV (%.6g floats), written without pandas: importing pandas was a
     fifth of the start-up time of a single run."""
     steps, times = res["steps"], res["times"] * 1e3
-    cols = ["phase", "query_tokens", "context", "sequences", "sampled_per_seq"] + \
-        [f"{c}_ms" for c in K.CAUSES] + ["total_ms"]
+    cols = (
+        ["phase", "query_tokens", "context", "sequences", "sampled_per_seq"]
+        + [f"{c}_ms" for c in K.CAUSES]
+        + ["total_ms"]
+    )
     ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS, K.S_OUT]].astype(int)
     total = times.sum(axis=1)
     lines = [",".join(cols)]
     for i in range(len(times)):
-        lines.append(",".join(["prefill" if i == 0 else "decode", *map(str, ints[i]),
-                               *("%.6g" % v for v in times[i]), "%.6g" % total[i]]))
+        lines.append(
+            ",".join(
+                [
+                    "prefill" if i == 0 else "decode",
+                    *map(str, ints[i]),
+                    *("%.6g" % v for v in times[i]),
+                    "%.6g" % total[i],
+                ]
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -48,7 +67,8 @@ def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
 def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per output token") -> Path:
     """Stacked bars of TPOT by cause (the Dataflow paper's Fig. 15 style), one bar per result."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure       # no pyplot: no GUI backend, faster start
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, faster start
+
     fig = Figure(figsize=(max(4.0, 1.1 * len(labels) + 2.5), 4.0))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
@@ -60,8 +80,7 @@ def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per outp
         bottom += vals
     for xi, m in zip(x, metrics_list):
         if "pct_roofline" in m:
-            ax.text(xi, bottom[xi], f"{m['pct_roofline']:.0f}%", ha="center", va="bottom",
-                    fontsize=8)
+            ax.text(xi, bottom[xi], f"{m['pct_roofline']:.0f}%", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("ms per decode step")
     ax.set_title(f"{title} (label: % of roofline)", fontsize=10)
@@ -71,8 +90,9 @@ def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per outp
     return path
 
 
-def write_outputs(cfg_dict, res, out_dir: Path, label: str, plots: bool = True,
-                  step_csv: bool = True) -> Dict[str, str]:
+def write_outputs(
+    cfg_dict, res, out_dir: Path, label: str, plots: bool = True, step_csv: bool = True
+) -> Dict[str, str]:
     """Write result.json (always), steps.csv and breakdown.png (ok results) into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -85,9 +105,8 @@ def write_outputs(cfg_dict, res, out_dir: Path, label: str, plots: bool = True,
             write_steps_csv(res, p)
             files["steps"] = str(p)
         if plots:
-            files["plot"] = str(breakdown_plot([res["metrics"]], [label],
-                                               out_dir / "breakdown.png"))
-        if "serving" in res:        # serving run: requests.csv, timeline, latency plots
+            files["plot"] = str(breakdown_plot([res["metrics"]], [label], out_dir / "breakdown.png"))
+        if "serving" in res:  # serving run: requests.csv, timeline, latency plots
             files.update(write_serving(res, out_dir, label, plots, step_csv))
     return files
 
@@ -95,6 +114,7 @@ def write_outputs(cfg_dict, res, out_dir: Path, label: str, plots: bool = True,
 def print_result(label: str, res: Dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+
     console = Console()
     if res["status"] != "ok":
         console.print(f"[bold]{label}[/bold]: [red]{res['status']}[/red]: {res['reason']}")
@@ -105,11 +125,14 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
     t = Table(title=label, show_header=True, header_style="bold")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    rows = [("TTFT", f"{m['ttft_ms']:.2f} ms"), ("TPOT", f"{m['tpot_ms']:.3f} ms"),
-            ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
-            ("tokens/s aggregate", f"{m['tok_s_aggregate']:.1f}"),
-            ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
-            ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}")]
+    rows = [
+        ("TTFT", f"{m['ttft_ms']:.2f} ms"),
+        ("TPOT", f"{m['tpot_ms']:.3f} ms"),
+        ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
+        ("tokens/s aggregate", f"{m['tok_s_aggregate']:.1f}"),
+        ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
+        ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}"),
+    ]
     for key in sorted(k for k in m if k.startswith("mem_") and k.endswith("_gib")):
         tier = key[4:-4]
         rows.append((f"memory {tier} per chip", f"{m[key]:.2f} GiB ({m[f'mem_{tier}_pct']:.0f} %)"))

@@ -2,6 +2,7 @@
 request), timeline.csv (one row per engine step), latency.png (TTFT / TPOT / end-to-end
 distributions) and timeline.png (batch occupancy, KV memory and queue over time). The MLflow
 callback logs whatever `write_outputs` returns, so these become the run's artifacts."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,40 +13,53 @@ import numpy as np
 from decodelab.core import kernel as K
 from decodelab.modes.serving import scheduler as SK
 
-GIB = float(2 ** 30)
-MAX_TIMELINE_ROWS = 100_000     # longer runs are written every k-th step
+GIB = float(2**30)
+MAX_TIMELINE_ROWS = 100_000  # longer runs are written every k-th step
 
 
 def requests_table(res: Dict[str, Any]):
     import pandas as pd
+
     r = res["serving"]["requests"]
     out = r[:, SK.R_OUTPUT]
-    df = pd.DataFrame({
-        "arrival_s": r[:, SK.R_ARRIVAL], "prompt_len": r[:, SK.R_PROMPT].astype(int),
-        "output_len": out.astype(int),
-        "queue_ms": (r[:, SK.R_START] - r[:, SK.R_ARRIVAL]) * 1e3,
-        "ttft_ms": (r[:, SK.R_FIRST] - r[:, SK.R_ARRIVAL]) * 1e3,
-        "tpot_ms": (r[:, SK.R_DONE] - r[:, SK.R_FIRST]) / (out - 1.0) * 1e3,
-        "e2e_ms": (r[:, SK.R_DONE] - r[:, SK.R_ARRIVAL]) * 1e3,
-        "max_itl_ms": r[:, SK.R_MAX_ITL] * 1e3, "preemptions": r[:, SK.R_PREEMPT].astype(int)})
+    df = pd.DataFrame(
+        {
+            "arrival_s": r[:, SK.R_ARRIVAL],
+            "prompt_len": r[:, SK.R_PROMPT].astype(int),
+            "output_len": out.astype(int),
+            "queue_ms": (r[:, SK.R_START] - r[:, SK.R_ARRIVAL]) * 1e3,
+            "ttft_ms": (r[:, SK.R_FIRST] - r[:, SK.R_ARRIVAL]) * 1e3,
+            "tpot_ms": (r[:, SK.R_DONE] - r[:, SK.R_FIRST]) / (out - 1.0) * 1e3,
+            "e2e_ms": (r[:, SK.R_DONE] - r[:, SK.R_ARRIVAL]) * 1e3,
+            "max_itl_ms": r[:, SK.R_MAX_ITL] * 1e3,
+            "preemptions": r[:, SK.R_PREEMPT].astype(int),
+        }
+    )
     df.index.name = "request"
     return df
 
 
 def timeline_table(res: Dict[str, Any]):
     import pandas as pd
+
     s = res["serving"]["steps"]
     stride = max(1, int(np.ceil(len(s) / MAX_TIMELINE_ROWS)))
     s = s[::stride]
     per_tok = res["serving"]["kv_bytes_per_token_chip"]
-    df = pd.DataFrame({"start_s": s[:, SK.T_START], "duration_ms": s[:, SK.T_DUR] * 1e3,
-                       "sequences": s[:, SK.T_SEQS].astype(int),
-                       "padded_batch": s[:, SK.T_PADDED].astype(int),
-                       "tokens": s[:, SK.T_TOKENS], "prefill_tokens": s[:, SK.T_PREFILL],
-                       "decode_tokens": s[:, SK.T_DECODE].astype(int),
-                       "kv_gib": s[:, SK.T_KV] * per_tok / GIB,
-                       "kv_reserved_gib": s[:, SK.T_RESERVED] * per_tok / GIB,
-                       "waiting": s[:, SK.T_WAIT].astype(int)})
+    df = pd.DataFrame(
+        {
+            "start_s": s[:, SK.T_START],
+            "duration_ms": s[:, SK.T_DUR] * 1e3,
+            "sequences": s[:, SK.T_SEQS].astype(int),
+            "padded_batch": s[:, SK.T_PADDED].astype(int),
+            "tokens": s[:, SK.T_TOKENS],
+            "prefill_tokens": s[:, SK.T_PREFILL],
+            "decode_tokens": s[:, SK.T_DECODE].astype(int),
+            "kv_gib": s[:, SK.T_KV] * per_tok / GIB,
+            "kv_reserved_gib": s[:, SK.T_RESERVED] * per_tok / GIB,
+            "waiting": s[:, SK.T_WAIT].astype(int),
+        }
+    )
     for k, cause in enumerate(K.CAUSES):
         df[f"{cause}_ms"] = s[:, SK.T_CAUSE + k] * 1e3
     return df
@@ -53,8 +67,10 @@ def timeline_table(res: Dict[str, Any]):
 
 def latency_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     df = requests_table(res)
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
     for ax, col, name in zip(axes, ("ttft_ms", "tpot_ms", "e2e_ms"), ("TTFT", "TPOT", "end-to-end")):
@@ -75,8 +91,10 @@ def latency_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
 
 def timeline_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     df = timeline_table(res)
     t = df["start_s"].to_numpy()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 5), sharex=True)
@@ -87,8 +105,7 @@ def timeline_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     a1.set_ylabel("requests")
     a1.legend(fontsize=7, loc="upper right")
     a2.step(t, df["kv_gib"], where="post", lw=0.8, color="#55a868", label="KV held")
-    a2.step(t, df["kv_reserved_gib"], where="post", lw=0.8, ls="--", color="#937860",
-            label="KV reserved")
+    a2.step(t, df["kv_reserved_gib"], where="post", lw=0.8, ls="--", color="#937860", label="KV reserved")
     a2.axhline(res["metrics"]["kv_pool_gib"], color="#c44e52", lw=0.8, label="KV pool")
     a2.set_ylabel("GiB per chip")
     a2.set_xlabel("time (s)")
@@ -100,8 +117,9 @@ def timeline_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     return path
 
 
-def write_serving(res: Dict[str, Any], out_dir: Path, label: str, plots: bool = True,
-                  step_csv: bool = True) -> Dict[str, str]:
+def write_serving(
+    res: Dict[str, Any], out_dir: Path, label: str, plots: bool = True, step_csv: bool = True
+) -> Dict[str, str]:
     files = {}
     p = out_dir / "requests.csv"
     requests_table(res).to_csv(p, float_format="%.6g")
@@ -121,29 +139,44 @@ def write_serving(res: Dict[str, Any], out_dir: Path, label: str, plots: bool = 
 def print_serving(label: str, res: Dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+
     m = res["metrics"]
     t = Table(title=label, show_header=True, header_style="bold")
     for col in ("metric", "mean", "p50", "p90", "p99"):
         t.add_column(col, justify="left" if col == "metric" else "right")
-    for key, name in (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"), ("itl", "inter-token (ms)"),
-                      ("e2e", "end-to-end (ms)")):
+    for key, name in (
+        ("ttft", "TTFT (ms)"),
+        ("tpot", "TPOT (ms)"),
+        ("itl", "inter-token (ms)"),
+        ("e2e", "end-to-end (ms)"),
+    ):
         t.add_row(name, *(f"{m[f'{key}{s}_ms']:.2f}" for s in ("", "_p50", "_p90", "_p99")))
     Console().print(t)
     s = Table(show_header=False)
     s.add_column("metric")
     s.add_column("value", justify="right")
-    rows = [("requests / steps / preemptions",
-             f"{m['n_requests']:.0f} / {m['n_steps']:.0f} / {m['n_preemptions']:.0f}"),
-            ("tokens/s aggregate (system)", f"{m['tok_s_aggregate']:.1f} ({m['tok_s_system']:.1f})"),
-            ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
-            ("batch mean / max", f"{m['batch_mean']:.1f} / {m['batch_max']:.0f}"),
-            ("KV mean / max / pool per chip",
-             f"{m['kv_mem_mean_gib']:.2f} / {m['kv_mem_max_gib']:.2f} / {m['kv_pool_gib']:.2f} GiB"),
-            ("queue wait mean", f"{m['queue_ms']:.2f} ms"),
-            ("time in steps with prefill", f"{m['mixed_step_time_pct']:.1f} %")]
+    rows = [
+        (
+            "requests / steps / preemptions",
+            f"{m['n_requests']:.0f} / {m['n_steps']:.0f} / {m['n_preemptions']:.0f}",
+        ),
+        ("tokens/s aggregate (system)", f"{m['tok_s_aggregate']:.1f} ({m['tok_s_system']:.1f})"),
+        ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
+        ("batch mean / max", f"{m['batch_mean']:.1f} / {m['batch_max']:.0f}"),
+        (
+            "KV mean / max / pool per chip",
+            f"{m['kv_mem_mean_gib']:.2f} / {m['kv_mem_max_gib']:.2f} / {m['kv_pool_gib']:.2f} GiB",
+        ),
+        ("queue wait mean", f"{m['queue_ms']:.2f} ms"),
+        ("time in steps with prefill", f"{m['mixed_step_time_pct']:.1f} %"),
+    ]
     for cause in K.CAUSES:
-        rows.append((f"  TPOT {cause}", f"{m[f'tpot_{cause}_ms']:.3f} ms "
-                     f"({m[f'time_{cause}_pct']:.0f} % of engine time)"))
+        rows.append(
+            (
+                f"  TPOT {cause}",
+                f"{m[f'tpot_{cause}_ms']:.3f} ms ({m[f'time_{cause}_pct']:.0f} % of engine time)",
+            )
+        )
     for r in rows:
         s.add_row(*r)
     Console().print(s)

@@ -20,6 +20,7 @@ jobs, and its `claim:` block says which figures to compute from the jobs' metric
           published: 1042                # a number (pass within tolerance) or [lo, hi]
           tolerance: 0.15
 """
+
 from __future__ import annotations
 
 import math
@@ -31,6 +32,7 @@ from decodelab.config.sweepfile import expand, load_sweep  # noqa: F401  (re-exp
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
 from decodelab.paths import SWEEPS_DIR
+
 REDUCERS = {
     "mean": lambda v: sum(v) / len(v),
     "geomean": lambda v: math.exp(sum(math.log(x) for x in v) / len(v)),
@@ -69,8 +71,11 @@ def figure_value(fig: dict, jobs: List[Dict[str, str]], results: List[dict]) -> 
     value = REDUCERS[fig.get("reduce", "mean")](values)
     times = fig.get("times")
     if times:
-        factors = [r["metrics"][times["metric"]] for j, r in zip(jobs, results)
-                   if _matches(j, times.get("where")) and r["status"] == "ok"]
+        factors = [
+            r["metrics"][times["metric"]]
+            for j, r in zip(jobs, results)
+            if _matches(j, times.get("where")) and r["status"] == "ok"
+        ]
         if not factors:
             return None
         value *= sum(factors) / len(factors)
@@ -104,8 +109,12 @@ def with_what_if(job: Dict[str, str], what_if: List[str]) -> List[str]:
     return [f"{k}={v}" for k, v in job.items() if key_of(k) not in keys] + list(what_if)
 
 
-def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
-               plots_dir: Optional[Path] = None, what_if: Optional[List[str]] = None) -> List[dict]:
+def run_claims(
+    ids: Optional[List[str]] = None,
+    sweeps_dir: Path = SWEEPS_DIR,
+    plots_dir: Optional[Path] = None,
+    what_if: Optional[List[str]] = None,
+) -> List[dict]:
     """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
     With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
     cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`. `what_if`: overrides applied to
@@ -126,9 +135,19 @@ def run_claims(ids: Optional[List[str]] = None, sweeps_dir: Path = SWEEPS_DIR,
             for fig in claim["figures"]:
                 value = figure_value(fig, jobs, results)
                 pub, ok, ratio = judge(fig, value)
-                rows.append({"id": claim["id"], "sweep": path.stem, "figure": fig["name"],
-                             "published": pub, "simulated": value, "ratio": ratio, "pass": ok,
-                             "metric": fig["metric"], "why_none": failed if value is None else []})
+                rows.append(
+                    {
+                        "id": claim["id"],
+                        "sweep": path.stem,
+                        "figure": fig["name"],
+                        "published": pub,
+                        "simulated": value,
+                        "ratio": ratio,
+                        "pass": ok,
+                        "metric": fig["metric"],
+                        "why_none": failed if value is None else [],
+                    }
+                )
     return rows
 
 
@@ -137,5 +156,9 @@ def _plot_sweep(stem: str, cid: str, jobs, results, plots_dir: Path) -> None:
     ok = [(j, r) for j, r in zip(jobs, results) if r["status"] == "ok" and "tpot_memory_ms" in r["metrics"]]
     if ok:
         plots_dir.mkdir(parents=True, exist_ok=True)
-        breakdown_plot([r["metrics"] for _, r in ok], [_job_label(j, varied) for j, _ in ok],
-                       plots_dir / f"{stem}.png", title=f"{cid}: time per output token")
+        breakdown_plot(
+            [r["metrics"] for _, r in ok],
+            [_job_label(j, varied) for j, _ in ok],
+            plots_dir / f"{stem}.png",
+            title=f"{cid}: time per output token",
+        )

@@ -2,6 +2,7 @@
 decodelab.config.plan), its Result, its files under the sweep directory, its record. Never raises
 for a design: a config that does not compose is `invalid`, a crash is `error` with its traceback
 in the job's directory."""
+
 from __future__ import annotations
 
 import traceback
@@ -21,12 +22,18 @@ def run(cfg, error: Optional[str], keep_steps: bool = False) -> Result:
     try:
         return evaluate(cfg, keep_steps=keep_steps)
     except Exception as e:  # a bug, not a design problem: recorded, the sweep goes on
-        return Result("error", f"{type(e).__name__}: {e}".splitlines()[0],
-                      timings={}, notes=[traceback.format_exc()])
+        return Result(
+            "error", f"{type(e).__name__}: {e}".splitlines()[0], timings={}, notes=[traceback.format_exc()]
+        )
 
 
-def evaluate_items(source: plan.Source, items: List[Tuple[int, List[str]]], sweep_dir: str,
-                   recorded: Dict[str, str], plots: bool = False) -> List[dict]:
+def evaluate_items(
+    source: plan.Source,
+    items: List[Tuple[int, List[str]]],
+    sweep_dir: str,
+    recorded: Dict[str, str],
+    plots: bool = False,
+) -> List[dict]:
     """Evaluate jobs (index, overrides) and write each one's files under sweep_dir/<index>/.
     Returns their records (report.result_record + index, name, dir, overrides, files) or, for a
     design already recorded (same config hash), {index, skipped: run id}."""
@@ -36,8 +43,7 @@ def evaluate_items(source: plan.Source, items: List[Tuple[int, List[str]]], swee
         cfg, cfg_dict, name, error = plan.prepare(composer, job)
         h = config_hash(cfg_dict)
         if h in recorded:
-            out.append({"index": index, "skipped": recorded[h], "config_hash": h,
-                        "overrides": list(job)})
+            out.append({"index": index, "skipped": recorded[h], "config_hash": h, "overrides": list(job)})
             continue
         res = run(cfg, error, keep_steps=plots)
         d = Path(sweep_dir) / str(index)
@@ -46,7 +52,6 @@ def evaluate_items(source: plan.Source, items: List[Tuple[int, List[str]]], swee
             (d / "traceback.txt").write_text(res.notes[0])
             res.notes = []
         rec = res.record(cfg_dict)
-        rec.update(index=index, name=name, dir=str(d), overrides=list(job),
-                   files=list(files.values()))
+        rec.update(index=index, name=name, dir=str(d), overrides=list(job), files=list(files.values()))
         out.append(rec)
     return out

@@ -22,6 +22,7 @@ constraints (feasible when <= 0). Seeded samplers make a search repeatable. The 
 the feasible trials is written as pareto.csv and pareto.png (with trials.csv, all trials) in
 outputs/search/..., and logged to MLflow as one run with the front's designs as child runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,18 +50,29 @@ def load_space(target: str) -> dict:
             break
     else:
         names = sorted(p.stem for p in (SWEEPS_DIR / "search").glob("*.yaml"))
-        raise SpaceError(f"space {target!r} is neither a file nor one of sweeps/search/: "
-                         f"{', '.join(names)}")
+        raise SpaceError(f"space {target!r} is neither a file nor one of sweeps/search/: {', '.join(names)}")
     import yaml
+
     space = yaml.safe_load(p.read_text()) or {}
-    known = {"config", "overrides", "params", "objectives", "constraints", "trials", "seed",
-             "sampler", "name"}
+    known = {
+        "config",
+        "overrides",
+        "params",
+        "objectives",
+        "constraints",
+        "trials",
+        "seed",
+        "sampler",
+        "name",
+    }
     bad = sorted(set(space) - known)
     if bad:
         raise SpaceError(f"{p}: unknown keys {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
     if not isinstance(space.get("params"), dict) or not space["params"]:
-        raise SpaceError(f"{p}: `params` (the space) must map keys to sweeps, e.g. "
-                         "`workload.batch_size: int(interval(1, 256))`")
+        raise SpaceError(
+            f"{p}: `params` (the space) must map keys to sweeps, e.g. "
+            "`workload.batch_size: int(interval(1, 256))`"
+        )
     obj = space.get("objectives") or {}
     if not isinstance(obj, dict) or not obj or any(d not in DIRECTIONS for d in obj.values()):
         raise SpaceError(f"{p}: objectives must map metrics to one of {', '.join(DIRECTIONS)}")
@@ -68,18 +80,19 @@ def load_space(target: str) -> dict:
     if not isinstance(constraints, dict):
         raise SpaceError(f"{p}: constraints must map metrics to {{max: x}} and/or {{min: x}}")
     for m, c in constraints.items():
-        if not isinstance(c, dict) or not set(c) <= {"max", "min"} or not c or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in c.values()):
-            raise SpaceError(f"{p}: constraints.{m} must be {{max: x}} and/or {{min: x}} "
-                             "with numbers x")
+        if (
+            not isinstance(c, dict)
+            or not set(c) <= {"max", "min"}
+            or not c
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c.values())
+        ):
+            raise SpaceError(f"{p}: constraints.{m} must be {{max: x}} and/or {{min: x}} with numbers x")
     if not isinstance(space.get("overrides") or [], list):
         raise SpaceError(f"{p}: overrides must be a list of Hydra overrides")
     for key in ("trials", "seed"):
         v = space.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or
-                              (key == "trials" and v < 1)):
-            raise SpaceError(f"{p}: {key} must be an integer" + (" >= 1" if key == "trials"
-                                                                  else ""))
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or (key == "trials" and v < 1)):
+            raise SpaceError(f"{p}: {key} must be an integer" + (" >= 1" if key == "trials" else ""))
     if space.get("sampler") is not None and space["sampler"] not in SAMPLERS:
         raise SpaceError(f"{p}: sampler={space['sampler']!r} is not one of: {', '.join(SAMPLERS)}")
     space.setdefault("name", p.stem)
@@ -94,8 +107,9 @@ def violations(metrics: Optional[Dict[str, float]], constraints: Dict[str, dict]
     for m, b in constraints.items():
         for side, sign in (("max", 1.0), ("min", -1.0)):
             if side in b:
-                c[f"{m}_{side}"] = 1.0 if metrics is None else \
-                    sign * (metrics[m] - b[side]) / max(abs(b[side]), 1e-12)
+                c[f"{m}_{side}"] = (
+                    1.0 if metrics is None else sign * (metrics[m] - b[side]) / max(abs(b[side]), 1e-12)
+                )
     return c
 
 
@@ -105,8 +119,11 @@ def pareto(points: List[List[float]], directions: List[str]) -> List[int]:
     p = [[s * x for s, x in zip(sign, pt)] for pt in points]
     front = []
     for i, a in enumerate(p):
-        if not any(all(y <= x for x, y in zip(a, b)) and any(y < x for x, y in zip(a, b))
-                   for j, b in enumerate(p) if j != i):
+        if not any(
+            all(y <= x for x, y in zip(a, b)) and any(y < x for x, y in zip(a, b))
+            for j, b in enumerate(p)
+            if j != i
+        ):
             front.append(i)
     return front
 
@@ -114,6 +131,7 @@ def pareto(points: List[List[float]], directions: List[str]) -> List[int]:
 def make_sampler(name: str, seed: int):
     """Optuna >= 5 samplers read the constraints each trial sets (Trial.set_constraint)."""
     import optuna
+
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if name == "nsga2":
@@ -123,25 +141,27 @@ def make_sampler(name: str, seed: int):
     raise SpaceError(f"sampler={name!r} is not one of: {', '.join(SAMPLERS)}")
 
 
-def run_search(space: dict, extra: List[str], trials: int, seed: int, sampler: str,
-               out_dir: Path, progress: bool = True) -> dict:
+def run_search(
+    space: dict, extra: List[str], trials: int, seed: int, sampler: str, out_dir: Path, progress: bool = True
+) -> dict:
     """Run the search; returns {study, rows, front, out_dir}. Writes trials.csv and per-trial
     result.json files of the feasible trials."""
     import optuna
     from optuna.trial import TrialState
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists = _distributions(space["params"], SpaceError)
     objectives = list(space["objectives"].items())
     constraints = space.get("constraints") or {}
-    study = optuna.create_study(directions=[d for _, d in objectives],
-                                sampler=make_sampler(sampler, seed))
+    study = optuna.create_study(directions=[d for _, d in objectives], sampler=make_sampler(sampler, seed))
     plan = SP.make_plan(space.get("config"), list(space.get("overrides") or []) + extra)
     if len(plan.jobs) != 1:
         raise SpaceError("overrides of a search must not sweep (put sweeps in `params`)")
     fixed = plan.jobs[0]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "sweep.json").write_text(json.dumps({"kind": "search", "name": space["name"],
-                                                    "space": space["path"]}))
+    (out_dir / "sweep.json").write_text(
+        json.dumps({"kind": "search", "name": space["name"], "space": space["path"]})
+    )
     rows, records = [], {}
     composer = SP.composer(plan.source)
     try:
@@ -154,21 +174,26 @@ def run_search(space: dict, extra: List[str], trials: int, seed: int, sampler: s
                 res = run_job(cfg, error)
                 row = {"trial": t.number, "status": res["status"], **t.params}
                 if res["status"] == "ok":
-                    missing = [m for m, _ in objectives if m not in res["metrics"]] + \
-                              [m for m in constraints if m not in res["metrics"]]
+                    missing = [m for m, _ in objectives if m not in res["metrics"]] + [
+                        m for m in constraints if m not in res["metrics"]
+                    ]
                     if missing:
-                        raise SpaceError(f"metric {missing[0]!r} is not a result of these designs;"
-                                         f" available: {', '.join(sorted(res['metrics']))}")
+                        raise SpaceError(
+                            f"metric {missing[0]!r} is not a result of these designs;"
+                            f" available: {', '.join(sorted(res['metrics']))}"
+                        )
                     values = [float(res["metrics"][m]) for m, _ in objectives]
                     c = violations(res["metrics"], constraints)
                     for k, v in c.items():
                         t.set_constraint(k, v)
                     study.tell(t, values)
-                    row.update({m: v for (m, _), v in zip(objectives, values)},
-                               feasible=all(x <= 0 for x in c.values()))
+                    row.update(
+                        {m: v for (m, _), v in zip(objectives, values)},
+                        feasible=all(x <= 0 for x in c.values()),
+                    )
                     records[t.number] = (cfg_dict, res, name, job)
                 else:
-                    for k, v in violations(None, constraints).items():   # did not run
+                    for k, v in violations(None, constraints).items():  # did not run
                         t.set_constraint(k, v)
                     t.set_user_attr("reason", res["reason"])
                     study.tell(t, state=TrialState.PRUNED)
@@ -182,7 +207,7 @@ def run_search(space: dict, extra: List[str], trials: int, seed: int, sampler: s
     seen, front = set(), []
     for r in sorted((feasible[i] for i in idx), key=lambda r: (r[objectives[0][0]], r["trial"])):
         key = tuple(r[k] for k in dists)
-        if key not in seen:                 # a design sampled twice is one point of the front
+        if key not in seen:  # a design sampled twice is one point of the front
             seen.add(key)
             front.append(r)
     for r in front:
@@ -193,6 +218,12 @@ def run_search(space: dict, extra: List[str], trials: int, seed: int, sampler: s
         rec = res.record(cfg_dict)
         rec.update(name=name, dir=str(d), overrides=job, files=list(files.values()))
         r["_record"] = rec
-    return {"study": study, "rows": rows, "front": front, "objectives": objectives,
-            "constraints": constraints,
-            "out_dir": out_dir, "plan": plan}
+    return {
+        "study": study,
+        "rows": rows,
+        "front": front,
+        "objectives": objectives,
+        "constraints": constraints,
+        "out_dir": out_dir,
+        "plan": plan,
+    }

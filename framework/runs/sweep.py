@@ -8,6 +8,7 @@ result.json under the sweep directory (`<hydra.sweep.dir>/<job number>/`), and t
 writes the MLflow runs (one parent, one child per job: framework/tracking/recorder.py) as results arrive.
 Designs already recorded (same config hash) are skipped unless `tracking.resume=false`.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,14 +22,19 @@ from decodelab.runs.items import evaluate_items
 from decodelab.output.progress import progress_bar
 
 STATUSES = ("ok", "infeasible", "invalid", "error")
-SUMMARY_METRICS = (("tpot_ms", "TPOT ms", ".3f"), ("ttft_ms", "TTFT ms", ".1f"),
-                   ("tok_s_user", "tok/s/user", ".1f"), ("tok_s_aggregate", "tok/s agg", ".0f"),
-                   ("pct_roofline", "% roofline", ".1f"))
+SUMMARY_METRICS = (
+    ("tpot_ms", "TPOT ms", ".3f"),
+    ("ttft_ms", "TTFT ms", ".1f"),
+    ("tok_s_user", "tok/s/user", ".1f"),
+    ("tok_s_aggregate", "tok/s agg", ".0f"),
+    ("pct_roofline", "% roofline", ".1f"),
+)
 
 
 @dataclass
 class Outcome:
     """What a sweep did: its records (in job order), counts and where it left them."""
+
     sweep_dir: Path
     records: List[dict] = field(default_factory=list)
     skipped: List[dict] = field(default_factory=list)
@@ -39,7 +45,7 @@ class Outcome:
     interrupted: bool = False
     seconds: float = 0.0
     parent: Optional[str] = None
-    record_seconds: float = 0.0      # of `seconds`, spent writing MLflow runs
+    record_seconds: float = 0.0  # of `seconds`, spent writing MLflow runs
 
     def counts(self) -> Dict[str, int]:
         c = {s: 0 for s in STATUSES}
@@ -60,7 +66,7 @@ def chunks(plan, jobs: int) -> List[List[tuple]]:
     out = []
     for idx in by_group.values():
         for k in range(0, len(idx), size):
-            out.append([(i, plan.jobs[i]) for i in idx[k:k + size]])
+            out.append([(i, plan.jobs[i]) for i in idx[k : k + size]])
     return out
 
 
@@ -74,9 +80,12 @@ def run_sweep(plan, jobs: int = 1, plots: bool = False, progress: bool = True) -
     recorded: Dict[str, str] = {}
     if tr.get("enabled"):
         out.tracking = True
-        rec = Recorder(tr, plan.sweep_dir, f"sweep {plan.name} {plan.sweep_dir.name}",
-                       {"kind": "sweep", "sweep_name": plan.name,
-                        "overrides": " ".join(plan.command_line)[:5000]})
+        rec = Recorder(
+            tr,
+            plan.sweep_dir,
+            f"sweep {plan.name} {plan.sweep_dir.name}",
+            {"kind": "sweep", "sweep_name": plan.name, "overrides": " ".join(plan.command_line)[:5000]},
+        )
         out.parent = rec.parent
         if tr.get("resume", True):
             recorded = rec.recorded_hashes()
@@ -111,10 +120,11 @@ def run_sweep(plan, jobs: int = 1, plots: bool = False, progress: bool = True) -
     summary = write_summary(plan, out)
     if rec is not None:
         c = out.counts()
-        rec.finish("KILLED" if out.interrupted else "FINISHED",
-                   {f"n_{k}": v for k, v in c.items()} | {"n_designs": len(plan.jobs),
-                                                           "sweep_seconds": out.seconds},
-                   [str(summary)])
+        rec.finish(
+            "KILLED" if out.interrupted else "FINISHED",
+            {f"n_{k}": v for k, v in c.items()} | {"n_designs": len(plan.jobs), "sweep_seconds": out.seconds},
+            [str(summary)],
+        )
         out.recorded, out.tracker_error = rec.n_recorded, rec.error
         out.record_seconds = rec.seconds
     return out
@@ -126,6 +136,7 @@ class _Interrupt:
     def __init__(self) -> None:
         import signal
         import threading
+
         self.requested = False
         self._old = None
         if threading.current_thread() is threading.main_thread():
@@ -138,6 +149,7 @@ class _Interrupt:
 
     def restore(self) -> None:
         import signal
+
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
             self._old = None
@@ -152,7 +164,8 @@ def _results(plan, work, jobs: int, recorded, plots: bool):
         return
     import warnings
     from joblib import Parallel, delayed
-    with warnings.catch_warnings():     # an interrupted sweep leaves tasks unused: expected
+
+    with warnings.catch_warnings():  # an interrupted sweep leaves tasks unused: expected
         warnings.filterwarnings("ignore", message=".*tasks have been successfully executed")
         with Parallel(n_jobs=jobs, return_as="generator_unordered") as par:
             yield from par(delayed(evaluate_items)(plan.source, items, *args) for items in work)
@@ -173,6 +186,7 @@ def summary_rows(plan, out: Outcome) -> List[dict]:
 def write_summary(plan, out: Outcome) -> Path:
     """summary.csv in the sweep directory: one row per job evaluated in this invocation."""
     import pandas as pd
+
     path = plan.sweep_dir / "summary.csv"
     pd.DataFrame(summary_rows(plan, out)).to_csv(path, index=False)
     return path

@@ -1,4 +1,5 @@
 """Predict every row of a measured serving CSV (decodelab validate; docs/validation.md)."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ from decodelab.paths import CONF_DIR, VALIDATION_DIR
 
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
 COLUMNS = ("model", "precision", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
-REQUESTS_PER_CLIENT = 10       # AIConfigurator assumes ~10x concurrency requests per measured point
+REQUESTS_PER_CLIENT = 10  # AIConfigurator assumes ~10x concurrency requests per measured point
 PRECISIONS = {"bf16": ("bf16", "bf16"), "fp16": ("fp16", "fp16"), "fp8": ("fp8", "fp8")}
 
 
@@ -34,8 +35,9 @@ def model_config_name(model: str) -> str:
     names = {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
     key = _norm(model)
     if key not in names:
-        raise ValueError(f"model {model!r} has no config in conf/model/ (known: "
-                         f"{', '.join(sorted(names.values()))})")
+        raise ValueError(
+            f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
+        )
     return names[key]
 
 
@@ -47,10 +49,16 @@ def base_overrides(row, static: bool = False) -> List[str]:
     w, kv = PRECISIONS[prec]
     system = str(row["system"]) if "system" in row and isinstance(row["system"], str) else "h100_sxm"
     tp = int(row["tp"])
-    return [f"model={model_config_name(str(row['model']))}", f"hardware={system}",
-            f"hardware.n_chips={tp}", f"hardware.tensor_parallel={tp}",
-            "workload=decode" if static else "workload=closed_loop",
-            f"workload.weight_dtype={w}", f"workload.kv_dtype={kv}", "workload.act_dtype=bf16"]
+    return [
+        f"model={model_config_name(str(row['model']))}",
+        f"hardware={system}",
+        f"hardware.n_chips={tp}",
+        f"hardware.tensor_parallel={tp}",
+        "workload=decode" if static else "workload=closed_loop",
+        f"workload.weight_dtype={w}",
+        f"workload.kv_dtype={kv}",
+        "workload.act_dtype=bf16",
+    ]
 
 
 def row_workload(row, static: bool = False) -> Dict[str, int]:
@@ -59,8 +67,12 @@ def row_workload(row, static: bool = False) -> Dict[str, int]:
     c = int(row["concurrency"])
     if static:
         return {"batch_size": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"])}
-    return {"concurrency": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"]),
-            "n_requests": REQUESTS_PER_CLIENT * c}
+    return {
+        "concurrency": c,
+        "prompt_len": int(row["isl"]),
+        "output_len": int(row["osl"]),
+        "n_requests": REQUESTS_PER_CLIENT * c,
+    }
 
 
 def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: bool = False):
@@ -68,6 +80,7 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
     every row; a workload field they name is not replaced by the row's value."""
     import pandas as pd
     from omegaconf import OmegaConf
+
     df = pd.read_csv(csv, comment="#")
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
@@ -78,7 +91,7 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
     with C.context():
         for n, (_, row) in enumerate(df.iterrows(), start=1):
             for col in ("ttft_ms", "tpot_ms"):
-                if not float(row[col]) > 0:         # also NaN
+                if not float(row[col]) > 0:  # also NaN
                     raise ValueError(f"{csv.name} data row {n}: {col}={row[col]} must be > 0")
             key = tuple(base_overrides(row, static))
             if key not in bases:
@@ -90,10 +103,14 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
             res = evaluate(cfg, keep_steps=False)
             m = res["metrics"]
             rec = {k: row[k] for k in ("concurrency", "isl", "osl", "precision", "tp")}
-            rec.update(status=res["status"], reason=res["reason"],
-                       ttft_meas=float(row["ttft_ms"]), tpot_meas=float(row["tpot_ms"]),
-                       ttft_pred=m.get("ttft_ms", float("nan")),
-                       tpot_pred=m.get("tpot_ms", float("nan")))
+            rec.update(
+                status=res["status"],
+                reason=res["reason"],
+                ttft_meas=float(row["ttft_ms"]),
+                tpot_meas=float(row["tpot_ms"]),
+                ttft_pred=m.get("ttft_ms", float("nan")),
+                tpot_pred=m.get("tpot_ms", float("nan")),
+            )
             for k in ("ttft", "tpot"):
                 rec[f"{k}_err_pct"] = 100.0 * (rec[f"{k}_pred"] / rec[f"{k}_meas"] - 1.0)
             rows.append(rec)

@@ -8,6 +8,7 @@
 - The first tracker error stops all further attempts (no timeout per result while a server is
   down): results stay on disk, unmarked, for `decodelab sync`.
 """
+
 from __future__ import annotations
 
 import time
@@ -32,18 +33,23 @@ def short_error(e: BaseException) -> str:
 class Recorder:
     """MLflow runs of one sweep directory: a parent run, one child run per result."""
 
-    def __init__(self, tr: Dict, sweep_dir: Optional[Path], parent_name: Optional[str],
-                 parent_tags: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        tr: Dict,
+        sweep_dir: Optional[Path],
+        parent_name: Optional[str],
+        parent_tags: Optional[Dict[str, str]] = None,
+    ) -> None:
         """parent_name None: no parent run (results of single runs)."""
         self.tr = tracking_ns(tr)
         self.sweep_dir = Path(sweep_dir) if sweep_dir else None
         self.error: Optional[str] = None
         self.n_recorded = 0
-        self.seconds = 0.0            # time spent writing runs
+        self.seconds = 0.0  # time spent writing runs
         self.parent: Optional[str] = None
         try:
             self.client = tracking._client(self.tr.uri)
-            self.exp = tracking.experiment_id(self.tr)        # creates the store, once
+            self.exp = tracking.experiment_id(self.tr)  # creates the store, once
             if parent_name is not None:
                 self.parent = self._parent(parent_name, parent_tags or {})
         except Exception as e:  # the tracker must never lose or crash a result
@@ -51,16 +57,20 @@ class Recorder:
 
     def _parent(self, name: str, tags: Dict[str, str]) -> str:
         f = self.sweep_dir / PARENT_FILE
-        if f.is_file():              # a sweep directory recorded before (sync, resumed sweep)
+        if f.is_file():  # a sweep directory recorded before (sync, resumed sweep)
             run_id = f.read_text().strip()
             try:
                 run = self.client.get_run(run_id)
                 if run.info.experiment_id == self.exp and run.info.lifecycle_stage == "active":
                     return run_id
             except Exception:
-                pass                 # that run is not in this tracker: make a new parent
-        tags = {"sweep": "true", "sweep_dir": str(self.sweep_dir),
-                "git_commit": tracking.git_commit(), **tags}
+                pass  # that run is not in this tracker: make a new parent
+        tags = {
+            "sweep": "true",
+            "sweep_dir": str(self.sweep_dir),
+            "git_commit": tracking.git_commit(),
+            **tags,
+        }
         run_id = tracking.start_run(self.tr, name, tags)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         f.write_text(run_id)
@@ -86,8 +96,9 @@ class Recorder:
             return None
         t0 = time.perf_counter()
         try:
-            run_id = tracking.log_payload(self.client, self.exp, rec["name"],
-                                          tracking.run_payload(rec), files, self.parent)
+            run_id = tracking.log_payload(
+                self.client, self.exp, rec["name"], tracking.run_payload(rec), files, self.parent
+            )
         except Exception as e:
             self.error = short_error(e)
             return None
@@ -104,22 +115,30 @@ class Recorder:
             return
         try:
             from mlflow.entities import Param
-            self.client.log_batch(self.parent, params=[
-                Param(k, str(v)[:6000]) for k, v in list(params.items())[:100]])
+
+            self.client.log_batch(
+                self.parent, params=[Param(k, str(v)[:6000]) for k, v in list(params.items())[:100]]
+            )
         except Exception as e:
             self.error = short_error(e)
 
-    def finish(self, status: str = "FINISHED", metrics: Optional[Dict[str, float]] = None,
-               artifacts: Iterable[str] = ()) -> None:
+    def finish(
+        self,
+        status: str = "FINISHED",
+        metrics: Optional[Dict[str, float]] = None,
+        artifacts: Iterable[str] = (),
+    ) -> None:
         """Summary metrics and files on the parent run, then end it."""
         if not self.ok or not self.parent:
             return
         try:
             from mlflow.entities import Metric
+
             now = int(time.time() * 1000)
             if metrics:
-                self.client.log_batch(self.parent, metrics=[
-                    Metric(k, float(v), now, 0) for k, v in metrics.items()])
+                self.client.log_batch(
+                    self.parent, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()]
+                )
             for a in artifacts:
                 self.client.log_artifact(self.parent, a)
             self.client.set_terminated(self.parent, status=status)

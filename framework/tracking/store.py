@@ -1,5 +1,6 @@
 """MLflow logging through `MlflowClient` (no global active-run state, safe in worker processes).
 Only this module and the Hydra callback know MLflow."""
+
 from __future__ import annotations
 
 import functools
@@ -23,13 +24,14 @@ PARENT_TAG = "mlflow.parentRunId"
 PARENT_FILE = "mlflow_parent_run_id"
 RUN_ID_FILE = "mlflow_run_id"
 RECORDED_FILE = "recorded.json"
-HASH_TAG = "config_hash"   # report.config_hash of the resolved design: resume and sync key
+HASH_TAG = "config_hash"  # report.config_hash of the resolved design: resume and sync key
 
 
 def _client(uri: str):
     if uri.startswith("sqlite:"):
         _tune_sqlite()
     from mlflow.tracking import MlflowClient
+
     return MlflowClient(tracking_uri=uri)
 
 
@@ -57,7 +59,7 @@ def _tune_sqlite() -> None:
 
 def _prepare_sqlite(uri: str) -> None:
     if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
 
 
 def experiment_id(tracking) -> str:
@@ -89,15 +91,25 @@ def flatten(d: Any, prefix: str = "") -> Dict[str, Any]:
 @functools.lru_cache(maxsize=None)
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=5, cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def component_tags(cfg_dict: Dict[str, Any]) -> Dict[str, str]:
-    tags = {f"component.{g}": str(cfg_dict.get(g, {}).get("name", ""))
-            for g in ("model", "hardware", "kv_policy", "optimizations", "workload")}
+    tags = {
+        f"component.{g}": str(cfg_dict.get(g, {}).get("name", ""))
+        for g in ("model", "hardware", "kv_policy", "optimizations", "workload")
+    }
     tags["component.execution"] = str(cfg_dict.get("hardware", {}).get("execution", ""))
     return tags
 
@@ -118,14 +130,18 @@ def design_params(cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
     """The config as MLflow params: all but `tracking`; of an optional feature that is off
     (a group with `enabled: false`, e.g. speculative, coe) only its switch, not the ~100 fields
     of its unused draft/expert models (they cluttered the UI and doubled the cost of a run)."""
-    return {g: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
-            for g, v in cfg_dict.items() if g != "tracking"}
+    return {
+        g: {"enabled": False} if isinstance(v, dict) and v.get("enabled") is False else v
+        for g, v in cfg_dict.items()
+        if g != "tracking"
+    }
 
 
 def run_payload(record: Dict[str, Any]):
     """The tags, params and metrics of the MLflow run of one result record (see
     report.result_record): the same for a Hydra job, a fast sweep and `decodelab sync`."""
     from mlflow.entities import Metric, Param
+
     cfg_dict = record["config"]
     tags = component_tags(cfg_dict)
     tags.update({"status": record["status"], "git_commit": git_commit()})
@@ -141,8 +157,9 @@ def run_payload(record: Dict[str, Any]):
     return tags, params, metrics
 
 
-def log_payload(client, exp_id: str, name: str, payload, files: Iterable[str] = (),
-                parent: Optional[str] = None) -> str:
+def log_payload(
+    client, exp_id: str, name: str, payload, files: Iterable[str] = (), parent: Optional[str] = None
+) -> str:
     """Write one finished run (tags at creation, params and metrics in batches of 100)."""
     tags, params, metrics = payload
     tags = dict(tags)
@@ -151,11 +168,12 @@ def log_payload(client, exp_id: str, name: str, payload, files: Iterable[str] = 
     info = client.create_run(exp_id, run_name=name, tags=tags).info
     run_id = info.run_id
     for i in range(0, max(len(params), len(metrics)), 100):
-        client.log_batch(run_id, metrics=metrics[i:i + 100], params=params[i:i + 100])
+        client.log_batch(run_id, metrics=metrics[i : i + 100], params=params[i : i + 100])
     files = list(files)
     if files and info.artifact_uri.startswith("file:"):
         # a local artifact store: copy directly (client.log_artifact looks the run up each time)
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
         repo = get_artifact_repository(info.artifact_uri)
         for f in files:
             repo.log_artifact(f)
@@ -167,11 +185,13 @@ def log_payload(client, exp_id: str, name: str, payload, files: Iterable[str] = 
     return run_id
 
 
-def log_result(tracking, record: Dict[str, Any], name: str, files: Iterable[str] = (),
-               parent: Optional[str] = None) -> str:
+def log_result(
+    tracking, record: Dict[str, Any], name: str, files: Iterable[str] = (), parent: Optional[str] = None
+) -> str:
     """One MLflow run for one result record (see report.result_record). Returns the run id."""
-    return log_payload(_client(tracking.uri), experiment_id(tracking), name, run_payload(record),
-                       files, parent)
+    return log_payload(
+        _client(tracking.uri), experiment_id(tracking), name, run_payload(record), files, parent
+    )
 
 
 def recorded_hashes(tracking) -> Dict[str, str]:
@@ -188,9 +208,12 @@ def runs_by_hash(client, exp_id: str, status: str) -> Dict[str, list]:
     out: Dict[str, list] = {}
     token = None
     while True:
-        page = client.search_runs([exp_id], max_results=5000, page_token=token,
-                                  filter_string=f"tags.{HASH_TAG} != '' and "
-                                                f"attributes.status = '{status}'")
+        page = client.search_runs(
+            [exp_id],
+            max_results=5000,
+            page_token=token,
+            filter_string=f"tags.{HASH_TAG} != '' and attributes.status = '{status}'",
+        )
         for r in page:
             out.setdefault(r.data.tags[HASH_TAG], []).append(r.info.run_id)
         token = page.token
@@ -198,17 +221,25 @@ def runs_by_hash(client, exp_id: str, status: str) -> Dict[str, list]:
             return out
 
 
-def log_summary_run(tracking, name: str, tags: Dict[str, str], metrics: Dict[str, float],
-                    tables: Dict[str, Any] = None, files: Iterable[tuple] = ()) -> str:
+def log_summary_run(
+    tracking,
+    name: str,
+    tags: Dict[str, str],
+    metrics: Dict[str, float],
+    tables: Dict[str, Any] = None,
+    files: Iterable[tuple] = (),
+) -> str:
     """One finished run holding a summary: metrics, DataFrames as CSV artifacts ({file name:
     DataFrame}) and files ((path, artifact subdir or None)). For tables of many designs at once
     (claims, validate). Metric names are reduced to MLflow's alphabet."""
     import tempfile
+
     run = start_run(tracking, name, {**tags, "git_commit": git_commit()})
     client = _client(tracking.uri)
     for key, value in metrics.items():
-        safe = "".join(c for c in key.replace(" ", "_").replace("/", "_per_")
-                       if c.isalnum() or c in "_-.")[:250]
+        safe = "".join(c for c in key.replace(" ", "_").replace("/", "_per_") if c.isalnum() or c in "_-.")[
+            :250
+        ]
         client.log_metric(run, safe, float(value))
     with tempfile.TemporaryDirectory() as d:
         for fname, df in (tables or {}).items():
@@ -221,21 +252,25 @@ def log_summary_run(tracking, name: str, tags: Dict[str, str], metrics: Dict[str
     return run
 
 
-def select_runs(uri: str, experiment: str, run_ids: List[str], filter_string: str = "",
-           max_results: int = 10000):
+def select_runs(
+    uri: str, experiment: str, run_ids: List[str], filter_string: str = "", max_results: int = 10000
+):
     """The chosen runs as mlflow.search_runs' DataFrame (one row per run)."""
     import mlflow
-    _client(uri)                     # SQLite tuning, as for every tracker access
+
+    _client(uri)  # SQLite tuning, as for every tracker access
     mlflow.set_tracking_uri(uri)
     if run_ids:
         quoted = ", ".join(f"'{r}'" for r in run_ids)
         clause = f"attributes.run_id IN ({quoted})"
         filter_string = f"{clause} and {filter_string}" if filter_string else clause
-        df = mlflow.search_runs(search_all_experiments=True, filter_string=filter_string,
-                                max_results=max_results)
+        df = mlflow.search_runs(
+            search_all_experiments=True, filter_string=filter_string, max_results=max_results
+        )
     else:
-        df = mlflow.search_runs(experiment_names=[experiment], filter_string=filter_string,
-                                max_results=max_results)
+        df = mlflow.search_runs(
+            experiment_names=[experiment], filter_string=filter_string, max_results=max_results
+        )
     if "tags.sweep" in df.columns:
         df = df[df["tags.sweep"] != "true"]
     return df

@@ -13,6 +13,7 @@ finished run of the experiment is only marked (so a crash between logging and ma
 double it). A run left unfinished by a tracker that died mid-write (same hash, status RUNNING)
 is deleted and replaced.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -29,14 +30,22 @@ from decodelab.tracking.recorder import short_error
 from decodelab.tracking.store import runs_by_hash
 
 # what a job logs as artifacts (report.write_outputs, serving_report.write_serving, app)
-FILES = ("result.json", "steps.csv", "breakdown.png", "config_resolved.yaml", "requests.csv",
-         "timeline.csv", "latency.png", "timeline.png")
+FILES = (
+    "result.json",
+    "steps.csv",
+    "breakdown.png",
+    "config_resolved.yaml",
+    "requests.csv",
+    "timeline.csv",
+    "latency.png",
+    "timeline.png",
+)
 
 
 @dataclass
 class SyncReport:
     uploaded: int = 0
-    already: int = 0            # marked now: the tracker had them (same config hash)
+    already: int = 0  # marked now: the tracker had them (same config hash)
     replaced_partial: int = 0
     skipped_disabled: int = 0
     failed: int = 0
@@ -62,6 +71,7 @@ def sweep_dir_of(result: Path) -> Optional[Path]:
 
 def _label(record: dict, result: Path) -> str:
     from omegaconf import OmegaConf
+
     try:
         return run_label(OmegaConf.create(record["config"]))
     except Exception:
@@ -70,6 +80,7 @@ def _label(record: dict, result: Path) -> str:
 
 def _tracking(record: dict, overrides: Dict) -> Dict:
     from dataclasses import asdict
+
     return {**asdict(TrackingConfig()), **record.get("config", {}).get("tracking", {}), **overrides}
 
 
@@ -111,20 +122,19 @@ def _store_lock(uri: str):
         yield
         return
     import fcntl
-    lock = Path(uri[len("sqlite:///"):]).parent / ".decodelab_sync.lock"
+
+    lock = Path(uri[len("sqlite:///") :]).parent / ".decodelab_sync.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)           # released when the file closes
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
         yield
 
 
-def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool,
-                rep: SyncReport) -> None:
+def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool, rep: SyncReport) -> None:
     """Upload one (tracker, experiment, sweep) group's results into `rep`."""
     tr = items[0][1]["_tracking"]
     sweep_dir = Path(sweep) if sweep else None
-    r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None,
-                 {"kind": "sync"})
+    r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None, {"kind": "sync"})
     # without dedupe (a single run recording itself) neither the experiment's hashes are
     # needed nor may RUNNING runs of the same design be deleted: another process may be
     # writing one of them right now
@@ -171,6 +181,7 @@ def _partial_runs(r) -> Dict[str, List[str]]:
 
 def tracking_keys() -> List[str]:
     from dataclasses import fields
+
     return [f.name for f in fields(TrackingConfig)]
 
 

@@ -3,6 +3,7 @@ request objects and Python lists instead of the kernel's arrays; step costs come
 pure-Python step reference (framework/core/reference.py) over the component-level operator list.
 Tests require the Numba scheduler to give the same per-request results; `decodelab bench` times
 both. Semantics: the module docstring of framework/modes/serving/scheduler.py."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,8 @@ class Req:
     done_t: float = math.nan
     preempted: int = 0
     max_itl: float = 0.0
-    prefilled: float = 0.0     # prompt (or recompute) tokens processed so far
-    target: float = 0.0        # tokens to prefill: the prompt, or prompt + generated on recompute
+    prefilled: float = 0.0  # prompt (or recompute) tokens processed so far
+    target: float = 0.0  # tokens to prefill: the prompt, or prompt + generated on recompute
     gen: float = 0.0
     blocks: float = 0.0
     last: float = 0.0
@@ -61,22 +62,28 @@ def attended(p: float, ctx: float, caps) -> float:
 
 def engine_dict(eng, buckets) -> dict:
     """The kernel's engine vector (framework/modes/serving/scheduler.py E_*) as named settings."""
-    return {"max_batch": int(eng[SK.E_MAX_BATCH]), "max_tokens": float(eng[SK.E_MAX_TOKENS]),
-            "chunk": float(eng[SK.E_CHUNK]), "order": SK.ORDERS[int(eng[SK.E_ORDER])],
-            "mixed": bool(eng[SK.E_MIXED]), "preempt": bool(eng[SK.E_PREEMPT]),
-            "cap_blocks": float(eng[SK.E_CAP_BLOCKS]), "block": float(eng[SK.E_BLOCK]),
-            "closed": bool(eng[SK.E_CLOSED]), "buckets": [float(b) for b in buckets]}
+    return {
+        "max_batch": int(eng[SK.E_MAX_BATCH]),
+        "max_tokens": float(eng[SK.E_MAX_TOKENS]),
+        "chunk": float(eng[SK.E_CHUNK]),
+        "order": SK.ORDERS[int(eng[SK.E_ORDER])],
+        "mixed": bool(eng[SK.E_MIXED]),
+        "preempt": bool(eng[SK.E_PREEMPT]),
+        "cap_blocks": float(eng[SK.E_CAP_BLOCKS]),
+        "block": float(eng[SK.E_BLOCK]),
+        "closed": bool(eng[SK.E_CLOSED]),
+        "buckets": [float(b) for b in buckets],
+    }
 
 
-def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, output,
-                    think) -> List[Req]:
+def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, output, think) -> List[Req]:
     """eng: engine_dict(). arrival NaN = issued by a closed-loop client think[k] s after one of
     its requests ends. Returns the requests with their times filled in."""
     caps = design.kv_caps
     block = eng["block"]
     blocks_for = lambda tokens: math.ceil(tokens / block)  # noqa: E731
     reqs = [Req(i, float(p), float(o), target=float(p)) for i, (p, o) in enumerate(zip(prompt, output))]
-    pending = [float(a) for a in arrival]          # arrival times; NaN = not issued yet (closed loop)
+    pending = [float(a) for a in arrival]  # arrival times; NaN = not issued yet (closed loop)
     issued = sum(1 for a in pending if not math.isnan(a))
     nxt = 0
     key = (lambda r: (r.target, r.idx)) if eng["order"] == "sjf" else (lambda r: (r.idx,))
@@ -109,7 +116,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 continue
             raise RuntimeError("stuck: no request running, waiting or yet to arrive")
         budget = eng["max_tokens"]
-        step: List[tuple] = []            # (request, tokens it adds, decode?)
+        step: List[tuple] = []  # (request, tokens it adds, decode?)
         in_step = set()
 
         def decode_part():
@@ -165,8 +172,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 q = min(r.target, eng["chunk"] or r.target, budget)
                 if not eng["chunk"] and q < r.target:
                     break
-                need = (blocks_for(q) if eng["preempt"] else
-                        blocks_for(max(r.prompt, held(r.prompt, r.output, caps))))
+                need = (
+                    blocks_for(q)
+                    if eng["preempt"]
+                    else blocks_for(max(r.prompt, held(r.prompt, r.output, caps)))
+                )
                 if need > free:
                     break
                 free -= need
@@ -192,7 +202,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
         tokens = kv_read = pairs = sampled = 0.0
-        pre = [0.0, 0.0, 0.0]              # tokens, KV read, pairs of the prefilling sequences
+        pre = [0.0, 0.0, 0.0]  # tokens, KV read, pairs of the prefilling sequences
         for r, q, dec in step:
             a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
             pr = max(q * a - q * (q - 1) / 2, q)
@@ -207,11 +217,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         all_decode = all(dec for _, _, dec in step)
         if all_decode and eng["buckets"]:
             padded = next((float(b) for b in sorted(eng["buckets"]) if b >= len(step)), seqs)
-            tokens, kv_read, pairs, sampled = (x * padded / seqs
-                                               for x in (tokens, kv_read, pairs, sampled))
+            tokens, kv_read, pairs, sampled = (x * padded / seqs for x in (tokens, kv_read, pairs, sampled))
             seqs = padded
-        cost = reference_step_agg(design if all_decode else design_mixed, cfg, tokens, kv_read,
-                                  pairs, seqs, sampled, *pre)
+        cost = reference_step_agg(
+            design if all_decode else design_mixed, cfg, tokens, kv_read, pairs, seqs, sampled, *pre
+        )
         t_end = t + sum(cost[c] for c in CAUSES)
 
         for r, q, dec in step:
@@ -246,5 +256,4 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
 
 def reference_table(reqs: List[Req]) -> np.ndarray:
     """Per-request (arrival, start, first token, done, preemptions, max ITL) rows."""
-    return np.array([(r.arrival, r.start, r.first, r.done_t, r.preempted, r.max_itl)
-                     for r in reqs])
+    return np.array([(r.arrival, r.start, r.first, r.done_t, r.preempted, r.max_itl) for r in reqs])

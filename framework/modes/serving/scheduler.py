@@ -23,26 +23,25 @@ The KV policy is the caller's caps (kernel.P_*): a decode step attends attended_
 prompt + generated, caps); a sequence holds min(min(p, prompt_cap) + g - 1, total_cap) tokens after
 its prefill and g generated tokens (the newest token's KV is written by the next step).
 """
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import (P_PROMPT_CAP, P_TOTAL_CAP, attended_tokens, causal_pairs,
-                              step_core)
+from decodelab.core.kernel import P_PROMPT_CAP, P_TOTAL_CAP, attended_tokens, causal_pairs, step_core
 
-(E_MAX_BATCH, E_MAX_TOKENS, E_CHUNK, E_ORDER, E_MIXED, E_PREEMPT, E_CAP_BLOCKS, E_BLOCK,
- E_CLOSED) = range(9)
+(E_MAX_BATCH, E_MAX_TOKENS, E_CHUNK, E_ORDER, E_MIXED, E_PREEMPT, E_CAP_BLOCKS, E_BLOCK, E_CLOSED) = range(9)
 N_ENG = 9
 ORDERS = ("fcfs", "sjf")
 
-(R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP,
- R_DONE_STEP) = range(10)
+(R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
+    range(10)
+)
 N_REQ = 10
 T_START, T_DUR = 0, 1
-T_CAUSE = 2                         # 7 causes (kernel.CAUSES) in columns 2..8
-(T_SEQS, T_PADDED, T_TOKENS, T_PREFILL, T_DECODE, T_KV, T_RESERVED, T_WAIT,
- T_MIXED) = range(9, 18)
+T_CAUSE = 2  # 7 causes (kernel.CAUSES) in columns 2..8
+(T_SEQS, T_PADDED, T_TOKENS, T_PREFILL, T_DECODE, T_KV, T_RESERVED, T_WAIT, T_MIXED) = range(9, 18)
 N_STEP = 18
 ST_NEW, ST_WAIT, ST_RUN, ST_DONE = 0, 1, 2, 3
 
@@ -114,8 +113,26 @@ def _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, stat
 
 
 @njit(cache=True)
-def _decode_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len, prompt, gen,
-                 state, req, caps, block, preempt, order):
+def _decode_part(
+    run,
+    wq,
+    sched,
+    q_of,
+    in_step,
+    cnt,
+    fb,
+    blocks,
+    done_tok,
+    pre_len,
+    prompt,
+    gen,
+    state,
+    req,
+    caps,
+    block,
+    preempt,
+    order,
+):
     """Every running sequence past its prefill adds one token (budget allowing)."""
     j = 0
     while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
@@ -125,9 +142,10 @@ def _decode_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_l
                 need = _blocks(held_tokens(prompt[i], gen[i] + 1.0, caps), block) - blocks[i]
                 gone = False
                 while need > fb[F_FREE]:
-                    v = _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen,
-                                      state, req, order)
-                    if v == i:          # nothing newer to evict: the sequence preempts itself
+                    v = _preempt_last(
+                        run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order
+                    )
+                    if v == i:  # nothing newer to evict: the sequence preempts itself
                         gone = True
                         break
                 if gone:
@@ -155,8 +173,26 @@ def _schedule(i, q, sched, q_of, in_step, cnt, fb):
 
 
 @njit(cache=True)
-def _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len, prompt,
-                  gen, state, req, block, chunk, preempt, order):
+def _prefill_part(
+    run,
+    wq,
+    sched,
+    q_of,
+    in_step,
+    cnt,
+    fb,
+    blocks,
+    done_tok,
+    pre_len,
+    prompt,
+    gen,
+    state,
+    req,
+    block,
+    chunk,
+    preempt,
+    order,
+):
     """Running sequences part-way through their prefill take their next chunk."""
     j = 0
     while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
@@ -170,9 +206,8 @@ def _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_
             continue
         if preempt:
             need = _blocks(done_tok[i] + q, block) - blocks[i]
-            while (need > fb[F_FREE] and cnt[C_RUN] > j and not in_step[run[cnt[C_RUN] - 1]]):
-                _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state,
-                              req, order)
+            while need > fb[F_FREE] and cnt[C_RUN] > j and not in_step[run[cnt[C_RUN] - 1]]:
+                _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order)
             if need > fb[F_FREE]:
                 continue
             fb[F_FREE] -= need
@@ -181,8 +216,27 @@ def _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_
 
 
 @njit(cache=True)
-def _admit_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, pre_len, prompt, output, state,
-                req, caps, block, chunk, preempt, max_batch, t):
+def _admit_part(
+    run,
+    wq,
+    sched,
+    q_of,
+    in_step,
+    cnt,
+    fb,
+    blocks,
+    pre_len,
+    prompt,
+    output,
+    state,
+    req,
+    caps,
+    block,
+    chunk,
+    preempt,
+    max_batch,
+    t,
+):
     """Admit waiting requests head first; the first that does not fit blocks the rest."""
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch and fb[F_BUDGET] >= 1.0:
         i = wq[0]
@@ -209,8 +263,24 @@ def _admit_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, pre_len, prompt,
 
 
 @njit(cache=True)
-def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, kv_frac, hw,
-          caps, eng, buckets, arrival_in, prompt, output, think):
+def serve(
+    op_call,
+    op_w,
+    op_lin,
+    call_rep,
+    call_cost,
+    call_cost_mixed,
+    tier_bw,
+    kv_frac,
+    hw,
+    caps,
+    eng,
+    buckets,
+    arrival_in,
+    prompt,
+    output,
+    think,
+):
     """Simulate the requests (arrival NaN: issued later by a closed-loop client, `think[k]` s
     after a request ends); returns (req[n, N_REQ], steps[m, N_STEP], status) with status 0 =
     all served, 1 = stuck (a request can never be scheduled: the caller checks beforehand)."""
@@ -257,7 +327,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
         while issued < n and not np.isnan(arrival[issued]):
             issued += 1
 
-    steps = np.zeros((4096, N_STEP))         # grows by doubling
+    steps = np.zeros((4096, N_STEP))  # grows by doubling
     n_steps = 0
     n_done = 0
     t = 0.0
@@ -280,22 +350,95 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
         fb[F_BUDGET] = max_tok
         fb[F_PREFILL] = 0.0
         if mixed:
-            _decode_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len,
-                         prompt, gen, state, req, caps, block, preempt, order)
+            _decode_part(
+                run,
+                wq,
+                sched,
+                q_of,
+                in_step,
+                cnt,
+                fb,
+                blocks,
+                done_tok,
+                pre_len,
+                prompt,
+                gen,
+                state,
+                req,
+                caps,
+                block,
+                preempt,
+                order,
+            )
         n_dec = cnt[C_SCHED]
-        _prefill_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len, prompt,
-                      gen, state, req, block, chunk, preempt, order)
-        _admit_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, pre_len, prompt, output,
-                    state, req, caps, block, chunk, preempt, max_batch, t)
-        if not mixed and cnt[C_SCHED] == 0:      # separate steps: decode when no prefill work
-            _decode_part(run, wq, sched, q_of, in_step, cnt, fb, blocks, done_tok, pre_len,
-                         prompt, gen, state, req, caps, block, preempt, order)
+        _prefill_part(
+            run,
+            wq,
+            sched,
+            q_of,
+            in_step,
+            cnt,
+            fb,
+            blocks,
+            done_tok,
+            pre_len,
+            prompt,
+            gen,
+            state,
+            req,
+            block,
+            chunk,
+            preempt,
+            order,
+        )
+        _admit_part(
+            run,
+            wq,
+            sched,
+            q_of,
+            in_step,
+            cnt,
+            fb,
+            blocks,
+            pre_len,
+            prompt,
+            output,
+            state,
+            req,
+            caps,
+            block,
+            chunk,
+            preempt,
+            max_batch,
+            t,
+        )
+        if not mixed and cnt[C_SCHED] == 0:  # separate steps: decode when no prefill work
+            _decode_part(
+                run,
+                wq,
+                sched,
+                q_of,
+                in_step,
+                cnt,
+                fb,
+                blocks,
+                done_tok,
+                pre_len,
+                prompt,
+                gen,
+                state,
+                req,
+                caps,
+                block,
+                preempt,
+                order,
+            )
             n_dec = cnt[C_SCHED]
         n_sched = cnt[C_SCHED]
         for s in range(n_sched):
             in_step[sched[s]] = False
 
-        if n_sched == 0:          # nothing fits now: wait for the next arrival, else stuck
+        if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
             if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[C_RUN] == 0:
                 t = max(t, arrival[next_arr])
                 continue
@@ -307,7 +450,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
         sampled = 0.0
         kv_read = 0.0
         pairs = 0.0
-        pre_tok = 0.0                        # the prefill sequences' share (their op path)
+        pre_tok = 0.0  # the prefill sequences' share (their op path)
         pre_kv = 0.0
         pre_pairs = 0.0
         for s in range(n_sched):
@@ -318,7 +461,7 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
                 sampled += q
             else:
                 a = done_tok[i] + q
-                if a >= pre_len[i]:          # the chunk that ends the prefill emits a token
+                if a >= pre_len[i]:  # the chunk that ends the prefill emits a token
                     sampled += 1.0
                 pre_tok += q
                 pre_kv += a
@@ -338,9 +481,28 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
             kv_read *= scale
             pairs *= scale
         cc = call_cost if n_dec == n_sched else call_cost_mixed
-        step_core(op_call, op_w, op_lin, call_rep, cc, tier_bw, kv_frac, hw,
-                  tokens, sampled, kv_read, pairs, padded, pre_tok, pre_kv, pre_pairs,
-                  acc_bytes, acc_flops, acc_link, row)
+        step_core(
+            op_call,
+            op_w,
+            op_lin,
+            call_rep,
+            cc,
+            tier_bw,
+            kv_frac,
+            hw,
+            tokens,
+            sampled,
+            kv_read,
+            pairs,
+            padded,
+            pre_tok,
+            pre_kv,
+            pre_pairs,
+            acc_bytes,
+            acc_flops,
+            acc_link,
+            row,
+        )
         dur = 0.0
         for k in range(7):
             dur += row[k]
@@ -355,8 +517,8 @@ def serve(op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, tier_bw, 
                 done_tok[i] += q_of[i]
                 if done_tok[i] < pre_len[i]:
                     continue
-                gen[i] += 1.0                       # the last prefill chunk emits a token
-                if preempt:                         # the policy selects: free what it drops
+                gen[i] += 1.0  # the last prefill chunk emits a token
+                if preempt:  # the policy selects: free what it drops
                     keep = _blocks(held_tokens(prompt[i], gen[i], caps), block)
                     if keep < blocks[i]:
                         fb[F_FREE] += blocks[i] - keep

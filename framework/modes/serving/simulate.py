@@ -5,6 +5,7 @@
 result shape (status, reason, metrics as flat floats, notes) plus `serving`, the per-request and
 per-step arrays that framework/output/serving.py writes and plots. Equations: docs/model.md.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, Tuple
@@ -37,8 +38,10 @@ def check_engine(e) -> None:
     if e.on_kv_full not in ON_KV_FULL:
         errors.append(f"engine.on_kv_full={e.on_kv_full!r} is not one of: {', '.join(ON_KV_FULL)}")
     elif e.on_kv_full == "preempt" and e.chunk_size == 0:
-        errors.append("engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
-                      "preempted request recomputes prompt + output, which can exceed the budget")
+        errors.append(
+            "engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
+            "preempted request recomputes prompt + output, which can exceed the budget"
+        )
     if any(b < 1 for b in e.batch_buckets):
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:
@@ -52,14 +55,17 @@ def kv_bytes_per_token_chip(design: Design) -> float:
 def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
     """The design steps with prefill work run on: CUDA graphs replay decode-only steps, so with
     `engine.graphs_decode_only` a GPU's mixed and prefill steps launch every kernel eagerly."""
-    if not (cfg.engine.graphs_decode_only and cfg.hardware.execution == "gpu"
-            and cfg.optimizations.cuda_graphs):
+    if not (
+        cfg.engine.graphs_decode_only and cfg.hardware.execution == "gpu" and cfg.optimizations.cuda_graphs
+    ):
         return design, []
     c = cfg.copy()
     OmegaConf.set_readonly(c, False)
     c.optimizations.cuda_graphs = False
-    return build(c), ["steps with prefill work launch kernels eagerly (CUDA graphs replay "
-                      "decode-only steps: engine.graphs_decode_only)"]
+    return build(c), [
+        "steps with prefill work launch kernels eagerly (CUDA graphs replay "
+        "decode-only steps: engine.graphs_decode_only)"
+    ]
 
 
 def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.ndarray, list]:
@@ -80,20 +86,30 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
     caps = design.kv_caps
     longest = int(np.argmax(prompt + output))
     if prompt[longest] + output[longest] > cfg.model.max_context:
-        raise Infeasible(f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
-                         f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}")
+        raise Infeasible(
+            f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
+            f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}"
+        )
     if e.chunk_size == 0 and prompt.max() > e.max_tokens_per_step:
-        raise Infeasible(f"a prompt of {prompt.max():.0f} tokens exceeds engine."
-                         f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
-                         "(engine.chunk_size=0)")
+        raise Infeasible(
+            f"a prompt of {prompt.max():.0f} tokens exceeds engine."
+            f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
+            "(engine.chunk_size=0)"
+        )
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
-    need = max(np.ceil(SK.max_held_tokens(p, o, caps) / block) if e.on_kv_full == "queue"
-               else np.ceil((p + o - 1.0) / block) for p, o in zip(prompt, output))
+    need = max(
+        np.ceil(SK.max_held_tokens(p, o, caps) / block)
+        if e.on_kv_full == "queue"
+        else np.ceil((p + o - 1.0) / block)
+        for p, o in zip(prompt, output)
+    )
     if need > cap_blocks:
-        raise Infeasible(f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
-                         f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
-                         f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)")
+        raise Infeasible(
+            f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
+            f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
+            f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
+        )
     eng = np.zeros(SK.N_ENG)
     eng[SK.E_MAX_BATCH] = max_batch
     eng[SK.E_MAX_TOKENS] = e.max_tokens_per_step
@@ -110,27 +126,56 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
 def prepare(cfg, design: Design) -> Dict[str, Any]:
     """Everything the scheduler kernel takes: `kernel_args` for SK.serve, and the pieces."""
     if cfg.speculative.enabled:
-        raise ConfigError(f"speculative.enabled=true with workload.kind={cfg.workload.kind!r}: "
-                          "speculative serving is not modelled; use workload.kind=static")
+        raise ConfigError(
+            f"speculative.enabled=true with workload.kind={cfg.workload.kind!r}: "
+            "speculative serving is not modelled; use workload.kind=static"
+        )
     arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
-    think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)   # closed loop: per request
+    think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)  # closed loop: per request
     mixed, notes = mixed_design(cfg, design)
     if cfg.kv_policy.name != "full":
-        notes.append(f"serving applies kv_policy={cfg.kv_policy.name} through its caps (kept, "
-                     "held and read tokens); its selection cost at prefill and read-model extras "
-                     "(framework/core/kv_costs.py) are in static runs only")
+        notes.append(
+            f"serving applies kv_policy={cfg.kv_policy.name} through its caps (kept, "
+            "held and read tokens); its selection cost at prefill and read-model extras "
+            "(framework/core/kv_costs.py) are in static runs only"
+        )
     rm = getattr(design, "kv_read_model", None)
     if rm is not None and (rm[KC.R_SLIDE] > 0 or rm[KC.R_STATE] > 0):
-        notes.append("serving treats sliding-window and state layers as full-attention layers "
-                     "(KV read and held grow with the whole context); the layer mix "
-                     "(framework/core/kv_costs.py) is in static runs only")
+        notes.append(
+            "serving treats sliding-window and state layers as full-attention layers "
+            "(KV read and held grow with the whole context); the layer mix "
+            "(framework/core/kv_costs.py) is in static runs only"
+        )
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
-    args = (design.op_call, design.op_w, design.op_lin, design.call_rep, design.call_cost,
-            mixed.call_cost, design.tier_bw, design.kv_frac, design.hw, design.kv_caps, eng,
-            buckets, arrival, prompt, output, think)
-    return {"kernel_args": args, "mixed": mixed, "eng": eng, "buckets": buckets,
-            "arrival": arrival, "prompt": prompt, "output": output, "think": think,
-            "notes": notes + more}
+    args = (
+        design.op_call,
+        design.op_w,
+        design.op_lin,
+        design.call_rep,
+        design.call_cost,
+        mixed.call_cost,
+        design.tier_bw,
+        design.kv_frac,
+        design.hw,
+        design.kv_caps,
+        eng,
+        buckets,
+        arrival,
+        prompt,
+        output,
+        think,
+    )
+    return {
+        "kernel_args": args,
+        "mixed": mixed,
+        "eng": eng,
+        "buckets": buckets,
+        "arrival": arrival,
+        "prompt": prompt,
+        "output": output,
+        "think": think,
+        "notes": notes + more,
+    }
 
 
 def simulate_serving(cfg, design: Design):
@@ -139,8 +184,10 @@ def simulate_serving(cfg, design: Design):
     mixed, eng, notes = p["mixed"], p["eng"], p["notes"]
     req, steps, status = SK.serve(*p["kernel_args"])
     if status != 0:
-        raise Infeasible("the scheduler could not place every request (KV pool or token budget "
-                         "too small for a waiting request)")
+        raise Infeasible(
+            "the scheduler could not place every request (KV pool or token budget "
+            "too small for a waiting request)"
+        )
     return req, steps, mixed, eng, notes
 
 
@@ -198,7 +245,7 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["kv_mem_max_pct"] = 100.0 * m["kv_mem_max_gib"] / max(m["kv_pool_gib"], 1e-30)
     m["n_kernel_calls_per_step"] = design.calls_per_step
     # time of each request's decode span by cause (steps after its first token up to its last)
-    cum = np.vstack([np.zeros(len(K.CAUSES)), np.cumsum(steps[:, SK.T_CAUSE:SK.T_CAUSE + 7], 0)])
+    cum = np.vstack([np.zeros(len(K.CAUSES)), np.cumsum(steps[:, SK.T_CAUSE : SK.T_CAUSE + 7], 0)])
     f, d = req[:, SK.R_FIRST_STEP].astype(int), req[:, SK.R_DONE_STEP].astype(int)
     per_req = (cum[d + 1] - cum[f + 1]) / (out_len - 1.0)[:, None]
     for k, cause in enumerate(K.CAUSES):
@@ -212,7 +259,13 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
 
 def evaluate_serving(cfg, design: Design, keep_steps: bool = True) -> Result:
     req, steps, _, _, notes = simulate_serving(cfg, design)
-    return Result("ok", notes=list(design.notes) + notes,
-                  metrics=serving_metrics(cfg, design, req, steps),
-                  serving={"requests": req, "steps": steps if keep_steps else None,
-                           "kv_bytes_per_token_chip": kv_bytes_per_token_chip(design)})
+    return Result(
+        "ok",
+        notes=list(design.notes) + notes,
+        metrics=serving_metrics(cfg, design, req, steps),
+        serving={
+            "requests": req,
+            "steps": steps if keep_steps else None,
+            "kv_bytes_per_token_chip": kv_bytes_per_token_chip(design),
+        },
+    )

@@ -9,6 +9,7 @@ reproducible (numpy's PCG64 with `workload.seed`):
   log, clipped to [low, high]) or the trace's columns.
 Bad values raise ConfigError with one line naming the field.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,32 +32,40 @@ def resolve_path(path: str) -> Path:
 
 def load_trace(path: str):
     import pandas as pd
+
     p = resolve_path(path)
     if not p.is_file():
-        raise ConfigError(f"workload.trace={path!r}: no such file (looked in the working "
-                          f"directory, {SOURCE_ROOT} and {DATA_DIR})")
+        raise ConfigError(
+            f"workload.trace={path!r}: no such file (looked in the working "
+            f"directory, {SOURCE_ROOT} and {DATA_DIR})"
+        )
     try:
         df = pd.read_csv(p, comment="#")
     except Exception as e:  # pandas' parser errors have many types
         raise ConfigError(f"workload.trace={path!r} is not a readable CSV ({type(e).__name__})")
     missing = [c for c in TRACE_COLUMNS if c not in df.columns]
     if missing or df.empty:
-        raise ConfigError(f"workload.trace={path!r} needs columns {', '.join(TRACE_COLUMNS)} and "
-                          f"at least one row; missing: {', '.join(missing) or 'rows'}")
+        raise ConfigError(
+            f"workload.trace={path!r} needs columns {', '.join(TRACE_COLUMNS)} and "
+            f"at least one row; missing: {', '.join(missing) or 'rows'}"
+        )
     cols = []
     for c in TRACE_COLUMNS:
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
         if not np.isfinite(v).all():
             k = int(np.argmax(~np.isfinite(v)))
-            raise ConfigError(f"workload.trace={path!r}: column {c} needs a number in every row; "
-                              f"data row {k + 1} has {str(df[c].iloc[k])!r}")
+            raise ConfigError(
+                f"workload.trace={path!r}: column {c} needs a number in every row; "
+                f"data row {k + 1} has {str(df[c].iloc[k])!r}"
+            )
         cols.append(v)
     order = np.argsort(cols[0], kind="stable")
     return tuple(v[order] for v in cols)
 
 
-def _lengths(dist, centre: int, n: int, rng, field: str, trace_values, limit: int,
-             minimum: int) -> np.ndarray:
+def _lengths(
+    dist, centre: int, n: int, rng, field: str, trace_values, limit: int, minimum: int
+) -> np.ndarray:
     if dist.kind not in DISTS:
         raise ConfigError(f"workload.{field}.kind={dist.kind!r} is not one of: {', '.join(DISTS)}")
     if dist.kind == "fixed":
@@ -68,13 +77,14 @@ def _lengths(dist, centre: int, n: int, rng, field: str, trace_values, limit: in
     lo = dist.low if dist.low > 0 else minimum
     hi = dist.high if dist.high > 0 else limit
     if not minimum <= lo <= hi:
-        raise ConfigError(f"workload.{field}: low={dist.low} and high={dist.high} must satisfy "
-                          f"{minimum} <= low <= high")
+        raise ConfigError(
+            f"workload.{field}: low={dist.low} and high={dist.high} must satisfy {minimum} <= low <= high"
+        )
     if dist.kind == "uniform":
         return rng.integers(lo, hi + 1, size=n).astype(float)
     if not dist.sigma > 0:
         raise ConfigError(f"workload.{field}.sigma={dist.sigma} must be > 0 for a lognormal")
-    mu = np.log(centre) - dist.sigma ** 2 / 2.0          # mean of the lognormal = centre
+    mu = np.log(centre) - dist.sigma**2 / 2.0  # mean of the lognormal = centre
     return np.clip(np.rint(rng.lognormal(mu, dist.sigma, size=n)), lo, hi)
 
 
@@ -88,8 +98,9 @@ def check_workload(w) -> None:
     if not w.think_ms >= 0:
         raise ConfigError(f"workload.think_ms={w.think_ms} must be >= 0")
     if w.kind == "open_loop" and not w.trace and not w.arrival_rate > 0:
-        raise ConfigError(f"workload.arrival_rate={w.arrival_rate} must be > 0 for open_loop "
-                          "(or give workload.trace)")
+        raise ConfigError(
+            f"workload.arrival_rate={w.arrival_rate} must be > 0 for open_loop (or give workload.trace)"
+        )
 
 
 def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -100,15 +111,31 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     if w.kind == "closed_loop":
         n = w.n_requests or 10 * w.concurrency
         if trace is not None and "trace" in (w.prompt_dist.kind, w.output_dist.kind):
-            n = min(n, len(trace[0]))                   # trace lengths: at most every row
+            n = min(n, len(trace[0]))  # trace lengths: at most every row
     elif trace is not None:
         n = min(w.n_requests, len(trace[0])) if w.n_requests else len(trace[0])
     else:
         n = w.n_requests or 1000
-    prompt = _lengths(w.prompt_dist, w.prompt_len, n, rng, "prompt_dist",
-                      trace[1] if trace is not None else None, max_context, 1)
-    output = _lengths(w.output_dist, w.output_len, n, rng, "output_dist",
-                      trace[2] if trace is not None else None, max_context, 2)
+    prompt = _lengths(
+        w.prompt_dist,
+        w.prompt_len,
+        n,
+        rng,
+        "prompt_dist",
+        trace[1] if trace is not None else None,
+        max_context,
+        1,
+    )
+    output = _lengths(
+        w.output_dist,
+        w.output_len,
+        n,
+        rng,
+        "output_dist",
+        trace[2] if trace is not None else None,
+        max_context,
+        2,
+    )
     # sampled lengths respect the model's context (fixed and trace lengths are the user's: a
     # request that does not fit makes the design infeasible, with its reason)
     if w.prompt_dist.kind in ("uniform", "lognormal"):
@@ -117,10 +144,10 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         output = np.maximum(np.minimum(output, max_context - prompt), 2)
     if w.kind == "closed_loop":
         arrival = np.full(n, np.nan)
-        arrival[:min(n, w.concurrency)] = 0.0
+        arrival[: min(n, w.concurrency)] = 0.0
     elif trace is not None:
-        arrival = trace[0][:n] - trace[0][0]           # the first request opens the run
+        arrival = trace[0][:n] - trace[0][0]  # the first request opens the run
     else:
         arrival = np.cumsum(rng.exponential(1.0 / w.arrival_rate, size=n))
-        arrival -= arrival[0]                           # the first request opens the run
+        arrival -= arrival[0]  # the first request opens the run
     return arrival, prompt, output
