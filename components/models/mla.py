@@ -11,5 +11,20 @@ Formulas: components/models/layers.py; docs/kv_policies.md.
 from __future__ import annotations
 
 from decodelab.components.models.layers import (
-    kv_bytes_per_token,  # noqa: F401
+    build_ops,
+    expected_experts,
+    kv_bytes_per_token,
+    kv_layer_mix,
+    param_counts,
+    streamed_params,
 )
+
+# the architecture interface (components/models/__init__.py), shared with the other layer kinds
+__all__ = [
+    "build_ops",
+    "expected_experts",
+    "kv_bytes_per_token",
+    "kv_layer_mix",
+    "param_counts",
+    "streamed_params",
+]
