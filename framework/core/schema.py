@@ -48,6 +48,9 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     n_mtp_modules: int = 0
+    # Static graphs a deployment compiles for this model: [max sequence, batch] pairs (a static graph
+    # fixes both; workload.static_graph picks one, framework/modes/graphs.py)
+    static_graphs: List[List[int]] = field(default_factory=list)
     # Hybrid / sliding-window layers (arch=hybrid): per-layer kinds, repeated to n_layers
     layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
@@ -201,6 +204,8 @@ class WorkloadConfig:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     act_dtype: str = "bf16"
+    static_graph: bool = False  # true: batch and KV slot from the model's static graph menu (the
+    # smallest max sequence >= prompt + output; the largest batch compiled for it)
     kv_placement: str = "hbm"  # hbm: KV in HBM only (else infeasible) | spill_ddr: the rest
     # in DDR, read at DDR bandwidth (components/placement.py)
     batch_fill: bool = False  # true: batch_size = max_batch, the most sequences whose KV
