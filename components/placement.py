@@ -69,8 +69,11 @@ def place(
                 f"{kv_bytes / GIB:.1f} GiB KV per chip{taken}, available "
                 + ", ".join(f"{n} {cap[n] / GIB:.1f} GiB" for n in PLACEMENT_ORDER if n in cap)
                 + f"; {what} may use {where}"
-                + (" (workload.kv_placement=spill_ddr lets KV spill to DDR)" if what == "KV"
-                   and kv_placement == "hbm" and "ddr" in cap else "")
+                + (
+                    " (workload.kv_placement=spill_ddr lets KV spill to DDR)"
+                    if what == "KV" and kv_placement == "hbm" and "ddr" in cap
+                    else ""
+                )
             )
     if kv_bytes <= 0:
         kv_frac[names.index("hbm")] = 1.0

@@ -54,7 +54,11 @@ def pair_acceptance(s, target: str, draft: str) -> Tuple[float, float, str]:
         if ar_k > 0:
             return 0.0, float(ar_k), f"pair {pair_key(target, draft)}: AR({s.k}) = {ar_k} ({pair.source})"
         if pair.acceptance > 0:
-            return float(pair.acceptance), 0.0, f"pair {pair_key(target, draft)}: alpha = {pair.acceptance} ({pair.source})"
+            return (
+                float(pair.acceptance),
+                0.0,
+                f"pair {pair_key(target, draft)}: alpha = {pair.acceptance} ({pair.source})",
+            )
     return float(s.acceptance), float(s.ar), "speculative.acceptance / speculative.ar (no pair value)"
 
 
@@ -75,9 +79,13 @@ def draft_parallelism(m, target_tp: int, draft_tp: int, copies: int) -> Tuple[in
     if draft_tp == 0:
         draft_tp = next(t for t in range(target_tp, 0, -1) if shardable(m, t))
     if draft_tp * copies > target_tp:
-        return draft_tp, copies, (
-            f"speculative.draft_tp={draft_tp} x draft_copies={copies} chips exceed the target's "
-            f"tensor_parallel={target_tp} chips the draft shares"
+        return (
+            draft_tp,
+            copies,
+            (
+                f"speculative.draft_tp={draft_tp} x draft_copies={copies} chips exceed the target's "
+                f"tensor_parallel={target_tp} chips the draft shares"
+            ),
         )
     return draft_tp, copies, None
 

@@ -37,7 +37,11 @@ def _check(s) -> None:
             f"speculative.acceptance_from={s.acceptance_from!r} is not one of: {', '.join(spec.ACCEPTANCE_FROM)}"
         )
     for key, p in (s.pairs or {}).items():
-        bad = [f"ar.{k}={v}" for k, v in (p.ar or {}).items() if not (k[:1] == "k" and k[1:].isdigit() and 0 < v <= 1)]
+        bad = [
+            f"ar.{k}={v}"
+            for k, v in (p.ar or {}).items()
+            if not (k[:1] == "k" and k[1:].isdigit() and 0 < v <= 1)
+        ]
         if not 0.0 <= p.acceptance <= 1.0 or bad:
             raise ConfigError(
                 f"speculative.pairs.{key}: acceptance={p.acceptance} must be in [0, 1] and ar keys "

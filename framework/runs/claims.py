@@ -56,7 +56,9 @@ def _matches(job: Dict[str, str], where) -> bool:
 def check_claim(claim, path: Path) -> List[str]:
     """Problems of a claim block, one line each (a user's sweep file is checked before it runs)."""
     if not isinstance(claim, dict) or not claim.get("id"):
-        return [f"{path}: the sweep has no claim.id (a claim sweep needs a `claim:` block with id and figures)"]
+        return [
+            f"{path}: the sweep has no claim.id (a claim sweep needs a `claim:` block with id and figures)"
+        ]
     e = []
     figs = claim.get("figures")
     if not isinstance(figs, list) or not figs:
@@ -66,7 +68,9 @@ def check_claim(claim, path: Path) -> List[str]:
         if missing:
             e.append(f"{path}: claim.figures[{i}] lacks {', '.join(missing)}")
         elif f.get("reduce", "mean") not in REDUCERS:
-            e.append(f"{path}: claim.figures[{i}].reduce={f['reduce']!r} is not one of: {', '.join(REDUCERS)}")
+            e.append(
+                f"{path}: claim.figures[{i}].reduce={f['reduce']!r} is not one of: {', '.join(REDUCERS)}"
+            )
     return e
 
 
