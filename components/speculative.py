@@ -1,20 +1,35 @@
-"""Speculative decoding as plain quantities (no Hydra): expected tokens per round and the draft's
-shape. A round = the draft proposes k tokens one at a time (k draft decode steps), then the
-target verifies all k+1 positions in one pass; both pay their own costs and hold their own KV.
+"""Speculative decoding as plain quantities (no Hydra): expected tokens per round, the pair's
+acceptance, where the draft runs and what moving tokens between draft and target costs. A round =
+the draft proposes k tokens one at a time (k draft decode steps), then the target verifies all
+k+1 positions in one pass; both pay their own costs and hold their own KV.
 
 Acceptance models:
 - i.i.d. per-token acceptance alpha: expected tokens per round = (1 - alpha^(k+1)) / (1 - alpha)
   (Leviathan et al., "Fast Inference from Transformers via Speculative Decoding", 2023);
-- the Dataflow paper's acceptance ratio AR = (a + 1) / (k + 1): tokens per round = AR (k + 1).
+- the Dataflow paper's acceptance ratio AR(k) = (a + 1) / (k + 1) when a of k drafted tokens are
+  accepted: tokens per round = AR(k) (k + 1). A measured AR(k) is a property of the (target,
+  draft, dataset) triple and of k; the i.i.d. form cannot express a measured curve, so a pair may
+  give AR per k (`pairs[<target>__<draft>].ar`, keys "k<k>") besides its i.i.d. alpha.
+One value per pair serves every figure the pair appears in (never one per figure).
 MTP (DeepSeek-V3/R1): the draft is the target's own multi-token-prediction module, one extra
 decoder layer (+ the shared LM head) per drafted token.
+
+Draft placement: the draft need not use the target's tensor-parallel degree (a 24-head draft
+cannot be split 16 ways). It runs on `draft_tp` of the target's chips, `draft_copies` copies side
+by side (each drafts batch / copies sequences); when its chip group differs from the target's,
+every round moves tokens twice (the draft's k tokens to the target, the verified tokens back),
+each one transfer of `collective_latency_us` plus its bytes over the chip link.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+from typing import Optional, Tuple
 
 METHODS = ("draft", "mtp")
+ACCEPTANCE_FROM = ("pairs", "config")
+TOKEN_ID_BYTES = 4.0  # one int32 token id
 
 
 def tokens_per_round(k: int, acceptance: float, ar: float = 0.0) -> float:
@@ -24,6 +39,71 @@ def tokens_per_round(k: int, acceptance: float, ar: float = 0.0) -> float:
     if acceptance >= 1.0:
         return k + 1.0
     return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
+
+
+def pair_key(target: str, draft: str) -> str:
+    return f"{target}__{draft}"
+
+
+def pair_acceptance(s, target: str, draft: str) -> Tuple[float, float, str]:
+    """(acceptance, ar, where it came from) for this pair at s.k: the pair's measured AR(k) if the
+    table has that k, else its i.i.d. alpha, else the config's acceptance / ar."""
+    pair = (s.pairs or {}).get(pair_key(target, draft)) if s.acceptance_from == "pairs" else None
+    if pair is not None:
+        ar_k = (pair.ar or {}).get(f"k{s.k}", 0.0)
+        if ar_k > 0:
+            return 0.0, float(ar_k), f"pair {pair_key(target, draft)}: AR({s.k}) = {ar_k} ({pair.source})"
+        if pair.acceptance > 0:
+            return (
+                float(pair.acceptance),
+                0.0,
+                f"pair {pair_key(target, draft)}: alpha = {pair.acceptance} ({pair.source})",
+            )
+    return float(s.acceptance), float(s.ar), "speculative.acceptance / speculative.ar (no pair value)"
+
+
+def shardable(m, tp: int) -> bool:
+    """The draft model splits `tp` ways (heads, KV heads or their replication, FFN columns)."""
+    kv_ok = m.n_kv_heads % tp == 0 or tp % m.n_kv_heads == 0
+    return m.n_heads % tp == 0 and kv_ok and m.ffn_dim % tp == 0
+
+
+def draft_parallelism(m, target_tp: int, draft_tp: int, copies: int) -> Tuple[int, int, Optional[str]]:
+    """(draft_tp, copies, problem): auto (draft_tp = 0) is the target's degree when the draft
+    splits that way, else the largest degree below it that does (its chips are a subset of the
+    target's). Explicit values are checked: copies x draft_tp chips must lie within the target's."""
+    if copies < 1:
+        return draft_tp, copies, f"speculative.draft_copies={copies} must be >= 1"
+    if draft_tp < 0:
+        return draft_tp, copies, f"speculative.draft_tp={draft_tp} must be >= 0 (0: auto)"
+    if draft_tp == 0:
+        draft_tp = next(t for t in range(target_tp, 0, -1) if shardable(m, t))
+    if draft_tp * copies > target_tp:
+        return (
+            draft_tp,
+            copies,
+            (
+                f"speculative.draft_tp={draft_tp} x draft_copies={copies} chips exceed the target's "
+                f"tensor_parallel={target_tp} chips the draft shares"
+            ),
+        )
+    return draft_tp, copies, None
+
+
+def handoff_seconds(same_group: bool, k: int, batch: int, latency_s: float, link_bw: float) -> float:
+    """Moving tokens between draft and target in one round: nothing when the draft runs on the
+    target's own chip group (the tokens are already where both need them); else two transfers,
+    the k drafted ids of every sequence to the target and the up to k + 1 verified ids back, each
+    one link latency plus its bytes."""
+    if same_group:
+        return 0.0
+    ids = (k + (k + 1)) * batch * TOKEN_ID_BYTES
+    return 2.0 * latency_s + ids / link_bw
+
+
+def copy_batch(batch: int, copies: int) -> int:
+    """Sequences one draft copy drafts (the copies run side by side)."""
+    return math.ceil(batch / copies)
 
 
 def mtp_draft(model):

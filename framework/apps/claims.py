@@ -5,6 +5,12 @@ papers' published ones; the table is printed and logged to MLflow as one run.
   decodelab claims C2 C5                   some of them
   decodelab claims C6 ++speculative.acceptance=0.95   what-if: an override applied to every job
   decodelab claims --no-track              print only
+  decodelab claims my_claims/              a researcher's own claims: sweep files (a file or a
+                                           directory of them) with the same `claim:` block
+
+Any argument that is an existing file or directory (or ends in .yaml) is a user claim sweep; with
+one, only the user's sweeps run, and the table, the run name (`user claims`) and the MLflow tags
+(`claims_set=user`, `claims_paths`) say so.
 
 Any KEY=VALUE other than tracking.* / tracking=NAME is a what-if: applied to every job of the
 selected sweeps, after and in place of the sweep's own value for that key. The table and the
@@ -21,7 +27,7 @@ from typing import List
 from decodelab.apps.common import errors, run_module
 from decodelab.config import compose as C
 from decodelab.paths import SWEEPS_DIR
-from decodelab.runs.claims import key_of, load_sweep, run_claims
+from decodelab.runs.claims import key_of, load_sweep, run_claims, sweep_files
 from decodelab.tracking import store as tracking
 
 
@@ -29,27 +35,40 @@ def add_arguments(p) -> None:
     p.add_argument(
         "args",
         nargs="*",
-        metavar="ID | KEY=VALUE",
-        help="claim ids (C1 ... C15); tracking.KEY=VALUE; other KEY=VALUE: what-ifs",
+        metavar="ID | PATH | KEY=VALUE",
+        help="claim ids (C1 ... C15); sweep files or directories of them (user claims); "
+        "tracking.KEY=VALUE; other KEY=VALUE: what-ifs",
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
 
 
-def known_ids() -> List[str]:
-    return sorted({load_sweep(p)[0]["id"] for p in SWEEPS_DIR.glob("*.yaml")}, key=lambda c: (len(c), c))
+def known_ids(files=None) -> List[str]:
+    paths = files if files is not None else SWEEPS_DIR.glob("*.yaml")
+    return sorted({str(load_sweep(p)[0]["id"]) for p in paths}, key=lambda c: (len(c), c))
+
+
+def _is_path(x: str) -> bool:
+    return "=" not in x and (x.endswith((".yaml", ".yml")) or "/" in x or Path(x).exists())
 
 
 def run(a) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    ids = [x for x in a.args if "=" not in x and not x.startswith(("+", "~"))]
-    known = known_ids()
+    paths = [x for x in a.args if _is_path(x)]
+    files = None
+    if paths:
+        files, problems = sweep_files(paths)
+        if problems:
+            return errors("\n".join(problems))
+    ids = [x for x in a.args if "=" not in x and not x.startswith(("+", "~")) and x not in paths]
+    known = known_ids(files)
     unknown = [i for i in ids if i not in known]
     if unknown:
-        return errors(f"{', '.join(unknown)}: not a claim id; the ids: {' '.join(known)}")
+        where = "in " + " ".join(paths) if paths else "shipped"
+        return errors(f"{', '.join(unknown)}: not a claim id ({where}); the ids: {' '.join(known)}")
     overrides = [x for x in a.args if "=" in x and key_of(x).split(".")[0] == "tracking"]
-    what_if = [x for x in a.args if x not in overrides and x not in ids]
+    what_if = [x for x in a.args if x not in overrides and x not in ids and x not in paths]
     try:
         tr = C.compose(overrides).tracking
     except C.hydra_errors() as e:
@@ -57,10 +76,12 @@ def run(a) -> int:
     track = not a.no_track and tr.enabled
     plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
     try:
-        rows = run_claims(ids or None, plots_dir=plots, what_if=what_if)
+        rows = run_claims(ids or None, plots_dir=plots, what_if=what_if, files=files)
     except C.hydra_errors() as e:  # a misspelled key or a value a job's config rejects
         return errors(f"{' '.join(what_if)}: {str(e).strip().splitlines()[0]}")
     title = "decodelab claims (pass: within tolerance, default 15%; ranges: inside)"
+    if paths:
+        title = f"USER claims from {' '.join(paths)}\n" + title
     if what_if:
         title += f"\nWHAT-IF, not the canonical table: {' '.join(what_if)}"
     t = Table(title=title)
@@ -68,7 +89,7 @@ def run(a) -> int:
         t.add_column(col, justify="right" if col in ("published", "simulated", "ratio") else "left")
     for r in rows:
         t.add_row(
-            r["id"],
+            f"{r['id']} (user)" if r.get("user") else r["id"],
             r["figure"],
             r["published"],
             "-" if r["simulated"] is None else f"{r['simulated']:.3g}",
@@ -80,23 +101,26 @@ def run(a) -> int:
         print(f"{cid}: no figure: " + "; ".join(why))
     print(f"{sum(r['pass'] for r in rows)} of {len(rows)} figures pass")
     if track:
-        _log(rows, plots, tr, what_if)
+        _log(rows, plots, tr, what_if, paths)
     return 0 if all(r["pass"] for r in rows) else 1
 
 
-def _log(rows: List[dict], plots, tr, what_if: List[str]) -> None:
+def _log(rows: List[dict], plots, tr, what_if: List[str], paths: List[str] = ()) -> None:
     """The claims table (and the per-sweep breakdown plots) as one MLflow run."""
     import pandas as pd
 
-    tags = {"kind": "claims"}
+    tags = {"kind": "claims", "claims_set": "user" if paths else "shipped"}
+    if paths:
+        tags["claims_paths"] = " ".join(paths)
     if what_if:
         tags["what_if"] = " ".join(what_if)
-    metrics = {f"{r['id']}_{r['figure']}": r["simulated"] for r in rows if r["simulated"] is not None}
+    pre = "user_" if paths else ""
+    metrics = {f"{pre}{r['id']}_{r['figure']}": r["simulated"] for r in rows if r["simulated"] is not None}
     metrics["figures_pass"] = float(sum(r["pass"] for r in rows))
     try:
         tracking.log_summary_run(
             tr,
-            "claims what-if" if what_if else "claims",
+            ("user claims" if paths else "claims") + (" what-if" if what_if else ""),
             tags,
             metrics,
             {"claims.csv": pd.DataFrame(rows)},

@@ -12,7 +12,7 @@ from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.components.kv_policy import KV_POLICIES
 from decodelab.components.models import ARCHITECTURES
 from decodelab.components.ops import Op
-from decodelab.components.placement import GIB, place
+from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs
 from decodelab.core.checks import DTYPE_BYTES, check_config, check_feasible
@@ -92,10 +92,13 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
     return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip)
 
 
-def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
+def build(
+    cfg, host_round_trip_steps: Optional[int] = None, reserved: Optional[Dict[str, float]] = None
+) -> Design:
     """Validate `cfg` and turn it into kernel arrays. Raises ConfigError or Infeasible.
     `host_round_trip_steps` caps the steps one host round trip may cover (speculative decoding
-    needs the host after every verification: k + 1 steps)."""
+    needs the host after every verification: k + 1 steps). `reserved`: bytes per memory tier and
+    chip another model (a speculative draft) already holds (components/placement.py)."""
     check_config(cfg)
     check_feasible(cfg)
     m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
@@ -126,7 +129,11 @@ def build(cfg, host_round_trip_steps: Optional[int] = None) -> Design:
     kv_need = w.batch_size * max_cached * kv_tok_chip
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         kv_need = kv_pool_bytes(cfg, tiers, w_chip)
-    mem = place(tiers, w_chip, kv_need)
+    placement = getattr(w, "kv_placement", "hbm")
+    if placement not in KV_PLACEMENTS:
+        raise ConfigError(f"workload.kv_placement={placement!r} is not one of: {', '.join(KV_PLACEMENTS)}")
+    mem = place(tiers, w_chip, kv_need, placement, reserved)
+    notes += mem["notes"]
     mem["kv_pool_bytes"] = kv_need
 
     tier_names = [t.name for t in tiers]

@@ -52,6 +52,8 @@ def metrics(
     for k, cause in enumerate(K.CAUSES):
         res[f"tpot_{cause}_ms"] = float(decode_sum[k]) / tokens * 1e3
         res[f"ttft_{cause}_ms"] = float(prefill[k]) * 1e3
+    ddr = design.tier_names.index("ddr") if "ddr" in design.tier_names else -1
+    res["kv_ddr_pct"] = 100.0 * float(design.kv_frac[ddr]) if ddr >= 0 else 0.0  # kv_placement
     for name, used in memory["used"].items():
         res[f"mem_{name}_gib"] = used / GIB
         res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]

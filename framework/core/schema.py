@@ -48,6 +48,9 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     n_mtp_modules: int = 0
+    # Static graphs a deployment compiles for this model: [max sequence, batch] pairs (a static graph
+    # fixes both; workload.static_graph picks one, framework/modes/graphs.py)
+    static_graphs: List[List[int]] = field(default_factory=list)
     # Hybrid / sliding-window layers (arch=hybrid): per-layer kinds, repeated to n_layers
     layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
@@ -151,6 +154,16 @@ class OptimizationsConfig:
 
 
 @dataclass
+class SpecPairConfig:
+    """Acceptance of one (target, draft) pair: one value per pair for every figure it appears in
+    (conf/speculative/draft.yaml `pairs`, keyed `<target>__<draft>`; components/speculative.py)."""
+
+    acceptance: float = 0.0  # i.i.d.-equivalent per-token acceptance alpha (0: not given)
+    ar: Dict[str, float] = field(default_factory=dict)  # measured AR(k) by "k<k>", e.g. {k8: 0.633}
+    source: str = ""
+
+
+@dataclass
 class SpeculativeConfig:
     """Speculative decoding: a draft proposes k tokens, the target verifies k+1 in one pass."""
 
@@ -159,6 +172,15 @@ class SpeculativeConfig:
     k: int = 4  # lookahead: tokens drafted per round
     acceptance: float = 0.8  # per-token acceptance probability alpha (i.i.d. model)
     ar: float = 0.0  # > 0: the Dataflow paper's AR = (a + 1) / (k + 1), used instead
+    # pairs: the pair's own value (pairs[<target>__<draft>]) when the table has the pair, else
+    # acceptance / ar above; config: always acceptance / ar above (what-ifs)
+    acceptance_from: str = "pairs"
+    pairs: Dict[str, SpecPairConfig] = field(default_factory=dict)
+    # Draft placement: the draft's own tensor-parallel degree (0 = auto: the target's, or the
+    # largest degree below it that divides the draft's heads) and how many copies of it run side
+    # by side (each drafts batch / copies sequences on its own draft_tp chips)
+    draft_tp: int = 0
+    draft_copies: int = 1
     draft: ModelConfig = field(default_factory=ModelConfig)
 
 
@@ -182,6 +204,10 @@ class WorkloadConfig:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     act_dtype: str = "bf16"
+    static_graph: bool = False  # true: batch and KV slot from the model's static graph menu (the
+    # smallest max sequence >= prompt + output; the largest batch compiled for it)
+    kv_placement: str = "hbm"  # hbm: KV in HBM only (else infeasible) | spill_ddr: the rest
+    # in DDR, read at DDR bandwidth (components/placement.py)
     batch_fill: bool = False  # true: batch_size = max_batch, the most sequences whose KV
     # (at the policy's slot size) fits in HBM next to the weights
     # Serving (framework/modes/serving/simulate.py); kind=static is the single static batch above.

@@ -10,6 +10,7 @@ from decodelab.core.build import build
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.batch_fill import resolve_batch
+from decodelab.modes.graphs import resolve_graph
 from decodelab.modes.serving.simulate import evaluate_serving
 from decodelab.modes.speculative import evaluate_speculative
 from decodelab.modes.static import evaluate_static
@@ -17,6 +18,7 @@ from decodelab.modes.static import evaluate_static
 
 def evaluate_single(cfg, keep_steps: bool = True) -> Result:
     try:
+        cfg, graph = resolve_graph(cfg)  # workload.static_graph: the graph fixes the batch
         cfg = resolve_batch(cfg)  # workload.batch_fill: the largest batch that fits
         spec_on = cfg.speculative.enabled
         trip = max(cfg.speculative.k, 0) + 1 if spec_on else None  # k < 1: invalid, in the mode
@@ -24,8 +26,13 @@ def evaluate_single(cfg, keep_steps: bool = True) -> Result:
         if getattr(cfg.workload, "kind", "static") != "static":
             return evaluate_serving(cfg, design, keep_steps)
         if spec_on:
-            return evaluate_speculative(cfg, design, keep_steps)
-        return evaluate_static(cfg, design, keep_steps)
+            res = evaluate_speculative(cfg, design, keep_steps)
+        else:
+            res = evaluate_static(cfg, design, keep_steps)
+        if graph:
+            res.metrics.update(graph_max_seq=float(graph[0]), graph_batch=float(graph[1]))
+            res.notes.append(f"static graph (max sequence {graph[0]}, batch {graph[1]})")
+        return res
     except ConfigError as e:
         return Result.invalid(str(e))
     except MissingMandatoryValue as e:

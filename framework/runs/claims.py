@@ -10,7 +10,8 @@ jobs, and its `claim:` block says which figures to compute from the jobs' metric
       figures:
         - name: tok/s per user           # one figure per published number
           metric: tok_s_user             # any metric of a result
-          where: {optimizations.kernel_looping: "true"}   # jobs whose overrides match
+          where: {optimizations.kernel_looping: "true"}   # jobs whose overrides match; a list
+          # of such maps matches a job that matches any of them (e.g. each model at its own length)
           ratio: {key: hardware, num: sn40l_rack16, den: dgx_h100}  # optional: metric ratio
           # or ratio: {num: {speculative: draft}, den: {speculative: none}}: jobs paired on
           # every other override
@@ -19,6 +20,9 @@ jobs, and its `claim:` block says which figures to compute from the jobs' metric
           # times the mean of another metric over the jobs `where` matches (a factor the paper applies)
           published: 1042                # a number (pass within tolerance) or [lo, hi]
           tolerance: 0.15
+
+The shipped claims are sweeps/*.yaml; a researcher's own are sweep files with the same block, run
+with `decodelab claims PATH` (a file or a directory of them) and labelled as user claims.
 """
 
 from __future__ import annotations
@@ -41,9 +45,53 @@ REDUCERS = {
 }
 
 
-def _matches(job: Dict[str, str], where: Optional[dict]) -> bool:
+def _matches(job: Dict[str, str], where) -> bool:
+    """`where` is a map of override -> value (all must match) or a list of such maps (any)."""
+    if isinstance(where, (list, tuple)):
+        return any(_matches(job, w) for w in where)
     # Hydra's sweep iterator spells booleans True/False; YAML may say true/false
     return all(str(job.get(k)).lower() == str(v).lower() for k, v in (where or {}).items())
+
+
+def check_claim(claim, path: Path) -> List[str]:
+    """Problems of a claim block, one line each (a user's sweep file is checked before it runs)."""
+    if not isinstance(claim, dict) or not claim.get("id"):
+        return [
+            f"{path}: the sweep has no claim.id (a claim sweep needs a `claim:` block with id and figures)"
+        ]
+    e = []
+    figs = claim.get("figures")
+    if not isinstance(figs, list) or not figs:
+        e.append(f"{path}: claim {claim['id']} has no figures (claim.figures: a list)")
+    for i, f in enumerate(figs or []):
+        missing = [k for k in ("name", "metric", "published") if not isinstance(f, dict) or k not in f]
+        if missing:
+            e.append(f"{path}: claim.figures[{i}] lacks {', '.join(missing)}")
+        elif f.get("reduce", "mean") not in REDUCERS:
+            e.append(
+                f"{path}: claim.figures[{i}].reduce={f['reduce']!r} is not one of: {', '.join(REDUCERS)}"
+            )
+    return e
+
+
+def sweep_files(targets: List[str]) -> Tuple[List[Path], List[str]]:
+    """The claim sweep files of user paths (a file, or every *.yaml of a directory) and the
+    problems (missing paths, files without a valid claim block)."""
+    files, e = [], []
+    for t in targets:
+        p = Path(t).expanduser()
+        found = sorted(p.glob("*.yaml")) if p.is_dir() else [p] if p.is_file() else []
+        if not found:
+            e.append(f"{t}: no such sweep file, nor a directory of *.yaml sweep files")
+        for f in found:
+            try:
+                claim, _ = load_sweep(f)
+            except Exception as ex:  # a YAML or sweep syntax problem: one line, never a traceback
+                e.append(f"{f}: not a claim sweep ({type(ex).__name__}: {str(ex).splitlines()[0]})")
+                continue
+            e += check_claim(claim, f)
+            files.append(f)
+    return files, e
 
 
 def figure_value(fig: dict, jobs: List[Dict[str, str]], results: List[dict]) -> Optional[float]:
@@ -114,14 +162,17 @@ def run_claims(
     sweeps_dir: Path = SWEEPS_DIR,
     plots_dir: Optional[Path] = None,
     what_if: Optional[List[str]] = None,
+    files: Optional[List[Path]] = None,
 ) -> List[dict]:
     """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
     With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
     cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`. `what_if`: overrides applied to
-    every job (see the module docstring)."""
+    every job (see the module docstring). `files`: a user's claim sweeps instead of `sweeps_dir`'s
+    (their rows say user=True)."""
     rows = []
+    user = files is not None
     with C.context():
-        for path in sorted(sweeps_dir.glob("*.yaml")):
+        for path in files if user else sorted(sweeps_dir.glob("*.yaml")):
             claim, jobs = load_sweep(path)
             if ids and claim["id"] not in ids:
                 continue
@@ -146,6 +197,7 @@ def run_claims(
                         "pass": ok,
                         "metric": fig["metric"],
                         "why_none": failed if value is None else [],
+                        "user": user,
                     }
                 )
     return rows
