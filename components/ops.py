@@ -40,6 +40,16 @@ class Op:
     act_bytes_per_ctx: float = 0.0  # activation bytes per context token per sequence
     path: str = "all"  # all | decode | prefill: the sequences the op runs for
     # (a model may attend one way decoding, another prefilling)
+    # Shapes the per-shape laws need (framework/core/oplaw.py; 0 / "" = not such an op):
+    gemm_n: float = 0.0  # a plain GEMM: weight of n outputs x k inputs, per chip
+    gemm_k: float = 0.0
+    attn_heads: float = 0.0  # GQA/MHA attention: query heads, KV heads, head dim, per chip
+    attn_kv_heads: float = 0.0
+    attn_head_dim: float = 0.0
+    in_attention_call: bool = False  # the engine runs it inside the attention call of head dim
+    # attn_head_dim (RoPE + KV write)
+    coll_kind: str = ""  # all_reduce | all_gather: the op's tensor-parallel collective
+    coll_bytes_per_token: float = 0.0  # bytes of the collective's whole per-rank tensor per token
     call: int = -1  # kernel call index, set by the execution model
 
 
@@ -57,6 +67,8 @@ def op_builders(repeat: int, w_bytes: float, act_bytes: float):
             weight_bytes=(k * n + bias) * w_bytes,
             flops_per_token=2.0 * k * n,
             act_bytes_per_token=(k + n) * act_bytes,
+            gemm_n=n,
+            gemm_k=k,
         )
 
     def elementwise(name, kind, n_in, n_out, weights=0):

@@ -109,12 +109,14 @@ def test_llama3_1_8b_linear_and_attention_flops(compose):
 
 
 def test_batch1_roofline_tpot_llama3_1_8b_h100(compose):
+    # the roofline operator law (hardware.op_model=roofline); the fitted laws: tests/test_oplaw.py
     """With every overhead zeroed and efficiencies 1, one decode step at 4k context is the bytes
     it reads divided by the H100's 3.35 TB/s."""
     # prompt 4095 + one decode step: that step ends at a context of exactly 4096 tokens
     cfg = compose(
         "model=llama3_1_8b",
         "hardware=h100_sxm",
+        "hardware.op_model=roofline",
         "workload.batch_size=1",
         "workload.prompt_len=4095",
         "workload.output_len=2",
@@ -226,30 +228,39 @@ def test_peak_flops_a100_has_no_fp8_units(compose):
 
 def test_kernel_calls_per_step_gpu(compose):
     # one kernel per operator: embedding + 10 per layer + final norm, LM head, sampling
-    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 10 * 32 + 3 == 324  # "~320 launches per token"
     # TP8 adds the two all-reduces of every layer
-    m = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100"))["metrics"]
+    m = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100", "hardware.op_model=roofline"))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 12 * 80 + 3 == 964
     # CUDA graphs on: the 2 us sync per call only
-    on = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
+    on = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))["metrics"]
     assert on["tpot_launch_sync_ms"] == pytest.approx(324 * 2e-3, rel=1e-9)
     # off: launches are asynchronous, so a 4 us launch hides under every 8B kernel that runs
     # longer than 4 us (body + 2 us sync); only the sampling kernel is shorter, ~1 us exposed
-    off = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "optimizations.cuda_graphs=false"))[
-        "metrics"
-    ]
+    off = evaluate(
+        compose(
+            "model=llama3_1_8b",
+            "hardware=h100_sxm",
+            "hardware.op_model=roofline",
+            "optimizations.cuda_graphs=false",
+        )
+    )["metrics"]
     assert 0 < off["tpot_launch_sync_ms"] - on["tpot_launch_sync_ms"] < 4e-3
     # a launch longer than every kernel is the critical path: the step is 324 launches + host
     slow = evaluate(
         compose(
             "model=llama3_1_8b",
             "hardware=h100_sxm",
+            "hardware.op_model=roofline",
             "hardware.launch_us=1000",
             "optimizations.cuda_graphs=false",
         )
     )["metrics"]
     assert slow["tpot_ms"] == pytest.approx(324 * 1.0 + 0.1, rel=1e-9)
+    # the fitted operator laws (docs/model.md 5d): RoPE + KV write run inside the attention call
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
+    assert m["n_kernel_calls_per_step"] == 1 + 9 * 32 + 3 == 292
 
 
 def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
@@ -265,6 +276,7 @@ def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
             compose(
                 "model=llama3_1_8b",
                 "hardware=h100_sxm",
+                "hardware.op_model=roofline",
                 "workload.batch_size=1",
                 "workload.prompt_len=4096",
                 "workload.output_len=2",
@@ -289,6 +301,7 @@ def test_prefill_attention_runs_at_the_attention_efficiency(compose):
             compose(
                 "model=llama3_1_8b",
                 "hardware=h100_sxm",
+                "hardware.op_model=roofline",
                 "workload.batch_size=1",
                 "workload.prompt_len=4096",
                 "workload.output_len=2",

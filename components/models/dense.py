@@ -76,6 +76,8 @@ def build_ops(
             flops_per_token=6.0 * (h + kvh) * hd,
             act_bytes_per_token=2.0 * qkv_out * act_bytes,
             kv_write_per_token=kv_tok,
+            in_attention_call=True,
+            attn_head_dim=hd,
         ),
         Op(
             "attention",
@@ -84,6 +86,9 @@ def build_ops(
             kv_read_per_ctx=kv_tok,
             attn_flops_per_ctx=4.0 * h * hd,  # QK^T and PV, multiply-add = 2
             act_bytes_per_token=2.0 * h * hd * act_bytes,
+            attn_heads=h,
+            attn_kv_heads=kvh,
+            attn_head_dim=hd,
         ),
         gemm("o_proj", h * hd, d),
     ]
@@ -96,6 +101,8 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
+                coll_kind="all_reduce",
+                coll_bytes_per_token=d * act_bytes,
             )
         )
     ops += [
@@ -113,6 +120,8 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
+                coll_kind="all_reduce",
+                coll_bytes_per_token=d * act_bytes,
             )
         )
     ops += [
@@ -134,6 +143,10 @@ def build_ops(
             act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
             link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,
             n_collectives=1 if tp > 1 else 0,
+            gemm_n=m.vocab_size / tp,
+            gemm_k=d,
+            coll_kind="all_gather" if tp > 1 else "",
+            coll_bytes_per_token=m.vocab_size * 4.0 if tp > 1 else 0.0,
         ),  # all-gather of FP32 logits
         Op(
             "sampling",

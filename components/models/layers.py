@@ -254,6 +254,8 @@ def build_ops(
                 flops_per_token=6.0 * (h + kvh) * hd,
                 act_bytes_per_token=2.0 * qkv_out * act_bytes,
                 kv_write_per_token=kv_tok,
+                in_attention_call=True,
+                attn_head_dim=hd,
             ),
             Op(
                 "attention",
@@ -262,6 +264,9 @@ def build_ops(
                 kv_read_per_ctx=kv_tok,
                 attn_flops_per_ctx=4.0 * h * hd,
                 act_bytes_per_token=2.0 * h * hd * act_bytes,
+                attn_heads=h,
+                attn_kv_heads=kvh,
+                attn_head_dim=hd,
             ),
             gemm("o_proj", h * hd, d, bias=d if m.qkv_bias else 0),
         ]
@@ -274,6 +279,8 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
+                coll_kind="all_reduce",
+                coll_bytes_per_token=d * act_bytes,
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
@@ -287,6 +294,8 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
+                coll_kind="all_reduce",
+                coll_bytes_per_token=d * act_bytes,
             )
         )
     v = m.vocab_size
@@ -309,6 +318,10 @@ def build_ops(
             act_bytes_per_token=(d + v / tp) * act_bytes,
             link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,
             n_collectives=1 if tp > 1 else 0,
+            gemm_n=v / tp,
+            gemm_k=d,
+            coll_kind="all_gather" if tp > 1 else "",
+            coll_bytes_per_token=v * 4.0 if tp > 1 else 0.0,
         ),
         Op("sampling", "sample", stage="post", flops_per_token=5.0 * v, act_bytes_per_token=v * 4.0),
     ]

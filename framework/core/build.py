@@ -14,7 +14,7 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.components.ops import Op
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs
+from decodelab.core import kv_costs, oplaw
 from decodelab.core.checks import DTYPE_BYTES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
@@ -154,6 +154,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
+            *oplaw.law_columns(op, hw, w, tp),
         )
     call_cost = np.zeros((len(calls), K.N_CALL))
     for c, call in enumerate(calls):
@@ -167,6 +168,18 @@ def build(
             call["free_samples"],
             call["launch_async"],
         )
+    # a call costed by a fitted law: its t0 (measured in a CUDA graph) holds the kernel boundary
+    law_calls = {op.call for i, op in enumerate(ops) if op_lin[i, K.L_LAW] != K.LAW_NONE}
+    for c in law_calls:
+        if sum(op.call == c for op in ops) > 1:
+            raise ConfigError(
+                f"hardware.op_model=fitted: kernel call {c} holds several ops; the fitted laws "
+                "cost one kernel per op (hardware.execution=gpu)"
+            )
+        call_cost[c, K.C_LAUNCH_EACH] = 0.0
+    law_note = oplaw.note(ops, hw, w, tp)
+    if law_note:
+        notes.append(law_note)
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
@@ -205,7 +218,10 @@ def build(
             sum(
                 1 if c["launch_once"] or c["fill_once"] else c["repeat"]
                 for i, c in enumerate(calls)
-                if any(op.call == i and op.path != "prefill" for op in ops)
+                if any(
+                    op.call == i and op.path != "prefill" and op_lin[j, K.L_LAW] != K.LAW_SKIP
+                    for j, op in enumerate(ops)
+                )
             )
         ),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),

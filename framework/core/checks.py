@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List
 
 from decodelab.errors import ConfigError, Infeasible  # noqa: F401  (re-exported)
-from decodelab.core import schema
+from decodelab.core import oplaw, schema
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 EXECUTIONS = ("gpu", "dataflow")
@@ -131,6 +131,8 @@ def check_config(cfg) -> None:
     ):
         if not getattr(hw, n) >= 0:  # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
+
+    e += oplaw.check(hw)
 
     _positive(e, "workload", w, ("batch_size", "prompt_len"))
     if w.output_len < 2:

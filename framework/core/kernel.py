@@ -61,8 +61,42 @@ K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
     L_ACT_CTX,
     L_PATH,
 ) = range(11)
-N_LIN = 11
 PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
+# Per-shape law columns (hardware.op_model=fitted; framework/core/oplaw.py fills them, all 0 for
+# the roofline law). L_LAW: which law costs the op. An op under a law is alone in its kernel
+# call (gpu execution): the call's time is the law's, its t0 replaces the call's sync.
+#   LAW_GEMM  t = pnorm_p(A_c m, C_m + A_m m) + t0                         (m = the op's tokens)
+#   LAW_ATTN  prefill part: t0 + a_pair pairs + a_tok tokens + a_seq seqs (prefilling sequences)
+#             decode part:  d_t0 + pnorm_dp(d_seq seqs, d_ctx kv_tokens)   (decoding sequences)
+#   LAW_COLL  the op is one collective: (S < S* ? a_lo : a_hi) + S inv_bw, S = c_bytes m
+#   LAW_SKIP  inside a law-costed attention call (RoPE + KV write): costs nothing
+# L_C_BYTES > 0 adds the collective law to a LAW_GEMM op too (the LM head's logits all-gather).
+(
+    L_LAW,
+    L_T0,
+    L_G_AC,
+    L_G_CM,
+    L_G_AM,
+    L_G_P,
+    L_D_T0,
+    L_D_SEQ,
+    L_D_CTX,
+    L_D_P,
+    L_C_BYTES,
+    L_C_LO,
+    L_C_HI,
+    L_C_SW,
+    L_C_INV_BW,
+) = range(11, 26)
+L_A_PAIR, L_A_TOK, L_A_SEQ = L_G_AC, L_G_CM, L_G_AM  # LAW_ATTN's prefill part shares the columns
+N_LIN = 26
+LAW_NONE, LAW_GEMM, LAW_ATTN, LAW_COLL, LAW_SKIP = 0.0, 1.0, 2.0, 3.0, 4.0
+
+# Per-call accumulators of one step (acc_flops[c, :]): roofline FLOPs, FLOPs weighted by 1 /
+# relative efficiency, 1 when an op of the call runs, 1 when a law costs the call, the law's
+# time without t0, its t0, its collective time.
+A_FLOPS, A_WORK, A_ACTIVE, A_LAW, A_LAW_T, A_LAW_T0, A_LAW_COLL = range(7)
+N_ACC = 7
 
 (
     C_LAUNCH_EACH,
@@ -109,6 +143,15 @@ def _eff(x, eff_max, half):
 
 
 @njit(cache=True)
+def _pnorm(a, b, p):
+    """(a^p + b^p)^(1/p) without overflow."""
+    hi = max(a, b)
+    if hi <= 0.0:
+        return 0.0
+    return hi * ((a / hi) ** p + (b / hi) ** p) ** (1.0 / p)
+
+
+@njit(cache=True)
 def step_core(
     op_call,
     op_w,
@@ -126,6 +169,7 @@ def step_core(
     pre_tokens,
     pre_kv,
     pre_pairs,
+    pre_seqs,
     acc_bytes,
     acc_flops,
     acc_link,
@@ -135,8 +179,8 @@ def step_core(
     token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
     computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
     step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
-    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read and pairs that
-    belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
+    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read, pairs and seqs
+    that belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
     Serving (framework/modes/serving/scheduler.py) calls this for steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
@@ -144,9 +188,8 @@ def step_core(
     act_tier = int(hw[H_ACT_TIER])
     attn_rel = hw[H_ATTN_REL]
     for c in range(n_calls):
-        acc_flops[c, 0] = 0.0  # FLOPs (the roofline compute time)
-        acc_flops[c, 1] = 0.0  # FLOPs weighted by 1 / relative efficiency (achieved time)
-        acc_flops[c, 2] = 0.0  # 1 when an op of the call runs in this step
+        for a in range(N_ACC):
+            acc_flops[c, a] = 0.0
         acc_link[c, 0] = 0.0
         acc_link[c, 1] = 0.0
         for t in range(n_tiers):
@@ -161,11 +204,41 @@ def step_core(
             tok, ctx, pr = pre_tokens, pre_kv, pre_pairs
         else:
             tok, ctx, pr = tokens, kv_read, pairs
-        if tok < 0.5:  # token counts are whole (padded batches: larger)
+        law = op_lin[o, L_LAW]
+        if tok < 0.5 or law == LAW_SKIP:  # token counts are whole (padded batches: larger)
             continue  # no sequence of the step takes this op's path
-        acc_flops[c, 2] = 1.0
+        acc_flops[c, A_ACTIVE] = 1.0
         if op_lin[o, L_SAMPLED] > 0.0:
             tok = sampled
+        if law != LAW_NONE:
+            acc_flops[c, A_LAW] = 1.0
+            if law == LAW_GEMM:
+                t = _pnorm(
+                    op_lin[o, L_G_AC] * tok, op_lin[o, L_G_CM] + op_lin[o, L_G_AM] * tok, op_lin[o, L_G_P]
+                )
+                acc_flops[c, A_LAW_T] += t
+                acc_flops[c, A_LAW_T0] += op_lin[o, L_T0]
+            elif law == LAW_ATTN:
+                if path != PATH_DECODE and pre_tokens >= 0.5:
+                    acc_flops[c, A_LAW_T] += (
+                        op_lin[o, L_A_PAIR] * pre_pairs
+                        + op_lin[o, L_A_TOK] * pre_tokens
+                        + op_lin[o, L_A_SEQ] * pre_seqs
+                    )
+                    acc_flops[c, A_LAW_T0] += op_lin[o, L_T0]
+                if path != PATH_PREFILL and tokens - pre_tokens >= 0.5:
+                    acc_flops[c, A_LAW_T] += _pnorm(
+                        op_lin[o, L_D_SEQ] * (seqs - pre_seqs),
+                        op_lin[o, L_D_CTX] * (kv_read - pre_kv),
+                        op_lin[o, L_D_P],
+                    )
+                    acc_flops[c, A_LAW_T0] += op_lin[o, L_D_T0]
+            if op_lin[o, L_C_BYTES] > 0.0:
+                s_bytes = tok * op_lin[o, L_C_BYTES]
+                alpha = op_lin[o, L_C_LO] if s_bytes < op_lin[o, L_C_SW] else op_lin[o, L_C_HI]
+                acc_flops[c, A_LAW_COLL] += alpha + s_bytes * op_lin[o, L_C_INV_BW]
+            if law == LAW_COLL:
+                continue  # the measured collective holds its memory traffic
         for t in range(n_tiers):
             acc_bytes[c, t] += op_w[o, t]
         acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK] + ctx * op_lin[o, L_ACT_CTX]
@@ -175,16 +248,17 @@ def step_core(
                 acc_bytes[c, t] += kv * kv_frac[t]
         f_tok = tok * op_lin[o, L_FLOPS_TOK] + ctx * op_lin[o, L_FLOPS_CTX]
         f_attn = pr * op_lin[o, L_ATTN_FLOPS_CTX]
-        acc_flops[c, 0] += f_tok + f_attn
-        acc_flops[c, 1] += f_tok + f_attn / attn_rel
-        acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
-        acc_link[c, 1] += op_lin[o, L_NCOLL]
+        acc_flops[c, A_FLOPS] += f_tok + f_attn
+        acc_flops[c, A_WORK] += f_tok + f_attn / attn_rel
+        if op_lin[o, L_C_BYTES] == 0.0:  # else the collective law above
+            acc_link[c, 0] += tok * op_lin[o, L_LINK_TOK]
+            acc_link[c, 1] += op_lin[o, L_NCOLL]
 
     for k in range(out_row.shape[0]):
         out_row[k] = 0.0
     peak = hw[H_PEAK_FLOPS]
     for c in range(n_calls):
-        if acc_flops[c, 2] == 0.0:
+        if acc_flops[c, A_ACTIVE] == 0.0:
             continue  # none of the call's ops runs: the call is not issued
         total = 0.0
         mem_i = 0.0
@@ -194,17 +268,20 @@ def step_core(
         mem_a = 0.0
         if total > 0.0:
             mem_a = mem_i / _eff(total, hw[H_BW_EFF_MAX], hw[H_BW_HALF])
-        comp_i = acc_flops[c, 0] / peak
+        comp_i = acc_flops[c, A_FLOPS] / peak
         comp_a = 0.0
-        if acc_flops[c, 0] > 0.0:
+        if acc_flops[c, A_FLOPS] > 0.0:
             # = comp_i / eff(F) when attention runs at the GEMM efficiency; the kernel's fixed
             # ramp (compute_half) is not stretched by the slower attention FLOPs
-            comp_a = (acc_flops[c, 1] + hw[H_C_HALF]) / (peak * hw[H_C_EFF_MAX])
+            comp_a = (acc_flops[c, A_WORK] + hw[H_C_HALF]) / (peak * hw[H_C_EFF_MAX])
         link = 0.0
         if acc_link[c, 0] > 0.0:
             link = acc_link[c, 0] / hw[H_LINK_BW]
-        latency = acc_link[c, 1] * hw[H_COLL_LAT]
-        ach = max(mem_a, comp_a)
+        latency = acc_link[c, 1] * hw[H_COLL_LAT] + acc_flops[c, A_LAW_COLL]
+        if acc_flops[c, A_LAW] > 0.0:
+            ach = acc_flops[c, A_LAW_T]  # the law's time (its t0 is the call's sync, below)
+        else:
+            ach = max(mem_a, comp_a)
         if call_cost[c, C_OVERLAP_LINK] > 0.0:
             # streamed collectives hide their transfer under the call, not their latency: the
             # next layer depends on the reduced result
@@ -212,17 +289,18 @@ def step_core(
         else:
             body = ach + link + latency
         rep = call_rep[c]
+        ideal = min(max(mem_i, comp_i), ach)  # = max(mem_i, comp_i) under the roofline law
         if mem_i >= comp_i:
-            out_row[K_MEM] += rep * mem_i
+            out_row[K_MEM] += rep * ideal
         else:
-            out_row[K_COMP] += rep * comp_i
-        out_row[K_EXCESS] += rep * (ach - max(mem_i, comp_i))
+            out_row[K_COMP] += rep * ideal
+        out_row[K_EXCESS] += rep * (ach - ideal)
         out_row[K_COLL] += rep * (body - ach)
         fill = call_cost[c, C_FILL_EACH]
         waiting = seqs - call_cost[c, C_FREE_SAMPLES]
         if waiting > 0.0:
             fill += call_cost[c, C_SAMPLE_GAP] * waiting
-        serial = call_cost[c, C_LAUNCH_EACH]
+        serial = call_cost[c, C_LAUNCH_EACH] + acc_flops[c, A_LAW_T0]
         exposed = call_cost[c, C_LAUNCH_ASYNC] - (body + fill + serial)
         if exposed < 0.0:
             exposed = 0.0
@@ -284,6 +362,7 @@ def step_time(
         f * tokens,
         f * kv,
         f * pairs,
+        f * seqs,
         acc_bytes,
         acc_flops,
         acc_link,
@@ -298,7 +377,7 @@ def simulate(op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, s
     n_calls = call_rep.shape[0]
     out = np.zeros((n_rows, 7))
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros((n_calls, 3))
+    acc_flops = np.zeros((n_calls, N_ACC))
     acc_link = np.zeros((n_calls, 2))
     for r in range(n_rows):
         step_time(

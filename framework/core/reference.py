@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.execution import EXECUTION_MODELS
+from decodelab.core import oplaw
 from decodelab.core.build import peak_flops
+from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kv_costs import attention_efficiency
 from decodelab.core.schema import memory_tiers
 
@@ -24,7 +26,8 @@ def reference_step(
     KV policy already applied by the caller; `prefill`: the sequences are prefilling)."""
     pairs = max(q_tok * ctx - q_tok * (q_tok - 1) / 2, q_tok)
     agg = (q_tok * seqs, seqs * ctx, seqs * pairs)
-    return reference_step_agg(design, cfg, *agg, seqs, out_tok * seqs, *(agg if prefill else (0.0, 0.0, 0.0)))
+    pre = (*agg, seqs) if prefill else (0.0, 0.0, 0.0, 0.0)
+    return reference_step_agg(design, cfg, *agg, seqs, out_tok * seqs, *pre)
 
 
 def reference_step_agg(
@@ -38,14 +41,19 @@ def reference_step_agg(
     pre_tokens: float = 0.0,
     pre_kv: float = 0.0,
     pre_pairs: float = 0.0,
+    pre_seqs: float = 0.0,
 ) -> Dict[str, float]:
     """Seconds by cause for one fused step given its aggregates: `tokens` through the token
     GEMMs, `kv_read` KV tokens read and `pairs` causal (query, key) pairs, both summed over the
     step's `seqs` sequences, and `sampled` tokens whose logits are computed: the ops after the
     decoder stack (final norm, LM head, sampling) run on those alone. `pre_*`: the share of the
     prefilling sequences; an op on the prefill path sees only that, one on the decode path the
-    rest, and a call none of whose ops runs is not issued (kernel.step_core)."""
+    rest, and a call none of whose ops runs is not issued (kernel.step_core). Under
+    hardware.op_model=fitted an op with a fitted law (core.oplaw) costs the law's time, whose
+    t0 replaces its call's sync_us."""
     hw = cfg.hardware
+    w, tp = cfg.workload, hw.tensor_parallel
+    hbm_bw = hw.memory["hbm"].bandwidth_gb_s * 1e9
     tiers = [t.name for t in memory_tiers(hw)]
     bw = {t.name: t.bandwidth_gb_s * 1e9 for t in memory_tiers(hw)}
     w_frac = dict(zip(tiers, design.memory["weight_frac"]))
@@ -55,7 +63,17 @@ def reference_step_agg(
     # seconds of achieved compute per FLOP relative to a GEMM: attention's pair FLOPs are slower
     attn_slow = hw.compute_eff_max / attention_efficiency(hw)
     per_call: List[dict] = [
-        {"bytes": {t: 0.0 for t in tiers}, "flops": 0.0, "work": 0.0, "link": 0.0, "ncoll": 0}
+        {
+            "bytes": {t: 0.0 for t in tiers},
+            "flops": 0.0,
+            "work": 0.0,
+            "link": 0.0,
+            "ncoll": 0,
+            "law": False,
+            "law_t": 0.0,
+            "law_t0": 0.0,
+            "law_coll": 0.0,
+        }
         for _ in design.calls
     ]
     active = set()
@@ -67,11 +85,44 @@ def reference_step_agg(
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        if n_tok < 0.5:  # whole token counts: no sequence takes this path
+        laws = oplaw.laws_of(op, hw, w, tp)
+        if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
         if op.stage == "post":
             n_tok = sampled
+        if oplaw.fitted(laws):
+            acc["law"] = True
+            if laws.gemm is not None:
+                wb, ab = oplaw.GEMM_BYTES[w.weight_dtype]
+                g = laws.gemm
+                t = oplaw.gemm_time(g, n_tok, op.gemm_n, op.gemm_k, peak, hbm_bw, wb, ab)
+                acc["law_t"] += float(t) - g.t0_us * 1e-6
+                acc["law_t0"] += g.t0_us * 1e-6
+            if laws.prefill is not None and op.path != "decode" and pre_tokens >= 0.5:
+                a = laws.prefill
+                a_peak = peak_flops(hw, w.kv_dtype)
+                t = oplaw.prefill_attention_time(
+                    a, pre_pairs, pre_tokens, pre_seqs, op.attn_heads, op.attn_head_dim, a_peak
+                )
+                acc["law_t"] += float(t) - a.t0_us * 1e-6
+                acc["law_t0"] += a.t0_us * 1e-6
+            if laws.decode is not None and op.path != "prefill" and tokens - pre_tokens >= 0.5:
+                d = laws.decode
+                t = oplaw.decode_attention_time(
+                    d,
+                    seqs - pre_seqs,
+                    kv_read - pre_kv,
+                    op.attn_kv_heads,
+                    op.attn_head_dim,
+                    DTYPE_BYTES[w.kv_dtype],
+                )
+                acc["law_t"] += float(t) - d.t0_us * 1e-6
+                acc["law_t0"] += d.t0_us * 1e-6
+            if laws.coll is not None:
+                acc["law_coll"] += float(oplaw.collective_time(laws.coll, n_tok * op.coll_bytes_per_token))
+                if laws.gemm is None and laws.prefill is None:
+                    continue  # the measured collective holds its own memory traffic
         for t in tiers:
             acc["bytes"][t] += op.weight_bytes * w_frac[t]
         acc["bytes"]["hbm"] += n_tok * op.act_bytes_per_token + ctx * op.act_bytes_per_ctx
@@ -82,8 +133,9 @@ def reference_step_agg(
         acc["work"] += (
             n_tok * op.flops_per_token + ctx * op.flops_per_ctx + prs * op.attn_flops_per_ctx * attn_slow
         )
-        acc["link"] += n_tok * op.link_bytes_per_token
-        acc["ncoll"] += op.n_collectives
+        if laws.coll is None:
+            acc["link"] += n_tok * op.link_bytes_per_token
+            acc["ncoll"] += op.n_collectives
 
     out = dict.fromkeys(
         ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess"), 0.0
@@ -100,18 +152,22 @@ def reference_step_agg(
             (acc["work"] + hw.compute_half_gflop * 1e9) / (peak * hw.compute_eff_max) if acc["flops"] else 0.0
         )
         t_link = acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0
-        t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6
-        busy = max(t_mem_real, t_comp_real)
+        t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6 + acc["law_coll"]
+        busy = acc["law_t"] if acc["law"] else max(t_mem_real, t_comp_real)
         body = (max(busy, t_link) if call["overlap_link"] else busy + t_link) + t_latency
         n = call["repeat"]
-        out["memory" if t_mem >= t_comp else "compute"] += n * max(t_mem, t_comp)
-        out["excess"] += n * (busy - max(t_mem, t_comp))
+        # the roofline time at peak, never more than the law's time
+        ideal = min(max(t_mem, t_comp), busy)
+        out["memory" if t_mem >= t_comp else "compute"] += n * ideal
+        out["excess"] += n * (busy - ideal)
         out["collectives"] += n * (body - busy)
         # batch barrier: each invocation idles while the samples beyond the free slots leave it
         fill = call["fill_each"] + call["sample_gap"] * max(0.0, seqs - call["free_samples"])
+        # a law's t0 was measured inside a CUDA graph: it is the call's boundary (no sync_us)
+        serial = acc["law_t0"] if acc["law"] else call["launch_each"]
         # an asynchronous launch is issued while this invocation runs: only the excess is exposed
-        hidden = min(call["launch_async"], body + fill + call["launch_each"])
-        out["launch_sync"] += n * (call["launch_async"] - hidden + call["launch_each"]) + call["launch_once"]
+        hidden = min(call["launch_async"], body + fill + serial)
+        out["launch_sync"] += n * (call["launch_async"] - hidden + serial) + call["launch_once"]
         out["fill_drain"] += n * fill + call["fill_once"]
     steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
     out["host"] += hw.host_step_us * 1e-6 / steps_per_trip

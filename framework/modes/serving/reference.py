@@ -202,7 +202,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
         tokens = kv_read = pairs = sampled = 0.0
-        pre = [0.0, 0.0, 0.0]  # tokens, KV read, pairs of the prefilling sequences
+        pre = [0.0, 0.0, 0.0, 0.0]  # tokens, KV read, pairs, sequences of the prefilling sequences
         for r, q, dec in step:
             a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
             pr = max(q * a - q * (q - 1) / 2, q)
@@ -212,7 +212,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             # logits: every decode token, and the last position of a prefill that ends here
             sampled += q if dec else float(a >= r.target)
             if not dec:
-                pre = [pre[0] + q, pre[1] + a, pre[2] + pr]
+                pre = [pre[0] + q, pre[1] + a, pre[2] + pr, pre[3] + 1.0]
         seqs = float(len(step))
         all_decode = all(dec for _, _, dec in step)
         if all_decode and eng["buckets"]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import P_PROMPT_CAP, P_TOTAL_CAP, attended_tokens, causal_pairs, step_core
+from decodelab.core.kernel import N_ACC, P_PROMPT_CAP, P_TOTAL_CAP, attended_tokens, causal_pairs, step_core
 
 (E_MAX_BATCH, E_MAX_TOKENS, E_CHUNK, E_ORDER, E_MIXED, E_PREEMPT, E_CAP_BLOCKS, E_BLOCK, E_CLOSED) = range(9)
 N_ENG = 9
@@ -297,7 +297,7 @@ def serve(
     closed = eng[E_CLOSED] > 0.0
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros((n_calls, 3))
+    acc_flops = np.zeros((n_calls, N_ACC))
     acc_link = np.zeros((n_calls, 2))
     row = np.zeros(7)
 
@@ -498,6 +498,7 @@ def serve(
             pre_tok,
             pre_kv,
             pre_pairs,
+            float(n_sched - n_dec),  # prefilling sequences
             acc_bytes,
             acc_flops,
             acc_link,

@@ -1,0 +1,76 @@
+"""Fit a hardware YAML's per-shape operator laws (hardware.op_model: fitted) to operator
+microbenchmark CSVs in AIConfigurator's schema (GEMM, context and generation attention,
+TensorRT-LLM all-reduce, NCCL): prints the `op_model` + `op_fit` fragment, each value commented
+with the file it was fitted to and the fit error of its class, and the error table.
+
+  decodelab fit-hardware gemm.csv context_attention.csv generation_attention.csv
+  decodelab fit-hardware my_chip_operators/ --hardware my_chip --out my_chip_fit.yaml
+
+Paste the fragment into conf/hardware/<chip>.yaml. One file per kind (several GEMM files, e.g. two
+engines: pass the one to fit). docs/model.md, "Per-shape operator laws"."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List
+
+from decodelab.apps.common import errors, run_module
+from decodelab.config import compose as C
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "paths", nargs="+", metavar="OPERATOR_DIR_OR_CSV", help="operator CSVs or directories of them"
+    )
+    p.add_argument(
+        "--hardware",
+        default="h100_sxm",
+        help="hardware config whose peaks (FLOP/s, HBM bandwidth) the efficiencies refer to (default h100_sxm)",
+    )
+    p.add_argument("--out", help="write the YAML fragment to this file (default: print it)")
+
+
+def run(a) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from decodelab.calibration import fit as F
+    from decodelab.calibration import operators as O
+
+    try:
+        hw = C.compose([f"hardware={a.hardware}"]).hardware
+    except C.hydra_errors() as e:
+        return errors(f"--hardware={a.hardware}: {str(e).strip().splitlines()[0]}")
+    try:
+        data = O.load([Path(p) for p in a.paths])
+    except O.OperatorCSVError as e:
+        return errors(str(e))
+    fits = F.fit_all(data, hw)
+    if not fits:
+        return errors(
+            f"no class has {F.MIN_ROWS} rows in the fit range in {', '.join(a.paths)} "
+            "(gemm bfloat16/fp8, attention bfloat16/fp8, collectives at 2+ GPUs)"
+        )
+    command = "decodelab fit-hardware " + " ".join(shlex.quote(p) for p in a.paths)
+    if a.hardware != "h100_sxm":
+        command += f" --hardware {a.hardware}"
+    text = F.to_yaml(fits, a.hardware, command)
+    if a.out:
+        Path(a.out).expanduser().write_text(text)
+    else:
+        print(text, end="")
+    t = Table(title="fit error per operator class (|predicted / measured - 1|, fit rows)")
+    for col in ("class", "rows", "MAPE law", "MAPE roofline", "median law", "max law"):
+        t.add_column(col, justify="right" if col != "class" else "left", no_wrap=True)
+    for name, n, new, old, med, mx in F.table(fits):
+        t.add_row(name, str(n), f"{new:.1f}%", f"{old:.1f}%", f"{med:.1f}%", f"{mx:.0f}%")
+    Console(stderr=not a.out, width=110).print(t)
+    if a.out:
+        print(f"wrote {a.out}")
+    return 0
+
+
+def main(argv: List[str]) -> int:
+    return run_module("fit-hardware", sys.modules[__name__], argv)

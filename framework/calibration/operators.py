@@ -1,0 +1,167 @@
+"""Operator microbenchmark CSVs in AIConfigurator's schema (github.com/ai-dynamo/aiconfigurator,
+`systems/data/<chip>/`; the H100 SXM copies are /work/shared/validation/h100_operators/): which
+kind a file is, its columns checked, and the rows of each law class with the units decodelab uses.
+
+Units, from AIConfigurator's collector (docs/model.md "Per-shape operator laws"): latency_ms is one
+call inside a CUDA graph; a GEMM is x[m, k] times a weight [n, k]; generation attention reads
+step + 1 KV tokens per sequence; `message_size` of an NCCL row (nccl-tests) and of a TensorRT-LLM
+all-reduce row is an element count of the whole per-rank tensor (all_gather: the gathered output).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+# kind -> required columns (int, num, str); a file's kind is the first whose columns it has
+SCHEMAS = {
+    "generation_attention": {
+        "batch_size": "int",
+        "isl": "int",
+        "num_heads": "int",
+        "num_key_value_heads": "int",
+        "head_dim": "int",
+        "window_size": "int",
+        "attn_dtype": "str",
+        "kv_cache_dtype": "str",
+        "step": "int",
+        "latency_ms": "num",
+    },
+    "context_attention": {
+        "batch_size": "int",
+        "isl": "int",
+        "num_heads": "int",
+        "num_key_value_heads": "int",
+        "head_dim": "int",
+        "window_size": "int",
+        "attn_dtype": "str",
+        "kv_cache_dtype": "str",
+        "latency_ms": "num",
+    },
+    "gemm": {"gemm_dtype": "str", "m": "int", "n": "int", "k": "int", "latency_ms": "num"},
+    "allreduce": {"allreduce_dtype": "str", "num_gpus": "int", "message_size": "int", "latency_ms": "num"},
+    "nccl": {
+        "op_name": "str",
+        "nccl_dtype": "str",
+        "num_gpus": "int",
+        "message_size": "int",
+        "latency_ms": "num",
+    },
+}
+# The column that tells the kinds apart (checked in this order).
+MARKERS = {
+    "generation_attention": "step",
+    "context_attention": "isl",
+    "gemm": "gemm_dtype",
+    "allreduce": "allreduce_dtype",
+    "nccl": "op_name",
+}
+DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8"}  # CSV dtype -> decodelab dtype
+ELEMENT_BYTES = {"bfloat16": 2.0, "half": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0}
+
+
+class OperatorCSVError(ValueError):
+    """A CSV that is not an operator file in the schema (one line: the file and the problem)."""
+
+
+def read(path: Path):
+    """The file's rows as a DataFrame with a seconds column `t`, and its kind."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except Exception as e:  # unreadable or empty
+        raise OperatorCSVError(f"{path}: cannot read as CSV ({type(e).__name__}: {e})") from None
+    kind = next((k for k, col in MARKERS.items() if col in df.columns), None)
+    if kind is None:
+        raise OperatorCSVError(
+            f"{path}: not an operator CSV (needs one of the columns {', '.join(MARKERS.values())})"
+        )
+    schema = SCHEMAS[kind]
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise OperatorCSVError(f"{path}: {kind} CSV misses column(s) {', '.join(missing)}")
+    if df.empty:
+        raise OperatorCSVError(f"{path}: {kind} CSV has no rows")
+    for c, typ in schema.items():
+        if typ == "str":
+            if df[c].isna().any():
+                raise OperatorCSVError(f"{path}: column {c} has empty values")
+            continue
+        v = pd.to_numeric(df[c], errors="coerce")
+        if v.isna().any() or not np.isfinite(v).all():
+            raise OperatorCSVError(f"{path}: column {c} has non-numeric or empty values")
+        if typ == "int" and not (np.mod(v, 1) == 0).all():
+            raise OperatorCSVError(f"{path}: column {c} must hold whole numbers")
+        if c == "latency_ms" and not (v > 0).all():
+            raise OperatorCSVError(f"{path}: column latency_ms must be > 0")
+        if c not in ("window_size", "m") and (v < 0).any():
+            raise OperatorCSVError(f"{path}: column {c} must be >= 0")
+        df[c] = v
+    df["t"] = df["latency_ms"] * 1e-3
+    return df, kind
+
+
+def load(paths: List[Path]) -> Dict[str, tuple]:
+    """kind -> (DataFrame, file name) for the given files or directories (their *.csv)."""
+    files: List[Path] = []
+    for p in paths:
+        p = Path(p).expanduser()
+        if p.is_dir():
+            files += sorted(p.glob("*.csv"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise OperatorCSVError(f"{p}: no such file or directory")
+    if not files:
+        raise OperatorCSVError(f"no *.csv among {', '.join(map(str, paths))}")
+    out: Dict[str, tuple] = {}
+    for f in files:
+        df, kind = read(f)
+        if kind in out:
+            raise OperatorCSVError(
+                f"{f}: a second {kind} CSV (first: {out[kind][1]}); pass one file per kind, e.g. "
+                "the engine's GEMM file only"
+            )
+        out[kind] = (df, f.name)
+    return out
+
+
+# ---- the rows of each law class (the fit rows: the serving range where the law is meant to hold)
+
+
+def gemm_rows(df, dtype: str):
+    """GEMM rows of a decodelab weight dtype: 1 <= m <= 16384, n, k >= 256 (m = 0 is a no-op call;
+    m > 16k runs ~5-10% slower, clocks or power)."""
+    d = df[df.gemm_dtype.map(DTYPES) == dtype]
+    return d[(d.m >= 1) & (d.m <= 16384) & (d.n >= 256) & (d.k >= 256)]
+
+
+def context_rows(df, dtype: str, head_dim: int):
+    """Prefill attention of attention dtype `dtype` (FP8 attention runs with an FP8 KV cache):
+    no sliding window, >= 4 query heads (fewer leave SMs idle), batch x isl <= 16384."""
+    d = df[(df.attn_dtype.map(DTYPES) == dtype) & (df.head_dim == head_dim) & (df.window_size <= 0)]
+    return d[(d.num_heads >= 4) & (d.batch_size * d.isl <= 16384)]
+
+
+def generation_rows(df, kv_dtype: str, head_dim: int):
+    """Decode attention with a `kv_dtype` cache: no window, GQA group 2..16 (MHA and larger groups
+    use other kernels), batch <= 512, step <= 32767 (larger KV reads look faster than HBM:
+    docs/model.md)."""
+    d = df[(df.kv_cache_dtype.map(DTYPES) == kv_dtype) & (df.head_dim == head_dim) & (df.window_size <= 0)]
+    group = d.num_heads / d.num_key_value_heads
+    return d[(group >= 2) & (group <= 16) & (d.batch_size <= 512) & (d.step <= 32767)]
+
+
+def collective_rows(df, kind: str, op: str, n_gpus: int):
+    """(bytes of the whole per-rank tensor, seconds) of one collective at `n_gpus` GPUs."""
+    if kind == "allreduce":
+        d = df[df.num_gpus == n_gpus]
+        elt = d.allreduce_dtype.map(ELEMENT_BYTES)
+    else:
+        d = df[(df.num_gpus == n_gpus) & (df.op_name == op)]
+        elt = d.nccl_dtype.map(ELEMENT_BYTES)
+    ok = elt.notna()
+    return (d.message_size[ok] * elt[ok]).to_numpy(float), d.t[ok].to_numpy(float)

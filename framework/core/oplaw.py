@@ -1,0 +1,229 @@
+"""Per-shape operator cost laws (`hardware.op_model: fitted`, docs/model.md "Per-shape operator
+laws"): which fitted law costs which op, the laws themselves in their natural form (used by the
+pure-Python reference and by the fit, decodelab.calibration), and their reduction to a few
+per-op constants the kernel evaluates with a few flops per step (the `L_*` law columns of
+`op_lin`, framework/core/kernel.py).
+
+Laws (P: the dtype's dense peak FLOP/s, BW: the HBM peak, both from the hardware YAML; m: tokens
+through the GEMM):
+
+  GEMM              t = (Tc^p + Tm^p)^(1/p) + t0,  Tc = 2 n (k + k0) m / (P e_c),
+                    Tm = (n k wb + m (k ab + 2 n)) / (BW e_b)
+  prefill attention t = t0 + h [pairs 4 hd / (P e_a) + tokens tau_tok + seqs tau_seq]
+  decode attention  t = t0 + ((c_sk seqs kvh)^p + (B_kv / BW_kv)^p)^(1/p),  B_kv = KV bytes read
+  collective        t = (S < S* ? a_lo : a_hi) + S / beta,  S = bytes of the whole per-rank tensor
+
+Each t0 (and a_lo / a_hi) is a microbenchmark's in-graph figure: it contains the kernel boundary,
+so a call costed by a law pays no `sync_us` (framework/core/build.py zeroes it); `launch_us`
+(eager launches, no CUDA graph) stays. The attention microbenchmarks time TensorRT-LLM's attention
+call with fused QKV input, so RoPE and the KV write are inside them: an op marked
+`in_attention_call` (rope_kv_write) costs nothing when its layer's attention is law-costed.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import List, Optional
+
+import numpy as np
+
+from decodelab.core import kernel as K
+
+OP_MODELS = ("roofline", "fitted")
+# Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
+# element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
+GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0)}
+ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
+_ATTN_KEY = re.compile(r"^(bf16|fp8)_hd(\d+)$")
+_TP_KEY = re.compile(r"^tp(\d+)$")
+_RANGES = {  # field: (low, high, low inclusive) of a physical value
+    "e_c": (0.0, 1.0, False),
+    "e_b": (0.0, 1.0, False),
+    "e_a": (0.0, 1.0, False),
+    "p": (1.0, 100.0, True),
+}
+_POSITIVE = ("bw_kv_tbs", "beta_gb_s")  # > 0; every other field >= 0
+
+
+def _peak(hw, dtype: str) -> float:
+    if dtype == "fp8" and hw.peak_tflops_fp8 > 0:
+        return hw.peak_tflops_fp8 * 1e12
+    return hw.peak_tflops_bf16 * 1e12
+
+
+def hbm_bw(hw) -> float:
+    return hw.memory["hbm"].bandwidth_gb_s * 1e9
+
+
+def check(hw) -> List[str]:
+    """Errors of `hardware.op_model` / `hardware.op_fit` (one line each)."""
+    e = []
+    if getattr(hw, "op_model", "roofline") not in OP_MODELS:
+        return [f"hardware.op_model={hw.op_model!r} is not one of: {', '.join(OP_MODELS)}"]
+    if hw.op_model != "fitted":
+        return e
+    if hw.execution != "gpu":
+        e.append(
+            f"hardware.op_model=fitted needs hardware.execution=gpu (the laws time single GPU "
+            f"kernels), got {hw.execution!r}"
+        )
+    fit = hw.op_fit
+    for key in fit.gemm:
+        if key not in GEMM_BYTES:
+            e.append(f"hardware.op_fit.gemm.{key}: the key must be one of: {', '.join(GEMM_BYTES)}")
+    for group in ("attention_prefill", "attention_decode"):
+        for key in getattr(fit, group):
+            if not _ATTN_KEY.match(key):
+                e.append(f"hardware.op_fit.{group}.{key}: the key must be <bf16|fp8>_hd<head_dim>")
+    for group in ("all_reduce", "all_gather"):
+        for key in getattr(fit, group):
+            if not _TP_KEY.match(key):
+                e.append(f"hardware.op_fit.{group}.{key}: the key must be tp<number of GPUs>")
+    for group in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather"):
+        for key, law in getattr(fit, group).items():
+            for name in law:
+                v = float(law[name])
+                lo, hi, inclusive = _RANGES.get(name, (0.0, np.inf, name not in _POSITIVE))
+                ok = np.isfinite(v) and (lo <= v if inclusive else lo < v) and v <= hi
+                if not ok:
+                    lo_s = "[" if inclusive else "("
+                    e.append(f"hardware.op_fit.{group}.{key}.{name}={v} must be in {lo_s}{lo}, {hi}]")
+    return e
+
+
+def laws_of(op, hw, w, tp: int) -> SimpleNamespace:
+    """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
+    decode attention, collective; `skip`: the op is inside a law-costed attention call."""
+    out = SimpleNamespace(gemm=None, prefill=None, decode=None, coll=None, skip=False)
+    if getattr(hw, "op_model", "roofline") != "fitted":
+        return out
+    fit = hw.op_fit
+    if op.gemm_n > 0 and w.weight_dtype in fit.gemm:
+        out.gemm = fit.gemm[w.weight_dtype]
+    key = f"{w.kv_dtype}_hd{int(op.attn_head_dim)}"
+    attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
+    if op.in_attention_call:
+        out.skip = attn_fitted
+    elif op.attn_head_dim > 0 and attn_fitted:
+        out.prefill, out.decode = fit.attention_prefill[key], fit.attention_decode[key]
+    group = {"all_reduce": fit.all_reduce, "all_gather": fit.all_gather}.get(op.coll_kind, {})
+    if f"tp{tp}" in group and op.coll_bytes_per_token > 0:
+        out.coll = group[f"tp{tp}"]
+    return out
+
+
+def fitted(laws) -> bool:
+    return laws.skip or any(x is not None for x in (laws.gemm, laws.prefill, laws.coll))
+
+
+# ---- the laws in natural form (numpy-vectorised; the reference and the fit use these)
+
+
+def pnorm(a, b, p):
+    """(a^p + b^p)^(1/p), computed without overflow (0 when both are 0)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    hi = np.maximum(a, b)
+    safe = np.where(hi > 0, hi, 1.0)
+    return np.where(hi > 0, hi * ((a / safe) ** p + (b / safe) ** p) ** (1.0 / p), 0.0)
+
+
+def gemm_time(law, m, n, k, peak: float, bw: float, wb: float, ab: float):
+    """Seconds of one GEMM of m tokens through an n x k weight."""
+    m, n, k = (np.asarray(x, float) for x in (m, n, k))
+    tc = 2.0 * n * (k + law.k0) * m / (peak * law.e_c)
+    tm = (n * k * wb + m * (k * ab + 2.0 * n)) / (bw * law.e_b)
+    return pnorm(tc, tm, law.p) + law.t0_us * 1e-6
+
+
+def prefill_attention_time(law, pairs, tokens, seqs, heads, head_dim, peak: float):
+    """Seconds of one prefill attention call over `seqs` sequences with `tokens` query tokens
+    and `pairs` causal (query, key) pairs in total; `heads` query heads (per chip)."""
+    pairs, tokens, seqs = (np.asarray(x, float) for x in (pairs, tokens, seqs))
+    per_pair = 4.0 * head_dim / (peak * law.e_a)
+    return law.t0_us * 1e-6 + heads * (
+        pairs * per_pair + tokens * law.tau_tok_ns * 1e-9 + seqs * law.tau_seq_ns * 1e-9
+    )
+
+
+def decode_attention_time(law, seqs, kv_tokens, kv_heads, head_dim, kv_bytes: float):
+    """Seconds of one decode attention call: `seqs` sequences reading `kv_tokens` KV tokens in
+    total, `kv_heads` KV heads of `head_dim` (per chip)."""
+    seqs, kv_tokens = np.asarray(seqs, float), np.asarray(kv_tokens, float)
+    b_kv = kv_tokens * 2.0 * kv_heads * head_dim * kv_bytes
+    x = law.c_sk_ns * 1e-9 * seqs * kv_heads
+    return law.t0_us * 1e-6 + pnorm(x, b_kv / (law.bw_kv_tbs * 1e12), law.p)
+
+
+def collective_time(law, s_bytes):
+    """Seconds of one collective moving a per-rank tensor of `s_bytes` bytes."""
+    s = np.asarray(s_bytes, float)
+    return np.where(s < law.s_switch_bytes, law.a_lo_us, law.a_hi_us) * 1e-6 + s / (law.beta_gb_s * 1e9)
+
+
+# ---- the kernel's per-op constants
+
+
+def law_columns(op, hw, w, tp: int) -> np.ndarray:
+    """The op's law columns of `op_lin` (kernel.L_LAW ...; all 0: the roofline law)."""
+    row = np.zeros(K.N_LIN - K.L_LAW)
+    laws = laws_of(op, hw, w, tp)
+
+    def put(col, v):
+        row[col - K.L_LAW] = v
+
+    bw = hbm_bw(hw)
+    if laws.skip:
+        put(K.L_LAW, K.LAW_SKIP)
+        return row
+    if laws.gemm is not None:
+        g, (wb, ab) = laws.gemm, GEMM_BYTES[w.weight_dtype]
+        n, k, peak = op.gemm_n, op.gemm_k, _peak(hw, w.weight_dtype)
+        put(K.L_LAW, K.LAW_GEMM)
+        put(K.L_T0, g.t0_us * 1e-6)
+        put(K.L_G_AC, 2.0 * n * (k + g.k0) / (peak * g.e_c))  # s per token
+        put(K.L_G_CM, n * k * wb / (bw * g.e_b))  # s
+        put(K.L_G_AM, (k * ab + 2.0 * n) / (bw * g.e_b))  # s per token
+        put(K.L_G_P, g.p)
+    elif laws.prefill is not None:
+        a, d = laws.prefill, laws.decode
+        h, kvh, hd = op.attn_heads, op.attn_kv_heads, op.attn_head_dim
+        put(K.L_LAW, K.LAW_ATTN)
+        put(K.L_T0, a.t0_us * 1e-6)
+        put(K.L_A_PAIR, 4.0 * h * hd / (_peak(hw, w.kv_dtype) * a.e_a))
+        put(K.L_A_TOK, h * a.tau_tok_ns * 1e-9)
+        put(K.L_A_SEQ, h * a.tau_seq_ns * 1e-9)
+        put(K.L_D_T0, d.t0_us * 1e-6)
+        put(K.L_D_SEQ, d.c_sk_ns * 1e-9 * kvh)
+        put(K.L_D_CTX, 2.0 * kvh * hd * ATTN_DTYPES[w.kv_dtype] / (d.bw_kv_tbs * 1e12))
+        put(K.L_D_P, d.p)
+    if laws.coll is not None:
+        c = laws.coll
+        if laws.gemm is None and laws.prefill is None:
+            put(K.L_LAW, K.LAW_COLL)
+        put(K.L_C_BYTES, op.coll_bytes_per_token)
+        put(K.L_C_LO, c.a_lo_us * 1e-6)
+        put(K.L_C_HI, c.a_hi_us * 1e-6)
+        put(K.L_C_SW, c.s_switch_bytes)
+        put(K.L_C_INV_BW, 1.0 / (c.beta_gb_s * 1e9))
+    return row
+
+
+def note(ops, hw, w, tp: int) -> Optional[str]:
+    """One note naming the ops the fitted laws do not cover (costed by the roofline law)."""
+    if getattr(hw, "op_model", "roofline") != "fitted":
+        return None
+    missed = []
+    for op in ops:
+        laws = laws_of(op, hw, w, tp)
+        if op.kind == "gemm" and laws.gemm is None:
+            why = f"no gemm.{w.weight_dtype} law" if op.gemm_n > 0 else "not a plain GEMM"
+            missed.append(f"{op.name} ({why})")
+        if op.kind == "attention" and laws.prefill is None:
+            why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
+            missed.append(f"{op.name} ({why})")
+        if op.coll_kind and tp > 1 and laws.coll is None:
+            missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
+    if not missed:
+        return None
+    return "op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed))
