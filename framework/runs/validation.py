@@ -70,10 +70,11 @@ def engine_table() -> List[Tuple[str, str, List[str]]]:
     return out
 
 
-def engine_config_name(engine: str, version: str = "") -> str:
+def engine_config_name(engine: str, version: str = "", table=None) -> str:
     """The conf/engine file for a measured engine and version: the file of that family listing
-    the version, else the family's first file (alphabetically) listing none, else its first."""
-    table = engine_table()
+    the version, else the family's first file (alphabetically) listing none, else its first.
+    `table`: engine_table(), read once by the caller."""
+    table = engine_table() if table is None else table
     fam = [t for t in table if t[1] == _norm(engine)]
     if not fam:
         known = sorted({f"{f} ({n})" for n, f, _ in table})
@@ -101,14 +102,16 @@ def check_rows(df, csv: Path) -> None:
         if bad.any():
             n = int(bad.to_numpy().argmax())
             kind = "a positive integer" if whole else "a number > 0"
-            raise ValueError(f"{csv.name} data row {n + 1}: {col}={df[col].iloc[n]!r} must be {kind}")
+            x = df[col].iloc[n]
+            shown = repr(x) if isinstance(x, str) else str(x)
+            raise ValueError(f"{csv.name} data row {n + 1}: {col}={shown} must be {kind}")
     for col in ("model", "engine", "precision"):
         bad = df[col].isna() | (df[col].astype(str).str.strip() == "")
         if bad.any():
             raise ValueError(f"{csv.name} data row {int(bad.to_numpy().argmax()) + 1}: {col} is empty")
 
 
-def base_overrides(row, static: bool = False) -> List[str]:
+def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     """Overrides that pick the design of a row (composed once per distinct design)."""
     prec = str(row["precision"]).lower()
     if prec not in PRECISIONS:
@@ -120,7 +123,7 @@ def base_overrides(row, static: bool = False) -> List[str]:
     tp = int(row["tp"])
     return [
         f"model={model_config_name(str(row['model']))}",
-        f"engine={engine_config_name(str(row['engine']), version)}",
+        f"engine={engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
         f"hardware.n_chips={tp}",
         f"hardware.tensor_parallel={tp}",
@@ -215,11 +218,11 @@ def run_validation(
     check_rows(df, csv)
     overrides = list(overrides or [])
     pinned = {o.split("=", 1)[0].lstrip("+") for o in overrides}
-    cache, rows = {}, []
+    cache, rows, engines = {}, [], engine_table()
     with C.context():
         for n, (_, row) in enumerate(df.iterrows(), start=1):
             try:
-                key = tuple(base_overrides(row, static))
+                key = tuple(base_overrides(row, static, engines))
             except ValueError as e:
                 raise ValueError(f"{csv.name} data row {n}: {e}")
             res = _predict(cache, key, row, overrides, pinned, static, launch)

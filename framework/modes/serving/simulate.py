@@ -72,6 +72,15 @@ def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
     ]
 
 
+def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """scheduler.max_held_tokens over arrays of requests (numpy, one call)."""
+    kept = np.minimum(prompt, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt
+    n = kept + output - 1.0
+    if caps[K.P_TOTAL_CAP] > 0:
+        n = np.minimum(n, caps[K.P_TOTAL_CAP])
+    return np.maximum(prompt, n)
+
+
 def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.ndarray, list]:
     """The engine vector and bucket list for the kernel; raises Infeasible for requests that
     could never be scheduled."""
@@ -102,12 +111,10 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
         )
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
-    need = max(
-        np.ceil(SK.max_held_tokens(p, o, caps) / block)
-        if e.on_kv_full == "queue"
-        else np.ceil((p + o - 1.0) / block)
-        for p, o in zip(prompt, output)
-    )
+    if e.on_kv_full == "queue":
+        need = float(np.ceil(max_held(prompt, output, caps) / block).max())
+    else:
+        need = float(np.ceil((prompt + output - 1.0) / block).max())
     if need > cap_blocks:
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
