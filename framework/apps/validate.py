@@ -61,7 +61,17 @@ def print_table(df, csv: Path) -> None:
             f"isl {r['isl']}, osl {r['osl']}): {r['reason']}"
         )
     s = Table(title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio")
-    for col in ("group", "value", "rows", "TPOT MAPE", "TPOT bias", "TPOT worst", "TTFT MAPE", "TTFT bias", "TTFT worst"):
+    for col in (
+        "group",
+        "value",
+        "rows",
+        "TPOT MAPE",
+        "TPOT bias",
+        "TPOT worst",
+        "TTFT MAPE",
+        "TTFT bias",
+        "TTFT worst",
+    ):
         s.add_column(col, justify="left" if col in ("group", "value") else "right")
     for _, g in summary(df).iterrows():
         s.add_row(
