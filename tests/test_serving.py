@@ -23,6 +23,8 @@ from decodelab.runs.validation import default_csv, mape, run_validation
 
 REQ_COLS = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
 SMALL = ("workload.n_requests=16", "workload.prompt_len=300", "workload.output_len=12")
+# the hardware's per-step host cost instead of the engine loop's (the static-decode setting)
+HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
 
 
 def _run(*overrides, caps=None):
@@ -74,6 +76,7 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
             "workload=open_loop",
             "workload.arrival_rate=200",
             "engine=vllm",
+            "engine.kv_mem_basis=free",
             "engine.chunk_size=64",
             "engine.kv_mem_fraction=0.0015",
             "engine.order=sjf",
@@ -156,6 +159,7 @@ def test_one_client_is_the_static_batch_of_one():
         "workload.n_requests=3",
         f"workload.prompt_len={p}",
         f"workload.output_len={o}",
+        *HW_HOST,
     )
     eager_design, _ = S.mixed_design(cfg, design)
     cause = [reference_step(d, cfg, p, p, 1.0)["launch_sync"] for d in (eager_design, design)]
@@ -174,6 +178,7 @@ def test_one_client_is_the_static_batch_of_one():
         f"workload.prompt_len={p}",
         f"workload.output_len={o}",
         "engine.graphs_decode_only=false",
+        *HW_HOST,
     )
     np.testing.assert_allclose(
         (req2[:, SK.R_FIRST] - req2[:, SK.R_ARRIVAL]) * 1e3, static["ttft_ms"], rtol=1e-12
@@ -192,6 +197,7 @@ def test_static_buckets_round_the_batch_up(buckets, padded):
         f"workload.prompt_len={p}",
         "workload.output_len=6",
         f"engine.batch_buckets={buckets}",
+        *HW_HOST,
     )
     dec = steps[steps[:, SK.T_MIXED] == 0]
     assert len(dec) == 5 and (dec[:, SK.T_SEQS] == 3).all() and (dec[:, SK.T_PADDED] == padded).all()
@@ -228,6 +234,7 @@ def test_preemption_recomputes_and_finishes_everything():
         "workload=open_loop",
         "workload.arrival_rate=500",
         "engine=vllm",
+        "engine.kv_mem_basis=free",
         "engine.chunk_size=128",
         "engine.kv_mem_fraction=0.002",
         *SMALL,
@@ -359,6 +366,7 @@ def test_preempt_pool_of_exactly_one_request():
         f"workload.prompt_len={p}",
         f"workload.output_len={o}",
         "engine=vllm",
+        "engine.kv_mem_basis=free",
         "engine.chunk_size=32",
         f"engine.kv_block_tokens={blk}",
     )

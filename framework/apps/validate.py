@@ -6,8 +6,9 @@ predicted with measured TTFT and TPOT; the table is printed and logged to MLflow
   decodelab validate --csv rows.csv engine.chunk_size=2048
   decodelab validate --static                         the decode step alone (calibration)
 
-The CSV needs the columns model, precision, tp, isl, osl, concurrency, ttft_ms, tpot_ms (an
-optional `system` column picks the hardware config; default h100_sxm). docs/validation.md."""
+The CSV needs the columns model, engine, precision, tp, isl, osl, concurrency, ttft_ms, tpot_ms
+(optional: engine_version picks among an engine's configs; `system` the hardware config, default
+h100_sxm). Each row runs with the conf/engine file whose family / versions match. docs/validation.md."""
 
 from __future__ import annotations
 
@@ -17,19 +18,32 @@ from typing import List
 
 from decodelab.apps.common import errors, run_module
 from decodelab.config import compose as C
-from decodelab.runs.validation import default_csv, mape, run_validation
+from decodelab.runs.validation import LAUNCHES, bias, default_csv, mape, run_validation, summary
 from decodelab.tracking import store as tracking
+
+
+def _short_model(m: str) -> str:
+    return str(m).split("/")[-1]
 
 
 def print_table(df, csv: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    con = Console()
+    if not con.is_terminal:  # a file or pipe: the whole table, unwrapped
+        con = Console(width=200)
     t = Table(title=f"decodelab validate: {csv.name} (error = predicted / measured - 1)")
-    for col in ("conc", "isl", "osl", "TTFT meas", "TTFT pred", "err", "TPOT meas", "TPOT pred", "err"):
-        t.add_column(col, justify="right")
+    cols = ("model", "engine", "TP", "prec", "conc", "isl", "osl")
+    cols += ("TTFT meas", "TTFT pred", "err", "TPOT meas", "TPOT pred", "err")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("model", "engine") else "right")
     for _, r in df.iterrows():
         t.add_row(
+            _short_model(r["model"]),
+            f"{r['engine']} {r['engine_version']}".strip(),
+            str(r["tp"]),
+            str(r["precision"]),
             str(r["concurrency"]),
             str(r["isl"]),
             str(r["osl"]),
@@ -40,14 +54,41 @@ def print_table(df, csv: Path) -> None:
             f"{r['tpot_pred']:.2f}",
             f"{r['tpot_err_pct']:+.1f}%",
         )
-    Console().print(t)
+    con.print(t)
     for _, r in df[df["status"] != "ok"].iterrows():
-        Console().print(
-            f"{r['status']} (concurrency {r['concurrency']}, isl {r['isl']}, osl {r['osl']}): {r['reason']}"
+        con.print(
+            f"{r['status']} ({r['engine']} tp {r['tp']}, concurrency {r['concurrency']}, "
+            f"isl {r['isl']}, osl {r['osl']}): {r['reason']}"
         )
-    Console().print(
-        f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}%, "
-        f"TTFT {mape(df, 'ttft'):.1f}% over {len(df)} rows"
+    s = Table(title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio")
+    for col in (
+        "group",
+        "value",
+        "rows",
+        "TPOT MAPE",
+        "TPOT bias",
+        "TPOT worst",
+        "TTFT MAPE",
+        "TTFT bias",
+        "TTFT worst",
+    ):
+        s.add_column(col, justify="left" if col in ("group", "value") else "right")
+    for _, g in summary(df).iterrows():
+        s.add_row(
+            g["group"],
+            g["value"],
+            str(g["rows"]),
+            f"{g['tpot_mape']:.1f}%",
+            f"{g['tpot_bias']:+.1f}%",
+            f"{g['tpot_worst_x']:.2f}x",
+            f"{g['ttft_mape']:.1f}%",
+            f"{g['ttft_bias']:+.1f}%",
+            f"{g['ttft_worst_x']:.2f}x",
+        )
+    con.print(s)
+    con.print(
+        f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}% (bias {bias(df, 'tpot'):+.1f}%), "
+        f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%) over {len(df)} rows"
     )
 
 
@@ -60,7 +101,13 @@ def _log(df, csv: Path) -> None:
             tr,
             f"validate {csv.name}",
             {"kind": "validate", "csv": str(csv)},
-            {"tpot_mape_pct": mape(df, "tpot"), "ttft_mape_pct": mape(df, "ttft"), "rows": float(len(df))},
+            {
+                "tpot_mape_pct": mape(df, "tpot"),
+                "ttft_mape_pct": mape(df, "ttft"),
+                "tpot_bias_pct": bias(df, "tpot"),
+                "ttft_bias_pct": bias(df, "ttft"),
+                "rows": float(len(df)),
+            },
             {"validation.csv": df},
         )
     except Exception as e:  # never lose the printed table to a tracker problem
@@ -78,6 +125,13 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--static", action="store_true", help="the pure decode step instead of the serving simulation"
     )
+    p.add_argument(
+        "--launch",
+        choices=LAUNCHES,
+        default="defaults",
+        help="engine settings: the engine files' sourced defaults, or AIConfigurator's launch "
+        "rules per row (max_num_tokens = concurrency + isl + 1500; SGLang mixed chunks)",
+    )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
 
 
@@ -88,7 +142,7 @@ def run(a) -> int:
     if not csv.is_file():
         return errors(f"csv={csv} is not a file")
     try:
-        df = run_validation(csv, overrides, static=a.static)
+        df = run_validation(csv, overrides, static=a.static, launch=a.launch)
     except (ValueError,) + C.hydra_errors() as e:
         return errors(str(e).strip().splitlines()[0])
     print_table(df, csv)

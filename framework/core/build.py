@@ -86,9 +86,14 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
     f = cfg.engine.kv_mem_fraction
     if not 0.0 < f <= 1.0:
         raise ConfigError(f"engine.kv_mem_fraction={f} must be in (0, 1]")
+    basis = getattr(cfg.engine, "kv_mem_basis", "free")
+    if basis not in ("free", "total"):
+        raise ConfigError(f"engine.kv_mem_basis={basis!r} is not one of: free, total")
     hbm = next((t for t in tiers if t.name == "hbm"), None)
     if hbm is None:
         return 0.0
+    if basis == "total":  # vLLM gpu_memory_utilization: weights and KV share f of the whole HBM
+        return max(0.0, f * hbm.capacity_gib * GIB - weight_bytes_chip)
     return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip)
 
 

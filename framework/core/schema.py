@@ -279,6 +279,12 @@ class WorkloadConfig:
     arrival_rate: float = 0.0  # open_loop: Poisson arrivals per second (ignored with a trace)
     trace: str = ""  # open_loop: CSV of arrival_s, prompt_len, output_len
     think_ms: float = 0.0  # closed_loop: client delay between a response and its next request
+    # closed_loop benchmark client (aiperf / genai-perf, docs/validation.md): warm-up requests run
+    # first and are excluded from the metrics; warmup_drain: the client waits until they all end
+    # and then releases `concurrency` requests at once (aiperf), so the measured phase starts from
+    # an idle engine; false: the measured requests follow the warm-up in the same closed loop.
+    warmup_requests: int = 0
+    warmup_drain: bool = True
     prompt_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     output_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     seed: int = 0
@@ -298,7 +304,20 @@ class EngineConfig:
     batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
     on_kv_full: str = "queue"  # queue (reserve a request's whole KV at admission) | preempt
     kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
+    kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
+    # Host (CPU) work of the engine's scheduler loop, per iteration: host_iter_us + host_per_req_us
+    # x sequences in the step (scheduling, input preparation, sampling, output handling). Without
+    # `overlap` the GPU idles for all of it every step; with an overlap scheduler (the CPU prepares
+    # step n+1 while the GPU runs step n) only the part exceeding the step's GPU time is exposed.
+    # host_iter_us null: the hardware's host_step_us (the static-decode host cost), per step, no overlap.
+    overlap: bool = False
+    host_iter_us: Optional[float] = None
+    host_per_req_us: float = 0.0
+    # Which measured engine this file describes (decodelab validate maps a CSV's engine and
+    # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
+    family: str = ""
+    versions: List[str] = field(default_factory=list)
 
 
 @dataclass

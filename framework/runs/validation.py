@@ -1,19 +1,36 @@
-"""Predict every row of a measured serving CSV (decodelab validate; docs/validation.md)."""
+"""Predict every row of a measured serving CSV (decodelab validate; docs/validation.md).
+
+Each row runs as it was measured: the engine its `engine` / `engine_version` columns name (the
+conf/engine file whose `family` and `versions` match), the row's model, precision and tensor
+parallelism, and the benchmark client of the measurement (workload=closed_loop: `concurrency`
+clients released at t = 0, 10 x concurrency measured requests, 2 x concurrency warm-up requests
+drained before the measurement, TTFT timed from each request's send)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import compose as C
+from decodelab.core.build import build
+from decodelab.core.result import Result
+from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
+from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
 from decodelab.paths import CONF_DIR, VALIDATION_DIR
 
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
-COLUMNS = ("model", "precision", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
-REQUESTS_PER_CLIENT = 10  # AIConfigurator assumes ~10x concurrency requests per measured point
+COLUMNS = ("model", "engine", "precision", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
+INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
+# The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
+# --request-count 10*c --warmup-request-count 2*c (aiconfigurator @961028348
+# src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
+REQUESTS_PER_CLIENT = 10
+WARMUP_PER_CLIENT = 2
 PRECISIONS = {"bf16": ("bf16", "bf16"), "fp16": ("fp16", "fp16"), "fp8": ("fp8", "fp8")}
+LAUNCHES = ("defaults", "aic")
+GROUPS = ("engine", "model", "tp", "concurrency")
 
 
 def default_csv() -> Path:
@@ -41,16 +58,72 @@ def model_config_name(model: str) -> str:
     return names[key]
 
 
-def base_overrides(row, static: bool = False) -> List[str]:
+def engine_table() -> List[Tuple[str, str, List[str]]]:
+    """(config name, family, versions) of every conf/engine file that names a family."""
+    import yaml
+
+    out = []
+    for p in sorted((CONF_DIR / "engine").glob("*.yaml")):
+        d = yaml.safe_load(p.read_text()) or {}
+        if d.get("family"):
+            out.append((p.stem, _norm(str(d["family"])), [str(v) for v in d.get("versions") or []]))
+    return out
+
+
+def engine_config_name(engine: str, version: str = "", table=None) -> str:
+    """The conf/engine file for a measured engine and version: the file of that family listing
+    the version, else the family's first file (alphabetically) listing none, else its first.
+    `table`: engine_table(), read once by the caller."""
+    table = engine_table() if table is None else table
+    fam = [t for t in table if t[1] == _norm(engine)]
+    if not fam:
+        known = sorted({f"{f} ({n})" for n, f, _ in table})
+        raise ValueError(f"engine {engine!r} has no config in conf/engine/ (known: {', '.join(known)})")
+    for name, _, versions in fam:
+        if version and version in versions:
+            return name
+    return next((n for n, _, v in fam if not v), fam[0][0])
+
+
+def check_rows(df, csv: Path) -> None:
+    """One ValueError naming the first bad column or row: missing columns, no data rows,
+    non-positive or non-numeric sizes and measurements."""
+    import pandas as pd
+
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{csv.name} lacks columns: {', '.join(missing)} (needs {', '.join(COLUMNS)})")
+    if df.empty:
+        raise ValueError(f"{csv.name} has a header but no data rows")
+    for col in INT_COLUMNS + ("ttft_ms", "tpot_ms"):
+        v = pd.to_numeric(df[col], errors="coerce")
+        whole = col in INT_COLUMNS
+        bad = ~(v > 0) | (v.round() != v if whole else False)
+        if bad.any():
+            n = int(bad.to_numpy().argmax())
+            kind = "a positive integer" if whole else "a number > 0"
+            x = df[col].iloc[n]
+            shown = repr(x) if isinstance(x, str) else str(x)
+            raise ValueError(f"{csv.name} data row {n + 1}: {col}={shown} must be {kind}")
+    for col in ("model", "engine", "precision"):
+        bad = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if bad.any():
+            raise ValueError(f"{csv.name} data row {int(bad.to_numpy().argmax()) + 1}: {col} is empty")
+
+
+def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     """Overrides that pick the design of a row (composed once per distinct design)."""
     prec = str(row["precision"]).lower()
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
     system = str(row["system"]) if "system" in row and isinstance(row["system"], str) else "h100_sxm"
+    version = row.get("engine_version", "")
+    version = "" if not isinstance(version, str) else version
     tp = int(row["tp"])
     return [
         f"model={model_config_name(str(row['model']))}",
+        f"engine={engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
         f"hardware.n_chips={tp}",
         f"hardware.tensor_parallel={tp}",
@@ -72,37 +145,92 @@ def row_workload(row, static: bool = False) -> Dict[str, int]:
         "prompt_len": int(row["isl"]),
         "output_len": int(row["osl"]),
         "n_requests": REQUESTS_PER_CLIENT * c,
+        "warmup_requests": WARMUP_PER_CLIENT * c,
     }
 
 
-def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: bool = False):
-    """Predicted vs measured per row (a pandas DataFrame). `overrides` (Hydra syntax) apply to
-    every row; a workload field they name is not replaced by the row's value."""
-    import pandas as pd
+def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
+    """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
+    (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
+    @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
+    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500."""
+    if launch != "aic":
+        return {}
+    c, isl = int(row["concurrency"]), int(row["isl"])
+    if family in ("trtllm", "vllm"):
+        return {"max_tokens_per_step": c + isl + 1500}
+    if family == "sglang":
+        return {"mixed_steps": True, "max_tokens_per_step": isl + 1500}
+    return {}
+
+
+def _predict(cache, key, row, overrides, pinned, static, launch):
     from omegaconf import OmegaConf
 
-    df = pd.read_csv(csv, comment="#")
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{csv} lacks columns: {', '.join(missing)}")
+    if key not in cache:
+        cfg = C.compose_in_context(["tracking=off", *key, *overrides])
+        OmegaConf.set_readonly(cfg, False)
+        design = mixed = None
+        if not static:
+            try:
+                design = build(cfg)
+                mixed, _ = mixed_design(cfg, design)
+            except (ConfigError, Infeasible):
+                pass  # evaluate() records the reason
+        cache[key] = (cfg, design, mixed)
+    cfg, design, mixed = cache[key]
+    values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
+    family = _norm(str(row["engine"]))
+    values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
+    if static or design is None:
+        cfg = cfg.copy()
+        for k, v in values.items():
+            if k not in pinned:
+                OmegaConf.update(cfg, k, v)
+        return evaluate(cfg, keep_steps=False)
+    for k, v in values.items():  # in place: one composed config per design, many workloads
+        if k not in pinned:
+            OmegaConf.update(cfg, k, v)
+    try:
+        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed)
+    except ConfigError as e:
+        return Result.invalid(str(e))
+    except Infeasible as e:
+        return Result.infeasible(str(e))
+
+
+def run_validation(
+    csv: Path, overrides: Optional[List[str]] = None, static: bool = False, launch: str = "defaults"
+):
+    """Predicted vs measured per row (a pandas DataFrame). `overrides` (Hydra syntax) apply to
+    every row; a workload or engine field they name is not replaced by the row's value."""
+    import pandas as pd
+
+    if launch not in LAUNCHES:
+        raise ValueError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")
+    try:
+        df = pd.read_csv(csv, comment="#")
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{csv.name} is empty (needs the columns {', '.join(COLUMNS)})")
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValueError(f"{csv.name} is not a readable CSV ({type(e).__name__})")
+    check_rows(df, csv)
     overrides = list(overrides or [])
-    pinned = {o.split("=", 1)[0] for o in overrides}
-    bases, rows = {}, []
+    pinned = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    cache, rows, engines = {}, [], engine_table()
     with C.context():
         for n, (_, row) in enumerate(df.iterrows(), start=1):
-            for col in ("ttft_ms", "tpot_ms"):
-                if not float(row[col]) > 0:  # also NaN
-                    raise ValueError(f"{csv.name} data row {n}: {col}={row[col]} must be > 0")
-            key = tuple(base_overrides(row, static))
-            if key not in bases:
-                bases[key] = C.compose_in_context(["tracking=off", *key, *overrides])
-            cfg = bases[key].copy()
-            for field, value in row_workload(row, static).items():
-                if f"workload.{field}" not in pinned:
-                    OmegaConf.update(cfg, f"workload.{field}", value)
-            res = evaluate(cfg, keep_steps=False)
+            try:
+                key = tuple(base_overrides(row, static, engines))
+            except ValueError as e:
+                raise ValueError(f"{csv.name} data row {n}: {e}")
+            res = _predict(cache, key, row, overrides, pinned, static, launch)
             m = res["metrics"]
-            rec = {k: row[k] for k in ("concurrency", "isl", "osl", "precision", "tp")}
+            rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
+            ver = row.get("engine_version", "")
+            rec["engine_version"] = ver if isinstance(ver, str) else ""
+            rec["engine_config"] = key[1].split("=", 1)[1]
             rec.update(
                 status=res["status"],
                 reason=res["reason"],
@@ -120,3 +248,29 @@ def run_validation(csv: Path, overrides: Optional[List[str]] = None, static: boo
 def mape(df, key: str) -> float:
     """Mean absolute percentage error of `key` (ttft or tpot) over the rows."""
     return float(df[f"{key}_err_pct"].abs().mean())
+
+
+def bias(df, key: str) -> float:
+    """Mean signed percentage error (predicted / measured - 1) of `key` over the rows."""
+    return float(df[f"{key}_err_pct"].mean())
+
+
+def summary(df, groups=GROUPS):
+    """One row per group value (and `all`): rows, MAPE, bias and worst ratio of TPOT and TTFT."""
+    import numpy as np
+    import pandas as pd
+
+    def stats(d, group, value):
+        out = {"group": group, "value": str(value), "rows": len(d)}
+        for k in ("tpot", "ttft"):
+            ratio = d[f"{k}_pred"] / d[f"{k}_meas"]
+            out[f"{k}_mape"] = mape(d, k)
+            out[f"{k}_bias"] = bias(d, k)
+            out[f"{k}_worst_x"] = float(np.nanmax(np.maximum(ratio, 1.0 / ratio))) if len(d) else np.nan
+        return out
+
+    recs = [stats(df, "all", "all")]
+    for g in groups:
+        for v, d in df.groupby(g, sort=True):
+            recs.append(stats(d, g, v))
+    return pd.DataFrame(recs)

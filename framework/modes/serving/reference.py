@@ -72,6 +72,9 @@ def engine_dict(eng, buckets) -> dict:
         "cap_blocks": float(eng[SK.E_CAP_BLOCKS]),
         "block": float(eng[SK.E_BLOCK]),
         "closed": bool(eng[SK.E_CLOSED]),
+        "overlap": bool(eng[SK.E_OVERLAP]),
+        "host_iter": float(eng[SK.E_HOST_ITER]),
+        "host_req": float(eng[SK.E_HOST_REQ]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -193,6 +196,22 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             decode_part()
         prefill_part()
         admit_part()
+        if (
+            eng["mixed"]
+            and not eng["chunk"]
+            and step
+            and all(dec for _, _, dec in step)
+            and waiting
+            and len(running) < eng["max_batch"]
+            and budget < waiting[0].target <= eng["max_tokens"]
+        ):  # whole prompts: the head fits the budget but not next to the decodes
+            step.clear()
+            in_step.clear()
+            budget = eng["max_tokens"]
+            admit_part()
+            if not step:  # KV memory holds it back: the decode step after all
+                budget = eng["max_tokens"]
+                decode_part()
         if not eng["mixed"] and not step:
             decode_part()
         if not step:
@@ -222,7 +241,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         cost = reference_step_agg(
             design if all_decode else design_mixed, cfg, tokens, kv_read, pairs, seqs, sampled, *pre
         )
-        t_end = t + sum(cost[c] for c in CAUSES)
+        gpu = sum(cost[c] for c in CAUSES if c != "host")
+        host = eng["host_iter"] + eng["host_req"] * len(step)  # the engine loop's host work
+        if eng["overlap"]:  # hidden under the GPU's previous step, except what exceeds it
+            host = max(0.0, host - gpu)
+        t_end = t + gpu + host
 
         for r, q, dec in step:
             if dec:

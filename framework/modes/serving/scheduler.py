@@ -11,14 +11,20 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
 - a step schedules, in order: decoding sequences (1 token each), sequences part-way through their
   prefill (a chunk each), then admits waiting requests head first while `max_batch` sequences,
   the token budget `max_tokens` and KV memory allow (the first that does not fit blocks the rest);
-  chunk 0 = a prompt is prefilled whole, so it must fit the step's remaining budget;
+  chunk 0 = a prompt is prefilled whole, so it must fit the step's remaining budget; when the
+  head of the queue fits the budget but not next to the step's decode tokens (and no other
+  prefill is in the step), the step becomes a context-only step: a prompt up to
+  `max_tokens` is never starved behind decodes;
 - mixed = 0: prefill and decode are separate steps (prefill first when there is prefill work);
 - KV memory in blocks of `block` tokens; queue mode reserves a request's largest KV at admission
   and never evicts; preempt mode allocates blocks as sequences grow and, when none is free,
   preempts the newest running sequence, which later recomputes its prompt + generated tokens;
 - a decode-only step runs at the smallest compiled batch bucket >= its sequences (static
   graphs; every per-sequence term scaled to the padded batch) and with `call_cost` (e.g. CUDA
-  graphs); a step with prefill work runs with `call_cost_mixed`.
+  graphs); a step with prefill work runs with `call_cost_mixed`;
+- host work of the engine loop per step: host_iter + host_req x sequences (the caller passes
+  `hw` with its per-step host cost moved into E_HOST_ITER). Without overlap the step lasts its
+  GPU time + host work; with an overlap scheduler only max(0, host work - GPU time) is exposed.
 The KV policy is the caller's caps (kernel.P_*): a decode step attends attended_tokens(prompt,
 prompt + generated, caps); a sequence holds min(min(p, prompt_cap) + g - 1, total_cap) tokens after
 its prefill and g generated tokens (the newest token's KV is written by the next step).
@@ -29,10 +35,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import N_ACC, P_PROMPT_CAP, P_TOTAL_CAP, attended_tokens, causal_pairs, step_core
+from decodelab.core.kernel import (
+    K_HOST,
+    N_ACC,
+    P_PROMPT_CAP,
+    P_TOTAL_CAP,
+    attended_tokens,
+    causal_pairs,
+    step_core,
+)
 
-(E_MAX_BATCH, E_MAX_TOKENS, E_CHUNK, E_ORDER, E_MIXED, E_PREEMPT, E_CAP_BLOCKS, E_BLOCK, E_CLOSED) = range(9)
-N_ENG = 9
+(
+    E_MAX_BATCH,
+    E_MAX_TOKENS,
+    E_CHUNK,
+    E_ORDER,
+    E_MIXED,
+    E_PREEMPT,
+    E_CAP_BLOCKS,
+    E_BLOCK,
+    E_CLOSED,
+    E_OVERLAP,
+    E_HOST_ITER,
+    E_HOST_REQ,
+) = range(12)
+N_ENG = 12
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
@@ -295,6 +322,9 @@ def serve(
     cap_blocks = eng[E_CAP_BLOCKS]
     block = eng[E_BLOCK]
     closed = eng[E_CLOSED] > 0.0
+    overlap = eng[E_OVERLAP] > 0.0
+    host_iter = eng[E_HOST_ITER]
+    host_req = eng[E_HOST_REQ]
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
     acc_flops = np.zeros((n_calls, N_ACC))
@@ -412,6 +442,64 @@ def serve(
             max_batch,
             t,
         )
+        if (
+            mixed
+            and chunk <= 0.0
+            and n_dec > 0
+            and cnt[C_SCHED] == n_dec
+            and cnt[C_WAIT] > 0
+            and cnt[C_RUN] < max_batch
+            and fb[F_BUDGET] < pre_len[wq[0]] <= max_tok
+        ):  # whole prompts: the head fits the budget, not next to the decodes -> context-only step
+            for s in range(n_dec):
+                in_step[sched[s]] = False
+            cnt[C_SCHED] = 0
+            fb[F_BUDGET] = max_tok
+            _admit_part(
+                run,
+                wq,
+                sched,
+                q_of,
+                in_step,
+                cnt,
+                fb,
+                blocks,
+                pre_len,
+                prompt,
+                output,
+                state,
+                req,
+                caps,
+                block,
+                chunk,
+                preempt,
+                max_batch,
+                t,
+            )
+            n_dec = 0
+            if cnt[C_SCHED] == 0:  # KV memory holds it back: the decode step after all
+                fb[F_BUDGET] = max_tok
+                _decode_part(
+                    run,
+                    wq,
+                    sched,
+                    q_of,
+                    in_step,
+                    cnt,
+                    fb,
+                    blocks,
+                    done_tok,
+                    pre_len,
+                    prompt,
+                    gen,
+                    state,
+                    req,
+                    caps,
+                    block,
+                    preempt,
+                    order,
+                )
+                n_dec = cnt[C_SCHED]
         if not mixed and cnt[C_SCHED] == 0:  # separate steps: decode when no prefill work
             _decode_part(
                 run,
@@ -504,9 +592,15 @@ def serve(
             acc_link,
             row,
         )
-        dur = 0.0
+        gpu = 0.0
         for k in range(7):
-            dur += row[k]
+            if k != K_HOST:
+                gpu += row[k]
+        host = row[K_HOST] + host_iter + host_req * n_sched
+        if overlap:  # the CPU prepares this step while the GPU runs the previous one
+            host = max(0.0, host - gpu)
+        row[K_HOST] = host
+        dur = gpu + host
         t_end = t + dur
 
         # ---- advance the sequences

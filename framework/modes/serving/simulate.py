@@ -19,7 +19,7 @@ from decodelab.core import kv_costs as KC
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
-from decodelab.modes.serving.workload import requests
+from decodelab.modes.serving.workload import requests, simulated_warmup
 from decodelab.errors import ConfigError, Infeasible
 
 ON_KV_FULL = ("queue", "preempt")
@@ -42,6 +42,10 @@ def check_engine(e) -> None:
             "engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
             "preempted request recomputes prompt + output, which can exceed the budget"
         )
+    if e.host_iter_us is not None and not e.host_iter_us >= 0:
+        errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
+    if not e.host_per_req_us >= 0:
+        errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
     if any(b < 1 for b in e.batch_buckets):
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:
@@ -66,6 +70,15 @@ def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
         "steps with prefill work launch kernels eagerly (CUDA graphs replay "
         "decode-only steps: engine.graphs_decode_only)"
     ]
+
+
+def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """scheduler.max_held_tokens over arrays of requests (numpy, one call)."""
+    kept = np.minimum(prompt, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt
+    n = kept + output - 1.0
+    if caps[K.P_TOTAL_CAP] > 0:
+        n = np.minimum(n, caps[K.P_TOTAL_CAP])
+    return np.maximum(prompt, n)
 
 
 def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.ndarray, list]:
@@ -98,12 +111,10 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
         )
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
-    need = max(
-        np.ceil(SK.max_held_tokens(p, o, caps) / block)
-        if e.on_kv_full == "queue"
-        else np.ceil((p + o - 1.0) / block)
-        for p, o in zip(prompt, output)
-    )
+    if e.on_kv_full == "queue":
+        need = float(np.ceil(max_held(prompt, output, caps) / block).max())
+    else:
+        need = float(np.ceil((prompt + output - 1.0) / block).max())
     if need > cap_blocks:
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
@@ -120,10 +131,22 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
     eng[SK.E_CAP_BLOCKS] = cap_blocks
     eng[SK.E_BLOCK] = block
     eng[SK.E_CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
+    eng[SK.E_OVERLAP] = 1.0 if e.overlap else 0.0
+    # the engine loop's host work replaces the hardware's per-step host cost (see serving_hw)
+    eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
+    eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
     return eng, buckets, notes
 
 
-def prepare(cfg, design: Design) -> Dict[str, Any]:
+def serving_hw(design: Design) -> np.ndarray:
+    """The machine vector the scheduler runs with: the per-step host cost is the engine's
+    (E_HOST_ITER, E_HOST_REQ, overlap), so the kernel's own host term is zero."""
+    hw = design.hw.copy()
+    hw[K.H_HOST_STEP] = 0.0
+    return hw
+
+
+def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
     """Everything the scheduler kernel takes: `kernel_args` for SK.serve, and the pieces."""
     if cfg.speculative.enabled:
         raise ConfigError(
@@ -132,7 +155,10 @@ def prepare(cfg, design: Design) -> Dict[str, Any]:
         )
     arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
     think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)  # closed loop: per request
-    mixed, notes = mixed_design(cfg, design)
+    if mixed is None:
+        mixed, notes = mixed_design(cfg, design)
+    else:  # the caller built it (decodelab validate: once per design, many workloads)
+        notes = []
     if cfg.kv_policy.name != "full":
         notes.append(
             f"serving applies kv_policy={cfg.kv_policy.name} through its caps (kept, "
@@ -156,7 +182,7 @@ def prepare(cfg, design: Design) -> Dict[str, Any]:
         mixed.call_cost,
         design.tier_bw,
         design.kv_frac,
-        design.hw,
+        serving_hw(design),
         design.kv_caps,
         eng,
         buckets,
@@ -178,9 +204,9 @@ def prepare(cfg, design: Design) -> Dict[str, Any]:
     }
 
 
-def simulate_serving(cfg, design: Design):
+def simulate_serving(cfg, design: Design, mixed: Design = None):
     """Run the scheduler. Returns (req, steps, design_mixed, eng, notes)."""
-    p = prepare(cfg, design)
+    p = prepare(cfg, design, mixed)
     mixed, eng, notes = p["mixed"], p["eng"], p["notes"]
     req, steps, status = SK.serve(*p["kernel_args"])
     if status != 0:
@@ -257,8 +283,12 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     return m
 
 
-def evaluate_serving(cfg, design: Design, keep_steps: bool = True) -> Result:
-    req, steps, _, _, notes = simulate_serving(cfg, design)
+def evaluate_serving(cfg, design: Design, keep_steps: bool = True, mixed: Design = None) -> Result:
+    req, steps, _, _, notes = simulate_serving(cfg, design, mixed)
+    warm = simulated_warmup(cfg.workload)
+    if warm:  # the benchmark client excludes its warm-up requests from the statistics
+        req = req[warm:]
+        notes.append(f"{warm} warm-up requests simulated ahead, excluded from the metrics")
     return Result(
         "ok",
         notes=list(design.notes) + notes,

@@ -93,6 +93,8 @@ def check_workload(w) -> None:
         raise ConfigError(f"workload.kind={w.kind!r} is not one of: {', '.join(KINDS)}")
     if w.kind == "closed_loop" and w.concurrency < 1:
         raise ConfigError(f"workload.concurrency={w.concurrency} must be >= 1 for closed_loop")
+    if w.warmup_requests < 0:
+        raise ConfigError(f"workload.warmup_requests={w.warmup_requests} must be >= 0")
     if w.n_requests < 0:
         raise ConfigError(f"workload.n_requests={w.n_requests} must be >= 0 (0: default count)")
     if not w.think_ms >= 0:
@@ -103,13 +105,22 @@ def check_workload(w) -> None:
         )
 
 
+def simulated_warmup(w) -> int:
+    """Warm-up requests the closed loop simulates ahead of the measured ones (issued first, so
+    they are the first indices). With warmup_drain the measured phase starts from an idle,
+    warm engine (the prefix cache is not modelled), exactly as simulating no warm-up at all."""
+    if w.kind != "closed_loop" or w.warmup_drain:
+        return 0
+    return int(w.warmup_requests)
+
+
 def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(arrival_s, prompt_len, output_len) per request, in arrival order."""
     check_workload(w)
     rng = np.random.default_rng(w.seed)
     trace = load_trace(w.trace) if w.trace else None
     if w.kind == "closed_loop":
-        n = w.n_requests or 10 * w.concurrency
+        n = (w.n_requests or 10 * w.concurrency) + simulated_warmup(w)
         if trace is not None and "trace" in (w.prompt_dist.kind, w.output_dist.kind):
             n = min(n, len(trace[0]))  # trace lengths: at most every row
     elif trace is not None:

@@ -1,0 +1,222 @@
+"""Issue 13: the engine loop's host work (overlap or not), the benchmark client (warm-up excluded,
+all clients released at t = 0), whole prompts never starved behind decodes, and `decodelab
+validate`'s engine column and malformed CSVs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import compose_cfg
+from decodelab.core import kernel as K
+from decodelab.core.build import build
+from decodelab.modes.dispatch import evaluate
+from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving import simulate as S
+from decodelab.runs.validation import engine_config_name, run_validation
+
+HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _one_client(*ov, p=1000, o=8):
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.n_requests=1",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        *ov,
+    )
+    design = build(cfg)
+    req, steps, *_ = S.simulate_serving(cfg, design)
+    # the decode steps' GPU time: the kernel's uniform batch-1 rows without the host term
+    hw = S.serving_hw(design)
+    rows = np.array([[1.0, p + g, 1.0, 1.0, 0.0] for g in range(1, o)])
+    a = design.arrays()
+    gpu = K.simulate(*a[:7], hw, rows).sum(1)
+    return steps[steps[:, SK.T_MIXED] == 0], gpu
+
+
+@pytest.mark.parametrize(
+    "overlap, h_iter, h_req, expect",
+    [
+        # no overlap: the GPU idles for all host work: gpu + 1000 us + 1 x 250 us
+        ("false", 1000, 250, lambda gpu: gpu + 1.25e-3),
+        # overlap, host work (100 ms + 0.25 ms) longer than any batch-1 step: it sets the pace
+        ("true", 100000, 250, lambda gpu: np.full_like(gpu, 100.25e-3)),
+        # overlap, host work (1 us) far shorter than the step: hidden, the GPU time alone
+        ("true", 1, 0, lambda gpu: gpu),
+    ],
+)
+def test_host_work_term_golden(overlap, h_iter, h_req, expect):
+    dec, gpu = _one_client(
+        f"engine.overlap={overlap}", f"engine.host_iter_us={h_iter}", f"engine.host_per_req_us={h_req}"
+    )
+    assert len(dec) == 7
+    np.testing.assert_allclose(dec[:, SK.T_DUR], expect(gpu), rtol=1e-12)
+    host = dec[:, SK.T_CAUSE + K.CAUSES.index("host")]
+    np.testing.assert_allclose(host, dec[:, SK.T_DUR] - gpu, rtol=1e-9, atol=1e-15)
+
+
+def test_host_iter_null_is_the_hardware_step_cost():
+    """engine.host_iter_us null: the hardware's host_step_us every step, as a static decode."""
+    dec, gpu = _one_client("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
+    host = compose_cfg().hardware.host_step_us * 1e-6
+    np.testing.assert_allclose(dec[:, SK.T_DUR], gpu + host, rtol=1e-12)
+
+
+def test_per_request_host_work_scales_with_the_batch():
+    """4 equal clients in lock-step, no overlap: each decode step pays 200 + 4 x 50 = 400 us."""
+    base = ("workload=closed_loop", "workload.concurrency=4", "workload.n_requests=4")
+    base += ("workload.prompt_len=300", "workload.output_len=5", "engine.overlap=false")
+    steps = {}
+    for h in (0, 50):
+        cfg = compose_cfg(*base, "engine.host_iter_us=200", f"engine.host_per_req_us={h}")
+        _, st, *_ = S.simulate_serving(cfg, build(cfg))
+        steps[h] = st
+    dec0, dec1 = (steps[h][steps[h][:, SK.T_MIXED] == 0] for h in (0, 50))
+    assert (dec1[:, SK.T_SEQS] == 4).all()
+    np.testing.assert_allclose(dec1[:, SK.T_DUR] - dec0[:, SK.T_DUR], 4 * 50e-6, rtol=1e-9)
+
+
+def _client(*ov):
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.prompt_len=700",
+        "workload.output_len=6",
+        *ov,
+    )
+    res = evaluate(cfg)
+    assert res["status"] == "ok", res["reason"]
+    return res
+
+
+def test_warmup_requests_are_excluded():
+    """One client, 1 warm-up + 2 measured requests, not drained: 3 requests back to back; the
+    metrics count the 2 measured ones, the first of which is sent when the warm-up ends."""
+    res = _client("workload.n_requests=2", "workload.warmup_requests=1", "workload.warmup_drain=false")
+    req = res["serving"]["requests"]
+    assert len(req) == 2 and res["metrics"]["n_requests"] == 2.0
+    assert req[0, SK.R_ARRIVAL] > 0.0  # sent when the warm-up request ended
+    # every request of one client is the same: TTFT is that of a lone request
+    alone = _client("workload.n_requests=1")["metrics"]
+    assert res["metrics"]["ttft_ms"] == pytest.approx(alone["ttft_ms"], rel=1e-12)
+
+
+def test_warmup_exclusion_against_the_whole_run():
+    """3 clients, whole prompts, a token budget of one prompt: the first wave queues. With 3
+    warm-ups not drained, the metrics are those of requests 3.. of the same 9-request run."""
+    ov = ("workload.concurrency=3", "engine.max_tokens_per_step=700")
+    whole = _client(*ov, "workload.n_requests=9")
+    tail = _client(*ov, "workload.n_requests=6", "workload.warmup_requests=3", "workload.warmup_drain=false")
+    r = whole["serving"]["requests"][3:]
+    ttft = np.mean(r[:, SK.R_FIRST] - r[:, SK.R_ARRIVAL]) * 1e3
+    assert tail["metrics"]["ttft_ms"] == pytest.approx(ttft, rel=1e-12)
+    # drained (aiperf): the measured phase starts idle with a burst, as a run without warm-up
+    drained = _client(*ov, "workload.n_requests=6", "workload.warmup_requests=3")
+    plain = _client(*ov, "workload.n_requests=6")
+    assert drained["metrics"]["ttft_ms"] == plain["metrics"]["ttft_ms"]
+
+
+def test_whole_prompt_of_the_full_budget_is_not_starved():
+    """2 clients released at t = 0, whole prompts of exactly max_tokens_per_step (512): step 1
+    prefills request 0; step 2 cannot fit request 1 next to request 0's decode token (511 left),
+    so it is a context-only step: request 1's first token comes from step 2, not after request 0
+    has finished its 50 tokens."""
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=2",
+        "workload.n_requests=2",
+        "workload.prompt_len=512",
+        "workload.output_len=50",
+        "engine.max_tokens_per_step=512",
+    )
+    req, steps, *_ = S.simulate_serving(cfg, build(cfg))
+    assert req[0, SK.R_FIRST_STEP] == 0 and req[1, SK.R_FIRST_STEP] == 1
+    assert steps[1, SK.T_DECODE] == 0 and steps[1, SK.T_PREFILL] == 512
+    assert np.isfinite(req[:, SK.R_DONE]).all()
+
+
+# ---- decodelab validate: the engine column, malformed CSVs -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "engine, version, name",
+    [
+        ("trtllm", "1.0.0rc3", "default"),
+        ("trtllm", "9.9", "default"),  # a version no file lists: the family's file
+        ("vllm", "0.12.0", "vllm"),
+        ("sglang", "0.5.1.post1", "sglang"),
+        ("sglang", "0.5.8.post1", "sglang_0_5_8"),
+        ("SGLang", "", "sglang"),
+    ],
+)
+def test_engine_column_picks_the_config(engine, version, name):
+    assert engine_config_name(engine, version) == name
+
+
+def test_unknown_engine_lists_the_known_ones():
+    with pytest.raises(ValueError) as ei:
+        engine_config_name("tgi", "1.0")
+    msg = str(ei.value)
+    assert "engine 'tgi' has no config in conf/engine/" in msg
+    for fam in ("trtllm", "vllm", "sglang"):
+        assert fam in msg
+
+
+def test_rows_run_with_their_engine(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text(
+        HEADER
+        + f"{LLAMA},trtllm,1.0.0rc3,bf16,1,256,8,2,50.0,7.0\n"
+        + f"{LLAMA},vllm,0.12.0,bf16,1,256,8,2,50.0,7.0\n"
+        + f"{LLAMA},sglang,0.5.1.post1,bf16,1,256,8,2,50.0,7.0\n"
+    )
+    df = run_validation(csv)
+    assert list(df["engine_config"]) == ["default", "vllm", "sglang"]
+    assert (df["status"] == "ok").all()
+    assert df["tpot_pred"].nunique() == 3  # three engines, three predictions
+
+
+def _validate(tmp_path, text):
+    csv = tmp_path / "rows.csv"
+    csv.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "decodelab.apps.cli", "validate", "--csv", str(csv), "--no-track"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+ROW = f"{LLAMA},trtllm,1.0.0rc3,bf16,1,256,8,2,50.0,7.0\n"
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (HEADER, ["has a header but no data rows"]),
+        ("", ["is empty"]),
+        (HEADER.replace(",engine,", ",") + ROW.replace(",trtllm,", ","), ["lacks columns: engine"]),
+        (HEADER + ROW.replace(",256,8,2,", ",-256,8,2,"), ["data row 1", "isl=-256", "positive integer"]),
+        (HEADER + ROW + ROW.replace(",256,8,2,", ",256,abc,2,"), ["data row 2", "osl='abc'"]),
+        (HEADER + ROW.replace(",256,8,2,", ",256,8,0,"), ["data row 1", "concurrency=0"]),
+        (HEADER + ROW.replace(",bf16,1,", ",bf16,1.5,"), ["data row 1", "tp=1.5"]),
+        (HEADER + ROW.replace(",50.0,7.0", ",50.0,-1"), ["data row 1", "tpot_ms=-1", "> 0"]),
+        (HEADER + ROW.replace(",trtllm,", ",tgi,"), ["data row 1", "engine 'tgi'", "known:"]),
+        (HEADER + ROW.replace(",bf16,", ",int3,"), ["data row 1", "precision 'int3'"]),
+    ],
+)
+def test_malformed_csv_is_one_error_line(tmp_path, text, words):
+    out = _validate(tmp_path, text)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
