@@ -180,7 +180,9 @@ def test_rows_run_with_their_engine(tmp_path):
     df = run_validation(csv)
     assert list(df["engine_config"]) == ["default", "vllm", "sglang"]
     assert (df["status"] == "ok").all()
-    assert df["tpot_pred"].nunique() == 3  # three engines, three predictions
+    # vLLM 0.12 exposes its host work (no overlap scheduler); TRT-LLM and SGLang hide theirs under
+    # a GPU step this long, so those two may coincide on such a small row
+    assert df["tpot_pred"].iloc[1] > df["tpot_pred"].iloc[0]
 
 
 def _validate(tmp_path, text):

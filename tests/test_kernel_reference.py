@@ -109,12 +109,19 @@ def test_kernel_causes_nonnegative_and_sum_to_step_total(cfg, extra):
     [
         ("llama3_1_8b", "h100_sxm"),
         ("llama3_1_70b", "dgx_h100"),
-        ("llama3_1_70b", "sn40l_socket"),
+        ("llama3_1_70b", "sn40l_socket"),  # weights and KV spill to DDR (stated placement policy)
         ("qwen2_5_72b", "sn40l_rack16"),
     ],
 )
 def test_evaluate_metrics_are_the_cause_sums(compose, model, hardware):
-    res = evaluate(compose(f"model={model}", f"hardware={hardware}", "workload.output_len=16"))
+    res = evaluate(
+        compose(
+            f"model={model}",
+            f"hardware={hardware}",
+            "workload.output_len=16",
+            "workload.kv_placement=spill_ddr",
+        )
+    )
     assert res["status"] == "ok"
     m, times = res["metrics"], res["times"]
     assert times.shape == (16, len(CAUSES))  # prefill + 15 decode steps
