@@ -112,6 +112,11 @@ class HardwareConfig:
     loop_buffer_slots: int = 0  # dataflow BatchStreaming: samples the loop buffer holds
     host_step_us: float = 0.0  # host scheduling per decode step (sampling, bookkeeping)
     source: str = ""
+    # FP4 units, power and price (framework/core/cost.py, docs/model.md "Cost and energy")
+    peak_tflops_fp4: float = 0.0  # 0: no FP4 units, FP4 weights are dequantized (FP8 or BF16 rate)
+    tdp_w: float = 0.0  # board power at full load, per chip (0: energy not reported)
+    idle_w: float = 0.0  # power of a powered, waiting chip
+    price_per_chip_hour: float = 0.0  # any currency; 0: cost per token not reported
 
 
 @dataclass
