@@ -30,6 +30,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "coe-plot": ("decodelab.apps.coe_plot", "Composition of Experts: latency vs number of experts"),
     "fidelity": ("decodelab.apps.fidelity", "KV-policy accuracy on a real small model (SmolLM2-135M)"),
     "bench": ("decodelab.apps.bench", "kernel speed after JIT, Numba vs Python"),
+    "import-model": ("decodelab.apps.import_model", "a model YAML from a Hugging Face config.json"),
 }
 
 USAGE = """usage: decodelab [-m] [OVERRIDE ...]        one design (or, with -m, a Hydra multirun)
