@@ -4,6 +4,7 @@ Golden values are worked out by hand in the comments."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -161,3 +162,14 @@ def test_power_fields_are_validated(compose):
     assert r.status == "invalid" and "hardware.tdp_w=-1.0 must be >= 0" in r.reason
     r = evaluate(compose("hardware=a100_sxm", "hardware.idle_w=500"))
     assert r.status == "invalid" and "hardware.idle_w=500.0 exceeds hardware.tdp_w=400.0" in r.reason
+
+
+def test_run_table_shows_the_cost_rows(tmp_path):
+    from conftest import decodelab as cli, table_rows
+
+    res = cli(tmp_path, "tracking=off", "hardware.price_per_chip_hour=2")
+    assert res.rc == 0, res.explain()
+    rows = table_rows(res.out)
+    assert float(rows["tokens/s per chip"]) > 0
+    assert re.fullmatch(r"\d+ W \(\d+ % busy\) / \d+\.\d{3} J", rows["power per chip / energy per token"])
+    assert re.fullmatch(r"\d+\.\d{3}", rows["cost per million tokens"])
