@@ -34,6 +34,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
         "decodelab.apps.fit_hardware",
         "fit a hardware YAML's per-shape operator laws to operator microbenchmark CSVs",
     ),
+    "import-model": ("decodelab.apps.import_model", "a model YAML from a Hugging Face config.json"),
 }
 
 USAGE = """usage: decodelab [-m] [OVERRIDE ...]        one design (or, with -m, a Hydra multirun)

@@ -15,7 +15,7 @@ from decodelab.components.ops import Op
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs, oplaw
-from decodelab.core.checks import DTYPE_BYTES, check_config, check_feasible
+from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
 
@@ -74,10 +74,25 @@ PATHS = {"all": K.PATH_ALL, "decode": K.PATH_DECODE, "prefill": K.PATH_PREFILL}
 
 
 def peak_flops(hw, dtype: str) -> float:
-    """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them)."""
-    if DTYPE_BYTES[dtype] == 1.0 and hw.peak_tflops_fp8 > 0:  # 8-bit weights
+    """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them). FP4
+    weights run at the FP4 rate where the chip has FP4 units, else they are dequantized and run at
+    the FP8 rate (or BF16 where there are no FP8 units either): fp4_note says so."""
+    if dtype in FP4_DTYPES and hw.peak_tflops_fp4 > 0:
+        return hw.peak_tflops_fp4 * 1e12
+    if (DTYPE_BYTES[dtype] == 1.0 or dtype in FP4_DTYPES) and hw.peak_tflops_fp8 > 0:  # 8-bit weights
         return hw.peak_tflops_fp8 * 1e12
     return hw.peak_tflops_bf16 * 1e12
+
+
+def fp4_note(hw, dtype: str) -> List[str]:
+    """The note of FP4 weights on a chip without FP4 units (their compute rate, not their bytes)."""
+    if dtype not in FP4_DTYPES or hw.peak_tflops_fp4 > 0:
+        return []
+    rate = "FP8" if hw.peak_tflops_fp8 > 0 else "BF16"
+    return [
+        f"{hw.name} has no FP4 units (hardware.peak_tflops_fp4=0): {dtype} weights are read as "
+        f"{DTYPE_BYTES[dtype]:g} B each and dequantized, the matrix math runs at the {rate} rate"
+    ]
 
 
 def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
@@ -117,6 +132,7 @@ def build(
 
     ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size)
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
+    notes += fp4_note(hw, w.weight_dtype)
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 

@@ -9,6 +9,15 @@ from decodelab.errors import ConfigError, Infeasible  # noqa: F401  (re-exported
 from decodelab.core import oplaw, schema
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# 4-bit floating point (E2M1 elements) with their block scales, bytes per element:
+# fp4: the bare 4-bit elements (scales not counted) = 0.5.
+# mxfp4: OCP Microscaling Formats (MX) Specification v1.0 (2023), Sec. 5: blocks of k = 32 FP4
+#   (E2M1) elements share one 8-bit E8M0 scale: (32 x 4 + 8) / 32 = 4.25 bits = 0.53125 B.
+# nvfp4: NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference" (2025) and
+#   the Blackwell documentation: blocks of 16 E2M1 elements share one FP8 (E4M3) scale, plus one FP32
+#   scale per tensor (negligible): (16 x 4 + 8) / 16 = 4.5 bits = 0.5625 B.
+FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
+DTYPE_BYTES.update({"fp4": 0.5, "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8})
 EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
 LAYER_KINDS = ("full", "sliding", "state")  # hybrid layer_pattern entries
@@ -128,9 +137,15 @@ def check_config(cfg) -> None:
         "collective_latency_us",
         "sample_interval_us",
         "loop_buffer_slots",
+        "peak_tflops_fp4",
+        "tdp_w",
+        "idle_w",
+        "price_per_chip_hour",
     ):
         if not getattr(hw, n) >= 0:  # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
+    if hw.tdp_w > 0 and hw.idle_w > hw.tdp_w:
+        e.append(f"hardware.idle_w={hw.idle_w} exceeds hardware.tdp_w={hw.tdp_w} of {hw.name}")
 
     e += oplaw.check(hw)
 

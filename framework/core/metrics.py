@@ -9,7 +9,7 @@ import numpy as np
 
 from decodelab.components.placement import GIB
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs
+from decodelab.core import cost, kv_costs
 from decodelab.core.build import Design
 
 
@@ -58,4 +58,8 @@ def metrics(
         res[f"mem_{name}_gib"] = used / GIB
         res[f"mem_{name}_pct"] = 100.0 * used / memory["capacity"][name]
     res.update(kv_costs.policy_metrics(design, b, ttft))  # max_batch, KV slot, selection time
+    # per chip, energy, cost: of the decode phase (the rate tok_s_system counts; core/cost.py)
+    res.update(
+        cost.cost_metrics(hw, float(decode_sum.sum()), cost.busy_seconds(decode_sum), b * tokens, replicas)
+    )
     return res

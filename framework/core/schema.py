@@ -177,6 +177,11 @@ class HardwareConfig:
     op_model: str = "roofline"
     op_fit: OpFitConfig = field(default_factory=OpFitConfig)
     source: str = ""
+    # FP4 units, power and price (framework/core/cost.py, docs/model.md "Cost and energy")
+    peak_tflops_fp4: float = 0.0  # 0: no FP4 units, FP4 weights are dequantized (FP8 or BF16 rate)
+    tdp_w: float = 0.0  # board power at full load, per chip (0: energy not reported)
+    idle_w: float = 0.0  # power of a powered, waiting chip
+    price_per_chip_hour: float = 0.0  # any currency; 0: cost per token not reported
 
 
 @dataclass

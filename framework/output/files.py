@@ -10,7 +10,7 @@ import numpy as np
 
 from decodelab.core import kernel as K
 from decodelab.output.serving import write_serving
-from decodelab.output.serving import print_serving
+from decodelab.output.serving import cost_rows, print_serving
 
 COLORS = {
     "memory": "#4c72b0",
@@ -133,6 +133,7 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
         ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
         ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}"),
     ]
+    rows += cost_rows(m)
     for key in sorted(k for k in m if k.startswith("mem_") and k.endswith("_gib")):
         tier = key[4:-4]
         rows.append((f"memory {tier} per chip", f"{m[key]:.2f} GiB ({m[f'mem_{tier}_pct']:.0f} %)"))

@@ -136,6 +136,21 @@ def write_serving(
     return files
 
 
+def cost_rows(m: Dict[str, float]) -> list:
+    """Table rows of the normalised units (framework/core/cost.py), as far as the config gives them."""
+    rows = [("tokens/s per chip", f"{m['tok_s_per_chip']:.1f}")] if "tok_s_per_chip" in m else []
+    if "energy_j_per_token" in m:
+        rows.append(
+            (
+                "power per chip / energy per token",
+                f"{m['chip_power_w']:.0f} W ({m['chip_busy_pct']:.0f} % busy) / {m['energy_j_per_token']:.3f} J",
+            )
+        )
+    if "cost_per_mtok" in m:
+        rows.append(("cost per million tokens", f"{m['cost_per_mtok']:.3f}"))
+    return rows
+
+
 def print_serving(label: str, res: Dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -170,6 +185,7 @@ def print_serving(label: str, res: Dict[str, Any]) -> None:
         ("queue wait mean", f"{m['queue_ms']:.2f} ms"),
         ("time in steps with prefill", f"{m['mixed_step_time_pct']:.1f} %"),
     ]
+    rows += cost_rows(m)
     for cause in K.CAUSES:
         rows.append(
             (

@@ -14,6 +14,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from decodelab.components.placement import GIB
+from decodelab.core import cost
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs as KC
 from decodelab.modes.serving import scheduler as SK
@@ -280,6 +281,10 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     for name, used in design.memory["used"].items():
         m[f"mem_{name}_gib"] = used / GIB
         m[f"mem_{name}_pct"] = 100.0 * used / design.memory["capacity"][name]
+    # per chip, energy, cost over the makespan: gaps without a step idle (core/cost.py)
+    m.update(
+        cost.cost_metrics(cfg.hardware, span, cost.busy_seconds(cum[-1]), float(out_len.sum()), replicas)
+    )
     return m
 
 

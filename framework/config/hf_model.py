@@ -1,0 +1,402 @@
+"""A Hugging Face `config.json` -> a model YAML in the schema of decodelab.core.schema.ModelConfig
+(`decodelab import-model`, docs/extending.md). Pure Python: json in, YAML text out.
+
+Mapped: dense / GQA / MHA (llama, mistral, qwen2, qwen3: `head_dim` when given, else hidden_size /
+num_attention_heads); mixture of experts (mixtral and gpt-oss `num_local_experts`, qwen2_moe /
+qwen3_moe `num_experts` + `moe_intermediate_size` + shared expert, deepseek `n_routed_experts`,
+`n_shared_experts`, `first_k_dense_replace`); multi-head latent attention (`kv_lora_rank`,
+`q_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`, `num_nextn_predict_layers`);
+sliding-window layers (`layer_types`, `use_sliding_window` + `max_window_layers`,
+`sliding_window_pattern`, or a bare `sliding_window`) -> `layer_pattern` (the shortest period that
+repeats to the layer list, components/models/layers.py) + `sliding_window`, arch=hybrid;
+`tie_word_embeddings`, `attention_bias`, `hidden_act`, `max_position_embeddings`. A multimodal
+config's language model is read from `text_config`.
+
+Every key read is named in the comment of the field it sets; keys not read are reported, and what
+the schema cannot express is named with its reason. A missing required key or a file that is not
+a JSON object raises ConfigError (one line)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional
+
+from decodelab.components.models import ARCHITECTURES
+from decodelab.core.schema import ModelConfig
+from decodelab.errors import ConfigError
+
+REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai")  # gate + up + down projections
+GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
+GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
+QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
+SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
+FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
+# keys whose mechanism the schema has no field for (when set to a value that changes the model)
+GAPS = {
+    "o_lora_rank": "low-rank output projection (DeepSeek-V4)",
+    "index_topk": "sparse attention over the top-k keys chosen by an indexer (DeepSeek sparse attention)",
+    "attention_chunk_size": "chunked local attention (Llama 4)",
+    "no_rope_layers": "layers without RoPE (no cost difference, but a per-layer pattern)",
+    "num_kv_shared_layers": "layers that share another layer's KV cache",
+    "hc_mult": "hyper-connections (several residual streams)",
+    "compress_ratios": "compressed-KV attention layers",
+    "mlp_bias": "MLP biases (not counted: < 0.01% of the weights)",
+}
+# ModelConfig fields written for every model; the MoE, MLA and sliding ones only when used
+BASE = tuple(
+    "name arch n_layers d_model n_heads n_kv_heads head_dim ffn_dim vocab_size ffn_act tied_embeddings "
+    "qkv_bias max_context".split()
+)
+MOE = ("n_experts", "experts_per_token", "n_shared_experts", "expert_ffn_dim", "first_dense_layers")
+MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+@dataclass
+class Imported:
+    name: str
+    path: str
+    model_type: str
+    values: Dict[str, Any] = field(default_factory=dict)  # ModelConfig field -> value
+    why: Dict[str, str] = field(default_factory=dict)  # ModelConfig field -> where it came from
+    unused: List[str] = field(default_factory=list)  # config.json keys not read
+    unexpressed: List[str] = field(default_factory=list)  # what the schema cannot express
+    notes: List[str] = field(default_factory=list)
+
+    def set(self, key: str, value, why: str) -> None:
+        self.values[key] = value
+        self.why[key] = why
+
+
+class _Keys:
+    """config.json as read: `get` marks a key used; null counts as absent (HF writes null for
+    'not set')."""
+
+    def __init__(self, d: dict):
+        self.d, self.used = d, set()
+
+    def has(self, k: str) -> bool:
+        return self.d.get(k) is not None
+
+    def get(self, k: str, default=None):
+        self.used.add(k)
+        v = self.d.get(k)
+        return default if v is None else v
+
+    def first(self, *keys: str):
+        """(key, value) of the first key set, or (None, None)."""
+        for k in keys:
+            if self.has(k):
+                return k, self.get(k)
+        return None, None
+
+
+def load_json(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{path}: no such file (give the path of a Hugging Face config.json)")
+    try:
+        d = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not JSON ({e}); give a Hugging Face config.json") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path} holds a JSON {type(d).__name__}, not the object of a config.json")
+    return d
+
+
+def default_name(path: str, d: dict) -> str:
+    """From the checkpoint directory holding config.json (or the file's stem), as a file name."""
+    p = Path(path).resolve()
+    base = p.parent.name if p.name == "config.json" else p.stem
+    base = base or str(d.get("model_type", "model"))
+    return re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_") or "model"
+
+
+def _int(r: _Keys, k: str, need_positive: bool = True) -> int:
+    v = r.get(k)
+    if isinstance(v, bool) or not isinstance(v, int) or (need_positive and v < 1):
+        raise ConfigError(f"config.json {k}={v!r} must be a positive integer")
+    return v
+
+
+def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
+    """Map a parsed config.json onto ModelConfig fields."""
+    outer = None
+    if not any(k in d for k in REQUIRED) and isinstance(d.get("text_config"), dict):
+        outer, d = d, d["text_config"]  # multimodal: the language model's shapes
+    r = _Keys(d)
+    missing = [k for k in REQUIRED if not r.has(k)]
+    if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):
+        missing.append("intermediate_size")
+    if missing:
+        raise ConfigError(f"{path} has no {', '.join(missing)} (required to write a model YAML)")
+    mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
+    r.used.add("model_type")
+    imp = Imported(name=name, path=path, model_type=mt)
+    if outer is not None:
+        imp.notes.append("the language model is read from text_config (the vision tower is not modelled)")
+    _shape(r, imp)
+    _moe(r, imp)
+    _mla(r, imp)
+    _layers(r, imp)
+    _misc(r, imp)
+    imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
+    arch = "mla" if "kv_lora_rank" in imp.values else None
+    if imp.values.get("layer_pattern"):
+        arch = arch or "hybrid"
+    arch = arch or ("moe" if imp.values.get("n_experts") else "dense")
+    imp.set("arch", arch, "decodelab architecture of these fields (components/models/)")
+    return imp
+
+
+def _shape(r: _Keys, imp: Imported) -> None:
+    n_layers, d = _int(r, "num_hidden_layers"), _int(r, "hidden_size")
+    h, vocab = _int(r, "num_attention_heads"), _int(r, "vocab_size")
+    imp.set("n_layers", n_layers, "config.json num_hidden_layers")
+    imp.set("d_model", d, "config.json hidden_size")
+    imp.set("n_heads", h, "config.json num_attention_heads")
+    if r.has("num_key_value_heads"):
+        kv = _int(r, "num_key_value_heads")
+        imp.set("n_kv_heads", kv, f"config.json num_key_value_heads ({h // kv} query heads per KV head)")
+    else:
+        imp.set("n_kv_heads", h, "config.json has no num_key_value_heads: MHA (= num_attention_heads)")
+    if r.has("head_dim"):
+        hd = _int(r, "head_dim")
+        differs = f", not hidden_size / num_attention_heads = {d / h:g}" if hd * h != d else ""
+        imp.set("head_dim", hd, f"config.json head_dim{differs}")
+    else:
+        imp.set("head_dim", d // h, f"config.json hidden_size / num_attention_heads = {d} / {h}")
+        if d % h:
+            imp.unexpressed.append(f"hidden_size={d} is not a multiple of num_attention_heads={h}")
+    dense = r.get("intermediate_size") or r.get("moe_intermediate_size")
+    imp.set("ffn_dim", dense, "config.json intermediate_size")
+    imp.set("vocab_size", vocab, "config.json vocab_size")
+
+
+def _moe(r: _Keys, imp: Imported) -> None:
+    key, n = r.first("n_routed_experts", "num_local_experts", "num_experts")
+    if not n:
+        return
+    k_key, k = r.first("num_experts_per_tok", "experts_per_token", "moe_topk")
+    if not k:
+        raise ConfigError(f"{imp.path} has {key}={n} but no num_experts_per_tok (experts per token)")
+    imp.set("n_experts", int(n), f"config.json {key}")
+    imp.set("experts_per_token", int(k), f"config.json {k_key}")
+    r.get("experts_per_token")  # gpt-oss repeats num_experts_per_tok under this name
+    if r.has("moe_intermediate_size"):
+        e_ffn, src = int(r.get("moe_intermediate_size")), "config.json moe_intermediate_size"
+    else:
+        e_ffn, src = imp.values["ffn_dim"], "config.json intermediate_size (per expert)"
+        imp.why["ffn_dim"] += " (per expert; no dense layers)"
+    imp.set("expert_ffn_dim", e_ffn, src)
+    shared, s_why = int(r.get("n_shared_experts", 0)), "config.json n_shared_experts"
+    if not r.has("n_shared_experts"):
+        s_why = "config.json names no shared expert"
+    s_ffn = r.get("shared_expert_intermediate_size", 0)  # qwen2_moe: one wide shared expert
+    if s_ffn:
+        shared = round(s_ffn / e_ffn)
+        s_why = f"config.json shared_expert_intermediate_size {s_ffn} = {shared} x {e_ffn} (same weights)"
+        if shared * e_ffn != s_ffn:
+            imp.unexpressed.append(
+                f"shared_expert_intermediate_size={s_ffn} is not a multiple of the expert width "
+                f"{e_ffn}: costed as {shared} experts"
+            )
+    imp.set("n_shared_experts", shared, s_why)
+    first, f_why = int(r.get("first_k_dense_replace", 0)), "config.json first_k_dense_replace"
+    if not r.has("first_k_dense_replace"):
+        f_why = "every layer is MoE (config.json names no dense layers)"
+    only = list(r.get("mlp_only_layers", []) or [])
+    if only:
+        if only == list(range(len(only))):
+            first, f_why = len(only), "config.json mlp_only_layers (the leading layers)"
+        else:
+            imp.unexpressed.append(f"mlp_only_layers={only}: only leading dense layers are expressible")
+    for gap_key in ("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step"):
+        v = r.get(gap_key, 1)
+        if v != 1:
+            imp.unexpressed.append(
+                f"{gap_key}={v}: MoE in every k-th layer; the schema has only leading dense layers "
+                "(first_dense_layers)"
+            )
+    imp.set("first_dense_layers", first, f_why)
+
+
+def _mla(r: _Keys, imp: Imported) -> None:
+    if not r.has("kv_lora_rank"):
+        return
+    need = [k for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if not r.has(k)]
+    if need:
+        raise ConfigError(f"{imp.path} has kv_lora_rank but no {', '.join(need)} (required for MLA)")
+    nope, rope = _int(r, "qk_nope_head_dim"), _int(r, "qk_rope_head_dim")
+    kv_heads = imp.values["n_kv_heads"]
+    imp.set(
+        "n_kv_heads",
+        1,
+        f"MLA: one latent per layer shared by all heads (config.json lists {kv_heads} KV heads)",
+    )
+    imp.set("head_dim", nope + rope, f"qk_nope_head_dim + qk_rope_head_dim = {nope} + {rope}")
+    q = r.get("q_lora_rank", 0)
+    imp.set("q_lora_rank", int(q), "config.json q_lora_rank" + ("" if q else " (null: no query compression)"))
+    imp.set("kv_lora_rank", _int(r, "kv_lora_rank"), "config.json kv_lora_rank")
+    imp.set("qk_nope_head_dim", nope, "config.json qk_nope_head_dim")
+    imp.set("qk_rope_head_dim", rope, "config.json qk_rope_head_dim")
+    imp.set("v_head_dim", _int(r, "v_head_dim"), "config.json v_head_dim")
+
+
+def _period(kinds: List[str]) -> List[str]:
+    """The shortest prefix that, repeated, gives `kinds` (components/models/layers.layer_kinds)."""
+    for p in range(1, len(kinds) + 1):
+        if all(kinds[i] == kinds[i % p] for i in range(len(kinds))):
+            return kinds[:p]
+    return kinds
+
+
+def _layers(r: _Keys, imp: Imported) -> None:
+    n = imp.values["n_layers"]
+    window = r.get("sliding_window", 0)
+    kinds, why = None, ""
+    if r.has("layer_types"):
+        raw = list(r.get("layer_types"))
+        kinds, bad = [], sorted({t for t in raw if t not in SLIDING and t not in FULL})
+        if bad:
+            imp.unexpressed.append(
+                f"layer_types {', '.join(bad)}: no such layer kind in the schema (full, sliding, state "
+                "with a fixed state size); costed as full attention"
+            )
+        kinds = [SLIDING.get(t, "full") for t in raw]
+        if len(kinds) != n:
+            imp.notes.append(f"layer_types lists {len(kinds)} layers for num_hidden_layers={n}")
+        why = "config.json layer_types"
+    elif "use_sliding_window" in r.d:
+        if r.get("use_sliding_window") and window:
+            mwl = int(r.get("max_window_layers", n))
+            kinds = ["full"] * min(mwl, n) + ["sliding"] * max(n - mwl, 0)
+            why = f"config.json use_sliding_window true: layers from max_window_layers={mwl} on slide"
+        else:
+            r.get("max_window_layers")
+            if window:
+                imp.notes.append(f"sliding_window={window} is off (use_sliding_window false)")
+    elif r.has("sliding_window_pattern") and window:
+        p = int(r.get("sliding_window_pattern"))
+        kinds = (["sliding"] * (p - 1) + ["full"]) * (n // p + 1)
+        kinds, why = kinds[:n], f"config.json sliding_window_pattern {p}: {p - 1} sliding, 1 full"
+    elif window:
+        kinds, why = ["sliding"] * n, "config.json sliding_window without layer_types: every layer slides"
+    if not kinds or "sliding" not in kinds:
+        return
+    max_ctx = r.get("max_position_embeddings", 0)
+    if max_ctx and window >= max_ctx:
+        imp.notes.append(f"sliding_window={window} covers max_position_embeddings={max_ctx}: full attention")
+        return
+    if "kv_lora_rank" in imp.values:
+        imp.unexpressed.append("sliding-window MLA layers: arch=mla has no layer pattern; costed as full")
+        return
+    pattern = _period(kinds)
+    imp.set("layer_pattern", pattern, why)
+    imp.set("sliding_window", int(window), "config.json sliding_window")
+
+
+def _misc(r: _Keys, imp: Imported) -> None:
+    mt = imp.model_type
+    _, act = r.first("hidden_act", "hidden_activation", "activation_function")
+    act = str(act or "silu")
+    if act in GATED_ACTS or (act in GELU_ACTS and mt in GEGLU_TYPES):
+        imp.set("ffn_act", "swiglu", f"config.json hidden_act {act}: gated MLP (gate + up + down)")
+    elif act in GELU_ACTS:
+        imp.set("ffn_act", "gelu", f"config.json hidden_act {act}: up + down projections")
+    else:
+        imp.set("ffn_act", "swiglu", f"config.json hidden_act {act}: assumed gated (gate + up + down)")
+        imp.unexpressed.append(
+            f"hidden_act={act}: not a known activation; set ffn_act: gelu if the MLP is ungated"
+        )
+    if "tie_word_embeddings" in r.d:
+        tied = bool(r.get("tie_word_embeddings"))
+        imp.set("tied_embeddings", tied, f"config.json tie_word_embeddings {str(tied).lower()}")
+    else:
+        imp.set("tied_embeddings", False, "config.json has no tie_word_embeddings: assumed false")
+    if "attention_bias" in r.d:
+        b = bool(r.get("attention_bias"))
+        imp.set("qkv_bias", b, f"config.json attention_bias {str(b).lower()}")
+    elif mt in QKV_BIAS_TYPES:
+        imp.set("qkv_bias", True, f"{mt}: q/k/v projections have bias=True (not in config.json)")
+    else:
+        imp.set("qkv_bias", False, "config.json has no attention_bias: assumed false")
+    if r.has("max_position_embeddings"):
+        imp.set("max_context", _int(r, "max_position_embeddings"), "config.json max_position_embeddings")
+    else:
+        imp.set("max_context", ModelConfig.max_context, "config.json has no max_position_embeddings: default")
+    if r.get("num_nextn_predict_layers", 0):
+        imp.set(
+            "n_mtp_modules", int(r.get("num_nextn_predict_layers")), "config.json num_nextn_predict_layers"
+        )
+    for k, what in GAPS.items():
+        if r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
+            imp.unexpressed.append(f"{k}={r.d[k]!r}: {what}")
+    _dtype(r, imp)
+
+
+def _dtype(r: _Keys, imp: Imported) -> None:
+    """Precisions are workload fields (workload.weight_dtype / kv_dtype): a note, not a field."""
+    _, td = r.first("torch_dtype", "dtype")
+    q = r.get("quantization_config") or {}
+    method = str(q.get("quant_method", "")).lower() if isinstance(q, dict) else ""
+    algo = str(q.get("quant_algo", "")).upper() if isinstance(q, dict) else ""
+    if method == "mxfp4":
+        imp.notes.append(
+            "weights ship in MXFP4 (quantization_config; modules_to_not_convert stay 16-bit): "
+            "run with workload.weight_dtype=mxfp4 (every weight at 4.25 bits: a lower bound)"
+        )
+    elif "NVFP4" in algo or method == "nvfp4":
+        imp.notes.append("weights ship in NVFP4 (quantization_config): run with workload.weight_dtype=nvfp4")
+    elif method == "fp8" or "FP8" in algo:
+        imp.notes.append("weights ship in FP8 (quantization_config): run with workload.weight_dtype=fp8")
+    elif method in ("awq", "gptq") and q.get("bits") == 4:
+        imp.notes.append(f"weights ship in 4-bit {method.upper()}: run with workload.weight_dtype=int4")
+    elif method:
+        imp.notes.append(f"quantization_config quant_method={method}: not mapped; set workload.weight_dtype")
+    elif td:
+        imp.notes.append(f"weights in {td} (workload.weight_dtype=bf16 is the default)")
+
+
+def parameters(imp: Imported) -> Dict[str, float]:
+    """Parameter counts of the imported shape (components/models param_counts)."""
+    m = {f.name: f.default for f in fields(ModelConfig) if isinstance(f.default, (int, float, str, bool))}
+    m.update(imp.values)
+    m.setdefault("layer_pattern", [])
+    arch = ARCHITECTURES[imp.values["arch"]]
+    return arch.param_counts(SimpleNamespace(**m))
+
+
+def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
+    """The model YAML: one field a line, its source in the comment (conf/model/*.yaml style)."""
+    v = imp.values
+    keys = list(BASE[1:])
+    if v.get("n_experts"):
+        keys += MOE
+    if "kv_lora_rank" in v:
+        keys += MLA
+    keys += [k for k in ("n_mtp_modules", "layer_pattern", "sliding_window") if k in v]
+    lines = [
+        f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",
+        f"# {imp.path}. Review it: 'assumed' in a comment marks a field config.json does not state.",
+    ]
+    lines += [f"# note: {n}" for n in imp.notes]
+    lines += [f"# not expressible: {u}" for u in imp.unexpressed]
+    lines.append(f"name: {imp.name}")
+    for k in keys:
+        lines.append(f"{k + ': ' + _value(v[k]):<23} # {imp.why[k]}")
+    p = f"; {params['total'] / 1e9:.2f}B params computed from these shapes" if params else ""
+    lines.append(f"source: {json.dumps(f'HF config.json ({imp.model_type}) imported from {imp.path}{p}')}")
+    return "\n".join(lines) + "\n"
+
+
+def _value(x) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, list):
+        return "[" + ", ".join(map(str, x)) + "]"
+    return str(x)

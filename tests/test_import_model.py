@@ -1,0 +1,238 @@
+"""`decodelab import-model`: Hugging Face config.json -> model YAML (framework/config/hf_model.py).
+The shipped example configs (tests/data/hf/, public config.json files) must reproduce the
+project's hand-written model YAMLs field for field, and an imported model must evaluate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+import decodelab
+from conftest import CONF, ROOT, decodelab as cli, searchpath
+from decodelab.config import hf_model
+from decodelab.config.compose import compose
+
+HF = ROOT / "tests" / "data" / "hf"
+NOT_SHAPE = ("name", "source")  # what may differ between an import and a hand-written file
+
+
+def write(tmp_path, folder: str, name: str):
+    path = HF / folder / "config.json"
+    imp = hf_model.from_config(hf_model.load_json(str(path)), name, str(path))
+    out = tmp_path / "model" / f"{name}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(hf_model.to_yaml(imp, hf_model.parameters(imp)))
+    return imp, out
+
+
+@pytest.mark.parametrize(
+    "folder, shipped",
+    [
+        ("Llama-3.1-8B", "llama3_1_8b"),
+        ("Mixtral-8x7B-v0.1", "mixtral_8x7b"),
+        ("DeepSeek-R1", "deepseek_r1"),
+        ("gpt-oss-120b", "gpt_oss_120b"),
+    ],
+)
+def test_import_reproduces_the_shipped_model(tmp_path, folder, shipped):
+    imp, _ = write(tmp_path, folder, "imported")
+    mine = compose(["model=imported", searchpath(tmp_path), "tracking=off"]).model
+    theirs = compose([f"model={shipped}", "tracking=off"]).model
+    for k in theirs:
+        if k not in NOT_SHAPE:
+            assert mine[k] == theirs[k], f"{shipped}.{k}: imported {mine[k]!r}, shipped {theirs[k]!r}"
+    # every field the shipped YAML writes is written by the import too (not left to a default)
+    written = set(yaml.safe_load((CONF / "model" / f"{shipped}.yaml").read_text()))
+    assert written - set(imp.values) <= set(NOT_SHAPE)
+
+
+def test_qwen3_32b_head_dim_params_and_evaluation(tmp_path):
+    imp, out = write(tmp_path, "Qwen3-32B", "qwen3_32b")
+    v = imp.values
+    # head_dim 128 is given: hidden_size / heads would be 5120 / 64 = 80
+    assert v["head_dim"] == 128 and "not hidden_size / num_attention_heads = 80" in imp.why["head_dim"]
+    assert (v["arch"], v["n_kv_heads"], v["max_context"], v["ffn_dim"]) == ("dense", 8, 40960, 25600)
+    assert "layer_pattern" not in v  # use_sliding_window false: full attention everywhere
+    # parameters by hand: embed + lm_head 2 x 151936 x 5120 = 1,555,824,640
+    # layer: q 5120 x 8192 + k, v 2 x 5120 x 1024 + o 8192 x 5120 = 94,371,840; MLP 3 x 5120 x 25600
+    # = 393,216,000; 2 norms 10,240 -> 487,598,080; x 64 = 31,206,277,120; + final norm 5120
+    assert hf_model.parameters(imp)["total"] == 1_555_824_640 + 64 * 487_598_080 + 5120 == 32_762_106_880
+    assert "32.76B params" in out.read_text()
+    r = decodelab.evaluate("model=qwen3_32b", searchpath(tmp_path), "hardware=dgx_h100", "tracking=off")
+    assert r.ok, r.reason
+    assert r.metrics["tpot_ms"] > 0 and r.metrics["tok_s_per_chip"] > 0
+
+
+@pytest.mark.parametrize("folder", ["Llama-3.1-8B", "Mixtral-8x7B-v0.1", "DeepSeek-R1", "gpt-oss-120b"])
+def test_imported_models_evaluate(tmp_path, folder):
+    write(tmp_path, folder, "m")
+    extra = ["workload.weight_dtype=fp8"] if folder == "DeepSeek-R1" else []
+    r = decodelab.evaluate("model=m", searchpath(tmp_path), "hardware=dgx_h100", "tracking=off", *extra)
+    assert r.ok, r.reason
+
+
+def test_unused_and_notes_are_reported():
+    path = HF / "DeepSeek-R1" / "config.json"
+    imp = hf_model.from_config(hf_model.load_json(str(path)), "ds", str(path))
+    assert {"rope_theta", "scoring_func", "topk_group", "n_group", "routed_scaling_factor"} <= set(imp.unused)
+    assert not {"kv_lora_rank", "n_routed_experts", "first_k_dense_replace"} & set(imp.unused)
+    assert any("workload.weight_dtype=fp8" in n for n in imp.notes)
+    assert imp.unexpressed == []
+
+
+# ------------------------------------------------------------------------------ mappings
+
+
+def base(**kw) -> dict:
+    d = {
+        "model_type": "llama",
+        "num_hidden_layers": 4,
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+    d.update(kw)
+    return d
+
+
+def imp_of(d: dict):
+    return hf_model.from_config(d, "t")
+
+
+def test_qwen2_sliding_layers_from_max_window_layers():
+    # HF Qwen2: layer i slides when use_sliding_window and i >= max_window_layers
+    i = imp_of(base(model_type="qwen2", use_sliding_window=True, sliding_window=1024, max_window_layers=2))
+    assert i.values["layer_pattern"] == ["full", "full", "sliding", "sliding"]
+    assert i.values["arch"] == "hybrid" and i.values["sliding_window"] == 1024
+    assert i.values["qkv_bias"] is True  # Qwen2 q/k/v biases are in the code, not config.json
+    off = imp_of(base(model_type="qwen2", use_sliding_window=False, sliding_window=1024, max_window_layers=2))
+    assert "layer_pattern" not in off.values and off.values["arch"] == "dense"
+
+
+def test_mistral_sliding_window_without_layer_types_slides_every_layer():
+    i = imp_of(base(model_type="mistral", sliding_window=1024))
+    assert i.values["layer_pattern"] == ["sliding"] and i.values["arch"] == "hybrid"
+    # a window covering the whole context is full attention
+    assert "layer_pattern" not in imp_of(base(sliding_window=4096)).values
+
+
+def test_layer_types_period_and_unknown_kinds():
+    i = imp_of(base(layer_types=["sliding_attention"] * 3 + ["full_attention"], sliding_window=512))
+    assert i.values["layer_pattern"] == ["sliding", "sliding", "sliding", "full"]
+    j = imp_of(
+        base(num_hidden_layers=6, layer_types=["sliding_attention", "full_attention"] * 3, sliding_window=64)
+    )
+    assert j.values["layer_pattern"] == ["sliding", "full"]
+    k = imp_of(base(layer_types=["linear_attention", "full_attention"] * 2))
+    assert any("linear_attention" in u for u in k.unexpressed) and "layer_pattern" not in k.values
+
+
+def test_qwen_moe_experts_and_shared_expert():
+    i = imp_of(
+        base(
+            model_type="qwen2_moe",
+            num_experts=60,
+            num_experts_per_tok=4,
+            moe_intermediate_size=128,
+            shared_expert_intermediate_size=512,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
+    )
+    v = i.values
+    assert (v["arch"], v["n_experts"], v["experts_per_token"], v["expert_ffn_dim"]) == ("moe", 60, 4, 128)
+    assert v["n_shared_experts"] == 4  # one shared expert of width 512 = 4 experts of width 128
+    assert v["ffn_dim"] == 512 and v["first_dense_layers"] == 0 and i.unexpressed == []
+    sparse = imp_of(base(num_experts=8, num_experts_per_tok=2, decoder_sparse_step=2))
+    assert any(u.startswith("decoder_sparse_step=2") for u in sparse.unexpressed)
+    lead = imp_of(base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=[0, 1]))
+    assert lead.values["first_dense_layers"] == 2
+
+
+def test_mha_gelu_tied_and_text_config():
+    d = base(hidden_act="gelu_new", tie_word_embeddings=True)
+    del d["num_key_value_heads"]
+    i = imp_of(d)
+    assert (
+        i.values["n_kv_heads"] == 4 and i.values["ffn_act"] == "gelu" and i.values["tied_embeddings"] is True
+    )
+    gemma = imp_of(base(model_type="gemma", hidden_act="gelu_pytorch_tanh"))
+    assert gemma.values["ffn_act"] == "swiglu"  # GeGLU: gate + up + down
+    odd = imp_of(base(hidden_act="relu2"))
+    assert any(u.startswith("hidden_act=relu2") for u in odd.unexpressed)
+    nested = imp_of({"model_type": "llava", "text_config": base(), "vision_config": {"hidden_size": 64}})
+    assert nested.values["d_model"] == 256 and "(outer) vision_config" in nested.unused
+    gap = imp_of(base(attention_chunk_size=8192))
+    assert any(u.startswith("attention_chunk_size=8192") for u in gap.unexpressed)
+
+
+def test_missing_fields_are_one_error():
+    d = base()
+    del d["hidden_size"], d["vocab_size"]
+    with pytest.raises(decodelab.errors.ConfigError, match=r"has no hidden_size, vocab_size \(required"):
+        imp_of(d)
+    with pytest.raises(decodelab.errors.ConfigError, match="num_experts_per_tok"):
+        imp_of(base(num_local_experts=8))
+    with pytest.raises(
+        decodelab.errors.ConfigError, match=r"num_hidden_layers='4' must be a positive integer"
+    ):
+        imp_of(base(num_hidden_layers="4"))
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def test_cli_writes_the_user_conf_dir(tmp_path):
+    res = cli(tmp_path, "import-model", str(HF / "gpt-oss-120b" / "config.json"))
+    assert res.rc == 0, res.explain()
+    out = tmp_path / "my_conf" / "model" / "gpt_oss_120b_hf.yaml"  # shipped name taken: _hf
+    assert out.is_file()
+    assert "wrote my_conf/model/gpt_oss_120b_hf.yaml: gpt_oss -> arch=hybrid, 36 layers, 116.79B" in res.out
+    assert "unused config.json fields (14): architectures," in res.out
+    assert "use it: decodelab model=gpt_oss_120b_hf 'hydra.searchpath=[file://my_conf]'" in res.out
+    assert "workload.weight_dtype=mxfp4" in res.out
+    assert yaml.safe_load(out.read_text())["layer_pattern"] == ["sliding", "full"]
+    again = cli(tmp_path, "import-model", str(HF / "gpt-oss-120b" / "config.json"))
+    assert (
+        again.rc == 2
+        and again.err.strip() == f"error: {out.relative_to(tmp_path)} exists (--force to overwrite it)"
+    )
+
+
+@pytest.mark.parametrize(
+    "content, args, message",
+    [
+        ("{not json", [], "is not JSON (Expecting property name"),
+        ("[1, 2]", [], "holds a JSON list, not the object of a config.json"),
+        (
+            json.dumps({"model_type": "x", "hidden_size": 8}),
+            [],
+            "has no num_hidden_layers, num_attention_heads",
+        ),
+        (json.dumps(base()), ["--name", "llama3_1_8b"], "--name llama3_1_8b is a shipped model"),
+        (json.dumps(base()), ["--name", "a b"], "--name 'a b' must be letters, digits"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(tmp_path, content, args, message):
+    p = tmp_path / "config.json"
+    p.write_text(content)
+    res = cli(tmp_path, "import-model", str(p), *args)
+    assert res.rc == 2, res.explain()
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.err
+    assert "Traceback" not in res.text
+
+
+def test_cli_stdout_prints_the_yaml_alone(tmp_path):
+    res = cli(tmp_path, "import-model", str(HF / "Llama-3.1-8B" / "config.json"), "--stdout")
+    assert res.rc == 0, res.explain()
+    doc = yaml.safe_load(res.out)  # the report went to stderr
+    assert doc["name"] == "llama_3_1_8b" and doc["head_dim"] == 128
+    assert "unused config.json fields (11):" in res.err
+    assert not (tmp_path / "my_conf").exists()
+    assert cli(tmp_path, "import-model", "--help").rc == 0
