@@ -255,9 +255,12 @@ def log_summary_run(
 def select_runs(
     uri: str, experiment: str, run_ids: List[str], filter_string: str = "", max_results: int = 10000
 ):
-    """The chosen runs as mlflow.search_runs' DataFrame (one row per run)."""
+    """The chosen runs as mlflow.search_runs' DataFrame (one row per run); None if `uri` is a
+    SQLite store that does not exist (reading never creates one)."""
     import mlflow
 
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        return None
     _client(uri)  # SQLite tuning, as for every tracker access
     mlflow.set_tracking_uri(uri)
     if run_ids:
