@@ -123,3 +123,34 @@ def test_corrupted_store_fails_fast_with_one_line(tmp_path):
     s = cli(tmp_path, "sync", timeout=300)
     assert s.returncode == 1 and str(db) in s.stdout, explain(s)
     assert db.read_bytes().startswith(b"this is not")  # left for the user to move
+
+
+def test_result_json_is_never_left_empty(tmp_path, monkeypatch):
+    """A write that fails (a full disk) leaves the previous result.json, and no temporary file."""
+    import errno
+
+    from decodelab.output import files
+
+    path = tmp_path / "result.json"
+    files.write_atomic(path, '{"status": "ok"}')
+    real_open = open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: Full(real_open(p, *a, **k)))
+    with pytest.raises(OSError):
+        files.write_atomic(path, '{"status": "infeasible"}')
+    monkeypatch.undo()
+    assert path.read_text() == '{"status": "ok"}'
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]

@@ -108,7 +108,7 @@ class MLflowCallback(Callback):
                 "sweep": "true",
                 "sweep_dir": str(sweep_dir),
                 "overrides": overrides[:5000],
-                "git_commit": tracking.git_commit(),
+                "mlflow.source.git.commit": tracking.git_commit(),
             },
         )
         if run_id:

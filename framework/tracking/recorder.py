@@ -70,7 +70,7 @@ class Recorder:
         tags = {
             "sweep": "true",
             "sweep_dir": str(self.sweep_dir),
-            "git_commit": tracking.git_commit(),
+            "mlflow.source.git.commit": tracking.git_commit(),
             **tags,
         }
         run_id = tracking.start_run(self.tr, name, tags)

@@ -212,7 +212,7 @@ def run_payload(record: Dict[str, Any]):
 
     cfg_dict = record["config"]
     tags = component_tags(cfg_dict)
-    tags.update({"status": record["status"], "git_commit": git_commit()})
+    tags.update({"status": record["status"], "mlflow.source.git.commit": git_commit()})
     if record.get("config_hash"):
         tags[HASH_TAG] = record["config_hash"]
     if record["reason"]:
@@ -302,7 +302,7 @@ def log_summary_run(
     (claims, validate). Metric names are reduced to MLflow's alphabet."""
     import tempfile
 
-    run = start_run(tracking, name, {**tags, "git_commit": git_commit()})
+    run = start_run(tracking, name, {**tags, "mlflow.source.git.commit": git_commit()})
     client = _client(tracking.uri)
     for key, value in metrics.items():
         safe = "".join(c for c in key.replace(" ", "_").replace("/", "_per_") if c.isalnum() or c in "_-.")[
