@@ -91,7 +91,7 @@ def test_joblib_multirun_parent_and_children(joblib_sweep):
     parent = parents[0]
     assert parent.info.status == "FINISHED"
     assert "mlflow.parentRunId" not in parent.data.tags
-    assert parent.data.tags["git_commit"]
+    assert parent.data.tags["mlflow.source.git.commit"]
     assert "model=" + ",".join(SWEEP_MODELS) in parent.data.tags["overrides"]
     assert len(children) == 20, len(children)
     assert {c.data.tags.get("mlflow.parentRunId") for c in children} == {parent.info.run_id}

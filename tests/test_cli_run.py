@@ -65,7 +65,9 @@ def test_default_run_records_one_mlflow_run(default_run):
     assert tags["status"] == "ok"
     assert "reason" not in tags
     assert "mlflow.parentRunId" not in tags and "sweep" not in tags
-    assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["git_commit"]), tags["git_commit"]
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", tags["mlflow.source.git.commit"]), tags[
+        "mlflow.source.git.commit"
+    ]
     assert tags["component.model"] == "llama3_1_8b"
     assert tags["component.hardware"] == "h100_sxm"
     assert tags["component.kv_policy"] == "full"

@@ -322,11 +322,11 @@ def test_tracking_off_writes_results_and_no_store(tmp_path):
 def test_bad_sweep_input_is_one_line_before_anything_runs(tmp_path):
     r = cli(tmp_path, "sweep", "model=llama3_2_1b,no_such_model", "tracking=off")
     assert r.returncode == 2 and "Traceback" not in r.stderr, explain(r)
-    assert "error: model='no_such_model' is not one of:" in r.stderr and "llama3_1_8b" in r.stderr
+    assert "error: model=no_such_model: no such option" in r.stderr and "llama3_1_8b" in r.stderr
     r = cli(tmp_path, "sweep", "workload.batch_size=1,eight", "model.n_kv_head=8", "tracking=off")
     assert r.returncode == 2 and "Traceback" not in r.stderr, explain(r)
-    assert "workload.batch_size=eight" in r.stderr and "could not be converted to Integer" in r.stderr
-    assert "model.n_kv_head=8" in r.stderr and "n_kv_head" in r.stderr
+    assert "workload.batch_size=eight: wrong type, expected an integer" in r.stderr
+    assert "model.n_kv_head: no such field; did you mean 'n_kv_heads'?" in r.stderr
     r = cli(tmp_path, "sweep", "no_such_sweep", "tracking=off")
     assert r.returncode == 2 and "c1_gpu_bandwidth" in r.stderr, explain(r)
     assert not (tmp_path / "outputs").exists()

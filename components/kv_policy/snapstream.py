@@ -31,6 +31,13 @@ def check(pol, model) -> list:
         e.append(f"kv_policy.sinks={pol.sinks} must be >= 0")
     if pol.budget < 0:
         e.append(f"kv_policy.budget={pol.budget} must be >= 0 (top-K prompt tokens kept)")
+    limit = getattr(model, "max_context", None) if model is not None else None
+    if limit and pol.budget >= 0 and pol.window >= 1 and capacity(pol, model) > limit:
+        e.append(
+            f"kv_policy.budget={pol.budget}: the SnapStream slot (sinks {pol.sinks} + budget + window "
+            f"{pol.window} = {capacity(pol, model):.0f} tokens) is larger than the model's context, "
+            f"model.max_context={limit}; give a budget (and window) whose slot is <= {limit} tokens"
+        )
     if pol.window < 1:
         e.append(f"kv_policy.window={pol.window} must be >= 1 (ring of recent tokens; decode writes there)")
     elif pol.obs_window > pol.window:

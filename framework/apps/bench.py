@@ -52,10 +52,8 @@ def run(a) -> int:
     from rich.table import Table
 
     try:
-        cfg = C.compose(a.overrides)
+        cfg = C.compose_or_error(a.overrides)
         build(cfg)  # bad input: one error line, not a traceback
-    except C.hydra_errors() as e:
-        return errors(f"{str(e).strip().splitlines()[0]} (decodelab bench takes Hydra overrides)")
     except (ConfigError, Infeasible) as e:
         return errors(str(e))
     r = measure(cfg)

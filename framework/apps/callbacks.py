@@ -108,7 +108,7 @@ class MLflowCallback(Callback):
                 "sweep": "true",
                 "sweep_dir": str(sweep_dir),
                 "overrides": overrides[:5000],
-                "git_commit": tracking.git_commit(),
+                "mlflow.source.git.commit": tracking.git_commit(),
             },
         )
         if run_id:
@@ -160,14 +160,20 @@ class MLflowCallback(Callback):
         if run_id:
             (out_dir / RUN_ID_FILE).write_text(run_id)
 
-    @staticmethod
-    def _safe(fn, *args):
+    _broken: Optional[str] = None  # a store that cannot be used: said once, not tried again
+
+    def _safe(self, fn, *args):
+        if self._broken:
+            return None
         try:
             return fn(*args)
         except Exception as e:  # the tracker must never lose or crash a result
+            text = str(e).splitlines()[0] if str(e).strip() else ""
+            if isinstance(e, tracking.StoreError):
+                self._broken = text
             log.warning(
                 "MLflow tracking failed (%s: %s); the result stays in the output directory",
                 type(e).__name__,
-                str(e).splitlines()[0][:300],
+                text[:1000],
             )
             return None

@@ -84,9 +84,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(2)
     if first in ("-h", "--help"):
         print(help_text())
+    from decodelab.config.check import check_app  # Hydra: only for the Hydra app
+
+    problems = check_app(argv)  # composition errors as one line each, before Hydra runs
+    if problems:
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
     from decodelab.apps.run import EXIT_STATUS, job  # Hydra, MLflow: only for the Hydra app
 
     sys.argv = [sys.argv[0], *argv]
+    EXIT_STATUS[0] = 0
     job()
     sys.exit(EXIT_STATUS[0])
 

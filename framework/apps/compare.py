@@ -1,5 +1,6 @@
 """`decodelab compare [RUN_ID ...] [--experiment NAME] [--filter EXPR] [--csv FILE]`: selected
-MLflow runs side by side, as a pandas table from `mlflow.search_runs`, printed and saved as CSV.
+MLflow runs side by side, as a pandas table from `mlflow.search_runs`, printed (and saved as CSV
+with --csv; compare writes nothing otherwise).
 
 Runs are chosen by id, or by an MLflow search filter over an experiment (e.g.
 `--filter "tags.status = 'ok' and params.model.name = 'llama3_1_8b'"`); sweep parent runs are left
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 from decodelab.apps.common import errors, run_module
+from decodelab.config.diagnose import did_you_mean, listing
 from decodelab.tracking.store import select_runs as select
 from decodelab.core.schema import TrackingConfig
 from decodelab.tracking.sync import tracking_keys, tracking_override_errors
@@ -73,7 +75,7 @@ def add_arguments(ap) -> None:
     ap.add_argument("--filter", default="", help="MLflow search filter, e.g. \"tags.status = 'ok'\"")
     ap.add_argument("--params", help="comma-separated params to show (default: those that differ)")
     ap.add_argument("--metrics", help=f"comma-separated metrics (default: {','.join(METRICS)})")
-    ap.add_argument("--csv", default="compare.csv", help="CSV file written (default: compare.csv)")
+    ap.add_argument("--csv", help="also write the table to this CSV file")
     ap.add_argument("--max", type=int, default=10000, help="at most this many runs")
 
 
@@ -96,14 +98,28 @@ def run(a) -> int:
         df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, a.max)
     except Exception as e:
         return errors(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if df is None:
+        return errors(
+            f"tracking.uri={tr['uri']}: no MLflow store there (run a design first, or give tracking.uri=...)"
+        )
     if df.empty:
         print("no runs match")
         return 1
+    have_m = sorted(c.split(".", 1)[1] for c in df.columns if c.startswith("metrics."))
+    have_p = sorted(c.split(".", 1)[1] for c in df.columns if c.startswith("params."))
+    for flag, names, have in (("--metrics", a.metrics, have_m), ("--params", a.params, have_p)):
+        unknown = [n for n in (names or "").split(",") if n and n not in have]
+        if unknown:
+            return errors(
+                f"{flag} {unknown[0]}: no such {flag[2:-1]} in the chosen runs"
+                f"{did_you_mean(unknown[0], have)} ({flag[2:]}: {listing(have)})"
+            )
     t = table(df, a.params.split(",") if a.params else None, a.metrics.split(",") if a.metrics else None)
     show(t, f"{len(t)} runs ({tr['uri']})")
-    Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
-    t.to_csv(a.csv, index=False)
-    print(f"wrote {a.csv}")
+    if a.csv:
+        Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
+        t.to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
     return 0
 
 

@@ -24,13 +24,23 @@ ROWS = (
 )
 
 
+class BadResult(ValueError):
+    """A result.json that cannot be read (truncated, not a decodelab result)."""
+
+
 def load(root: Path):
     import pandas as pd
 
     recs = []
     for p in sorted(root.rglob("result.json")):
-        r = json.loads(p.read_text())
-        c = r["config"]
+        try:
+            r = json.loads(p.read_text())
+            c = r["config"]
+            c["model"]["name"], c["workload"]["prompt_len"], c["kv_policy"].items  # noqa: B018
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise BadResult(
+                f"{p}: not a decodelab result.json ({type(e).__name__}: {e}); re-run that job or remove the file"
+            )
         row = {
             "status": r["status"],
             "reason": r["reason"],
@@ -115,7 +125,10 @@ def run(a) -> int:
     out = Path(a.out) if a.out else root / "kv_tradeoff.png"
     if not root.is_dir():
         return errors(f"DIR {root}: no such directory")
-    df = load(root)
+    try:
+        df = load(root)
+    except BadResult as e:
+        return errors(str(e))
     if not len(df) or not (df["status"] == "ok").any():
         return errors(f"no ok result.json under {root}")
     out.parent.mkdir(parents=True, exist_ok=True)

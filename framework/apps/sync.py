@@ -49,11 +49,13 @@ def run(a) -> int:
     print(
         f"sync: {rep.uploaded} uploaded, {rep.already} already in the tracker (marked), "
         f"{rep.replaced_partial} unfinished runs replaced, {rep.skipped_disabled} with tracking "
-        f"disabled left alone, {rep.failed} not uploaded"
+        f"disabled left alone, {rep.failed} not uploaded, {len(rep.bad)} not results"
     )
     for e in rep.errors:
         print(f"warning: {e}")
-    return 1 if rep.failed else 0
+    for e in rep.bad:  # bad input: one line per file, the rest was uploaded
+        print(f"error: {e}", file=sys.stderr)
+    return 2 if rep.bad else 1 if rep.failed else 0
 
 
 def main(argv: List[str]) -> int:

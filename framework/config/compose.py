@@ -9,6 +9,8 @@ from typing import Iterator, List, Optional, Sequence
 
 from decodelab import paths
 from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
+from decodelab.config.diagnose import describe, search_dirs, unparsable
+from decodelab.errors import ConfigError
 
 CONF_DIR = str(paths.CONF_DIR)
 
@@ -51,3 +53,23 @@ def hydra_errors() -> tuple:
     from omegaconf.errors import OmegaConfBaseException
 
     return (HydraException, OmegaConfBaseException)
+
+
+def compose_or_error(
+    overrides: Sequence[str] = (), config_name: str = "config", config_dir: Optional[str] = None
+):
+    """compose(), a config that does not compose raised as ConfigError with one line naming the
+    field (or file) and what is allowed (decodelab.config.diagnose)."""
+    import yaml
+
+    failing = hydra_errors() + (yaml.YAMLError,)
+    try:
+        return compose(overrides, config_name, config_dir)
+    except failing as e:
+        bad = unparsable(overrides)
+        try:
+            ref = compose((), config_name, config_dir)
+        except failing:
+            ref = None
+        dirs = search_dirs(config_dir, overrides)
+        raise ConfigError(describe(e, ref, override=bad, search_dirs=dirs, syntax=bad is not None)) from None

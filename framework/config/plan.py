@@ -23,6 +23,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config.compose import CONF_DIR
 from decodelab.config.sweepfile import SweepError, find_sweep  # noqa: F401  (re-exported)
+from decodelab.config.diagnose import describe, did_you_mean, listing, search_dirs
 from decodelab.core.labels import run_label
 
 
@@ -59,13 +60,19 @@ def hydra_context(source: Source) -> Iterator[object]:
     from hydra.core.global_hydra import GlobalHydra
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="decodelab"):
-        if source.config_dir:
+        extra = search_dirs(None, source.common)[:-1]  # hydra.searchpath entries
+        if source.config_dir or extra:
             search_path = create_config_search_path(CONF_DIR)
-            search_path.prepend(
-                provider="command-line",
-                path=f"file://{source.config_dir}",
-                anchor=SearchPathQuery(provider="schema"),
-            )
+            if source.config_dir:
+                search_path.prepend(
+                    provider="command-line",
+                    path=f"file://{source.config_dir}",
+                    anchor=SearchPathQuery(provider="schema"),
+                )
+            for d in extra:
+                search_path.prepend(
+                    provider="hydra.searchpath", path=f"file://{d}", anchor=SearchPathQuery(provider="schema")
+                )
             GlobalHydra.instance().clear()
             Hydra.create_main_hydra2(task_name="decodelab", config_search_path=search_path)
         yield GlobalHydra.instance().config_loader()
@@ -167,13 +174,50 @@ def one_line(e: BaseException) -> str:
 # --------------------------------------------------------------------------- planning
 
 
-def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
-    """The jobs of `decodelab sweep [TARGET] OVERRIDES`. Raises SweepError on bad input."""
+def jobs_of(source: Source, overrides: Sequence[str], multirun: bool = True) -> Optional[List[List[str]]]:
+    """The jobs `decodelab [-m] OVERRIDES` runs from `source`: with -m, the sweep file's
+    `hydra.sweeper.params` and the command line expanded by Hydra's basic sweeper (None for
+    another sweeper, which expands its own); without, the one job. Raises SweepError."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
+    import yaml
+
+    design = [o for o in overrides if not is_hydra(o)]
+    dirs = search_dirs(source.config_dir, source.common)
+    with hydra_context(source) as loader:
+        try:
+            from hydra import compose
+
+            if not multirun:
+                for o in design:
+                    if parse(o).is_sweep_override():
+                        raise SweepError(describe(ValueError(f"Ambiguous value for argument '{o}'")))
+                return [design]
+            probe = compose(
+                config_name=source.config_name, overrides=list(source.common), return_hydra_config=True
+            )
+            target = str(OmegaConf.select(probe, "hydra.sweeper._target_") or "")
+            if not target.endswith("BasicSweeper"):
+                return None
+            node = OmegaConf.select(probe, "hydra.sweeper.params")
+            params = OmegaConf.to_container(node, resolve=False) if node else {}
+            parser = OverridesParser.create(config_loader=loader)
+            parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + design)
+            return BasicSweeper.split_arguments(parsed, None)[0]
+        except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
+            bad = next((o for o in overrides if not parses(o)), None)
+            raise SweepError(
+                describe(e, loader=loader, override=bad, search_dirs=dirs, syntax=bad is not None)
+            ) from None
+
+
+def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
+    """The jobs of `decodelab sweep [TARGET] OVERRIDES`. Raises SweepError on bad input."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
 
     reset()
     if target:
@@ -183,23 +227,19 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
         source_dir, name = None, "config"
     try:
         common = tuple(o for o in overrides if is_hydra(o))
-        design = [o for o in overrides if not is_hydra(o)]
     except HydraException as e:
-        raise SweepError(one_line(e)) from None
+        raise SweepError(
+            describe(e, override=next((o for o in overrides if not parses(o)), None), syntax=True)
+        ) from None
     source = Source(source_dir, name, common)
+    jobs = jobs_of(source, overrides)
+    if jobs is None:
+        raise SweepError("decodelab sweep runs Hydra's basic sweeper only (use decodelab -m for another)")
     with hydra_context(source) as loader:
-        try:
-            from hydra import compose
+        from hydra import compose
 
-            probe = compose(config_name=name, overrides=list(common), return_hydra_config=True)
-            node = OmegaConf.select(probe, "hydra.sweeper.params")
-            params = OmegaConf.to_container(node, resolve=False) if node else {}
-            sweep_dir = Path(str(OmegaConf.select(probe, "hydra.sweep.dir"))).absolute()
-            parser = OverridesParser.create(config_loader=loader)
-            parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + design)
-            jobs = BasicSweeper.split_arguments(parsed, None)[0]
-        except (HydraException, OmegaConfBaseException) as e:
-            raise SweepError(one_line(e)) from None
+        probe = compose(config_name=name, overrides=list(common), return_hydra_config=True)
+        sweep_dir = Path(str(OmegaConf.select(probe, "hydra.sweep.dir"))).absolute()
         composer = Composer(source, loader)
         _check(composer, jobs)
         first = composer.config(jobs[0])
@@ -230,39 +270,86 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
     )
 
 
+def parses(override: str) -> bool:
+    from hydra.errors import HydraException
+
+    try:
+        parse(override)
+        return True
+    except HydraException:
+        return False
+
+
+def check_jobs(source: Source, jobs: List[List[str]]) -> None:
+    """Every job of `jobs` composes from `source` (SweepError, one line per problem, if not)."""
+    with hydra_context(source) as loader:
+        _check(Composer(source, loader), jobs)
+
+
 def _check(composer: Composer, jobs: List[List[str]]) -> None:
-    """Every group choice exists and every distinct field override applies to the first job's
-    config, as Hydra checks a multirun before launching it."""
+    """Every group choice exists and its YAML composes, and every distinct field override applies
+    to the first job's config, as Hydra checks a multirun before launching it. Composes the first
+    job's groups once, and each group option the first job does not use once more."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    import yaml
 
+    failing = (HydraException, OmegaConfBaseException, yaml.YAMLError)
+    dirs = search_dirs(composer.source.config_dir, composer.source.common)
     errors: List[str] = []
+
+    def reference():  # the primary config, for the field lists of a message
+        try:
+            return composer.base(())
+        except failing:
+            return None
+
+    def composes(groups: Tuple[str, ...], override: Optional[str] = None) -> bool:
+        try:
+            composer.base(groups)
+            return True
+        except failing as e:
+            errors.append(describe(e, reference(), composer.loader, override, dirs))
+            return False
+
+    first_groups = composer.split(jobs[0])[0]
     seen = set()
     for job in jobs:
         for o in job:
-            if o in seen:
+            if o in seen or not composer.is_group(o):
                 continue
             seen.add(o)
             p = parse(o)
-            if composer.is_group(o) and not p.is_delete():
-                options = composer.loader.get_group_options(p.key_or_group)
-                value = p.value()
-                if isinstance(value, str) and value not in options:
-                    errors.append(f"{p.key_or_group}={value!r} is not one of: {', '.join(options)}")
+            if p.is_delete():
+                continue
+            options = composer.loader.get_group_options(p.key_or_group)
+            value = p.value()
+            if isinstance(value, str) and value not in options:
+                errors.append(
+                    f"{p.key_or_group}={value}: no such option{did_you_mean(value, options)} "
+                    f"({p.key_or_group} options: {listing(options)})"
+                )
     if errors:
-        raise SweepError("\n".join(errors))
-    try:
-        base = composer.base(composer.split(jobs[0])[0])
-    except (HydraException, OmegaConfBaseException) as e:
-        raise SweepError(one_line(e)) from None
+        raise SweepError("\n".join(dict.fromkeys(errors)))
+    if not composes(first_groups):  # which option's YAML (a user's file may be broken)?
+        errors.clear()
+        for o in first_groups:
+            composes((o,), o)
+        if not errors:
+            composes(first_groups)
+    for o in sorted(seen - set(first_groups)):  # the options only later jobs use
+        composes((o,), o)
+    if errors:
+        raise SweepError("\n".join(dict.fromkeys(errors)))
+    base = composer.base(first_groups)
     for o in sorted({o for job in jobs for o in composer.split(job)[1]}):
         try:
             ConfigLoaderImpl._apply_overrides_to_config([parse(o)], copy.deepcopy(base))
-        except (HydraException, OmegaConfBaseException) as e:
-            errors.append(f"{o}: {one_line(e)}")
+        except failing as e:
+            errors.append(describe(e, base, composer.loader, o, dirs))
     if errors:
-        raise SweepError("\n".join(errors))
+        raise SweepError("\n".join(dict.fromkeys(errors)))
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict
 
@@ -90,6 +91,19 @@ def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per outp
     return path
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it over `path`: a full disk or
+    a killed process leaves the old file or none, never an empty or truncated one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def write_outputs(
     cfg_dict, res, out_dir: Path, label: str, plots: bool = True, step_csv: bool = True
 ) -> Dict[str, str]:
@@ -97,7 +111,7 @@ def write_outputs(
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     path = out_dir / "result.json"
-    path.write_text(json.dumps(res.record(cfg_dict), indent=1, default=float))
+    write_atomic(path, json.dumps(res.record(cfg_dict), indent=1, default=float))
     files["result"] = str(path)
     if res["status"] == "ok":
         if step_csv and "times" in res:

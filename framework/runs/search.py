@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 from decodelab.paths import SWEEPS_DIR
 from decodelab.config import plan as SP
 from decodelab.output.files import write_outputs
+from decodelab.config.diagnose import describe
 from decodelab.config.space import distributions as _distributions
 from decodelab.output.progress import progress_bar
 from decodelab.runs.items import run as run_job
@@ -53,7 +54,13 @@ def load_space(target: str) -> dict:
         raise SpaceError(f"space {target!r} is neither a file nor one of sweeps/search/: {', '.join(names)}")
     import yaml
 
-    space = yaml.safe_load(p.read_text()) or {}
+    try:
+        with p.open() as f:
+            space = yaml.safe_load(f) or {}
+    except yaml.YAMLError as e:
+        raise SpaceError(describe(e)) from None
+    if not isinstance(space, dict):
+        raise SpaceError(f"{p}: a search space is a YAML mapping (keys params, objectives, ...)")
     known = {
         "config",
         "overrides",

@@ -21,7 +21,7 @@ def log_mlflow(cfg, res: Results, variants, summ, files: List[Path]) -> str:
     tr = cfg.tracking
     client = tracking._client(tr.uri)
     parent = tracking.start_run(
-        tr, f"fidelity {cfg.name}", {"kind": "fidelity", "git_commit": tracking.git_commit()}
+        tr, f"fidelity {cfg.name}", {"kind": "fidelity", "mlflow.source.git.commit": tracking.git_commit()}
     )
     grid = {
         k: str(cfg[k])

@@ -47,6 +47,7 @@ class Recorder:
         self.n_recorded = 0
         self.seconds = 0.0  # time spent writing runs
         self.parent: Optional[str] = None
+        self.parent_status: Optional[str] = None  # of the parent when first seen (None: new)
         try:
             self.client = tracking._client(self.tr.uri)
             self.exp = tracking.experiment_id(self.tr)  # creates the store, once
@@ -62,13 +63,14 @@ class Recorder:
             try:
                 run = self.client.get_run(run_id)
                 if run.info.experiment_id == self.exp and run.info.lifecycle_stage == "active":
+                    self.parent_status = run.info.status
                     return run_id
             except Exception:
                 pass  # that run is not in this tracker: make a new parent
         tags = {
             "sweep": "true",
             "sweep_dir": str(self.sweep_dir),
-            "git_commit": tracking.git_commit(),
+            "mlflow.source.git.commit": tracking.git_commit(),
             **tags,
         }
         run_id = tracking.start_run(self.tr, name, tags)

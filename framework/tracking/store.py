@@ -4,6 +4,7 @@ Only this module and the Hydra callback know MLflow."""
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 import os
 import subprocess
 import time
@@ -27,12 +28,73 @@ RECORDED_FILE = "recorded.json"
 HASH_TAG = "config_hash"  # report.config_hash of the resolved design: resume and sync key
 
 
+class StoreError(RuntimeError):
+    """The tracking store cannot be used (a corrupted file, a lock held too long): one line
+    naming the file and what to do."""
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+LOCK_WAIT_S = 120.0  # a store's first opening waits this long for another process's
+
+
 def _client(uri: str):
-    if uri.startswith("sqlite:"):
-        _tune_sqlite()
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith("sqlite:"):
+        return MlflowClient(tracking_uri=uri)
+    _tune_sqlite()
+    path = Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
+    if path is None or uri in _OPENED:
+        return MlflowClient(tracking_uri=uri)
+    check_sqlite(path)
+    with store_lock(path):  # MLflow creates and migrates the store here: one process at a time
+        client = MlflowClient(tracking_uri=uri)
+    _OPENED.add(uri)
+    return client
+
+
+_OPENED: set = set()  # SQLite URIs this process has opened (created / migrated) under the lock
+
+
+def check_sqlite(path: Path) -> None:
+    """Fail within a second on a file that is not an SQLite database (MLflow would retry for
+    minutes): StoreError naming the file and what to do."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        header = f.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        path = path.resolve()
+        raise StoreError(
+            f"{path} is not an SQLite database (corrupted?): move it away (mv {path} {path}.broken) "
+            f"and run `decodelab sync` to upload the results on disk into a new store"
+        )
+
+
+@contextmanager
+def store_lock(path: Path, wait_s: float = LOCK_WAIT_S):
+    """An exclusive lock on `<store>.lock` beside a SQLite store, waited for at most wait_s."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(path.name + ".lock")
+    with open(lock, "a") as f:
+        t0 = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - t0 > wait_s:
+                    raise StoreError(
+                        f"{lock}: another process has held this store's lock for {wait_s:.0f} s; "
+                        "wait for it (or end it) and run `decodelab sync` to upload what is on disk"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,7 +134,13 @@ def experiment_id(tracking) -> str:
     loc = None
     if tracking.artifact_root:
         loc = Path(tracking.artifact_root).resolve().as_uri()
-    return client.create_experiment(tracking.experiment, artifact_location=loc)
+    try:
+        return client.create_experiment(tracking.experiment, artifact_location=loc)
+    except Exception:  # another process created it meanwhile
+        exp = client.get_experiment_by_name(tracking.experiment)
+        if exp is None:
+            raise
+        return exp.experiment_id
 
 
 def flatten(d: Any, prefix: str = "") -> Dict[str, Any]:
@@ -144,7 +212,7 @@ def run_payload(record: Dict[str, Any]):
 
     cfg_dict = record["config"]
     tags = component_tags(cfg_dict)
-    tags.update({"status": record["status"], "git_commit": git_commit()})
+    tags.update({"status": record["status"], "mlflow.source.git.commit": git_commit()})
     if record.get("config_hash"):
         tags[HASH_TAG] = record["config_hash"]
     if record["reason"]:
@@ -234,7 +302,7 @@ def log_summary_run(
     (claims, validate). Metric names are reduced to MLflow's alphabet."""
     import tempfile
 
-    run = start_run(tracking, name, {**tags, "git_commit": git_commit()})
+    run = start_run(tracking, name, {**tags, "mlflow.source.git.commit": git_commit()})
     client = _client(tracking.uri)
     for key, value in metrics.items():
         safe = "".join(c for c in key.replace(" ", "_").replace("/", "_per_") if c.isalnum() or c in "_-.")[
@@ -255,9 +323,12 @@ def log_summary_run(
 def select_runs(
     uri: str, experiment: str, run_ids: List[str], filter_string: str = "", max_results: int = 10000
 ):
-    """The chosen runs as mlflow.search_runs' DataFrame (one row per run)."""
+    """The chosen runs as mlflow.search_runs' DataFrame (one row per run); None if `uri` is a
+    SQLite store that does not exist (reading never creates one)."""
     import mlflow
 
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        return None
     _client(uri)  # SQLite tuning, as for every tracker access
     mlflow.set_tracking_uri(uri)
     if run_ids:

@@ -29,6 +29,8 @@ from decodelab.tracking.recorder import Recorder
 from decodelab.tracking.recorder import short_error
 from decodelab.tracking.store import runs_by_hash
 
+# MLflow's own copies of logged files (a local artifact store under outputs/): never results
+ARTIFACT_DIRS = {"mlartifacts", "mlruns"}
 # what a job logs as artifacts (report.write_outputs, serving_report.write_serving, app)
 FILES = (
     "result.json",
@@ -49,7 +51,8 @@ class SyncReport:
     replaced_partial: int = 0
     skipped_disabled: int = 0
     failed: int = 0
-    errors: List[str] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)  # tracker problems
+    bad: List[str] = field(default_factory=list)  # result.json files that are not results (skipped)
 
 
 def pending(dirs: List[Path]) -> List[Path]:
@@ -57,8 +60,29 @@ def pending(dirs: List[Path]) -> List[Path]:
     out = []
     for d in dirs:
         files = [d] if d.is_file() else sorted(d.rglob("result.json"))
-        out.extend(f for f in files if not (f.parent / RUN_ID_FILE).exists())
+        out.extend(
+            f
+            for f in files
+            if not (f.parent / RUN_ID_FILE).exists() and not (set(f.parts[:-1]) & ARTIFACT_DIRS)
+        )
     return out
+
+
+def record_problem(rec) -> Optional[str]:
+    """Why a loaded result.json is not a decodelab result record (None if it is one)."""
+    if not isinstance(rec, dict):
+        return f"holds a JSON {type(rec).__name__}, not a result record (an object)"
+    for key, kind in (("status", str), ("reason", str), ("metrics", dict), ("config", dict)):
+        if not isinstance(rec.get(key), kind):
+            return f"field {key!r} is missing or not a {kind.__name__}"
+    if not isinstance(rec.get("notes", []), list):
+        return "field 'notes' is not a list"
+    for k, v in rec["metrics"].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"metric {k!r} is {v!r}, not a number"
+    if not isinstance(rec["config"].get("tracking", {}), dict):
+        return "field 'config.tracking' is not an object"
+    return None
 
 
 def sweep_dir_of(result: Path) -> Optional[Path]:
@@ -94,8 +118,13 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
         try:
             rec = json.loads(f.read_text())
         except (OSError, ValueError) as e:
-            rep.failed += 1
-            rep.errors.append(f"{f}: unreadable ({e})")
+            rep.bad.append(
+                f"{f}: unreadable ({str(e).splitlines()[0]}); skipped (re-run that job or remove it)"
+            )
+            continue
+        problem = record_problem(rec)
+        if problem:
+            rep.bad.append(f"{f}: {problem}; skipped (re-run that job or remove it)")
             continue
         tr = _tracking(rec, overrides or {})
         if not tr.get("enabled", True):
@@ -163,8 +192,8 @@ def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool, r
             rep.uploaded += 1
             if h:
                 done[h] = run_id
-    if sweep_dir is not None:
-        r.finish()
+    if sweep_dir is not None and r.parent_status in (None, "RUNNING"):
+        r.finish()  # a parent made now, or left running; a KILLED or FAILED one keeps its status
     if not r.ok:
         left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
         rep.failed += left

@@ -58,6 +58,14 @@ def load_trace(path: str):
                 f"workload.trace={path!r}: column {c} needs a number in every row; "
                 f"data row {k + 1} has {str(df[c].iloc[k])!r}"
             )
+        low, what = (0.0, ">= 0") if c == TRACE_COLUMNS[0] else (1.0, ">= 1 (whole tokens)")
+        bad = ~(v >= low) | ((v != np.round(v)) if c != TRACE_COLUMNS[0] else False)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ConfigError(
+                f"workload.trace={path!r}: column {c} needs {'an integer ' if low else 'a number '}"
+                f"{what} in every row; data row {k + 1} has {str(df[c].iloc[k])!r}"
+            )
         cols.append(v)
     order = np.argsort(cols[0], kind="stable")
     return tuple(v[order] for v in cols)

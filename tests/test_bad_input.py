@@ -1,0 +1,393 @@
+"""Every bad input is one line: a table of malformed inputs across every config group, every
+subcommand, user YAML files and trace CSVs. For each: exit status 2, exactly one `error:` line on
+stderr naming the field or file (and the allowed values, with a "did you mean" for near misses),
+no traceback, and nothing recorded as ok.
+
+The inputs run in this process (decodelab.apps.cli.main with argv, output captured); a few run
+the installed console script in a subprocess, end to end."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import CONF, decodelab
+from decodelab.apps.cli import COMMANDS
+
+# --------------------------------------------------------------------------- files the inputs use
+
+
+def _model_yaml(**fields) -> str:
+    base = yaml.safe_load((CONF / "model" / "llama3_1_8b.yaml").read_text())
+    base.update(fields)
+    return yaml.safe_dump(base, sort_keys=False)
+
+
+def _hardware_yaml(**fields) -> str:
+    base = yaml.safe_load((CONF / "hardware" / "h100_sxm.yaml").read_text())
+    base.update(fields)
+    return yaml.safe_dump(base, sort_keys=False)
+
+
+TRACE_HEADER = "arrival_s,prompt_len,output_len\n"
+
+FILES = {
+    # user config directory (hydra.searchpath / --config-dir)
+    "uc/model/typo.yaml": _model_yaml(name="typo", n_kv_head=8),
+    "uc/model/badtype.yaml": _model_yaml(name="badtype", d_model="4k"),
+    "uc/model/badbool.yaml": _model_yaml(name="badbool", qkv_bias="maybe"),
+    "uc/model/broken.yaml": "name: broken\nn_layers: [1, 2\n  d_model: : 3\n",
+    "uc/model/tabs.yaml": "name: tabs\n\tn_layers: 2\n",
+    "uc/hardware/typo_hw.yaml": _hardware_yaml(name="typo_hw", tensor_paralel=2),
+    "uc/hardware/badtype_hw.yaml": _hardware_yaml(name="badtype_hw", n_chips="eight"),
+    "uc/kv_policy/typo_kv.yaml": "name: snapkv\nbudgett: 1024\n",
+    "uc/kv_policy/badtype_kv.yaml": "name: snapkv\nbudget: lots\n",
+    "uc/workload/typo_wl.yaml": "name: decode\nbatchsize: 4\n",
+    "uc/optimizations/broken_opt.yaml": "cuda_graphs: [true\n",
+    "uc/engine/badtype_engine.yaml": "name: vllm\nmax_batch: many\n",
+    # sweep and search-space files
+    "badsweep.yaml": "hydra:\n  sweeper:\n    params: [1, 2\n   x: : y\n",
+    "typosweep.yaml": "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n      workload.batchsize: 1,2\n",
+    "badspace.yaml": "params: [1, 2\n  x: : y\n",
+    "listspace.yaml": "- 1\n- 2\n",
+    "keyspace.yaml": "params:\n  workload.batch_size: range(1,4)\nobjectivs: [tok_s_aggregate]\n",
+    # trace CSVs
+    "neg_arrival.csv": TRACE_HEADER + "0,100,10\n-1,100,10\n",
+    "zero_prompt.csv": TRACE_HEADER + "0,100,10\n1,0,10\n",
+    "neg_prompt.csv": TRACE_HEADER + "0,-100,10\n",
+    "zero_output.csv": TRACE_HEADER + "0,100,0\n",
+    "neg_output.csv": TRACE_HEADER + "0,100,-5\n",
+    "frac_prompt.csv": TRACE_HEADER + "0,100.5,10\n",
+    "text_prompt.csv": TRACE_HEADER + "0,many,10\n",
+    "nan_arrival.csv": TRACE_HEADER + "nan,100,10\n",
+    "no_column.csv": "arrival_s,prompt_len\n0,100\n",
+    "no_rows.csv": TRACE_HEADER,
+    # result files
+    "res_list/a/result.json": "[1, 2]",
+    "res_trunc/a/result.json": '{"status": "ok", "metr',
+    "res_string/a/result.json": '"ok"',
+    "res_badmetric/a/result.json": json.dumps(
+        {"status": "ok", "reason": "", "notes": [], "metrics": {"tpot_ms": "fast"}, "config": {}}
+    ),
+    "kv_trunc/a/result.json": '{"status": "ok", "metr',
+    "kv_list/a/result.json": "[]",
+    "empty_dir/.keep": "",
+}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad_input")
+    for rel, text in FILES.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+# --------------------------------------------------------------------------- the table
+
+# (argv, regexes the one error line must match). {D}: the work directory. Near misses must say
+# "did you mean"; every line names the field or the file and what is allowed.
+MEAN = r"did you mean '{}'"
+SP = "hydra.searchpath=[file://{D}/uc]"
+OFF = "tracking=off"
+
+GROUP_OPTIONS = [
+    ("model=gpt5", ["model=gpt5", "no such option", "llama3_1_8b"]),
+    ("model=llama3_1_8", ["model=llama3_1_8", MEAN.format("llama3_1_8b"), "deepseek_r1"]),
+    ("model=Llama3_1_70b", [MEAN.format("llama3_1_70b")]),
+    ("hardware=tpu_v5", ["hardware=tpu_v5", "h100_sxm, sn40l_node8"]),
+    ("hardware=h100sxm", [MEAN.format("h100_sxm"), "dgx_a100"]),
+    ("hardware=sn40l_rack", [MEAN.format("sn40l_rack16")]),
+    ("kv_policy=lru", ["kv_policy=lru", "snapstream"]),
+    ("kv_policy=snapkvv", [MEAN.format("snapkv")]),
+    ("kv_policy=streamingllm", [MEAN.format("streaming_llm")]),
+    ("optimizations=turbo", ["optimizations=turbo", "all, default, none"]),
+    ("optimizations=defualt", [MEAN.format("default")]),
+    ("workload=bogus", ["workload=bogus", "closed_loop"]),
+    ("workload=closed_lop", [MEAN.format("closed_loop")]),
+    ("engine=tensorrt", ["engine=tensorrt", "vllm"]),
+    ("engine=vlm", [MEAN.format("vllm")]),
+    ("tracking=mysql", ["tracking=mysql", "off, server, sqlite"]),
+    ("tracking=sqlit", [MEAN.format("sqlite")]),
+    ("speculative=eagle", ["speculative=eagle", "draft, mtp, none"]),
+    ("coe=samba_co", [MEAN.format("samba_coe")]),
+    ("model@speculative.draft=tiny", ["model=tiny", "llama3_2_1b"]),
+]
+
+WRONG_TYPES = [
+    (f"workload.batch_size={v}", [f"workload.batch_size={v}", "expected an integer"])
+    for v in ("nan", "inf", "-inf", "2.5", "abc", "1e12", "1e3", "[1,2]", "{a:1}", "''")
+] + [
+    ("workload.prompt_len=4k", ["workload.prompt_len=4k", "integer"]),
+    ("workload.output_len=inf", ["workload.output_len=inf", "integer"]),
+    ("workload.concurrency=1.5", ["workload.concurrency=1.5", "integer"]),
+    ("workload.n_requests=many", ["workload.n_requests=many", "integer"]),
+    ("workload.seed=0.5", ["workload.seed=0.5", "integer"]),
+    ("workload.batch_fill=maybe", ["workload.batch_fill=maybe", "true or false"]),
+    ("hardware.tensor_parallel=1.5", ["hardware.tensor_parallel=1.5", "integer"]),
+    ("hardware.n_chips=eight", ["hardware.n_chips=eight", "integer"]),
+    ("kv_policy.budget=abc", ["kv_policy.budget=abc", "integer"]),
+    ("kv_policy.sinks=nan", ["kv_policy.sinks=nan", "integer"]),
+    ("model.n_layers=nan", ["model.n_layers=nan", "integer"]),
+    ("model.qkv_bias=perhaps", ["model.qkv_bias=perhaps", "true or false"]),
+    ("optimizations.kernel_looping=maybe", ["optimizations.kernel_looping=maybe", "true or false"]),
+    ("optimizations.cuda_graphs=enabled", ["optimizations.cuda_graphs=enabled", "true or false"]),
+    ("optimizations.schedule_offloading=2.5", ["optimizations.schedule_offloading=2.5", "integer"]),
+    ("engine.max_batch=lots", ["engine.max_batch=lots", "integer"]),
+    ("engine.mixed_steps=sometimes", ["engine.mixed_steps=sometimes", "true or false"]),
+    ("speculative.k=1.5", ["speculative.k=1.5", "integer"]),
+    ("tracking.enabled=perhaps", ["tracking.enabled=perhaps", "true or false"]),
+    ("quiet=loud", ["quiet=loud", "true or false"]),
+]
+
+MISSPELLED = [
+    ("workload.batchsize=4", ["workload.batchsize", MEAN.format("batch_size"), "prompt_len"]),
+    ("worklaod.batch_size=4", ["worklaod", MEAN.format("workload"), "hardware"]),
+    ("tracking.enable=false", ["tracking.enable", MEAN.format("enabled"), "experiment"]),
+    ("model.n_kv_head=8", ["model.n_kv_head", MEAN.format("n_kv_heads")]),
+    ("hardware.tensorparallel=2", ["hardware.tensorparallel", MEAN.format("tensor_parallel")]),
+    ("kv_policy.budgett=10", ["kv_policy.budgett", MEAN.format("budget")]),
+    ("optimizations.kernel_loop=true", ["optimizations.kernel_loop", MEAN.format("kernel_looping")]),
+    ("engine.max_batchsize=8", ["engine.max_batchsize", MEAN.format("max_batch")]),
+    ("speculative.acceptence=0.9", ["speculative.acceptence", MEAN.format("acceptance")]),
+    ("qiet=true", ["qiet", MEAN.format("quiet")]),
+    ("workload.zzz=1", ["workload.zzz", "no such field", "batch_size"]),
+]
+
+SYNTAX = [
+    ("workload.batch_size=[", ["workload.batch_size=[", "not a valid override", "KEY=VALUE"]),
+    ("model=llama3_1_8b,llama3_1_70b", ["model=llama3_1_8b,llama3_1_70b", "-m"]),
+    ("workload.batch_size=1,2", ["workload.batch_size=1,2", "-m"]),
+    ("workload.batch_size=range(1,3)", ["workload.batch_size=range", "-m"]),
+]
+
+RANGES = [  # compose, but the values are out of range: one line from the design checks
+    ("workload.batch_size=-1", ["workload.batch_size=-1", "> 0"]),
+    ("workload.batch_size=0", ["workload.batch_size=0"]),
+    ("workload.prompt_len=0", ["workload.prompt_len=0"]),
+    ("workload.output_len=-3", ["workload.output_len=-3"]),
+    ("workload.weight_dtype=fp3", ["workload.weight_dtype", "fp8"]),
+    ("workload.kind=bogus", ["workload.kind", "closed_loop"]),
+    ("hardware.tensor_parallel=0", ["hardware.tensor_parallel=0"]),
+    ("kv_policy=snapkv kv_policy.budget=-5", ["kv_policy.budget=-5"]),
+    ("optimizations.fusion=bogus", ["optimizations.fusion", "layer"]),
+    ("optimizations.orchestration=bogus", ["optimizations.orchestration", "hardware"]),
+    ("workload=closed_loop workload.concurrency=0", ["workload.concurrency=0"]),
+    ("workload=open_loop workload.arrival_rate=0", ["workload.arrival_rate=0"]),
+    (
+        "model=deepseek_r1 hardware=sn40l_rack16 kv_policy=snapstream kv_policy.budget=10000000",
+        ["kv_policy.budget=10000000", "max_context"],
+    ),
+]
+
+FLAGS = [
+    ("--config-dir /nonexistent/conf", ["--config-dir /nonexistent/conf", "no such directory"]),
+    ("--config-name nope", ["--config-name nope", "configs: config"]),
+    ("--config-name confg", [MEAN.format("config")]),
+    ("--bogus", ["--bogus", "decodelab --help"]),
+    ("swep model=llama3_1_8b", [MEAN.format("sweep")]),
+    ("compre", [MEAN.format("compare")]),
+]
+
+MULTIRUN = [
+    ("-m model=llama3_1_8b,gpt5", ["model=gpt5", "llama3_1_8b"]),
+    ("-m hardware=h100_sxm,h100sxm", [MEAN.format("h100_sxm")]),
+    ("-m workload.batch_size=1,nan", ["workload.batch_size=nan", "integer"]),
+    ("-m workload.batch_size=1,2.5", ["workload.batch_size=2.5", "integer"]),
+    ("-m workload.batchsize=1,2", ["workload.batchsize", MEAN.format("batch_size")]),
+    ("-m worklaod.batch_size=1,2", ["worklaod", MEAN.format("workload")]),
+    ("-m tracking.enable=false model=llama3_2_1b,llama3_2_3b", [MEAN.format("enabled")]),
+    ("-m optimizations.kernel_looping=true,maybe", ["kernel_looping=maybe", "true or false"]),
+    ("-m hydra/launcher=joblib workload.batch_size=1,abc", ["workload.batch_size=abc"]),
+    ("-m kv_policy=full,lru", ["kv_policy=lru", "snapstream"]),
+    ("-m workload.batch_size=[", ["workload.batch_size=[", "not a valid override"]),
+    ("-m --config-dir {D}/nothing model=a,b", ["--config-dir", "no such directory"]),
+]
+
+USER_YAML = [
+    (f"{SP} model=typo", ["uc/model/typo.yaml", "model.n_kv_head", MEAN.format("n_kv_heads")]),
+    (f"{SP} model=badtype", ["uc/model/badtype.yaml", "model.d_model=4k", "integer"]),
+    (f"{SP} model=badbool", ["uc/model/badbool.yaml", "model.qkv_bias", "true or false"]),
+    (f"{SP} model=broken", ["uc/model/broken.yaml line", "broken YAML"]),
+    (f"{SP} model=tabs", ["uc/model/tabs.yaml", "broken YAML"]),
+    (f"{SP} hardware=typo_hw", ["uc/hardware/typo_hw.yaml", MEAN.format("tensor_parallel")]),
+    (f"{SP} hardware=badtype_hw", ["uc/hardware/badtype_hw.yaml", "hardware.n_chips", "integer"]),
+    (f"{SP} kv_policy=typo_kv", ["uc/kv_policy/typo_kv.yaml", MEAN.format("budget")]),
+    (f"{SP} kv_policy=badtype_kv", ["uc/kv_policy/badtype_kv.yaml", "kv_policy.budget", "integer"]),
+    (f"{SP} workload=typo_wl", ["uc/workload/typo_wl.yaml", MEAN.format("batch_size")]),
+    (f"{SP} optimizations=broken_opt", ["uc/optimizations/broken_opt.yaml", "broken YAML"]),
+    (f"{SP} engine=badtype_engine", ["uc/engine/badtype_engine.yaml", "engine.max_batch", "integer"]),
+    ("--config-dir {D}/uc model=typo", ["uc/model/typo.yaml", MEAN.format("n_kv_heads")]),
+    (f"-m {SP} model=llama3_2_1b,badtype", ["uc/model/badtype.yaml", "model.d_model"]),
+    (f"-m {SP} model=broken,llama3_2_1b", ["uc/model/broken.yaml", "broken YAML"]),
+    (f"{SP} model=typ", [MEAN.format("typo"), "badtype"]),
+]
+
+TRACES = [
+    (f"workload=trace workload.trace={{D}}/{name}", [name, *expect])
+    for name, expect in [
+        ("neg_arrival.csv", ["arrival_s", ">= 0", "row 2"]),
+        ("zero_prompt.csv", ["prompt_len", ">= 1", "row 2"]),
+        ("neg_prompt.csv", ["prompt_len", ">= 1"]),
+        ("zero_output.csv", ["output_len", ">= 1"]),
+        ("neg_output.csv", ["output_len", ">= 1"]),
+        ("frac_prompt.csv", ["prompt_len", "integer"]),
+        ("text_prompt.csv", ["prompt_len", "many"]),
+        ("nan_arrival.csv", ["arrival_s", "number"]),
+        ("no_column.csv", ["output_len"]),
+        ("no_rows.csv", ["rows"]),
+        ("missing.csv", ["no such file"]),
+    ]
+]
+
+SUBCOMMANDS = [
+    ("sweep workload.batch_size=1,nan", ["workload.batch_size=nan", "integer"]),
+    ("sweep model=gpt5", ["model=gpt5", "llama3_1_8b"]),
+    ("sweep worklaod.batch_size=1,2", [MEAN.format("workload")]),
+    ("sweep workload.batch_size=[", ["not a valid override"]),
+    ("sweep {D}/badsweep.yaml", ["badsweep.yaml line", "broken YAML"]),
+    ("sweep {D}/typosweep.yaml", ["workload.batchsize", MEAN.format("batch_size")]),
+    ("sweep no_such_sweep", ["no_such_sweep", "c2_kernel_looping"]),
+    ("sweep -j -3 model=llama3_2_1b", ["-j", "integer >= 1"]),
+    ("sweep -j 0 model=llama3_2_1b", ["-j", "integer >= 1"]),
+    ("sweep -j two model=llama3_2_1b", ["-j", "integer >= 1"]),
+    ("sweep --top x", ["--top", "int"]),
+    ("sweep tracking=off,sqlite model=llama3_2_1b", ["tracking", "one value"]),
+    ("search {D}/badspace.yaml", ["badspace.yaml line", "broken YAML"]),
+    ("search {D}/listspace.yaml", ["listspace.yaml", "mapping"]),
+    ("search {D}/keyspace.yaml", ["objectivs", "objectives"]),
+    ("search no_such_space", ["no_such_space"]),
+    ("sync {D}/nothing_here", ["nothing_here", "exist"]),
+    ("sync {D}/res_list", ["res_list/a/result.json", "list"]),
+    ("sync {D}/res_trunc", ["res_trunc/a/result.json", "unreadable"]),
+    ("sync {D}/res_string", ["res_string/a/result.json", "str"]),
+    ("sync {D}/res_badmetric", ["res_badmetric/a/result.json", "tpot_ms"]),
+    ("sync tracking.bogus=1", ["tracking.bogus", "uri"]),
+    ("sync model.name=x", ["model", "tracking.KEY=VALUE"]),
+    ("sync --bogus", ["--bogus"]),
+    ("kvplot {D}/kv_trunc", ["kv_trunc/a/result.json", "re-run"]),
+    ("kvplot {D}/kv_list", ["kv_list/a/result.json"]),
+    ("kvplot {D}/empty_dir", ["no ok result.json"]),
+    ("kvplot {D}/nothing_here", ["nothing_here", "no such directory"]),
+    ("compare tracking.bogus=1", ["tracking.bogus", "uri"]),
+    ("compare --max many", ["--max", "int"]),
+    ("compare tracking.uri=sqlite:///{D}/none/mlflow.db", ["none/mlflow.db", "no MLflow store"]),
+    ("claims C99", ["C99"]),
+    ("claims --bogus", ["--bogus"]),
+    ("bench workload.batch_size=-1", ["workload.batch_size=-1"]),
+    ("bench worklaod.batch_size=2", [MEAN.format("workload")]),
+    ("coe-plot --bogus", ["--bogus"]),
+    ("fidelity --bogus", ["--bogus"]),
+    ("validate --bogus", ["--bogus"]),
+]
+
+CASES = (
+    GROUP_OPTIONS
+    + WRONG_TYPES
+    + MISSPELLED
+    + SYNTAX
+    + RANGES
+    + FLAGS
+    + MULTIRUN
+    + USER_YAML
+    + TRACES
+    + SUBCOMMANDS
+)
+HYDRA_APP_FIELDS = ("model", "hardware", "workload", "kv_policy", "optimizations", "engine")
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 100, len(CASES)
+    assert len({c[0] for c in CASES}) == len(CASES)  # no input twice
+
+
+def run_in_process(cwd: Path, argv) -> tuple:
+    """decodelab.apps.cli.main(argv) here: (exit status, stdout, stderr)."""
+    from decodelab.apps import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main(list(argv))
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(old)
+    return code, out.getvalue(), err.getvalue()
+
+
+def check(code: int, out: str, err: str, patterns, where: Path) -> None:
+    text = f"exit {code}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-2000:]}"
+    assert "Traceback" not in out + err, text
+    assert code == 2, text
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, text
+    assert all(ln.startswith("error:") or not ln.strip() for ln in err.splitlines()), text
+    for pat in patterns:
+        assert pat in lines[0], f"{pat!r} not in {lines[0]!r}"
+    for res in where.rglob("result.json"):  # nothing recorded as ok
+        if "res_" in str(res) or "kv_" in str(res):
+            continue
+        assert json.loads(res.read_text())["status"] != "ok", res
+
+
+@pytest.mark.parametrize("args, patterns", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_error_line(work, tmp_path, args, patterns):
+    argv = [a.replace("{D}", str(work)) for a in args.split()]
+    if (argv[0] not in COMMANDS or argv[0] == "sweep") and "tracking" not in args:
+        argv.append(OFF)  # the Hydra app and sweeps: a store would be made before a late error
+    code, out, err = run_in_process(tmp_path, argv)
+    check(code, out, err, [p.replace("{D}", str(work)) for p in patterns], tmp_path)
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()  # nothing recorded
+    assert not (tmp_path / "compare.csv").exists()
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.parametrize(
+    "args, patterns",
+    [
+        (["model=gpt5"], ["model=gpt5", "llama3_1_8b"]),
+        (["-m", "hydra/launcher=joblib", "workload.batch_size=1,nan"], ["workload.batch_size=nan"]),
+        (["--config-dir", "/nonexistent", "model=llama3_2_1b"], ["--config-dir /nonexistent"]),
+        (["sync", "{D}/res_list"], ["res_list/a/result.json"]),
+    ],
+    ids=["group", "multirun-joblib", "config-dir", "sync-list"],
+)
+def test_bad_input_from_the_console_script(work, tmp_path, args, patterns):
+    """The same through `python -m decodelab.apps.cli` in a subprocess (SQLite tracking on)."""
+    res = decodelab(tmp_path, *[a.replace("{D}", str(work)) for a in args])
+    check(res.rc, res.out, res.err, [p.replace("{D}", str(work)) for p in patterns], tmp_path)
+    assert not list((tmp_path / "outputs").rglob("result.json")) if (tmp_path / "outputs").exists() else True
+
+
+def test_sync_skips_a_bad_result_and_uploads_the_rest(work, tmp_path):
+    """A result.json holding a list is named and skipped; the good one beside it is uploaded."""
+    good = tmp_path / "runs"
+    code, out, err = run_in_process(
+        tmp_path, ["model=llama3_2_1b", "tracking=off", f"hydra.run.dir={good / 'ok'}"]
+    )
+    assert code == 0, err
+    (good / "bad").mkdir()
+    (good / "bad" / "result.json").write_text("[1]")
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    code, out, err = run_in_process(
+        tmp_path, ["sync", str(good), f"tracking.uri={uri}", "tracking.enabled=true"]
+    )
+    assert code == 2 and "1 uploaded" in out, out + err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert str(good / "bad" / "result.json") in line
+    assert (good / "ok" / "mlflow_run_id").is_file()
