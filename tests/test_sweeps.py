@@ -140,15 +140,16 @@ def test_fast_sweep_gives_the_jobs_and_results_of_hydra_multirun(tmp_path):
     assert hydra.returncode == 0, explain(hydra)
     (mdir,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     plan, out = sweep(tmp_path, args, target="c1_gpu_bandwidth")
-    assert len(plan.jobs) == 8 and out.counts()["ok"] == 8
+    # c1_gpu_bandwidth runs each design at TP 2, 4 and 8 (claims.md C1): 3 x 2 models x 2 batches
+    assert len(plan.jobs) == 12 and out.counts()["ok"] == 12
     for d in result_dirs(out.sweep_dir):
         fast = json.loads((d / "result.json").read_text())
         ref = json.loads((mdir / d.name / "result.json").read_text())
         assert fast["config"] == ref["config"], d.name
         assert fast["config_hash"] == ref["config_hash"]
         assert fast["metrics"] == pytest.approx(ref["metrics"], rel=1e-12)
-    # the sweep file's params (model, hardware, TP 1,8 ...) with the command line winning
-    assert plan.jobs[0][:3] == ["model=llama3_2_1b", "hardware=dgx_h100", "hardware.tensor_parallel=1"]
+    # the sweep file's params (model, hardware, TP 2,4,8 ...) with the command line winning
+    assert plan.jobs[0][:3] == ["model=llama3_2_1b", "hardware=dgx_h100", "hardware.tensor_parallel=2"]
 
 
 @pytest.mark.slow
