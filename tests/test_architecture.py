@@ -63,3 +63,19 @@ def test_no_import_cycles(staged, monkeypatch):
     # the package's lazy `decodelab.api` attribute (PEP 562) is the one allowed loop
     cycles = [c for c in cycles if "decodelab" not in c]
     assert not cycles, cycles[:10]
+
+
+def test_every_source_package_is_in_the_wheel():
+    """pyproject.toml lists the packages explicitly (package-dir mapping): a new subpackage that is
+    not listed would be missing from `pip install .` and the wheel."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(contracts.ROOT)
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for src, name in (("framework", "decodelab"), ("components", "decodelab.components")):
+        for init in (root / src).rglob("__init__.py"):
+            rel = init.parent.relative_to(root / src).parts
+            found.add(".".join((name, *rel)))
+    assert found <= listed, sorted(found - listed)
