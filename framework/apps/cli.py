@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 import decodelab
-from decodelab.apps.common import run_module
+from decodelab.apps.common import errors, run_module
 
 # name -> (module, one-line summary): the one table `decodelab --help` lists
 COMMANDS: Dict[str, Tuple[str, str]] = {
@@ -88,9 +88,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     problems = check_app(argv)  # composition errors as one line each, before Hydra runs
     if problems:
-        for line in problems:
-            print(f"error: {line}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(errors("\n".join(problems)))
     from decodelab.apps.run import EXIT_STATUS, job  # Hydra, MLflow: only for the Hydra app
 
     sys.argv = [sys.argv[0], *argv]

@@ -3,7 +3,6 @@ MLflow logging happens in the Hydra callback (framework/apps/callbacks.py), not 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -11,6 +10,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from decodelab.apps.common import errors
 from decodelab import paths
 import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
 from decodelab.modes.dispatch import evaluate
@@ -59,6 +59,5 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
     if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
         # bad input in a single run: one line per problem, no traceback, and a non-zero exit
         # once Hydra has returned (exiting here would skip the callback that records it)
-        print("\n".join(f"error: {line}" for line in res["reason"].splitlines()), file=sys.stderr)
-        EXIT_STATUS[0] = 2
+        EXIT_STATUS[0] = errors(res["reason"])
     return ret

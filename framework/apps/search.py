@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import List, Optional
 
-from decodelab.apps.common import run_module
+from decodelab.apps.common import errors, run_module
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.search import SAMPLERS, SpaceError, load_space, run_search
 from decodelab.tracking.recorder import Recorder
@@ -142,8 +142,7 @@ def run(a) -> int:
     try:
         import optuna  # noqa: F401
     except ImportError:
-        print("error: decodelab search needs Optuna: pip install 'decodelab[search]'", file=sys.stderr)
-        return 2
+        return errors("decodelab search needs Optuna: pip install 'decodelab[search]'")
     try:
         space = load_space(a.space)
         trials = a.trials or int(space.get("trials", 100))
@@ -157,8 +156,7 @@ def run(a) -> int:
         t0 = time.perf_counter()
         result = run_search(space, a.overrides, trials, seed, sampler, out, not a.quiet)
     except (SpaceError, SweepError) as e:
-        print("\n".join(f"error: {line}" for line in str(e).splitlines()), file=sys.stderr)
-        return 2
+        return errors(str(e))
     artifacts = write_outputs_of(result)
     err = log_search(result, space, artifacts, seed, sampler, trials)
     console = Console()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List
 
-from decodelab.errors import ConfigError, Infeasible  # noqa: F401  (re-exported)
+from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import oplaw, schema
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}

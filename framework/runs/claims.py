@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import compose as C
-from decodelab.config.sweepfile import expand, load_sweep  # noqa: F401  (re-exported)
+from decodelab.config.sweepfile import load_sweep
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
 from decodelab.paths import SWEEPS_DIR
