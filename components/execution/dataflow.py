@@ -27,6 +27,13 @@
   max(0, B - slots) * sample_interval_us per layer. No gain at batch 1; the gain grows with B up
   to the slot count and shrinks relative to the layer's weight stream for larger models
   (Dataflow paper: sweet spot at batch 8, smaller gain for 8B than for 1B/3B).
+- MoE routing (fused): the top-k decision (an op with `route_point`) chooses the expert weights
+  the rest of the layer streams, so they cannot be prefetched across it: a fused MoE layer is
+  two programs split at the decision, and the boundary costs a launch and `route_fill_us` of
+  pipeline drain/refill per MoE layer invocation, also inside a looped layer kernel (Kernel
+  Looping removes the boundaries between consecutive calls of one kernel, not a data
+  dependency inside it). The on-chip orchestrator takes the decision without the host
+  (Dataflow paper: ScheduleOffloading works with MoE routing where CUDA graphs do not).
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     fill = hw.fill_drain_us * 1e-6
     calls: List[dict] = []
 
-    def new_call(repeat, looped=False, barrier=False):
+    def new_call(repeat, looped=False, barrier=False, fill_us=fill):
         free = float(max(1, hw.loop_buffer_slots)) if streaming else 1.0
         calls.append(
             {
@@ -76,7 +83,7 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
                 "free_samples": free,
                 "launch_each": 0.0 if looped else launch + hw.sync_us * 1e-6,
                 "launch_async": 0.0,
-                "fill_each": 0.0 if looped else fill,
+                "fill_each": 0.0 if looped else fill_us,
                 "launch_once": launch if looped else 0.0,
                 "fill_once": fill if looped else 0.0,
                 "overlap_link": fused,
@@ -93,6 +100,9 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     # layers emitted as separate op groups) are different programs, each its own call
     by_stage = {}
     for op in ops:
+        if op.route_point:  # the boundary a routing decision puts inside every MoE layer
+            op.call = new_call(op.repeat, fill_us=hw.route_fill_us * 1e-6)
+            continue
         key = (op.stage, op.repeat)
         if key not in by_stage:
             looped = op.stage == "layer" and opt.kernel_looping

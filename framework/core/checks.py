@@ -132,6 +132,7 @@ def check_config(cfg) -> None:
         "launch_us",
         "sync_us",
         "fill_drain_us",
+        "route_fill_us",
         "hw_launch_us",
         "host_step_us",
         "collective_latency_us",

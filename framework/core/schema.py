@@ -167,6 +167,7 @@ class HardwareConfig:
     launch_us: float = 0.0  # host/software launch of one kernel call
     sync_us: float = 0.0  # synchronisation at a kernel boundary
     fill_drain_us: float = 0.0  # pipeline fill + drain of one call (dataflow)
+    route_fill_us: float = 0.0  # dataflow: pipeline drain + refill at an MoE routing decision
     hw_launch_us: float = 0.0  # launch cost when the chip's own orchestrator launches
     sample_interval_us: float = 0.0  # dataflow: gap between consecutive samples leaving a fused
     # layer (batch barrier: (B - 1) x this per layer)
