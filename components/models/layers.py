@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import kv_heads_per_chip
+from decodelab.components.models import mla_map
 from decodelab.components.models.experts import expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, op_builders
 
@@ -131,13 +132,21 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
 
 
 def build_ops(
-    m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float, tokens_per_step: float = 1.0
+    m,
+    tp: int,
+    w_bytes: float,
+    act_bytes: float,
+    kv_bytes: float,
+    tokens_per_step: float = 1.0,
+    mla_mapping: str = "replicated",
 ) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
-    tokens activate (the decode batch)."""
+    tokens activate (the decode batch); MLA attention mapped across the tp chips by
+    `mla_mapping` (components/models/mla_map.py)."""
     d, L = m.d_model, m.n_layers
-    h = m.n_heads // tp
-    ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
+    mapping = mla_mapping if is_mla(m) else "replicated"
+    h = mla_map.heads_per_chip(m, tp, mapping)
+    ar_bytes = mla_map.collective_bytes(m, tp, mapping, act_bytes)
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
@@ -221,6 +230,7 @@ def build_ops(
             ),
             gemm("o_proj", h * v, d),
         ]
+        ops += mla_map.remap(ops[1:], m, tp, mapping, tokens_per_step, act_bytes)
     else:
         hd = m.head_dim
         kvh = kv_heads_per_chip(m.n_kv_heads, tp)
@@ -260,7 +270,7 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
+                coll_kind="all_gather" if mapping == "data" else "all_reduce",
                 coll_bytes_per_token=d * act_bytes,
             )
         )
@@ -275,7 +285,7 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
+                coll_kind="all_gather" if mapping == "data" else "all_reduce",
                 coll_bytes_per_token=d * act_bytes,
             )
         )

@@ -130,9 +130,14 @@ def build(
     wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
     kv_costs.check_policy(policy, cfg.kv_policy, m)
 
-    ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size)
+    mapping = getattr(hw, "mla_mapping", "replicated")
+    ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping)
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
+    if mapping != "replicated" and not m.kv_lora_rank > 0:
+        notes.append(
+            f"hardware.mla_mapping={mapping} applies to MLA attention only; {m.name} is not MLA: ignored"
+        )
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 

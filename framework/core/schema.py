@@ -146,6 +146,8 @@ class HardwareConfig:
     execution: str = MISSING  # execution model: gpu | dataflow
     n_chips: int = 1
     tensor_parallel: int = 1  # chips one model replica is sharded over
+    mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
+    # data (components/models/mla_map.py)
     peak_tflops_bf16: float = MISSING
     peak_tflops_fp8: float = 0.0  # 0: no FP8 units, FP8 runs at the BF16 rate
     memory: Dict[str, MemoryTier] = field(default_factory=dict)  # tiers by name
