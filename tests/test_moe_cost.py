@@ -86,3 +86,32 @@ def test_routing_is_one_more_gpu_kernel_per_moe_layer(compose):
     # embedding + 32 x (norm, qkv, rope, attn, o, ar, norm, router, route, gate_up, act, down, ar,
     # add) + final norm, LM head, sampling
     assert m["n_kernel_calls_per_step"] == 1 + 32 * 14 + 3
+
+
+def test_expert_parallel_busiest_chip():
+    """DeepSeek-R1 on 16 chips, 16 whole experts each. Batch 1: p = 8/256 = 1/32 per expert,
+    per-chip count Binomial(16, 1/32): F(0) = (31/32)^16 = 0.6017, F(1) = F(0) + 16/32 (31/32)^15
+    = 0.9123, F(2) = 0.9874, F(3) = 0.9988; E[max] = (1 - F(0)^16) + (1 - F(1)^16) + (1 - F(2)^16)
+    + (1 - F(3)^16) + ... = 0.9997 + 0.7703 + 0.1829 + 0.0198 + 0.0017 = 1.975. A seeded Monte
+    Carlo of the exact routing (8 distinct of 256 per token) gives 2.02 (batch 1), 4.42 (4),
+    15.83 (64)."""
+    from decodelab.components.models.experts import busiest_chip_experts
+
+    assert busiest_chip_experts(256, 8, 1, 16) == pytest.approx(1.975, abs=0.002)
+    assert busiest_chip_experts(256, 8, 4, 16) == pytest.approx(4.42, rel=0.03)
+    assert busiest_chip_experts(256, 8, 64, 16) == pytest.approx(15.83, rel=0.03)
+    assert busiest_chip_experts(256, 8, 1, 1) == pytest.approx(8.0)  # one chip: all of them
+
+
+def test_expert_parallel_gather_bytes(compose):
+    """Per chip and MoE layer, FP8: `tp` reads (8 + 1 shared) x 2,752,512 B (1/16 of each expert);
+    `ep` reads 1.975 whole experts (44,040,192 B each) + 1/16 of the shared one: 3.5x more at batch 1."""
+    m = compose("model=deepseek_r1").model
+    per16 = 3 * 7168 * 128
+    dense = 3 * 7168 * 1152
+    for mapping, routed16 in (("tp", 8.0), ("ep", 16 * 1.9751)):
+        ops = {o.name: o for o in layers.build_ops(m, 16, 1.0, 2.0, 2.0, 1, moe_mapping=mapping)}
+        read = (ops["gate_up_proj"].weight_bytes + ops["down_proj"].weight_bytes) * 61
+        assert read == pytest.approx(58 * (routed16 + 1) * per16 + 3 * dense, rel=1e-4)
+        held = (ops["gate_up_proj"].resident_bytes + ops["down_proj"].resident_bytes) * 61
+        assert held == pytest.approx(58 * 257 * per16 + 3 * dense, rel=1e-12)

@@ -55,10 +55,11 @@ def build_ops(
     kv_bytes: float,
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
+    moe_mapping: str = "tp",
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models; `mla_mapping` only
-    to MLA models)."""
+    to MLA models, `moe_mapping` only to MoE models)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
     h = m.n_heads // tp
     kvh = kv_heads_per_chip(m.n_kv_heads, tp)

@@ -18,13 +18,26 @@ top-k routing decision, the chosen experts' weights and the shared experts. Tens
   it: the layer's pipeline drains at the decision and refills with the chosen experts, paid per
   MoE layer even inside a looped layer kernel (components/execution/dataflow.py,
   `hardware.route_fill_us`).
+- Expert placement across the tp chips (`hardware.moe_mapping`): `tp` (default) splits every
+  expert's columns tp ways, so a chip reads 1/tp of each activated expert: perfectly balanced.
+  `ep` (expert parallelism; SGLang/vLLM `--enable-expert-parallel` / `--ep-size`) gives each chip
+  E/tp whole experts; with attention tensor-parallel every chip already holds every token's
+  hidden state, so the experts' outputs are reduced across chips as under `tp` (same all-reduce)
+  and no all-to-all is needed; but the step waits for the chip whose experts the batch hits
+  most: it reads E[max over chips of the distinct experts hit there] whole experts. Each of a
+  chip's E/tp experts is hit with probability p = 1 - (1 - k/E)^n, so its count is taken as
+  Binomial(E/tp, p) (exact mean) and the chips as independent:
+  E[max] = sum_{j>=1} (1 - F(j - 1)^tp). Shared experts stay split tp ways.
 """
 
 from __future__ import annotations
 
+import math
 from typing import List
 
 from decodelab.components.ops import Op
+
+MOE_MAPPINGS = ("tp", "ep")
 
 
 def expected_experts(n_experts: int, k: int, tokens: float) -> float:
@@ -33,6 +46,22 @@ def expected_experts(n_experts: int, k: int, tokens: float) -> float:
     if n_experts <= 0:
         return 0.0
     return n_experts * (1.0 - (1.0 - k / n_experts) ** max(tokens, 0.0))
+
+
+def busiest_chip_experts(n_experts: int, k: int, tokens: float, chips: int) -> float:
+    """Expected distinct experts hit on the busiest of `chips` chips holding n_experts/chips
+    whole experts each (expert parallelism): per-chip count Binomial(E/chips, p),
+    p = 1 - (1 - k/E)^tokens, chips independent."""
+    if n_experts <= 0 or chips <= 1:
+        return expected_experts(n_experts, k, tokens)
+    per = n_experts // chips
+    p = 1.0 - (1.0 - k / n_experts) ** max(tokens, 0.0)
+    pmf = [math.comb(per, j) * p**j * (1.0 - p) ** (per - j) for j in range(per + 1)]
+    cdf, total = 0.0, 0.0
+    for j in range(1, per + 1):
+        cdf += pmf[j - 1]  # F(j - 1)
+        total += 1.0 - min(cdf, 1.0) ** chips
+    return total
 
 
 def n_moe_layers(m) -> int:
@@ -53,9 +82,9 @@ def route_op(m, act_bytes: float) -> Op:
     )
 
 
-def ffn_ops(m, tp, w_bytes, act_bytes, tokens) -> List[Op]:
+def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[Op]:
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
-    decision of the MoE layers after the router GEMM."""
+    decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping`."""
     d, L = m.d_model, float(m.n_layers)
     n_up = 2 if m.ffn_act == "swiglu" else 1
     n_moe = n_moe_layers(m)
@@ -65,7 +94,11 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens) -> List[Op]:
     if n_moe:
         fe = m.expert_ffn_dim / tp
         k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
-        read = expected_experts(e, k, tokens) + s  # experts whose weights a step reads
+        # experts whose weights a step reads, in units of 1/tp of an expert per chip
+        if moe_mapping == "ep" and tp > 1:
+            read = tp * busiest_chip_experts(e, k, tokens, tp) + s
+        else:
+            read = expected_experts(e, k, tokens) + s
         ops.append(
             Op(
                 "router",

@@ -139,10 +139,11 @@ def build_ops(
     kv_bytes: float,
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
+    moe_mapping: str = "tp",
 ) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
-    tokens activate (the decode batch); MLA attention mapped across the tp chips by
-    `mla_mapping` (components/models/mla_map.py)."""
+    tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
+    (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py)."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
     h = mla_map.heads_per_chip(m, tp, mapping)
@@ -275,7 +276,7 @@ def build_ops(
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
-    ops += ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step)
+    ops += ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step, moe_mapping)
     if tp > 1:
         ops.append(
             Op(

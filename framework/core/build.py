@@ -131,9 +131,16 @@ def build(
     kv_costs.check_policy(policy, cfg.kv_policy, m)
 
     mapping = getattr(hw, "mla_mapping", "replicated")
-    ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping)
+    moe_map = getattr(hw, "moe_mapping", "tp")
+    ops = arch.build_ops(
+        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map
+    )
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
+    if moe_map != "tp" and not m.n_experts > 0:
+        notes.append(
+            f"hardware.moe_mapping={moe_map} applies to MoE models only; {m.name} has no experts: ignored"
+        )
     if mapping != "replicated" and not m.kv_lora_rank > 0:
         notes.append(
             f"hardware.mla_mapping={mapping} applies to MLA attention only; {m.name} is not MLA: ignored"

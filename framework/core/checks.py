@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List
 
+from decodelab.components.models.experts import MOE_MAPPINGS
 from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import oplaw, schema
@@ -95,6 +96,7 @@ def check_config(cfg) -> None:
 
     _choice(e, "hardware.execution", hw.execution, EXECUTIONS)
     _choice(e, "hardware.mla_mapping", getattr(hw, "mla_mapping", "replicated"), MLA_MAPPINGS)
+    _choice(e, "hardware.moe_mapping", getattr(hw, "moe_mapping", "tp"), MOE_MAPPINGS)
     _positive(e, "hardware", hw, ("n_chips", "tensor_parallel", "peak_tflops_bf16"))
     if hw.tensor_parallel > 0 and hw.n_chips > 0 and hw.tensor_parallel > hw.n_chips:
         e.append(

@@ -148,6 +148,7 @@ class HardwareConfig:
     tensor_parallel: int = 1  # chips one model replica is sharded over
     mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
     # data (components/models/mla_map.py)
+    moe_mapping: str = "tp"  # routed experts across the tp chips: tp (split) | ep (whole experts)
     peak_tflops_bf16: float = MISSING
     peak_tflops_fp8: float = 0.0  # 0: no FP8 units, FP8 runs at the BF16 rate
     memory: Dict[str, MemoryTier] = field(default_factory=dict)  # tiers by name
