@@ -249,7 +249,7 @@ def build(
         # a decode step's calls (a call whose ops all run only for prefilling sequences is not one)
         calls_per_step=float(
             sum(
-                1 if c["launch_once"] or c["fill_once"] else c["repeat"]
+                1 if c.get("looped", c["launch_once"] or c["fill_once"]) else c["repeat"]
                 for i, c in enumerate(calls)
                 if any(
                     op.call == i and op.path != "prefill" and op_lin[j, K.L_LAW] != K.LAW_SKIP

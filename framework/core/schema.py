@@ -172,6 +172,8 @@ class HardwareConfig:
     fill_drain_us: float = 0.0  # pipeline fill + drain of one call (dataflow)
     route_fill_us: float = 0.0  # dataflow: pipeline drain + refill at an MoE routing decision
     hw_launch_us: float = 0.0  # launch cost when the chip's own orchestrator launches
+    repeat_launch_us: float = -1.0  # dataflow, software: launch of a repeated identical fused
+    # layer call (program already loaded); < 0 = launch_us
     sample_interval_us: float = 0.0  # dataflow: gap between consecutive samples leaving a fused
     # layer (batch barrier: (B - 1) x this per layer)
     loop_buffer_slots: int = 0  # dataflow BatchStreaming: samples the loop buffer holds
