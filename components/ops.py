@@ -50,6 +50,8 @@ class Op:
     # attn_head_dim (RoPE + KV write)
     coll_kind: str = ""  # all_reduce | all_gather: the op's tensor-parallel collective
     coll_bytes_per_token: float = 0.0  # bytes of the collective's whole per-rank tensor per token
+    route_point: bool = False  # a data-dependent routing decision: the weights the rest of the
+    # layer reads are chosen by it (MoE top-k; components/models/experts.py)
     call: int = -1  # kernel call index, set by the execution model
 
 

@@ -27,6 +27,17 @@
   max(0, B - slots) * sample_interval_us per layer. No gain at batch 1; the gain grows with B up
   to the slot count and shrinks relative to the layer's weight stream for larger models
   (Dataflow paper: sweet spot at batch 8, smaller gain for 8B than for 1B/3B).
+- repeated identical calls (software orchestration, fused layer kernel not looped): the first
+  call pays `launch_us`; each repeat of the same program pays `repeat_launch_us` (SN40L paper
+  Sec. VI-C: repeated identical layers see virtually zero kernel-launch overhead, i.e. the
+  program is not reloaded). Unset (< 0) = `launch_us`: every call pays the full launch.
+- MoE routing (fused): the top-k decision (an op with `route_point`) chooses the expert weights
+  the rest of the layer streams, so they cannot be prefetched across it: a fused MoE layer is
+  two programs split at the decision, and the boundary costs a launch and `route_fill_us` of
+  pipeline drain/refill per MoE layer invocation, also inside a looped layer kernel (Kernel
+  Looping removes the boundaries between consecutive calls of one kernel, not a data
+  dependency inside it). The on-chip orchestrator takes the decision without the host
+  (Dataflow paper: ScheduleOffloading works with MoE routing where CUDA graphs do not).
 """
 
 from __future__ import annotations
@@ -67,19 +78,24 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     fill = hw.fill_drain_us * 1e-6
     calls: List[dict] = []
 
-    def new_call(repeat, looped=False, barrier=False):
+    rep_us = getattr(hw, "repeat_launch_us", -1.0)
+    again = launch if hardware or rep_us < 0 else rep_us * 1e-6  # a repeat of a loaded program
+
+    def new_call(repeat, looped=False, barrier=False, fill_us=fill, reuse=False):
         free = float(max(1, hw.loop_buffer_slots)) if streaming else 1.0
+        each = again if reuse and repeat > 1 else launch
         calls.append(
             {
                 "repeat": repeat,
                 "sample_gap": gap if barrier else 0.0,
                 "free_samples": free,
-                "launch_each": 0.0 if looped else launch + hw.sync_us * 1e-6,
+                "launch_each": 0.0 if looped else each + hw.sync_us * 1e-6,
                 "launch_async": 0.0,
-                "fill_each": 0.0 if looped else fill,
-                "launch_once": launch if looped else 0.0,
+                "fill_each": 0.0 if looped else fill_us,
+                "launch_once": launch if looped else (launch - each if reuse and repeat > 1 else 0.0),
                 "fill_once": fill if looped else 0.0,
                 "overlap_link": fused,
+                "looped": looped,
             }
         )
         return len(calls) - 1
@@ -93,10 +109,14 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
     # layers emitted as separate op groups) are different programs, each its own call
     by_stage = {}
     for op in ops:
+        if op.route_point:  # the boundary a routing decision puts inside every MoE layer
+            op.call = new_call(op.repeat, fill_us=hw.route_fill_us * 1e-6)
+            continue
         key = (op.stage, op.repeat)
         if key not in by_stage:
             looped = op.stage == "layer" and opt.kernel_looping
-            by_stage[key] = new_call(op.repeat, looped, barrier=op.stage == "layer")
+            layer = op.stage == "layer"
+            by_stage[key] = new_call(op.repeat, looped, barrier=layer, reuse=layer)
         op.call = by_stage[key]
     # Inside a fused layer the intermediates live in SRAM: only the layer input (residual stream)
     # is read and its output written through memory, once per layer.

@@ -48,10 +48,18 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
 
 
 def build_ops(
-    m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float, tokens_per_step: float = 1.0
+    m,
+    tp: int,
+    w_bytes: float,
+    act_bytes: float,
+    kv_bytes: float,
+    tokens_per_step: float = 1.0,
+    mla_mapping: str = "replicated",
+    moe_mapping: str = "tp",
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
-    whatever the step's tokens: `tokens_per_step` matters only to MoE models)."""
+    whatever the step's tokens: `tokens_per_step` matters only to MoE models; `mla_mapping` only
+    to MLA models, `moe_mapping` only to MoE models)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
     h = m.n_heads // tp
     kvh = kv_heads_per_chip(m.n_kv_heads, tp)

@@ -3,15 +3,7 @@ GQA/MHA or MLA, FFN that is dense or mixture-of-experts, layers that are full, s
 constant-state. The operator list follows dense.py (one op per engine kernel, per-chip costs
 under tensor parallel `tp`); docs/kv_policies.md gives the formulas.
 
-Mixture of experts (tensor parallel: every expert's FFN columns split `tp` ways):
-- a step whose batch holds n tokens reads the weights of the experts those tokens activate. With
-  top-k routing of each token to k of E experts, uniform and independent across tokens, an
-  expert is missed by one token with probability 1 - k/E, so the expected number of distinct
-  experts is E (1 - (1 - k/E)^n) (= k at n = 1, -> E for large n); shared experts are always read;
-- every expert is stored (Op.resident_bytes);
-- `first_dense_layers` use the dense FFN (ffn_dim). All decoder-layer ops repeat n_layers times
-  (a fused dataflow call covers one decoder layer), so the FFN ops carry the layer average
-  (n_dense * dense + n_moe * moe) / n_layers, which is exact summed over the layers.
+Mixture of experts: components/models/experts.py (gate, routing decision, expert weights read).
 Multi-head latent attention (DeepSeek-V2/V3), absorbed-weight decode path: the cache holds one
 latent c_kv (kv_lora_rank) + one RoPE key (qk_rope_head_dim) per token and layer, shared by all
 heads; W_UK is folded into the query (q_absorb) and W_UV applied after attention (v_absorb), so
@@ -28,17 +20,11 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import kv_heads_per_chip
+from decodelab.components.models import mla_map
+from decodelab.components.models.experts import expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
-
-
-def expected_experts(n_experts: int, k: int, tokens: float) -> float:
-    """Expected distinct experts activated by `tokens` tokens, each routed to k of n_experts
-    (uniform, independent): E (1 - (1 - k/E)^tokens)."""
-    if n_experts <= 0:
-        return 0.0
-    return n_experts * (1.0 - (1.0 - k / n_experts) ** max(tokens, 0.0))
 
 
 def is_mla(m) -> bool:
@@ -49,10 +35,6 @@ def layer_kinds(m) -> List[str]:
     """Kind of every decoder layer: layer_pattern repeated to n_layers (all full if empty)."""
     pat = list(m.layer_pattern) or ["full"]
     return [pat[i % len(pat)] for i in range(m.n_layers)]
-
-
-def n_moe_layers(m) -> int:
-    return max(m.n_layers - m.first_dense_layers, 0) if m.n_experts > 0 else 0
 
 
 def _attn_params(m) -> int:
@@ -150,13 +132,22 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
 
 
 def build_ops(
-    m, tp: int, w_bytes: float, act_bytes: float, kv_bytes: float, tokens_per_step: float = 1.0
+    m,
+    tp: int,
+    w_bytes: float,
+    act_bytes: float,
+    kv_bytes: float,
+    tokens_per_step: float = 1.0,
+    mla_mapping: str = "replicated",
+    moe_mapping: str = "tp",
 ) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
-    tokens activate (the decode batch)."""
+    tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
+    (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py)."""
     d, L = m.d_model, m.n_layers
-    h = m.n_heads // tp
-    ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
+    mapping = mla_mapping if is_mla(m) else "replicated"
+    h = mla_map.heads_per_chip(m, tp, mapping)
+    ar_bytes = mla_map.collective_bytes(m, tp, mapping, act_bytes)
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
@@ -240,6 +231,7 @@ def build_ops(
             ),
             gemm("o_proj", h * v, d),
         ]
+        ops += mla_map.remap(ops[1:], m, tp, mapping, tokens_per_step, act_bytes)
     else:
         hd = m.head_dim
         kvh = kv_heads_per_chip(m.n_kv_heads, tp)
@@ -279,12 +271,12 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
+                coll_kind="all_gather" if mapping == "data" else "all_reduce",
                 coll_bytes_per_token=d * act_bytes,
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
-    ops += _ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step)
+    ops += ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step, moe_mapping)
     if tp > 1:
         ops.append(
             Op(
@@ -294,7 +286,7 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
+                coll_kind="all_gather" if mapping == "data" else "all_reduce",
                 coll_bytes_per_token=d * act_bytes,
             )
         )
@@ -324,72 +316,5 @@ def build_ops(
             coll_bytes_per_token=v * 4.0 if tp > 1 else 0.0,
         ),
         Op("sampling", "sample", stage="post", flops_per_token=5.0 * v, act_bytes_per_token=v * 4.0),
-    ]
-    return ops
-
-
-def _ffn_ops(m, tp, w_bytes, act_bytes, tokens) -> List[Op]:
-    """FFN ops averaged over the layers (dense first layers, MoE layers)."""
-    d, L = m.d_model, float(m.n_layers)
-    n_up = 2 if m.ffn_act == "swiglu" else 1
-    n_moe = n_moe_layers(m)
-    f_moe, f_dense = n_moe / L, 1.0 - n_moe / L
-    ffn = m.ffn_dim / tp
-    ops = []
-    if n_moe:
-        fe = m.expert_ffn_dim / tp
-        k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
-        read = expected_experts(e, k, tokens) + s  # experts whose weights a step reads
-        ops.append(
-            Op(
-                "router",
-                "gemm",
-                repeat=m.n_layers,
-                weight_bytes=f_moe * d * e * w_bytes,
-                flops_per_token=f_moe * 2.0 * d * e,
-                act_bytes_per_token=f_moe * (d + e) * act_bytes,
-            )
-        )
-    else:
-        fe = k = s = e = read = 0
-
-    def mixed(name, per_dense_w, per_expert_w, dense_tok_flops, expert_tok_flops, act_in, act_out):
-        return Op(
-            name,
-            "gemm",
-            repeat=m.n_layers,
-            weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
-            resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
-            flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,
-            act_bytes_per_token=act_in + act_out,
-        )
-
-    ab = act_bytes
-    ops += [
-        mixed(
-            "gate_up_proj",
-            d * n_up * ffn,
-            d * n_up * fe,
-            2.0 * d * n_up * ffn,
-            2.0 * d * n_up * fe,
-            d * ab,
-            (f_dense * n_up * ffn + f_moe * (k + s) * n_up * fe) * ab,
-        ),
-        Op(
-            "activation",
-            "elementwise",
-            repeat=m.n_layers,
-            flops_per_token=4.0 * (f_dense * ffn + f_moe * (k + s) * fe),
-            act_bytes_per_token=(n_up + 1) * (f_dense * ffn + f_moe * (k + s) * fe) * ab,
-        ),
-        mixed(
-            "down_proj",
-            ffn * d,
-            fe * d,
-            2.0 * ffn * d,
-            2.0 * fe * d,
-            (f_dense * ffn + f_moe * (k + s) * fe) * ab,
-            d * ab,
-        ),
     ]
     return ops

@@ -130,9 +130,21 @@ def build(
     wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
     kv_costs.check_policy(policy, cfg.kv_policy, m)
 
-    ops = arch.build_ops(m, tp, wb, ab, kb, tokens_per_step=w.batch_size)
+    mapping = getattr(hw, "mla_mapping", "replicated")
+    moe_map = getattr(hw, "moe_mapping", "tp")
+    ops = arch.build_ops(
+        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map
+    )
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
+    if moe_map != "tp" and not m.n_experts > 0:
+        notes.append(
+            f"hardware.moe_mapping={moe_map} applies to MoE models only; {m.name} has no experts: ignored"
+        )
+    if mapping != "replicated" and not m.kv_lora_rank > 0:
+        notes.append(
+            f"hardware.mla_mapping={mapping} applies to MLA attention only; {m.name} is not MLA: ignored"
+        )
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 
@@ -237,7 +249,7 @@ def build(
         # a decode step's calls (a call whose ops all run only for prefilling sequences is not one)
         calls_per_step=float(
             sum(
-                1 if c["launch_once"] or c["fill_once"] else c["repeat"]
+                1 if c.get("looped", c["launch_once"] or c["fill_once"]) else c["repeat"]
                 for i, c in enumerate(calls)
                 if any(
                     op.call == i and op.path != "prefill" and op_lin[j, K.L_LAW] != K.LAW_SKIP

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import List
 
+from decodelab.components.models.experts import MOE_MAPPINGS
+from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import oplaw, schema
 
@@ -93,6 +95,8 @@ def check_config(cfg) -> None:
     _check_arch(e, m)
 
     _choice(e, "hardware.execution", hw.execution, EXECUTIONS)
+    _choice(e, "hardware.mla_mapping", getattr(hw, "mla_mapping", "replicated"), MLA_MAPPINGS)
+    _choice(e, "hardware.moe_mapping", getattr(hw, "moe_mapping", "tp"), MOE_MAPPINGS)
     _positive(e, "hardware", hw, ("n_chips", "tensor_parallel", "peak_tflops_bf16"))
     if hw.tensor_parallel > 0 and hw.n_chips > 0 and hw.tensor_parallel > hw.n_chips:
         e.append(
@@ -132,6 +136,7 @@ def check_config(cfg) -> None:
         "launch_us",
         "sync_us",
         "fill_drain_us",
+        "route_fill_us",
         "hw_launch_us",
         "host_step_us",
         "collective_latency_us",

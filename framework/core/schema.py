@@ -146,6 +146,9 @@ class HardwareConfig:
     execution: str = MISSING  # execution model: gpu | dataflow
     n_chips: int = 1
     tensor_parallel: int = 1  # chips one model replica is sharded over
+    mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
+    # data (components/models/mla_map.py)
+    moe_mapping: str = "tp"  # routed experts across the tp chips: tp (split) | ep (whole experts)
     peak_tflops_bf16: float = MISSING
     peak_tflops_fp8: float = 0.0  # 0: no FP8 units, FP8 runs at the BF16 rate
     memory: Dict[str, MemoryTier] = field(default_factory=dict)  # tiers by name
@@ -167,7 +170,10 @@ class HardwareConfig:
     launch_us: float = 0.0  # host/software launch of one kernel call
     sync_us: float = 0.0  # synchronisation at a kernel boundary
     fill_drain_us: float = 0.0  # pipeline fill + drain of one call (dataflow)
+    route_fill_us: float = 0.0  # dataflow: pipeline drain + refill at an MoE routing decision
     hw_launch_us: float = 0.0  # launch cost when the chip's own orchestrator launches
+    repeat_launch_us: float = -1.0  # dataflow, software: launch of a repeated identical fused
+    # layer call (program already loaded); < 0 = launch_us
     sample_interval_us: float = 0.0  # dataflow: gap between consecutive samples leaving a fused
     # layer (batch barrier: (B - 1) x this per layer)
     loop_buffer_slots: int = 0  # dataflow BatchStreaming: samples the loop buffer holds

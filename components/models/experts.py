@@ -1,0 +1,155 @@
+"""Mixture-of-experts FFN of a decoder layer (used by layers.py): the gate (router GEMM), the
+top-k routing decision, the chosen experts' weights and the shared experts. Tensor parallel
+`tp`: every expert's FFN columns are split `tp` ways (docs/model.md section 2c).
+
+- Weights read per step: a step whose batch holds n tokens reads the weights of the experts
+  those tokens activate. With top-k routing of each token to k of E experts, uniform and
+  independent across tokens, an expert is missed by one token with probability 1 - k/E, so the
+  expected number of distinct experts is E (1 - (1 - k/E)^n) (= k at n = 1, -> E for large n);
+  shared experts are always read; every expert is stored (Op.resident_bytes).
+- `first_dense_layers` use the dense FFN (ffn_dim). All decoder-layer ops repeat n_layers times
+  (a fused dataflow call covers one decoder layer), so the FFN ops carry the layer average
+  (n_dense * dense + n_moe * moe) / n_layers, which is exact summed over the layers.
+- The routing decision (`route`, one per MoE layer: scores -> top-k, e.g. DeepSeek-V3's
+  sigmoid + group-limited top-8) is a data-dependent control point: which expert weights the
+  rest of the layer reads is known only once it has run (Op.route_point). On a GPU it is one
+  more kernel per MoE layer (vLLM / SGLang run a top-k kernel between the router GEMM and the
+  grouped expert GEMM). On a dataflow chip the expert weight stream cannot be prefetched across
+  it: the layer's pipeline drains at the decision and refills with the chosen experts, paid per
+  MoE layer even inside a looped layer kernel (components/execution/dataflow.py,
+  `hardware.route_fill_us`).
+- Expert placement across the tp chips (`hardware.moe_mapping`): `tp` (default) splits every
+  expert's columns tp ways, so a chip reads 1/tp of each activated expert: perfectly balanced.
+  `ep` (expert parallelism; SGLang/vLLM `--enable-expert-parallel` / `--ep-size`) gives each chip
+  E/tp whole experts; with attention tensor-parallel every chip already holds every token's
+  hidden state, so the experts' outputs are reduced across chips as under `tp` (same all-reduce)
+  and no all-to-all is needed; but the step waits for the chip whose experts the batch hits
+  most: it reads E[max over chips of the distinct experts hit there] whole experts. Each of a
+  chip's E/tp experts is hit with probability p = 1 - (1 - k/E)^n, so its count is taken as
+  Binomial(E/tp, p) (exact mean) and the chips as independent:
+  E[max] = sum_{j>=1} (1 - F(j - 1)^tp). Shared experts stay split tp ways.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List
+
+from decodelab.components.ops import Op
+
+MOE_MAPPINGS = ("tp", "ep")
+
+
+def expected_experts(n_experts: int, k: int, tokens: float) -> float:
+    """Expected distinct experts activated by `tokens` tokens, each routed to k of n_experts
+    (uniform, independent): E (1 - (1 - k/E)^tokens)."""
+    if n_experts <= 0:
+        return 0.0
+    return n_experts * (1.0 - (1.0 - k / n_experts) ** max(tokens, 0.0))
+
+
+def busiest_chip_experts(n_experts: int, k: int, tokens: float, chips: int) -> float:
+    """Expected distinct experts hit on the busiest of `chips` chips holding n_experts/chips
+    whole experts each (expert parallelism): per-chip count Binomial(E/chips, p),
+    p = 1 - (1 - k/E)^tokens, chips independent."""
+    if n_experts <= 0 or chips <= 1:
+        return expected_experts(n_experts, k, tokens)
+    per = n_experts // chips
+    p = 1.0 - (1.0 - k / n_experts) ** max(tokens, 0.0)
+    pmf = [math.comb(per, j) * p**j * (1.0 - p) ** (per - j) for j in range(per + 1)]
+    cdf, total = 0.0, 0.0
+    for j in range(1, per + 1):
+        cdf += pmf[j - 1]  # F(j - 1)
+        total += 1.0 - min(cdf, 1.0) ** chips
+    return total
+
+
+def n_moe_layers(m) -> int:
+    return max(m.n_layers - m.first_dense_layers, 0) if m.n_experts > 0 else 0
+
+
+def route_op(m, act_bytes: float) -> Op:
+    """The routing decision of one MoE layer: ~4 FLOPs per expert score (activation, bias,
+    compare) per token; reads the E scores, writes k (index, weight) pairs."""
+    e, k = m.n_experts, m.experts_per_token
+    return Op(
+        "route",
+        "elementwise",
+        repeat=n_moe_layers(m),
+        flops_per_token=4.0 * e,
+        act_bytes_per_token=e * act_bytes + k * (4.0 + act_bytes),
+        route_point=True,
+    )
+
+
+def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[Op]:
+    """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
+    decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping`."""
+    d, L = m.d_model, float(m.n_layers)
+    n_up = 2 if m.ffn_act == "swiglu" else 1
+    n_moe = n_moe_layers(m)
+    f_moe, f_dense = n_moe / L, 1.0 - n_moe / L
+    ffn = m.ffn_dim / tp
+    ops = []
+    if n_moe:
+        fe = m.expert_ffn_dim / tp
+        k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
+        # experts whose weights a step reads, in units of 1/tp of an expert per chip
+        if moe_mapping == "ep" and tp > 1:
+            read = tp * busiest_chip_experts(e, k, tokens, tp) + s
+        else:
+            read = expected_experts(e, k, tokens) + s
+        ops.append(
+            Op(
+                "router",
+                "gemm",
+                repeat=m.n_layers,
+                weight_bytes=f_moe * d * e * w_bytes,
+                flops_per_token=f_moe * 2.0 * d * e,
+                act_bytes_per_token=f_moe * (d + e) * act_bytes,
+            )
+        )
+        ops.append(route_op(m, act_bytes))
+    else:
+        fe = k = s = e = read = 0
+
+    def mixed(name, per_dense_w, per_expert_w, dense_tok_flops, expert_tok_flops, act_in, act_out):
+        return Op(
+            name,
+            "gemm",
+            repeat=m.n_layers,
+            weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
+            resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
+            flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,
+            act_bytes_per_token=act_in + act_out,
+        )
+
+    ab = act_bytes
+    ops += [
+        mixed(
+            "gate_up_proj",
+            d * n_up * ffn,
+            d * n_up * fe,
+            2.0 * d * n_up * ffn,
+            2.0 * d * n_up * fe,
+            d * ab,
+            (f_dense * n_up * ffn + f_moe * (k + s) * n_up * fe) * ab,
+        ),
+        Op(
+            "activation",
+            "elementwise",
+            repeat=m.n_layers,
+            flops_per_token=4.0 * (f_dense * ffn + f_moe * (k + s) * fe),
+            act_bytes_per_token=(n_up + 1) * (f_dense * ffn + f_moe * (k + s) * fe) * ab,
+        ),
+        mixed(
+            "down_proj",
+            ffn * d,
+            fe * d,
+            2.0 * ffn * d,
+            2.0 * fe * d,
+            (f_dense * ffn + f_moe * (k + s) * fe) * ab,
+            d * ab,
+        ),
+    ]
+    return ops
