@@ -28,7 +28,24 @@ INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
 # src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
 REQUESTS_PER_CLIENT = 10
 WARMUP_PER_CLIENT = 2
-PRECISIONS = {"bf16": ("bf16", "bf16"), "fp16": ("fp16", "fp16"), "fp8": ("fp8", "fp8")}
+# A row's `precision` -> (weight dtype, KV dtype). FP8 rows of TensorRT-LLM quantize weights and the KV
+# cache (AIConfigurator's generated configs set kv_cache_dtype fp8 with FP8 checkpoints); block-scaled
+# and static FP8 differ in scales only. NVFP4 checkpoints (NVIDIA ModelOpt) keep an FP8 KV cache;
+# MXFP4 (gpt-oss) keeps BF16 attention and KV; weight-only int8/int4 keep BF16 KV.
+PRECISIONS = {
+    "bf16": ("bf16", "bf16"),
+    "fp16": ("fp16", "fp16"),
+    "float16": ("fp16", "fp16"),
+    "bfloat16": ("bf16", "bf16"),
+    "fp8": ("fp8", "fp8"),
+    "fp8_block": ("fp8", "fp8"),
+    "fp8_static": ("fp8", "fp8"),
+    "nvfp4": ("nvfp4", "fp8"),
+    "fp4": ("nvfp4", "fp8"),
+    "mxfp4": ("mxfp4", "bf16"),
+    "int8_wo": ("int8", "bf16"),
+    "int4_wo": ("int4", "bf16"),
+}
 LAUNCHES = ("defaults", "aic")
 GROUPS = ("engine", "model", "tp", "concurrency")
 
@@ -46,16 +63,40 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s)
 
 
+# Tokens of a checkpoint name that do not change the architecture: release tags, tuning and
+# quantization suffixes (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
+# mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B).
+_VARIANT = re.compile(
+    r"^(instruct|chat|hf|it|base|thinking|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
+    r"fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|w4a8|pertensor|static|dynamic|bf16|fp16)$"
+)
+
+
+def _candidates(model: str) -> List[str]:
+    """Normalised keys of a model id, the full name first, then with variant tokens dropped."""
+    name = model.lower().split("/")[-1]
+    if name.startswith("meta-llama-"):
+        name = name[len("meta-") :]
+    parts = re.split(r"[-_]", name)
+    keys = [_norm(name)]
+    while len(parts) > 1 and _VARIANT.match(parts[-1]):
+        parts = parts[:-1]
+        keys.append(_norm("-".join(parts)))
+    core = [p for p in parts if not _VARIANT.match(p)]
+    keys.append(_norm("-".join(core)))
+    return list(dict.fromkeys(keys))
+
+
 def model_config_name(model: str) -> str:
     """conf/model/<name>.yaml whose name matches a model id (meta-llama/Llama-3.1-8B-Instruct ->
-    llama3_1_8b)."""
+    llama3_1_8b; Qwen/Qwen3-32B-FP8 -> qwen3_32b; mistralai/Mixtral-8x7B-v0.1 -> mixtral_8x7b)."""
     names = {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    key = _norm(model)
-    if key not in names:
-        raise ValueError(
-            f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
-        )
-    return names[key]
+    for key in _candidates(model):
+        if key in names:
+            return names[key]
+    raise ValueError(
+        f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
+    )
 
 
 def engine_table() -> List[Tuple[str, str, List[str]]]:
@@ -83,6 +124,19 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
         if version and version in versions:
             return name
     return next((n for n, _, v in fam if not v), fam[0][0])
+
+
+def hardware_config_name(system: str) -> str:
+    """conf/hardware/<name>.yaml of a row's `system` (AIConfigurator's system names h100_sxm,
+    h200_sxm, b200_sxm, a100_sxm are decodelab's; H200, h200-sxm, NVIDIA H200 map too)."""
+    names = {_norm(p.stem): p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")}
+    key = _norm(system.replace("NVIDIA", "").replace("nvidia", ""))
+    for k in (key, key + "sxm"):
+        if k in names:
+            return names[k]
+    raise ValueError(
+        f"system {system!r} has no config in conf/hardware/ (known: {', '.join(sorted(names.values()))})"
+    )
 
 
 def check_rows(df, csv: Path) -> None:
@@ -117,7 +171,8 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
-    system = str(row["system"]) if "system" in row and isinstance(row["system"], str) else "h100_sxm"
+    system = row.get("system", "")
+    system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
     version = row.get("engine_version", "")
     version = "" if not isinstance(version, str) else version
     tp = int(row["tp"])
