@@ -53,7 +53,9 @@ def test_system_column_maps_to_hardware_configs(system, name):
 
 
 def test_unknown_system_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"system 'tpu_v5' has no config in conf/hardware/ \(known: .*h200_sxm"):
+    with pytest.raises(
+        ValueError, match=r"system 'tpu_v5' has no config in conf/hardware/ \(known: .*h200_sxm"
+    ):
         hardware_config_name("tpu_v5")
 
 
@@ -65,8 +67,14 @@ def test_every_precision_maps_to_known_dtypes():
 
 
 def test_row_overrides_name_system_and_dtypes():
-    row = {"model": "Qwen/Qwen3-8B", "engine": "vllm", "engine_version": "0.12.0", "precision": "nvfp4",
-           "tp": 2, "system": "B200"}
+    row = {
+        "model": "Qwen/Qwen3-8B",
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "precision": "nvfp4",
+        "tp": 2,
+        "system": "B200",
+    }
     o = base_overrides(row)
     assert "model=qwen3_8b" in o and "engine=vllm" in o and "hardware=b200_sxm" in o
     assert "hardware.tensor_parallel=2" in o

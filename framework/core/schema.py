@@ -317,6 +317,10 @@ class EngineConfig:
     # step n+1 while the GPU runs step n) only the part exceeding the step's GPU time is exposed.
     # host_iter_us null: the hardware's host_step_us (the static-decode host cost), per step, no overlap.
     overlap: bool = False
+    # The overlap scheduler's one-step lookahead: the CPU schedules step n+1 when the GPU starts
+    # step n, so a request arriving while step n runs first enters step n+2 (TensorRT-LLM
+    # PyExecutor._executor_loop_overlap; SGLang event_loop_overlap). Only with `overlap`.
+    lookahead: bool = False
     host_iter_us: Optional[float] = None
     host_per_req_us: float = 0.0
     # Which measured engine this file describes (decodelab validate maps a CSV's engine and
