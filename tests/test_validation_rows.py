@@ -124,3 +124,30 @@ def test_rows_on_other_chips_and_models_run(tmp_path):
     tpot = list(df.tpot_pred[:4])
     assert tpot[0] > tpot[1] > tpot[2] > tpot[3] > 0
     assert all(math.isfinite(x) and x > 0 for x in df.ttft_pred)
+
+
+def test_a_tp_copy_is_the_config_hydra_composes():
+    """validate composes once per design without its TP and copies it per TP degree: the copy equals
+    the config Hydra composes with the TP overrides (and an override of the user's wins)."""
+    from omegaconf import OmegaConf
+
+    from decodelab.runs.validation import _composed
+
+    row = {
+        "model": "Qwen/Qwen3-32B",
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "precision": "bf16",
+        "tp": 4,
+    }
+    key = tuple(base_overrides(row))
+    with C.context():
+        cache = {}
+        got = _composed(cache, key, [])
+        want = C.compose_in_context(["tracking=off", *key])
+        assert OmegaConf.to_container(got, resolve=True) == OmegaConf.to_container(want, resolve=True)
+        row2 = dict(row, tp=2)
+        _composed(cache, tuple(base_overrides(row2)), [])
+        assert len([k for k in cache if k[0] == "compose"]) == 1  # one composition for both TPs
+        pinned = _composed({}, key, ["hardware.tensor_parallel=2"])
+        assert pinned.hardware.tensor_parallel == 2 and pinned.hardware.n_chips == 4

@@ -28,10 +28,11 @@ INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
 # src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
 REQUESTS_PER_CLIENT = 10
 WARMUP_PER_CLIENT = 2
-# A row's `precision` -> (weight dtype, KV dtype). FP8 rows of TensorRT-LLM quantize weights and the KV
-# cache (AIConfigurator's generated configs set kv_cache_dtype fp8 with FP8 checkpoints); block-scaled
-# and static FP8 differ in scales only. NVFP4 checkpoints (NVIDIA ModelOpt) keep an FP8 KV cache;
-# MXFP4 (gpt-oss) keeps BF16 attention and KV; weight-only int8/int4 keep BF16 KV.
+# A row's `precision` -> (weight dtype, KV dtype). The rows do not record the KV dtype: a stated
+# assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
+# to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5); block-
+# scaled and static FP8 differ in scales only. NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4
+# (gpt-oss): BF16 KV. Weight-only int8 / int4: BF16 KV.
 PRECISIONS = {
     "bf16": ("bf16", "bf16"),
     "fp16": ("fp16", "fp16"),
@@ -220,12 +221,35 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     return {}
 
 
+_TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
+
+
+def _composed(cache, key, overrides):
+    """The composed config of a row's design. Hydra composes once per design without its tensor
+    parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
+    exactly what composing with them would give (an override of either on the command line wins)."""
+    from omegaconf import OmegaConf
+
+    base = tuple(k for k in key if not k.startswith(_TP_KEYS))
+    if ("compose", base) not in cache:
+        cfg = C.compose_in_context(["tracking=off", *base, *overrides])
+        OmegaConf.set_readonly(cfg, False)
+        cache[("compose", base)] = cfg
+    cfg = cache[("compose", base)].copy()
+    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    for k in key:
+        if k.startswith(_TP_KEYS):
+            name, value = k.split("=", 1)
+            if name not in given:
+                OmegaConf.update(cfg, name, int(value))
+    return cfg
+
+
 def _predict(cache, key, row, overrides, pinned, static, launch):
     from omegaconf import OmegaConf
 
     if key not in cache:
-        cfg = C.compose_in_context(["tracking=off", *key, *overrides])
-        OmegaConf.set_readonly(cfg, False)
+        cfg = _composed(cache, key, overrides)
         design = mixed = None
         if not static:
             try:
