@@ -151,3 +151,26 @@ def test_a_tp_copy_is_the_config_hydra_composes():
         assert len([k for k in cache if k[0] == "compose"]) == 1  # one composition for both TPs
         pinned = _composed({}, key, ["hardware.tensor_parallel=2"])
         assert pinned.hardware.tensor_parallel == 2 and pinned.hardware.n_chips == 4
+
+
+def test_fp8_rows_follow_the_published_checkpoint():
+    """`fp8` means the model's published FP8 checkpoint: block-scaled for Qwen3 (and DeepSeek), so its
+    GEMMs are fp8_block; per-tensor (NVIDIA ModelOpt) otherwise."""
+    q = {
+        "model": "Qwen/Qwen3-32B",
+        "engine": "trtllm",
+        "engine_version": "1.0.0rc3",
+        "precision": "fp8",
+        "tp": 2,
+    }
+    assert "workload.weight_dtype=fp8_block" in base_overrides(q)
+    ll = dict(q, model="meta-llama/Llama-3.1-70B-Instruct")
+    assert "workload.weight_dtype=fp8" in base_overrides(ll)
+    assert "workload.weight_dtype=fp8_block" in base_overrides(dict(ll, precision="fp8_block"))
+
+
+def test_bad_fp8_checkpoint_is_one_line():
+    from decodelab.modes.dispatch import evaluate
+
+    r = evaluate(C.compose(["tracking=off", "model.fp8_checkpoint=channel"]))
+    assert r["status"] == "invalid" and "model.fp8_checkpoint" in r["reason"] and "block" in r["reason"]

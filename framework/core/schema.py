@@ -35,6 +35,11 @@ class ModelConfig:
     tied_embeddings: bool = False
     qkv_bias: bool = False
     max_context: int = 131072
+    # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
+    # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A
+    # measured row in FP8 runs with workload.weight_dtype=fp8_block for a block checkpoint
+    # (decodelab validate), whose GEMMs run other kernels (core/oplaw.py).
+    fp8_checkpoint: str = "tensor"
     # Mixture of experts (arch=moe)
     n_experts: int = 0
     experts_per_token: int = 0

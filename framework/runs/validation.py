@@ -8,6 +8,7 @@ drained before the measurement, TTFT timed from each request's send)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -30,16 +31,17 @@ REQUESTS_PER_CLIENT = 10
 WARMUP_PER_CLIENT = 2
 # A row's `precision` -> (weight dtype, KV dtype). The rows do not record the KV dtype: a stated
 # assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
-# to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5); block-
-# scaled and static FP8 differ in scales only. NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4
+# to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5; NVIDIA's
+# ModelOpt FP8 checkpoints state kv_cache_quant_algo FP8). `fp8` means the model's published FP8
+# checkpoint: block-scaled (model.fp8_checkpoint: block, Qwen3 and DeepSeek) runs fp8_block GEMMs. NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4
 # (gpt-oss): BF16 KV. Weight-only int8 / int4: BF16 KV.
 PRECISIONS = {
     "bf16": ("bf16", "bf16"),
     "fp16": ("fp16", "fp16"),
     "float16": ("fp16", "fp16"),
     "bfloat16": ("bf16", "bf16"),
-    "fp8": ("fp8", "fp8"),
-    "fp8_block": ("fp8", "fp8"),
+    "fp8": ("fp8", "fp8"),  # fp8_block weights for a model whose FP8 checkpoint is block-scaled
+    "fp8_block": ("fp8_block", "fp8"),
     "fp8_static": ("fp8", "fp8"),
     "nvfp4": ("nvfp4", "fp8"),
     "fp4": ("nvfp4", "fp8"),
@@ -86,6 +88,13 @@ def _candidates(model: str) -> List[str]:
     core = [p for p in parts if not _VARIANT.match(p)]
     keys.append(_norm("-".join(core)))
     return list(dict.fromkeys(keys))
+
+
+@functools.lru_cache(maxsize=None)
+def _model_yaml(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
 
 
 def model_config_name(model: str) -> str:
@@ -172,13 +181,16 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
+    model = model_config_name(str(row["model"]))
+    if prec == "fp8" and _model_yaml(model).get("fp8_checkpoint") == "block":
+        w = "fp8_block"
     system = row.get("system", "")
     system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
     version = row.get("engine_version", "")
     version = "" if not isinstance(version, str) else version
     tp = int(row["tp"])
     return [
-        f"model={model_config_name(str(row['model']))}",
+        f"model={model}",
         f"engine={engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
         f"hardware.n_chips={tp}",
