@@ -222,3 +222,58 @@ def test_malformed_csv_is_one_error_line(tmp_path, text, words):
     assert "Traceback" not in out.stderr and out.stdout == ""
     for w in words:
         assert w in lines[0], (w, lines[0])
+
+
+def _two_requests(lookahead: str, frac: float):
+    """Request 0 (prompt 500, 20 tokens) opens the run; request 1 (prompt 300, 4 tokens) arrives
+    `frac` of the way into step 3 (a decode step of request 0). Returns (steps, req)."""
+    cfg = compose_cfg(
+        "workload=open_loop",
+        "workload.n_requests=2",
+        "workload.prompt_dist.kind=fixed",
+        "workload.output_dist.kind=fixed",
+        "engine.overlap=true",
+        f"engine.lookahead={lookahead}",
+        "engine.host_iter_us=1",
+        "engine.host_per_req_us=0",
+    )
+    design = build(cfg)
+    p = S.prepare(cfg, design)
+    args = list(p["kernel_args"])
+    args[-3] = np.array([500.0, 300.0])
+    args[-2] = np.array([20.0, 4.0])
+    _, st0, _ = SK.serve(*args[:-4], np.array([0.0, 1e9]), *args[-3:])  # request 0's steps alone
+    t_arr = st0[3, SK.T_START] + frac * st0[3, SK.T_DUR]
+    req, steps, status = SK.serve(*args[:-4], np.array([0.0, t_arr]), *args[-3:])
+    assert status == 0
+    return steps, req, t_arr
+
+
+@pytest.mark.parametrize("frac", [0.01, 0.5, 0.99])
+def test_overlap_lookahead_golden(frac):
+    """Without lookahead a request arriving during step 3 is prefilled in step 4; with the overlap
+    scheduler's lookahead (step n+1 is scheduled when step n starts) in step 5: its first token
+    comes one step later, at the end of step 5, and step 4 is request 0's decode alone."""
+    for lookahead, step in (("false", 4), ("true", 5)):
+        steps, req, t_arr = _two_requests(lookahead, frac)
+        assert req[1, SK.R_ARRIVAL] == t_arr
+        assert req[1, SK.R_FIRST_STEP] == step
+        assert req[1, SK.R_FIRST] == pytest.approx(steps[step, SK.T_START] + steps[step, SK.T_DUR], rel=1e-12)
+        assert steps[step - 1, SK.T_PREFILL] == 0 and steps[step, SK.T_PREFILL] == 300
+
+
+def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
+    """An arrival at an idle engine is scheduled at once, lookahead or not."""
+    for lookahead in ("false", "true"):
+        cfg = compose_cfg(
+            "workload=closed_loop",
+            "workload.concurrency=1",
+            "workload.n_requests=2",
+            "workload.prompt_len=200",
+            "workload.output_len=3",
+            "engine.overlap=true",
+            f"engine.lookahead={lookahead}",
+        )
+        req, steps, *_ = S.simulate_serving(cfg, build(cfg))
+        assert req[1, SK.R_FIRST_STEP] == 3  # request 0: steps 0-2; request 1's prefill: step 3
+        assert steps[3, SK.T_START] == req[1, SK.R_ARRIVAL]

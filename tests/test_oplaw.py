@@ -285,3 +285,42 @@ def test_bad_op_model_is_one_error_line():
     cfg = compose_cfg("hardware=h100_sxm", "hardware.op_fit.gemm.bf16.e_c=1.5")
     with pytest.raises(ConfigError, match=r"hardware.op_fit.gemm.bf16.e_c=1.5 must be in \(0.0, 1.0\]"):
         check_config(cfg)
+
+
+GEMM_FP8_BLOCK = SimpleNamespace(e_c=0.6127, k0=45.89, e_b=0.8148, t0_us=5.505, p=1.0)
+
+
+def test_fp8_block_gemm_golden_and_class():
+    """Block-scaled FP8 weights (Qwen3 / DeepSeek FP8 checkpoints) are costed by their own GEMM class,
+    fitted to the fp8_block rows of the same microbenchmark: at decode sizes its fixed cost is a
+    third of per-tensor FP8's (t0 5.5 vs 14.9 us)."""
+    # m=1, n=k=4096: Tc = 2*4096*(4096+45.89)/(1978.9e12*0.6127) = 0.028 us;
+    # Tm = (4096^2 + 4096*4 + 2*4096)/(3.35e12*0.8148) = 6.1553 us; p = 1: Tc + Tm = 6.1833 us -> + 5.505 = 11.6883 us
+    t = oplaw.gemm_time(GEMM_FP8_BLOCK, 1, 4096, 4096, P_FP8, BW, 1.0, 4.0)
+    assert float(t) * 1e6 == pytest.approx(11.6883, abs=2e-3)
+    cfg = compose_cfg(
+        "model=qwen3_32b", "hardware=h100_sxm", "workload.weight_dtype=fp8_block", "workload.kv_dtype=fp8"
+    )
+    law = cfg.hardware.op_fit.gemm.fp8_block
+    assert (law.e_c, law.t0_us) == (GEMM_FP8_BLOCK.e_c, GEMM_FP8_BLOCK.t0_us)
+    d = build(cfg)
+    i = next(j for j, op in enumerate(d.ops) if op.name == "qkv_proj")
+    # the kernel's constants: A_c = 2 n (k + k0) / (P e_c), C_m = n k wb / (BW e_b)
+    n, k = d.ops[i].gemm_n, d.ops[i].gemm_k
+    assert d.op_lin[i, K.L_T0] == pytest.approx(5.505e-6, rel=1e-12)
+    assert d.op_lin[i, K.L_G_AC] == pytest.approx(2 * n * (k + 45.89) / (P_FP8 * 0.6127), rel=1e-12)
+    assert d.op_lin[i, K.L_G_CM] == pytest.approx(n * k * 1.0 / (BW * 0.8148), rel=1e-12)
+
+
+def test_fp8_block_without_its_class_uses_the_fp8_law():
+    """A chip fitted without block-scaled GEMM rows costs fp8_block weights by its per-tensor FP8 law."""
+    fit = SimpleNamespace(
+        gemm={"fp8": GEMM_FP8}, attention_prefill={}, attention_decode={}, all_reduce={}, all_gather={}
+    )
+    hw = SimpleNamespace(op_model="fitted", op_fit=fit)
+    op = SimpleNamespace(
+        gemm_n=4096, attn_head_dim=0, in_attention_call=False, coll_kind="", coll_bytes_per_token=0
+    )
+    w = SimpleNamespace(weight_dtype="fp8_block", kv_dtype="fp8")
+    assert oplaw.laws_of(op, hw, w, 1).gemm is GEMM_FP8
+    assert oplaw.laws_of(op, hw, SimpleNamespace(weight_dtype="bf16", kv_dtype="bf16"), 1).gemm is None

@@ -10,7 +10,10 @@ from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import oplaw, schema
 
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# fp8_block: FP8 weights with one FP32 scale per 128 x 128 block (DeepSeek-V3 / Qwen3 FP8 checkpoints;
+# the scales add 4 / 16384 B per weight, 0.02%, not counted); its GEMMs run other kernels than
+# per-tensor fp8 (a law class of their own, core/oplaw.py).
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0, "int4": 0.5}
 # 4-bit floating point (E2M1 elements) with their block scales, bytes per element:
 # fp4: the bare 4-bit elements (scales not counted) = 0.5.
 # mxfp4: OCP Microscaling Formats (MX) Specification v1.0 (2023), Sec. 5: blocks of k = 32 FP4
@@ -92,6 +95,7 @@ def check_config(cfg) -> None:
     if m.n_kv_heads > 0 and m.n_heads > 0 and m.n_heads % m.n_kv_heads:
         e.append(f"model.n_kv_heads={m.n_kv_heads} does not divide model.n_heads={m.n_heads}")
     _choice(e, "model.ffn_act", m.ffn_act, ("swiglu", "gelu"))
+    _choice(e, "model.fp8_checkpoint", m.fp8_checkpoint, ("tensor", "block"))
     _check_arch(e, m)
 
     _choice(e, "hardware.execution", hw.execution, EXECUTIONS)

@@ -33,7 +33,7 @@ from decodelab.core import kernel as K
 OP_MODELS = ("roofline", "fitted")
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
-GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0)}
+GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0), "fp8_block": (1.0, 4.0)}  # fp8_block: 1x128 activation groups
 ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
 _ATTN_KEY = re.compile(r"^(bf16|fp8)_hd(\d+)$")
 _TP_KEY = re.compile(r"^tp(\d+)$")
@@ -47,7 +47,7 @@ _POSITIVE = ("bw_kv_tbs", "beta_gb_s")  # > 0; every other field >= 0
 
 
 def _peak(hw, dtype: str) -> float:
-    if dtype == "fp8" and hw.peak_tflops_fp8 > 0:
+    if dtype in ("fp8", "fp8_block") and hw.peak_tflops_fp8 > 0:
         return hw.peak_tflops_fp8 * 1e12
     return hw.peak_tflops_bf16 * 1e12
 
@@ -101,6 +101,8 @@ def laws_of(op, hw, w, tp: int) -> SimpleNamespace:
     fit = hw.op_fit
     if op.gemm_n > 0 and w.weight_dtype in fit.gemm:
         out.gemm = fit.gemm[w.weight_dtype]
+    elif op.gemm_n > 0 and w.weight_dtype == "fp8_block" and "fp8" in fit.gemm:
+        out.gemm = fit.gemm["fp8"]  # a chip fitted without block-scaled GEMMs: the per-tensor FP8 law
     key = f"{w.kv_dtype}_hd{int(op.attn_head_dim)}"
     attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
     if op.in_attention_call:

@@ -35,6 +35,11 @@ class ModelConfig:
     tied_embeddings: bool = False
     qkv_bias: bool = False
     max_context: int = 131072
+    # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
+    # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A
+    # measured row in FP8 runs with workload.weight_dtype=fp8_block for a block checkpoint
+    # (decodelab validate), whose GEMMs run other kernels (core/oplaw.py).
+    fp8_checkpoint: str = "tensor"
     # Mixture of experts (arch=moe)
     n_experts: int = 0
     experts_per_token: int = 0
@@ -323,6 +328,10 @@ class EngineConfig:
     # step n+1 while the GPU runs step n) only the part exceeding the step's GPU time is exposed.
     # host_iter_us null: the hardware's host_step_us (the static-decode host cost), per step, no overlap.
     overlap: bool = False
+    # The overlap scheduler's one-step lookahead: the CPU schedules step n+1 when the GPU starts
+    # step n, so a request arriving while step n runs first enters step n+2 (TensorRT-LLM
+    # PyExecutor._executor_loop_overlap; SGLang event_loop_overlap). Only with `overlap`.
+    lookahead: bool = False
     host_iter_us: Optional[float] = None
     host_per_req_us: float = 0.0
     # Which measured engine this file describes (decodelab validate maps a CSV's engine and

@@ -8,6 +8,7 @@ drained before the measurement, TTFT timed from each request's send)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -28,7 +29,26 @@ INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
 # src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
 REQUESTS_PER_CLIENT = 10
 WARMUP_PER_CLIENT = 2
-PRECISIONS = {"bf16": ("bf16", "bf16"), "fp16": ("fp16", "fp16"), "fp8": ("fp8", "fp8")}
+# A row's `precision` -> (weight dtype, KV dtype). The rows do not record the KV dtype: a stated
+# assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
+# to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5; NVIDIA's
+# ModelOpt FP8 checkpoints state kv_cache_quant_algo FP8). `fp8` means the model's published FP8
+# checkpoint: block-scaled (model.fp8_checkpoint: block, Qwen3 and DeepSeek) runs fp8_block GEMMs. NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4
+# (gpt-oss): BF16 KV. Weight-only int8 / int4: BF16 KV.
+PRECISIONS = {
+    "bf16": ("bf16", "bf16"),
+    "fp16": ("fp16", "fp16"),
+    "float16": ("fp16", "fp16"),
+    "bfloat16": ("bf16", "bf16"),
+    "fp8": ("fp8", "fp8"),  # fp8_block weights for a model whose FP8 checkpoint is block-scaled
+    "fp8_block": ("fp8_block", "fp8"),
+    "fp8_static": ("fp8", "fp8"),
+    "nvfp4": ("nvfp4", "fp8"),
+    "fp4": ("nvfp4", "fp8"),
+    "mxfp4": ("mxfp4", "bf16"),
+    "int8_wo": ("int8", "bf16"),
+    "int4_wo": ("int4", "bf16"),
+}
 LAUNCHES = ("defaults", "aic")
 GROUPS = ("engine", "model", "tp", "concurrency")
 
@@ -46,16 +66,47 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s)
 
 
+# Tokens of a checkpoint name that do not change the architecture: release tags, tuning and
+# quantization suffixes (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
+# mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B).
+_VARIANT = re.compile(
+    r"^(instruct|chat|hf|it|base|thinking|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
+    r"fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|w4a8|pertensor|static|dynamic|bf16|fp16)$"
+)
+
+
+def _candidates(model: str) -> List[str]:
+    """Normalised keys of a model id, the full name first, then with variant tokens dropped."""
+    name = model.lower().split("/")[-1]
+    if name.startswith("meta-llama-"):
+        name = name[len("meta-") :]
+    parts = re.split(r"[-_]", name)
+    keys = [_norm(name)]
+    while len(parts) > 1 and _VARIANT.match(parts[-1]):
+        parts = parts[:-1]
+        keys.append(_norm("-".join(parts)))
+    core = [p for p in parts if not _VARIANT.match(p)]
+    keys.append(_norm("-".join(core)))
+    return list(dict.fromkeys(keys))
+
+
+@functools.lru_cache(maxsize=None)
+def _model_yaml(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
+
+
 def model_config_name(model: str) -> str:
     """conf/model/<name>.yaml whose name matches a model id (meta-llama/Llama-3.1-8B-Instruct ->
-    llama3_1_8b)."""
+    llama3_1_8b; Qwen/Qwen3-32B-FP8 -> qwen3_32b; mistralai/Mixtral-8x7B-v0.1 -> mixtral_8x7b)."""
     names = {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    key = _norm(model)
-    if key not in names:
-        raise ValueError(
-            f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
-        )
-    return names[key]
+    for key in _candidates(model):
+        if key in names:
+            return names[key]
+    raise ValueError(
+        f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
+    )
 
 
 def engine_table() -> List[Tuple[str, str, List[str]]]:
@@ -83,6 +134,19 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
         if version and version in versions:
             return name
     return next((n for n, _, v in fam if not v), fam[0][0])
+
+
+def hardware_config_name(system: str) -> str:
+    """conf/hardware/<name>.yaml of a row's `system` (AIConfigurator's system names h100_sxm,
+    h200_sxm, b200_sxm, a100_sxm are decodelab's; H200, h200-sxm, NVIDIA H200 map too)."""
+    names = {_norm(p.stem): p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")}
+    key = _norm(system.replace("NVIDIA", "").replace("nvidia", ""))
+    for k in (key, key + "sxm"):
+        if k in names:
+            return names[k]
+    raise ValueError(
+        f"system {system!r} has no config in conf/hardware/ (known: {', '.join(sorted(names.values()))})"
+    )
 
 
 def check_rows(df, csv: Path) -> None:
@@ -117,12 +181,16 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
-    system = str(row["system"]) if "system" in row and isinstance(row["system"], str) else "h100_sxm"
+    model = model_config_name(str(row["model"]))
+    if prec == "fp8" and _model_yaml(model).get("fp8_checkpoint") == "block":
+        w = "fp8_block"
+    system = row.get("system", "")
+    system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
     version = row.get("engine_version", "")
     version = "" if not isinstance(version, str) else version
     tp = int(row["tp"])
     return [
-        f"model={model_config_name(str(row['model']))}",
+        f"model={model}",
         f"engine={engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
         f"hardware.n_chips={tp}",
@@ -165,12 +233,35 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     return {}
 
 
+_TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
+
+
+def _composed(cache, key, overrides):
+    """The composed config of a row's design. Hydra composes once per design without its tensor
+    parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
+    exactly what composing with them would give (an override of either on the command line wins)."""
+    from omegaconf import OmegaConf
+
+    base = tuple(k for k in key if not k.startswith(_TP_KEYS))
+    if ("compose", base) not in cache:
+        cfg = C.compose_in_context(["tracking=off", *base, *overrides])
+        OmegaConf.set_readonly(cfg, False)
+        cache[("compose", base)] = cfg
+    cfg = cache[("compose", base)].copy()
+    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    for k in key:
+        if k.startswith(_TP_KEYS):
+            name, value = k.split("=", 1)
+            if name not in given:
+                OmegaConf.update(cfg, name, int(value))
+    return cfg
+
+
 def _predict(cache, key, row, overrides, pinned, static, launch):
     from omegaconf import OmegaConf
 
     if key not in cache:
-        cfg = C.compose_in_context(["tracking=off", *key, *overrides])
-        OmegaConf.set_readonly(cfg, False)
+        cfg = _composed(cache, key, overrides)
         design = mixed = None
         if not static:
             try:

@@ -75,6 +75,7 @@ def engine_dict(eng, buckets) -> dict:
         "overlap": bool(eng[SK.E_OVERLAP]),
         "host_iter": float(eng[SK.E_HOST_ITER]),
         "host_req": float(eng[SK.E_HOST_REQ]),
+        "lookahead": bool(eng[SK.E_LOOKAHEAD]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -94,6 +95,8 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
     running: List[Req] = []
     free = eng["cap_blocks"]
     t, finished = 0.0, 0
+    in_flight = False  # lookahead: the next step is scheduled while this one runs
+    last_start = 0.0
 
     def enqueue(r: Req) -> None:
         waiting.append(r)
@@ -109,11 +112,15 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         return v
 
     while finished < len(reqs):
-        while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= t:
+        cut = last_start if (eng["lookahead"] and in_flight) else t
+        while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= cut:
             reqs[nxt].arrival = pending[nxt]
             enqueue(reqs[nxt])
             nxt += 1
         if not running and not waiting:
+            if in_flight:
+                in_flight = False
+                continue
             if nxt < len(reqs) and not math.isnan(pending[nxt]):
                 t = pending[nxt]
                 continue
@@ -215,6 +222,9 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         if not eng["mixed"] and not step:
             decode_part()
         if not step:
+            if in_flight:
+                in_flight = False
+                continue
             if not running and nxt < len(reqs) and not math.isnan(pending[nxt]):
                 t = max(t, pending[nxt])
                 continue
@@ -273,7 +283,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 if eng["closed"] and issued < len(reqs):
                     pending[issued] = t_end + float(think[issued])
                     issued += 1
-        t = t_end
+        last_start, t, in_flight = t, t_end, True
     return reqs
 
 

@@ -58,8 +58,9 @@ from decodelab.core.kernel import (
     E_OVERLAP,
     E_HOST_ITER,
     E_HOST_REQ,
-) = range(12)
-N_ENG = 12
+    E_LOOKAHEAD,
+) = range(13)
+N_ENG = 13
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
@@ -325,6 +326,8 @@ def serve(
     overlap = eng[E_OVERLAP] > 0.0
     host_iter = eng[E_HOST_ITER]
     host_req = eng[E_HOST_REQ]
+    lookahead = eng[E_LOOKAHEAD] > 0.0
+    in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
     acc_flops = np.zeros((n_calls, N_ACC))
@@ -363,12 +366,18 @@ def serve(
     t = 0.0
     status = 0
     while n_done < n:
-        while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= t:
+        cut = t  # requests that arrived by now are seen by the scheduler
+        if lookahead and in_flight:  # this step was scheduled when the previous one started
+            cut = steps[n_steps - 1, T_START]
+        while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= cut:
             state[next_arr] = ST_WAIT
             req[next_arr, R_ARRIVAL] = arrival[next_arr]
             cnt[C_WAIT] = _enqueue(wq, cnt[C_WAIT], next_arr, pre_len, order)
             next_arr += 1
         if cnt[C_RUN] == 0 and cnt[C_WAIT] == 0:
+            if in_flight:  # an idle engine schedules as soon as its last step ends
+                in_flight = False
+                continue
             if next_arr < n and not np.isnan(arrival[next_arr]):
                 t = arrival[next_arr]
                 continue
@@ -527,6 +536,9 @@ def serve(
             in_step[sched[s]] = False
 
         if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
+            if in_flight:
+                in_flight = False
+                continue
             if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[C_RUN] == 0:
                 t = max(t, arrival[next_arr])
                 continue
@@ -669,4 +681,5 @@ def serve(
         st[T_MIXED] = 1.0 if n_dec < n_sched else 0.0
         n_steps += 1
         t = t_end
+        in_flight = True
     return req, steps[:n_steps], status

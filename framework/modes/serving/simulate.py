@@ -136,6 +136,7 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
     # the engine loop's host work replaces the hardware's per-step host cost (see serving_hw)
     eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
     eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
+    eng[SK.E_LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
     return eng, buckets, notes
 
 

@@ -1,0 +1,176 @@
+"""How `decodelab validate` maps a measured row to a design (docs/validation.md "Rows from other
+models, chips and precisions"): checkpoint names to model configs, `system` to hardware configs,
+`precision` to weight / KV dtypes; and the hardware configs whose operator laws were fitted to
+other chips' operator microbenchmarks (H200, B200)."""
+
+import math
+
+import pytest
+
+from decodelab.config import compose as C
+from decodelab.core.checks import DTYPE_BYTES
+from decodelab.runs.validation import (
+    PRECISIONS,
+    base_overrides,
+    hardware_config_name,
+    model_config_name,
+    run_validation,
+)
+
+
+@pytest.mark.parametrize(
+    "model, name",
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama3_1_8b"),
+        ("meta-llama/Meta-Llama-3.1-8B", "llama3_1_8b"),  # old checkpoint name
+        ("Qwen/Qwen3-32B", "qwen3_32b"),
+        ("Qwen/Qwen3-32B-FP8", "qwen3_32b"),  # quantized checkpoint: same shapes
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", "llama3_1_70b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama3_3_70b"),
+        ("mistralai/Mixtral-8x7B-v0.1", "mixtral_8x7b"),  # release tag
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3_30b_a3b"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3_235b_a22b"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek_v3"),
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek_r1"),
+        ("openai/gpt-oss-120b", "gpt_oss_120b"),
+    ],
+)
+def test_checkpoint_names_map_to_model_configs(model, name):
+    assert model_config_name(model) == name
+
+
+def test_unknown_model_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"'foo/Bar-7B' has no config in conf/model/ \(known: .*qwen3_8b"):
+        model_config_name("foo/Bar-7B")
+
+
+@pytest.mark.parametrize(
+    "system, name",
+    [("h100_sxm", "h100_sxm"), ("H200", "h200_sxm"), ("NVIDIA H200", "h200_sxm"), ("b200_sxm", "b200_sxm")],
+)
+def test_system_column_maps_to_hardware_configs(system, name):
+    assert hardware_config_name(system) == name
+
+
+def test_unknown_system_lists_the_known_ones():
+    with pytest.raises(
+        ValueError, match=r"system 'tpu_v5' has no config in conf/hardware/ \(known: .*h200_sxm"
+    ):
+        hardware_config_name("tpu_v5")
+
+
+def test_every_precision_maps_to_known_dtypes():
+    for prec, (w, kv) in PRECISIONS.items():
+        assert w in DTYPE_BYTES and kv in DTYPE_BYTES, prec
+    assert PRECISIONS["nvfp4"] == ("nvfp4", "fp8")  # ModelOpt NVFP4 checkpoints keep an FP8 KV cache
+    assert PRECISIONS["fp8_block"] == ("fp8", "fp8")
+
+
+def test_row_overrides_name_system_and_dtypes():
+    row = {
+        "model": "Qwen/Qwen3-8B",
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "precision": "nvfp4",
+        "tp": 2,
+        "system": "B200",
+    }
+    o = base_overrides(row)
+    assert "model=qwen3_8b" in o and "engine=vllm" in o and "hardware=b200_sxm" in o
+    assert "hardware.tensor_parallel=2" in o
+    assert "workload.weight_dtype=nvfp4" in o and "workload.kv_dtype=fp8" in o
+
+
+def _hw(name):
+    return C.compose(["tracking=off", f"hardware={name}"]).hardware
+
+
+def test_h200_shares_the_h100_die_and_differs_in_memory():
+    h100, h200 = _hw("h100_sxm"), _hw("h200_sxm")
+    assert h200.peak_tflops_bf16 == h100.peak_tflops_bf16 and h200.peak_tflops_fp8 == h100.peak_tflops_fp8
+    assert h200.memory.hbm.bandwidth_gb_s == 4800 and h200.memory.hbm.capacity_gib == pytest.approx(140.4)
+    assert h200.link_bw_gb_s == h100.link_bw_gb_s  # NVLink4 on both
+
+
+def test_fitted_laws_of_other_chips_are_physical():
+    """Fitted to each chip's own operator microbenchmarks (AIConfigurator, TensorRT-LLM 1.2.0rc5): the
+    GEMM efficiencies are fractions of that chip's peaks; the same GH100 die gives H200 a BF16 compute
+    efficiency within a few points of H100's."""
+    for name in ("h200_sxm", "b200_sxm"):
+        hw = _hw(name)
+        assert hw.op_model == "fitted"
+        for dt in ("bf16", "fp8"):
+            g = hw.op_fit.gemm[dt]
+            assert 0.4 < g.e_c < 1.0 and 0.6 < g.e_b < 1.0 and g.t0_us > 0, (name, dt)
+        assert set(hw.op_fit.all_reduce) == {"tp2", "tp4", "tp8"}
+    h100, h200 = _hw("h100_sxm"), _hw("h200_sxm")
+    assert abs(h200.op_fit.gemm.bf16.e_c - h100.op_fit.gemm.bf16.e_c) < 0.06
+
+
+def test_rows_on_other_chips_and_models_run(tmp_path):
+    """A CSV with a `system` column, another model family and an FP4 precision predicts every row;
+    memory-bound decode is faster on more bandwidth (B200 > H200 > H100 > A100 for the same row)."""
+    head = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms,system\n"
+    rows = [
+        f"meta-llama/Llama-3.1-8B-Instruct,trtllm,1.0.0rc3,bf16,1,1024,64,4,100,8,{s}\n"
+        for s in ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
+    ]
+    rows.append("Qwen/Qwen3-30B-A3B-FP8,trtllm,1.0.0rc3,fp8,2,1024,64,4,100,8,h200_sxm\n")
+    rows.append("Qwen/Qwen3-235B-A22B,trtllm,1.0.0rc3,nvfp4,4,1024,64,4,100,8,b200_sxm\n")
+    p = tmp_path / "rows.csv"
+    p.write_text(head + "".join(rows))
+    df = run_validation(p)
+    assert list(df.status) == ["ok"] * 6
+    tpot = list(df.tpot_pred[:4])
+    assert tpot[0] > tpot[1] > tpot[2] > tpot[3] > 0
+    assert all(math.isfinite(x) and x > 0 for x in df.ttft_pred)
+
+
+def test_a_tp_copy_is_the_config_hydra_composes():
+    """validate composes once per design without its TP and copies it per TP degree: the copy equals
+    the config Hydra composes with the TP overrides (and an override of the user's wins)."""
+    from omegaconf import OmegaConf
+
+    from decodelab.runs.validation import _composed
+
+    row = {
+        "model": "Qwen/Qwen3-32B",
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "precision": "bf16",
+        "tp": 4,
+    }
+    key = tuple(base_overrides(row))
+    with C.context():
+        cache = {}
+        got = _composed(cache, key, [])
+        want = C.compose_in_context(["tracking=off", *key])
+        assert OmegaConf.to_container(got, resolve=True) == OmegaConf.to_container(want, resolve=True)
+        row2 = dict(row, tp=2)
+        _composed(cache, tuple(base_overrides(row2)), [])
+        assert len([k for k in cache if k[0] == "compose"]) == 1  # one composition for both TPs
+        pinned = _composed({}, key, ["hardware.tensor_parallel=2"])
+        assert pinned.hardware.tensor_parallel == 2 and pinned.hardware.n_chips == 4
+
+
+def test_fp8_rows_follow_the_published_checkpoint():
+    """`fp8` means the model's published FP8 checkpoint: block-scaled for Qwen3 (and DeepSeek), so its
+    GEMMs are fp8_block; per-tensor (NVIDIA ModelOpt) otherwise."""
+    q = {
+        "model": "Qwen/Qwen3-32B",
+        "engine": "trtllm",
+        "engine_version": "1.0.0rc3",
+        "precision": "fp8",
+        "tp": 2,
+    }
+    assert "workload.weight_dtype=fp8_block" in base_overrides(q)
+    ll = dict(q, model="meta-llama/Llama-3.1-70B-Instruct")
+    assert "workload.weight_dtype=fp8" in base_overrides(ll)
+    assert "workload.weight_dtype=fp8_block" in base_overrides(dict(ll, precision="fp8_block"))
+
+
+def test_bad_fp8_checkpoint_is_one_line():
+    from decodelab.modes.dispatch import evaluate
+
+    r = evaluate(C.compose(["tracking=off", "model.fp8_checkpoint=channel"]))
+    assert r["status"] == "invalid" and "model.fp8_checkpoint" in r["reason"] and "block" in r["reason"]
