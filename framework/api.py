@@ -51,9 +51,7 @@ def sweep(
     Results are written under the sweep directory as usual; MLflow only with `track=True`."""
     args = list(overrides) + ([] if track else ["tracking.enabled=false"])
     plan = make_plan(sweep_file, args)
-    out = run_sweep(
-        plan, jobs=jobs, progress=progress, children=children, backend=backend, address=address
-    )
+    out = run_sweep(plan, jobs=jobs, progress=progress, children=children, backend=backend, address=address)
     return _sorted(read_table(out.table))
 
 

@@ -87,6 +87,10 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
+def _link(tr, record, origin: str, parent: Optional[str]) -> str:
+    return tracking.log_link(tracking._client(tr.uri), tracking.experiment_id(tr), record, origin, parent)
+
+
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.tracking.enabled and not background(config.tracking):
@@ -149,14 +153,21 @@ class MLflowCallback(Callback):
             if str(hc.mode) == "RunMode.MULTIRUN":
                 f = Path(hc.sweep.dir) / PARENT_FILE
                 parent = f.read_text().strip() if f.exists() else None
-            run_id = self._safe(
-                tracking.log_result,
-                config.tracking,
-                ret["record"],
-                ret["name"],
-                ret["files"].values(),
-                parent,
-            )
+            origin = ret["record"].get("reused_from")
+            if origin:  # recorded before: a link under this sweep's parent, not a second copy
+                run_id = self._safe(
+                    _link, config.tracking, {**ret["record"], "name": ret["name"]}, origin, parent
+                )
+                run_id = run_id or origin
+            else:
+                run_id = self._safe(
+                    tracking.log_result,
+                    config.tracking,
+                    ret["record"],
+                    ret["name"],
+                    ret["files"].values(),
+                    parent,
+                )
         if run_id:
             (out_dir / RUN_ID_FILE).write_text(run_id)
 

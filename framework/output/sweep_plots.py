@@ -19,8 +19,15 @@ def _figure(w: float = 6.0, h: float = 4.2):
     return fig
 
 
-def pareto_plot(x: Sequence[float], y: Sequence[float], front: Sequence[bool], path: Path,
-                xlabel: str, ylabel: str, title: str) -> Path:
+def pareto_plot(
+    x: Sequence[float],
+    y: Sequence[float],
+    front: Sequence[bool],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
     """All points grey, the front's points joined in red."""
     x, y, front = np.asarray(x, float), np.asarray(y, float), np.asarray(front, bool)
     fig = _figure()

@@ -41,11 +41,9 @@ class Backend:
             ) from None
         try:
             if self.address:
-                self.client = Client(self.address, timeout=30)
+                self.client = Client(self.address, timeout=10)
             else:
-                self.cluster = LocalCluster(
-                    n_workers=self.jobs, threads_per_worker=1, dashboard_address=None
-                )
+                self.cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, dashboard_address=None)
                 self.client = Client(self.cluster)
         except (OSError, TimeoutError) as e:
             self.close()
@@ -59,7 +57,11 @@ class Backend:
             n = len(self.client.scheduler_info().get("workers", {}))
             where = self.address or "a local cluster"
             return f"Dask at {where} ({n} workers)"
-        return f"{self.jobs} local worker process{'es' if self.jobs > 1 else ''}" if self.jobs > 1 else "this process"
+        return (
+            f"{self.jobs} local worker process{'es' if self.jobs > 1 else ''}"
+            if self.jobs > 1
+            else "this process"
+        )
 
     def __enter__(self) -> "Backend":
         return self

@@ -32,7 +32,9 @@ def pareto_mask(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
 
 def pareto(records: List[dict]) -> List[int]:
     """Positions (in records) of the ok designs on the front of OBJECTIVES."""
-    pos = [i for i, r in enumerate(records) if r["status"] == "ok" and all(k in r["metrics"] for k in OBJECTIVES)]
+    pos = [
+        i for i, r in enumerate(records) if r["status"] == "ok" and all(k in r["metrics"] for k in OBJECTIVES)
+    ]
     if not pos:
         return []
     x = [records[i]["metrics"][OBJECTIVES[0]] for i in pos]

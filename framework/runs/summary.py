@@ -83,5 +83,3 @@ def finish_parent(plan, out, rec) -> bool:
     return rec.finish(
         "KILLED" if out.interrupted else "FINISHED", summary_metrics(plan, out), artifacts, best_tags(out)
     )
-
-

@@ -146,6 +146,7 @@ def run_sweep(
                             job=full["index"],
                             run_id=full.get("run_id") or "",
                             reused_from=full.get("reused_from") or "",
+                            dir=full.get("dir") or "",
                         )
                     )
                 bar.advance(t_eval, len(batch))
@@ -231,7 +232,15 @@ def _full(slim: dict) -> dict:
     return rec
 
 
-FILES = ("result.json", "steps.csv", "breakdown.png", "requests.csv", "timeline.csv", "latency.png", "timeline.png")
+FILES = (
+    "result.json",
+    "steps.csv",
+    "breakdown.png",
+    "requests.csv",
+    "timeline.csv",
+    "latency.png",
+    "timeline.png",
+)
 
 
 class _Interrupt:

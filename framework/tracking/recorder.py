@@ -166,26 +166,7 @@ class Recorder:
             return None
         t0 = time.perf_counter()
         try:
-            from mlflow.entities import Metric
-
-            tags = tracking.component_tags(rec.get("config") or {})
-            tags.update(
-                {
-                    "status": rec["status"],
-                    "reused": "true",
-                    "reused_from": origin,
-                    "reused_config_hash": rec.get("config_hash") or "",
-                    tracking.PARENT_TAG: self.parent,
-                }
-            )
-            if rec.get("reason"):
-                tags["reason"] = rec["reason"][:5000]
-            run_id = self.client.create_run(self.exp, run_name=rec["name"], tags=tags).info.run_id
-            now = int(time.time() * 1000)
-            ms = [Metric(k, float(v), now, 0) for k, v in (rec.get("metrics") or {}).items()]
-            for i in range(0, len(ms), 100):
-                self.client.log_batch(run_id, metrics=ms[i : i + 100])
-            self.client.set_terminated(run_id, status="FINISHED")
+            run_id = tracking.log_link(self.client, self.exp, rec, origin, self.parent)
         except Exception as e:
             self.error = short_error(e)
             return None
