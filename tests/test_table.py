@@ -70,3 +70,17 @@ def test_dataframe_and_chunks_and_type_promotion(tmp_path):
     assert list(df.x) == [1.0, 2.0, 0.5, 1.5] and list(df.status) == ["ok", "ok", "ok", "error"]
     p2 = write_table(tmp_path / "e.parquet", [])
     assert len(read_table(p2)) == 0 and "status" in read_table(p2).columns
+
+
+def test_compare_reads_a_sweep_table(tmp_path):
+    """`decodelab compare --table`: the table's rows shaped like MLflow's runs, by a pandas query."""
+    from decodelab.apps.compare import from_table, table
+
+    write_table(
+        tmp_path / TABLE_FILE,
+        [table_row(_record(i, "ok" if i % 2 else "infeasible"), job=i) for i in range(6)],
+    )
+    df = from_table(str(tmp_path), "status == 'ok' and tpot_ms > 2")
+    assert list(df.run_id) == ["job 3", "job 5"] and list(df["metrics.tpot_ms"]) == [4.5, 7.5]
+    t = table(df, metrics=["tpot_ms"])
+    assert list(t.columns) == ["run_id", "status", "model.name", "workload.batch_size", "tpot_ms"]
