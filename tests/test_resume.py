@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli, explain, runs_in, searchpath, split_sweep
+from conftest import ROOT, cli, explain, mlflow_client, runs_in, searchpath, split_sweep
 from decodelab.api import load_results
 from decodelab.output.table import read_table
 
@@ -179,6 +179,9 @@ def test_multirun_after_a_single_run_lists_all_its_jobs(tmp_path):
     assert link.data.tags["reused_config_hash"] == single.data.tags["config_hash"]
     jobs = sorted((tmp_path / "outputs" / "multirun").glob("*/*/[0-9]*"))
     assert len(jobs) == 2 and all((j / "result.json").is_file() for j in jobs)
+    t = load_results(jobs[0].parent)  # the multirun's results.parquet, also on its parent run
+    assert list(t.job) == [0, 1] and (t.reused_from != "").sum() == 1
+    assert "results.parquet" in {a.path for a in mlflow_client(f"sqlite:///{c}").list_artifacts(p.info.run_id)}
 
 
 def test_sweep_on_a_local_dask_cluster(tmp_path):

@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from decodelab.core.result import config_hash
+from decodelab.output.table import TABLE_FILE, table_row, write_table
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RECORDED_FILE, RUN_ID_FILE
 
@@ -87,6 +88,21 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
+def multirun_table(sweep_dir: Path) -> Optional[Path]:
+    """results.parquet of a multirun: one row per job's result.json (job = its directory)."""
+    rows = []
+    for d in sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        f = d / "result.json"
+        if f.is_file():
+            rec = json.loads(f.read_text())
+            rows.append(table_row(rec, job=int(d.name), reused_from=rec.get("reused_from") or "", dir=str(d)))
+    return write_table(sweep_dir / TABLE_FILE, rows) if rows else None
+
+
+def _log_artifact(tr, run_id: str, path: Path) -> None:
+    tracking._client(tr.uri).log_artifact(run_id, str(path))
+
+
 def _link(tr, record, origin: str, parent: Optional[str]) -> str:
     return tracking.log_link(tracking._client(tr.uri), tracking.experiment_id(tr), record, origin, parent)
 
@@ -131,11 +147,16 @@ class MLflowCallback(Callback):
             recorded.unlink()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        table = self._safe(multirun_table, sweep_dir)
         if not config.tracking.enabled:
             return
-        f = Path(config.hydra.sweep.dir) / PARENT_FILE
+        f = sweep_dir / PARENT_FILE
         if f.exists():
-            self._safe(tracking.end_run, config.tracking, f.read_text().strip())
+            parent = f.read_text().strip()
+            if table:
+                self._safe(_log_artifact, config.tracking, parent, table)
+            self._safe(tracking.end_run, config.tracking, parent)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not config.tracking.enabled or job_return is None:
