@@ -432,7 +432,10 @@ def test_search_pareto_front_seeded_and_logged(tmp_path, monkeypatch):
     assert parent.data.metrics["n_pruned"] == len(pruned)
     assert len(children) == len(front) == parent.data.metrics["n_pareto"]
     names = {f.path for f in client(sqlite_uri(tmp_path)).list_artifacts(parent.info.run_id)}
-    assert {"pareto.csv", "pareto.png", "trials.csv"} <= names
+    assert {"pareto.csv", "pareto.png", "trials.csv", "results.parquet"} <= names
+    table = load_results(b["out_dir"])  # every trial, infeasible ones with their reason
+    assert sorted(table.job) == list(range(25)) and (table.status != "ok").sum() == len(pruned)
+    assert (table[table.status != "ok"].reason != "").all()
 
 
 # --------------------------------------------------------------------------- generated configs
