@@ -68,6 +68,8 @@ def test_dataframe_and_chunks_and_type_promotion(tmp_path):
     p = write_table(tmp_path / "t.parquet", [a, b])
     df = read_table(p)
     assert list(df.x) == [1.0, 2.0, 0.5, 1.5] and list(df.status) == ["ok", "ok", "ok", "error"]
+    assert list(read_table(p, columns=["x", "no_such"]).columns) == ["x"]  # only those it has
+    assert list(read_table(p, columns=lambda c: c != "x").columns) == ["status"]
     p2 = write_table(tmp_path / "e.parquet", [])
     assert len(read_table(p2)) == 0 and "status" in read_table(p2).columns
 

@@ -22,6 +22,8 @@ API (stable; other modules and the grid evaluator write through it):
     read_table(path_or_dir, columns=None) -> pandas.DataFrame
         A table file, or the table of a sweep directory (its results.parquet; a writer that
         was killed before closing leaves `results.parquet.parts/`, which is read instead).
+        `columns`: a list of names (those the table lacks are left out) or a predicate on a
+        column name (`lambda c: "." not in c`: all but the design params).
 
 Schema: columns are the union over all rows; a row without a column has null there. Designs of
 different components (a MoE model's extra fields, serving metrics) may add columns in the middle
@@ -275,6 +277,17 @@ def table_path(path_or_dir: Union[str, Path]) -> Path:
     return p / TABLE_FILE if p.is_dir() and not p.name.endswith(".parts") else p
 
 
+def _columns(path: Path, columns) -> Optional[List[str]]:
+    if columns is None:
+        return None
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    if callable(columns):
+        return [c for c in names if columns(c)]
+    return [c for c in columns if c in names]
+
+
 def read_table(path_or_dir: Union[str, Path], columns: Optional[List[str]] = None):
     """A results table as a pandas DataFrame (see the module docstring)."""
     import pandas as pd
@@ -282,7 +295,7 @@ def read_table(path_or_dir: Union[str, Path], columns: Optional[List[str]] = Non
 
     p = table_path(path_or_dir)
     if p.is_file():
-        return pq.read_table(p, columns=columns).to_pandas()
+        return pq.read_table(p, columns=_columns(p, columns)).to_pandas()
     spool = p if p.name.endswith(".parts") else p.with_name(p.name + ".parts")
     parts = sorted(spool.glob("part-*.parquet")) if spool.is_dir() else []
     if not parts:
@@ -290,7 +303,7 @@ def read_table(path_or_dir: Union[str, Path], columns: Optional[List[str]] = Non
     frames = []
     for part in parts:
         try:
-            frames.append(pq.read_table(part, columns=columns).to_pandas())
+            frames.append(pq.read_table(part, columns=_columns(part, columns)).to_pandas())
         except Exception:  # the part a killed writer was writing has no footer
             continue
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -41,7 +41,7 @@ class Stored:
         self._rows: Dict[Path, Dict[str, dict]] = {}
         for parent, path in tables:
             try:
-                df = read_table(path, columns=None)
+                df = read_table(path, columns=["config_hash", "status", "reused_from"])
             except Exception:  # an unreadable table is not a result: those designs run again
                 continue
             if "config_hash" not in df.columns or "status" not in df.columns:
@@ -62,7 +62,7 @@ class Stored:
             return {"status": r["status"], "reason": r["reason"], "metrics": dict(r["metrics"]), "notes": []}
         path = self._where[h]
         if path not in self._rows:
-            self._rows[path] = _rows_by_hash(read_table(path))
+            self._rows[path] = _rows_by_hash(read_table(path, columns=lambda c: "." not in c))
         return dict(self._rows[path][h])
 
 
