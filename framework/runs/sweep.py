@@ -214,9 +214,15 @@ def _child(rec: Recorder, full: dict) -> Optional[str]:
     return rec.record(full, [f for f in full["files"] if f])
 
 
+KEPT_METRICS = {m for m, _, _ in SUMMARY_METRICS} | set(best.OBJECTIVES) | {best.RANK_BY}
+
+
 def _slim(full: dict) -> dict:
-    keep = ("index", "status", "reason", "metrics", "overrides", "config_hash", "run_id", "dir", "name")
+    """What the sweep keeps of a design once its row is in the table: no config, and only the
+    metrics of the summary and of choosing child runs (the rest is in the table and on disk)."""
+    keep = ("index", "status", "reason", "overrides", "config_hash", "run_id", "dir", "name")
     s = {k: full.get(k) for k in keep}
+    s["metrics"] = {k: v for k, v in (full.get("metrics") or {}).items() if k in KEPT_METRICS}
     s["reused_from"] = full.get("reused_from")
     s["here"] = bool(full.get("here"))
     return s
