@@ -91,6 +91,8 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
 def multirun_table(sweep_dir: Path) -> Optional[Path]:
     """results.parquet of a multirun: one row per job's result.json (job = its directory)."""
     rows = []
+    if not sweep_dir.is_dir():
+        return None
     for d in sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
         f = d / "result.json"
         if f.is_file():
@@ -148,7 +150,11 @@ class MLflowCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        table = self._safe(multirun_table, sweep_dir)
+        try:
+            table = multirun_table(sweep_dir)
+        except Exception as e:  # the results stay in each job's result.json
+            log.warning("results.parquet not written (%s: %s)", type(e).__name__, str(e)[:300])
+            table = None
         if not config.tracking.enabled:
             return
         f = sweep_dir / PARENT_FILE
