@@ -181,7 +181,9 @@ def test_multirun_after_a_single_run_lists_all_its_jobs(tmp_path):
     assert len(jobs) == 2 and all((j / "result.json").is_file() for j in jobs)
     t = load_results(jobs[0].parent)  # the multirun's results.parquet, also on its parent run
     assert list(t.job) == [0, 1] and (t.reused_from != "").sum() == 1
-    assert "results.parquet" in {a.path for a in mlflow_client(f"sqlite:///{c}").list_artifacts(p.info.run_id)}
+    assert "results.parquet" in {
+        a.path for a in mlflow_client(f"sqlite:///{c}").list_artifacts(p.info.run_id)
+    }
 
 
 def test_sweep_on_a_local_dask_cluster(tmp_path):
