@@ -7,6 +7,7 @@ same Hydra overrides as the command line.
     df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
     df[["hardware.name", "workload.batch_size", "tpot_ms"]]
     old = decodelab.load_results("outputs/multirun")     # every result.json under a directory
+    tab = decodelab.load_results("outputs/sweeps/my_sweep")  # a sweep's results.parquet
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from decodelab.config import compose as C
 from decodelab.config.plan import make_plan
 from decodelab.core.result import Result
 from decodelab.modes.dispatch import evaluate as _evaluate
+from decodelab.output.table import TABLE_FILE, read_table
+from decodelab.runs.best import DEFAULT_CHILDREN
 from decodelab.runs.sweep import run_sweep
 
 __all__ = ["evaluate", "sweep", "load_results", "Result"]
@@ -37,20 +40,27 @@ def sweep(
     jobs: int = 1,
     track: bool = False,
     progress: bool = False,
+    children: str = DEFAULT_CHILDREN,
+    backend: str = "local",
+    address: Optional[str] = None,
 ):
     """Run a sweep (Hydra sweep syntax: `a,b,c`, `range(1,9)`; and/or a sweep file) like
-    `decodelab sweep` and return one DataFrame row per design: the resolved config (dotted
-    columns), status, reason and every metric. Results are written under the sweep directory as
-    usual; MLflow only with `track=True`."""
+    `decodelab sweep` and return its results table (results.parquet) as a DataFrame, one row
+    per design in job order: the resolved config (dotted columns), status, reason, config_hash,
+    code_version, every metric, `job` and `reused_from` (the run holding a reused result).
+    Results are written under the sweep directory as usual; MLflow only with `track=True`."""
     args = list(overrides) + ([] if track else ["tracking.enabled=false"])
     plan = make_plan(sweep_file, args)
-    out = run_sweep(plan, jobs=jobs, progress=progress)
-    return _frame([r for r in out.records] + [_stored(r) for r in out.skipped])
+    out = run_sweep(plan, jobs=jobs, progress=progress, children=children, backend=backend, address=address)
+    return _sorted(read_table(out.table))
 
 
 def load_results(path) -> "object":
-    """Every result.json under `path` (a run, multirun or sweep directory) as a DataFrame."""
+    """Stored results as a DataFrame: a results table (a `.parquet` file, or a sweep directory
+    holding results.parquet), else every result.json under `path` (a run or multirun dir)."""
     root = Path(path)
+    if root.suffix == ".parquet" or (root.is_dir() and (root / TABLE_FILE).is_file()):
+        return _sorted(read_table(root))
     files = [root] if root.is_file() else sorted(root.rglob("result.json"))
     records = []
     for f in files:
@@ -66,15 +76,8 @@ def load_results(path) -> "object":
     return _frame(records)
 
 
-def _stored(skipped: dict) -> dict:
-    """A design a sweep skipped (recorded before): its stored record, when on disk."""
-    return {
-        "status": "reused",
-        "reason": f"recorded in MLflow run {skipped.get('skipped')}",
-        "metrics": {},
-        "config": {},
-        "config_hash": skipped.get("config_hash"),
-    }
+def _sorted(df):
+    return df.sort_values("job", kind="stable").reset_index(drop=True) if "job" in df.columns else df
 
 
 def _frame(records):

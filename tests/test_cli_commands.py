@@ -63,6 +63,9 @@ def test_unknown_subcommand_is_one_line_with_a_suggestion(tmp_path, word, near):
     "args",
     [
         ["sweep", "-j", "-3", "workload.batch_size=1"],
+        ["sweep", "--children", "best", "workload.batch_size=1"],
+        ["sweep", "--backend", "spark", "workload.batch_size=1"],
+        ["sweep", "--address", "tcp://x:1", "workload.batch_size=1", "tracking=off"],
         ["search", "--trials", "0", "x"],
         ["kvplot"],
         ["claims", "--bogus"],

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, explain, mlflow_client, runs_in, split_sweep
+from decodelab.api import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
@@ -53,13 +54,13 @@ def tracking_args(tmp: Path, uri: str | None = None):
     return [f"tracking.uri={uri or sqlite_uri(tmp)}", f"tracking.artifact_root={tmp / 'art'}"]
 
 
-def sweep(tmp: Path, overrides, jobs: int = 1, target=None):
+def sweep(tmp: Path, overrides, jobs: int = 1, target=None, children="all", sweep_dir="sweep", **kw):
     """make_plan + run_sweep in this process (workers are processes when jobs > 1)."""
     from decodelab.runs.sweep import run_sweep
     from decodelab.config.plan import make_plan
 
-    plan = make_plan(target, [f"hydra.sweep.dir={tmp / 'sweep'}"] + list(overrides))
-    return plan, run_sweep(plan, jobs=jobs, progress=False)
+    plan = make_plan(target, [f"hydra.sweep.dir={tmp / sweep_dir}"] + list(overrides))
+    return plan, run_sweep(plan, jobs=jobs, progress=False, children=children, **kw)
 
 
 def result_dirs(sweep_dir: Path):
@@ -186,8 +187,9 @@ def test_500_designs_4_workers_one_store(tmp_path):
             assert run.data.metrics["tpot_ms"] == pytest.approx(rec["metrics"]["tpot_ms"])
         assert run.data.params["workload.batch_size"] == str(rec["config"]["workload"]["batch_size"])
     assert statuses == {"ok", "infeasible"}  # long prompts overflow max_context or memory
-    summary = (out.sweep_dir / "summary.csv").read_text().splitlines()
-    assert len(summary) == 501
+    table = load_results(out.sweep_dir)
+    assert list(table.job) == list(range(500)) and set(table.config_hash) == set(hashes)
+    assert (table.run_id == [(d / "mlflow_run_id").read_text().strip() for d in dirs]).all()
 
 
 # --------------------------------------------------------------------------- no lost results
@@ -208,6 +210,8 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
         "-j",
         "1",
         "-q",
+        "--children",
+        "all",
     ]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200", **FAIL_FAST}
     proc = subprocess.Popen(
@@ -267,6 +271,8 @@ def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
         "-j",
         "2",
         "-q",
+        "--children",
+        "all",
     ]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
     proc = subprocess.Popen(
@@ -291,8 +297,9 @@ def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     again = cli(tmp_path, *args)
     assert again.returncode == 0, explain(again)
     assert f"{first} designs already recorded" in again.stdout
-    rows = (tmp_path / "sweep" / "summary.csv").read_text().splitlines()
-    assert len(rows) - 1 == 40 - first  # only the missing ones ran
+    table = load_results(tmp_path / "sweep")  # exactly the 40 designs, none twice
+    assert list(table.job) == list(range(40)) and table.config_hash.nunique() == 40
+    assert (table.reused_from != "").sum() == first  # only the missing ones ran
     parents, children = split(runs(sqlite_uri(tmp_path)))
     assert len(parents) == 1  # the same sweep directory: one parent
     first_parent = parents[0].info.run_id
@@ -302,11 +309,24 @@ def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     m = cli(tmp_path, "-m", "model=llama3_2_1b", "workload.batch_size=1,2,21", *tracking_args(tmp_path))
     assert m.returncode == 0, explain(m)
     parents, children = split(runs(sqlite_uri(tmp_path)))
-    assert len(children) == 41 and len(parents) == 2
-    assert len({c.data.tags["config_hash"] for c in children}) == 41
-    (b31,) = [c for c in children if c.data.params["workload.batch_size"] == "21"]
-    assert b31.data.tags["mlflow.parentRunId"] != first_parent
+    recorded = [c for c in children if "config_hash" in c.data.tags]
+    assert len(recorded) == 41 and len(parents) == 2
+    assert len({c.data.tags["config_hash"] for c in recorded}) == 41
+    (b31,) = [c for c in recorded if c.data.params["workload.batch_size"] == "21"]
+    second_parent = b31.data.tags["mlflow.parentRunId"]
+    assert second_parent != first_parent
     assert m.stdout.count("already recorded") == 2
+    # the new parent still lists all 3 of its designs: the 2 recorded ones as links
+    links = [c for c in children if c.data.tags.get("reused") == "true"]
+    assert len(links) == 2 and all(c.data.tags["mlflow.parentRunId"] == second_parent for c in links)
+    by_id = {c.info.run_id: c for c in recorded}
+    for c in links:
+        orig = by_id[c.data.tags["reused_from"]]
+        assert orig.data.tags["config_hash"] == c.data.tags["reused_config_hash"]
+        assert orig.data.tags["mlflow.parentRunId"] == first_parent
+        assert c.data.metrics["tpot_ms"] == pytest.approx(orig.data.metrics["tpot_ms"])
+    jobs = sorted((tmp_path / "outputs" / "multirun").glob("*/*/[0-9]*/result.json"))
+    assert len(jobs) == 3 and sum("reused_from" in json.loads(f.read_text()) for f in jobs) == 2
 
 
 def test_tracking_off_writes_results_and_no_store(tmp_path):
@@ -412,7 +432,10 @@ def test_search_pareto_front_seeded_and_logged(tmp_path, monkeypatch):
     assert parent.data.metrics["n_pruned"] == len(pruned)
     assert len(children) == len(front) == parent.data.metrics["n_pareto"]
     names = {f.path for f in client(sqlite_uri(tmp_path)).list_artifacts(parent.info.run_id)}
-    assert {"pareto.csv", "pareto.png", "trials.csv"} <= names
+    assert {"pareto.csv", "pareto.png", "trials.csv", "results.parquet"} <= names
+    table = load_results(b["out_dir"])  # every trial, infeasible ones with their reason
+    assert sorted(table.job) == list(range(25)) and (table.status != "ok").sum() == len(pruned)
+    assert (table[table.status != "ok"].reason != "").all()
 
 
 # --------------------------------------------------------------------------- generated configs
@@ -510,7 +533,16 @@ def test_generated_configs_fail_only_with_clear_messages(composer):
 def test_benchmark_1000_designs_with_mlflow(tmp_path, record_property):
     """Target: 1,000 designs including MLflow logging <= 60 s on a 2-core machine."""
     t0 = time.perf_counter()
-    r = cli(tmp_path, "sweep", "scale/bench_1000", "-q", *tracking_args(tmp_path), timeout=900)
+    r = cli(
+        tmp_path,
+        "sweep",
+        "scale/bench_1000",
+        "-q",
+        "--children",
+        "all",
+        *tracking_args(tmp_path),
+        timeout=900,
+    )
     wall = time.perf_counter() - t0
     assert r.returncode == 0, explain(r)
     n = len(split(runs(sqlite_uri(tmp_path)))[1])

@@ -25,6 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from decodelab.core.result import config_hash
+from decodelab.output.table import TABLE_FILE, table_row, write_table
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RECORDED_FILE, RUN_ID_FILE
 
@@ -87,6 +88,27 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
+def multirun_table(sweep_dir: Path) -> Optional[Path]:
+    """results.parquet of a multirun: one row per job's result.json (job = its directory)."""
+    rows = []
+    if not sweep_dir.is_dir():
+        return None
+    for d in sorted((p for p in sweep_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        f = d / "result.json"
+        if f.is_file():
+            rec = json.loads(f.read_text())
+            rows.append(table_row(rec, job=int(d.name), reused_from=rec.get("reused_from") or "", dir=str(d)))
+    return write_table(sweep_dir / TABLE_FILE, rows) if rows else None
+
+
+def _log_artifact(tr, run_id: str, path: Path) -> None:
+    tracking._client(tr.uri).log_artifact(run_id, str(path))
+
+
+def _link(tr, record, origin: str, parent: Optional[str]) -> str:
+    return tracking.log_link(tracking._client(tr.uri), tracking.experiment_id(tr), record, origin, parent)
+
+
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.tracking.enabled and not background(config.tracking):
@@ -127,11 +149,20 @@ class MLflowCallback(Callback):
             recorded.unlink()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            table = multirun_table(sweep_dir)
+        except Exception as e:  # the results stay in each job's result.json
+            log.warning("results.parquet not written (%s: %s)", type(e).__name__, str(e)[:300])
+            table = None
         if not config.tracking.enabled:
             return
-        f = Path(config.hydra.sweep.dir) / PARENT_FILE
+        f = sweep_dir / PARENT_FILE
         if f.exists():
-            self._safe(tracking.end_run, config.tracking, f.read_text().strip())
+            parent = f.read_text().strip()
+            if table:
+                self._safe(_log_artifact, config.tracking, parent, table)
+            self._safe(tracking.end_run, config.tracking, parent)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not config.tracking.enabled or job_return is None:
@@ -149,14 +180,21 @@ class MLflowCallback(Callback):
             if str(hc.mode) == "RunMode.MULTIRUN":
                 f = Path(hc.sweep.dir) / PARENT_FILE
                 parent = f.read_text().strip() if f.exists() else None
-            run_id = self._safe(
-                tracking.log_result,
-                config.tracking,
-                ret["record"],
-                ret["name"],
-                ret["files"].values(),
-                parent,
-            )
+            origin = ret["record"].get("reused_from")
+            if origin:  # recorded before: a link under this sweep's parent, not a second copy
+                run_id = self._safe(
+                    _link, config.tracking, {**ret["record"], "name": ret["name"]}, origin, parent
+                )
+                run_id = run_id or origin
+            else:
+                run_id = self._safe(
+                    tracking.log_result,
+                    config.tracking,
+                    ret["record"],
+                    ret["name"],
+                    ret["files"].values(),
+                    parent,
+                )
         if run_id:
             (out_dir / RUN_ID_FILE).write_text(run_id)
 

@@ -76,7 +76,9 @@ def run(a) -> int:
     track = not a.no_track and tr.enabled
     plots = Path(tempfile.mkdtemp(prefix="decodelab-claims-")) if track else None
     try:
-        rows = run_claims(ids or None, plots_dir=plots, what_if=what_if, files=files)
+        rows = run_claims(
+            ids or None, plots_dir=plots, what_if=what_if, files=files, progress=sys.stderr.isatty()
+        )
     except C.hydra_errors() as e:  # a misspelled key or a value a job's config rejects
         return errors(f"{' '.join(what_if)}: {str(e).strip().splitlines()[0]}")
     title = "decodelab claims (pass: within tolerance, default 15%; ranges: inside)"

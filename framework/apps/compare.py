@@ -7,6 +7,10 @@ Runs are chosen by id, or by an MLflow search filter over an experiment (e.g.
 out. The table keeps the params that differ between the chosen runs (`--params` names others)
 and the headline metrics (`--metrics` to choose). A few runs print as columns (runs side by
 side), many as rows. The tracker is the default config's (`tracking.uri=...` to change).
+
+`--table DIR|FILE` compares the designs of a sweep's results table (results.parquet, every
+design of the sweep, also those that are not MLflow child runs) instead; `--filter` is then a
+pandas query over its columns (dotted names in backquotes), e.g. `--filter "status == 'ok' and tpot_ms < 5"`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 from decodelab.apps.common import errors, run_module
+from decodelab.output.table import read_table
+from decodelab.runs.resume import EXTRA_COLUMNS
 from decodelab.config.diagnose import did_you_mean, listing
 from decodelab.tracking.store import select_runs as select
 from decodelab.core.schema import TrackingConfig
@@ -48,6 +54,33 @@ def table(df, params: Optional[List[str]] = None, metrics: Optional[List[str]] =
     return out.reset_index(drop=True) if isinstance(out, pd.DataFrame) else out
 
 
+def from_table(path: str, query: str = "", limit: int = 10000):
+    """A sweep's results table shaped like mlflow.search_runs' DataFrame (run_id = `job N`,
+    params.* = the dotted design columns, metrics.* = the metrics), rows chosen by a pandas
+    query."""
+    import pandas as pd
+
+    t = read_table(path)
+    if "job" in t.columns:
+        t = t.sort_values("job", kind="stable")
+    if query:
+        t = t.query(query, engine="python")
+    t = t.head(limit)
+    cols = {
+        "run_id": [f"job {j}" for j in t["job"]] if "job" in t.columns else [str(i) for i in t.index],
+        "tags.status": t["status"],
+    }
+    for c in t.columns:
+        if "." in c:
+            cols[f"params.{c}"] = t[c]
+        elif (
+            c not in ("status", "reason", "config_hash", "code_version", *EXTRA_COLUMNS)
+            and t[c].dtype.kind in "fi"
+        ):
+            cols[f"metrics.{c}"] = t[c]
+    return pd.DataFrame(cols).reset_index(drop=True)
+
+
 def show(t, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -77,6 +110,12 @@ def add_arguments(ap) -> None:
     ap.add_argument("--metrics", help=f"comma-separated metrics (default: {','.join(METRICS)})")
     ap.add_argument("--csv", help="also write the table to this CSV file")
     ap.add_argument("--max", type=int, default=10000, help="at most this many runs")
+    ap.add_argument(
+        "--table",
+        metavar="SWEEP_DIR|FILE",
+        help="compare the designs of a sweep's results table (results.parquet) instead of MLflow runs; "
+        "--filter is then a pandas query",
+    )
 
 
 def run(a) -> int:
@@ -95,7 +134,13 @@ def run(a) -> int:
     tr = {**asdict(TrackingConfig()), **over.get("tracking", {})}
     run_ids = [x for x in a.args if "=" not in x]
     try:
-        df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, a.max)
+        if a.table:
+            df = from_table(a.table, a.filter, a.max)
+            tr["uri"] = a.table
+        else:
+            df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, a.max)
+    except FileNotFoundError as e:
+        return errors(str(e))
     except Exception as e:
         return errors(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     if df is None:

@@ -28,7 +28,8 @@ def write_outputs_of(result: dict) -> List[str]:
     pd.DataFrame([{k: v for k, v in r.items() if k != "_record"} for r in result["front"]]).to_csv(
         out / "pareto.csv", index=False
     )
-    return [str(out / "trials.csv"), str(out / "pareto.csv"), str(plot(result))]
+    files = [str(out / "trials.csv"), str(out / "pareto.csv"), str(plot(result))]
+    return files + [str(out / "results.parquet")] if (out / "results.parquet").is_file() else files
 
 
 def plot(result: dict) -> Path:

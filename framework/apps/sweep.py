@@ -14,6 +14,8 @@ from typing import Dict, List
 from decodelab.apps.common import errors, run_module
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
+from decodelab.runs.backends import BACKENDS, BackendError
+from decodelab.runs.best import DEFAULT_CHILDREN, parse_children
 from decodelab.runs.sweep import SUMMARY_METRICS, Outcome, run_sweep
 
 
@@ -23,11 +25,12 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
 
     console = Console()
     c = out.counts()
-    rate = (len(out.records) + len(out.skipped)) / out.seconds if out.seconds else 0.0
+    rate = len(out.records) / out.seconds if out.seconds else 0.0
     console.print(
         f"[bold]sweep {plan.name}[/bold]: {len(plan.jobs)} designs in "
-        f"{out.seconds:.1f} s ({rate:.0f}/s) -> {out.sweep_dir}"
+        f"{out.seconds:.1f} s ({rate:.0f}/s, {out.backend}) -> {out.sweep_dir}"
     )
+    console.print(f"  table: {out.table} (decodelab.load_results reads it)")
     console.print("  " + ", ".join(f"{k} {v}" for k, v in c.items() if v or k == "ok"))
     ok = [r for r in out.records if r["status"] == "ok"]
     if ok:
@@ -56,8 +59,9 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
             console.print(f"  {status} x{n}: {reason}")
     if out.skipped:
         console.print(
-            f"  {len(out.skipped)} designs already recorded (same config hash) were "
-            "skipped; tracking.resume=false runs them again"
+            f"  {len(out.skipped)} designs already recorded (same config hash and code version) "
+            f"were reused, not evaluated again ({len(out.evaluated)} evaluated); "
+            "tracking.resume=false evaluates them again"
         )
     if out.tracking:
         if out.tracker_error:
@@ -69,8 +73,8 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
             )
         else:
             console.print(
-                f"  MLflow: {out.recorded} runs under parent run {out.parent} "
-                f"(written in {out.record_seconds:.1f} s)"
+                f"  MLflow: parent run {out.parent} with the table, summary and plots; "
+                f"{out.recorded} child runs (written in {out.record_seconds:.1f} s)"
             )
     if out.interrupted:
         done = (out.recorded if out.tracking else len(out.records)) + len(out.skipped)
@@ -99,6 +103,23 @@ def add_arguments(ap) -> None:
         "--plots", action="store_true", help="also write steps.csv and breakdown.png per design (slow)"
     )
     ap.add_argument("--top", type=int, default=10, help="designs in the summary table")
+    ap.add_argument(
+        "--children",
+        type=_children,
+        default=DEFAULT_CHILDREN,
+        help="which designs become MLflow child runs: all, none, or a comma list of pareto and "
+        f"top:N (default {DEFAULT_CHILDREN}); every design is in the parent run's table",
+    )
+    ap.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: worker processes here (-j); dask: a Dask cluster (pip install 'decodelab[dask]')",
+    )
+    ap.add_argument(
+        "--address",
+        help="with --backend dask: the scheduler to use (tcp://host:8786); default: a local cluster of -j workers",
+    )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -112,6 +133,13 @@ def _workers(text: str) -> int:
 _workers.__name__ = "worker count (an integer >= 1)"
 
 
+def _children(text: str) -> str:
+    return parse_children(text)
+
+
+_children.__name__ = "child-run choice (all, none, or a comma list of pareto and top:N)"
+
+
 def run(a) -> int:
     first = a.args[0] if a.args else None
     has_target = first is not None and "=" not in first and not first.startswith(("~", "+"))
@@ -120,7 +148,20 @@ def run(a) -> int:
         plan = make_plan(sweep, overrides)
     except SweepError as e:
         return errors(str(e))
-    out = run_sweep(plan, jobs=a.jobs, plots=a.plots, progress=not a.quiet)
+    if a.address and a.backend != "dask":
+        return errors("--address needs --backend dask")
+    try:
+        out = run_sweep(
+            plan,
+            jobs=a.jobs,
+            plots=a.plots,
+            progress=not a.quiet,
+            children=a.children,
+            backend=a.backend,
+            address=a.address,
+        )
+    except BackendError as e:
+        return errors(str(e))
     print_summary(plan, out, a.top)
     return 130 if out.interrupted else 0
 

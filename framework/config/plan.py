@@ -112,8 +112,15 @@ class Composer:
         o = parse(override)
         key = o.key_or_group
         if key not in self._groups:
-            self._groups[key] = bool(self.loader.get_group_options(key))
+            self._groups[key] = bool(self.options(key))
         return self._groups[key] or o.package is not None
+
+    def options(self, group: str) -> List[str]:
+        """The options of a config group, with the primary config's `hydra.searchpath` (a sweep
+        file that adds a user's config dir) as Hydra's own loader sees them for a multirun."""
+        return self.loader.get_group_options(
+            group, config_name=self.source.config_name, overrides=list(self.source.common)
+        )
 
     def split(self, job: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
         """(config-group overrides, field overrides) of one job."""
@@ -323,7 +330,7 @@ def _check(composer: Composer, jobs: List[List[str]]) -> None:
             p = parse(o)
             if p.is_delete():
                 continue
-            options = composer.loader.get_group_options(p.key_or_group)
+            options = composer.options(p.key_or_group)
             value = p.value()
             if isinstance(value, str) and value not in options:
                 errors.append(

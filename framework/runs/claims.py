@@ -35,6 +35,7 @@ from decodelab.config import compose as C
 from decodelab.config.sweepfile import load_sweep
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
+from decodelab.output.progress import progress_bar
 from decodelab.paths import SWEEPS_DIR
 
 REDUCERS = {
@@ -163,23 +164,25 @@ def run_claims(
     plots_dir: Optional[Path] = None,
     what_if: Optional[List[str]] = None,
     files: Optional[List[Path]] = None,
+    progress: bool = False,
 ) -> List[dict]:
     """Evaluate every claim sweep (or those whose id is in `ids`). Returns one row per figure.
     With `plots_dir`, also writes one time-breakdown plot per sweep (a bar per job, stacked by
     cause: the Dataflow paper's Fig. 15 style) as `<sweep>.png`. `what_if`: overrides applied to
     every job (see the module docstring). `files`: a user's claim sweeps instead of `sweeps_dir`'s
-    (their rows say user=True)."""
+    (their rows say user=True). `progress`: a progress bar (rate, ETA) on stderr."""
     rows = []
     user = files is not None
-    with C.context():
-        for path in files if user else sorted(sweeps_dir.glob("*.yaml")):
-            claim, jobs = load_sweep(path)
-            if ids and claim["id"] not in ids:
-                continue
+    with C.context(), progress_bar(progress) as bar:
+        todo = [(path, *load_sweep(path)) for path in (files if user else sorted(sweeps_dir.glob("*.yaml")))]
+        todo = [t for t in todo if not ids or t[1]["id"] in ids]
+        task = bar.add_task("claim designs", total=sum(len(jobs) for _, _, jobs in todo))
+        for path, claim, jobs in todo:
             results = []
             for job in jobs:
                 cfg = C.compose_in_context(with_what_if(job, what_if or []))
                 results.append(evaluate(cfg, keep_steps=False))
+                bar.advance(task)
             if plots_dir is not None:
                 _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
             failed = sorted({f"{r['status']}: {r['reason']}" for r in results if r["status"] != "ok"})

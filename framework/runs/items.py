@@ -36,14 +36,24 @@ def evaluate_items(
 ) -> List[dict]:
     """Evaluate jobs (index, overrides) and write each one's files under sweep_dir/<index>/.
     Returns their records (report.result_record + index, name, dir, overrides, files) or, for a
-    design already recorded (same config hash), {index, skipped: run id}."""
+    design already recorded (same config hash), {index, skipped: run id, config_hash,
+    overrides, config, name}."""
     composer = plan.composer(source)
     out = []
     for index, job in items:
         cfg, cfg_dict, name, error = plan.prepare(composer, job)
         h = config_hash(cfg_dict)
-        if h in recorded:
-            out.append({"index": index, "skipped": recorded[h], "config_hash": h, "overrides": list(job)})
+        if h in recorded:  # the calling process writes its record (decodelab.runs.resume)
+            out.append(
+                {
+                    "index": index,
+                    "skipped": recorded[h],
+                    "config_hash": h,
+                    "overrides": list(job),
+                    "config": cfg_dict,
+                    "name": name,
+                }
+            )
             continue
         res = run(cfg, error, keep_steps=plots)
         d = Path(sweep_dir) / str(index)

@@ -35,6 +35,7 @@ from decodelab.output.files import write_outputs
 from decodelab.config.diagnose import describe
 from decodelab.config.space import distributions as _distributions
 from decodelab.output.progress import progress_bar
+from decodelab.output.table import TABLE_FILE, TableWriter, table_row
 from decodelab.runs.items import run as run_job
 
 SAMPLERS = ("tpe", "nsga2", "random")
@@ -151,8 +152,9 @@ def make_sampler(name: str, seed: int):
 def run_search(
     space: dict, extra: List[str], trials: int, seed: int, sampler: str, out_dir: Path, progress: bool = True
 ) -> dict:
-    """Run the search; returns {study, rows, front, out_dir}. Writes trials.csv and per-trial
-    result.json files of the feasible trials."""
+    """Run the search; returns {study, rows, front, out_dir}. Writes results.parquet (every
+    trial: its resolved design, status, reason, metrics; `job` = the trial number) and the
+    result.json files of the front's trials."""
     import optuna
     from optuna.trial import TrialState
 
@@ -172,7 +174,7 @@ def run_search(
     rows, records = [], {}
     composer = SP.composer(plan.source)
     try:
-        with progress_bar(progress) as bar:
+        with progress_bar(progress) as bar, TableWriter(out_dir / TABLE_FILE) as table:
             task = bar.add_task("trials", total=trials)
             for _ in range(trials):
                 t = study.ask(dists)
@@ -206,6 +208,7 @@ def run_search(
                     study.tell(t, state=TrialState.PRUNED)
                     row.update(feasible=False, reason=res["reason"])
                 rows.append(row)
+                table.write(table_row(res.record(cfg_dict), job=t.number, feasible=bool(row.get("feasible"))))
                 bar.advance(task)
     finally:
         SP.reset()

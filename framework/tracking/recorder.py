@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RUN_ID_FILE
@@ -92,6 +92,89 @@ class Recorder:
             self.error = short_error(e)
             return {}
 
+    def stored_runs(self) -> Dict[str, Dict]:
+        """{config hash: {run_id, status, reason, metrics}} of the finished runs of single
+        designs in the experiment (not sweep parents, not links to reused designs); {} when
+        the tracker is down."""
+        if not self.ok:
+            return {}
+        out: Dict[str, Dict] = {}
+        try:
+            token = None
+            while True:
+                page = self.client.search_runs(
+                    [self.exp],
+                    max_results=5000,
+                    page_token=token,
+                    filter_string=f"tags.{tracking.HASH_TAG} != '' and attributes.status = 'FINISHED'",
+                )
+                for r in page:
+                    t = r.data.tags
+                    out.setdefault(
+                        t[tracking.HASH_TAG],
+                        {
+                            "run_id": r.info.run_id,
+                            "status": t.get("status", ""),
+                            "reason": t.get("reason", ""),
+                            "metrics": dict(r.data.metrics),
+                        },
+                    )
+                token = page.token
+                if not token:
+                    return out
+        except Exception as e:
+            self.error = short_error(e)
+            return {}
+
+    def sweep_tables(self, name: str, into: Path) -> List[Tuple[str, Path]]:
+        """[(parent run id, local file)] of the results tables (artifact `name`) of the sweeps
+        in the experiment, oldest first; files of a remote artifact store are downloaded into
+        `into`. [] when the tracker is down."""
+        if not self.ok:
+            return []
+        out = []
+        try:
+            runs = self.client.search_runs(
+                [self.exp], filter_string="tags.sweep = 'true'", max_results=5000, order_by=["start_time ASC"]
+            )
+            for r in runs:
+                uri = r.info.artifact_uri
+                if uri.startswith("file:"):
+                    from urllib.parse import urlparse
+                    from urllib.request import url2pathname
+
+                    f = Path(url2pathname(urlparse(uri).path)) / name
+                    if f.is_file():
+                        out.append((r.info.run_id, f))
+                    continue
+                if not any(a.path == name for a in self.client.list_artifacts(r.info.run_id)):
+                    continue
+                d = Path(into) / r.info.run_id
+                d.mkdir(parents=True, exist_ok=True)
+                out.append((r.info.run_id, Path(self.client.download_artifacts(r.info.run_id, name, str(d)))))
+        except Exception as e:
+            self.error = short_error(e)
+            return []
+        return out
+
+    def link(self, rec: Dict, origin: str) -> Optional[str]:
+        """A child run of this sweep's parent for a design it reused: tagged `reused` and
+        `reused_from` (the run that holds the original result), with its status and metrics,
+        no params or files. It carries no `config_hash` tag (its hash is `reused_config_hash`),
+        so resume and sync keep pointing at the original."""
+        if not self.ok:
+            return None
+        t0 = time.perf_counter()
+        try:
+            run_id = tracking.log_link(self.client, self.exp, rec, origin, self.parent)
+        except Exception as e:
+            self.error = short_error(e)
+            return None
+        finally:
+            self.seconds += time.perf_counter() - t0
+        self.n_recorded += 1
+        return run_id
+
     def record(self, rec: Dict, files: Iterable[str] = ()) -> Optional[str]:
         """Log one result record as a child run; mark its directory. None if not recorded."""
         if not self.ok:
@@ -129,20 +212,27 @@ class Recorder:
         status: str = "FINISHED",
         metrics: Optional[Dict[str, float]] = None,
         artifacts: Iterable[str] = (),
-    ) -> None:
-        """Summary metrics and files on the parent run, then end it."""
+        tags: Optional[Dict[str, str]] = None,
+    ) -> bool:
+        """Summary metrics, tags and files (paths, or (path, artifact dir)) on the parent run,
+        then end it. Whether all of it reached the tracker."""
         if not self.ok or not self.parent:
-            return
+            return False
         try:
-            from mlflow.entities import Metric
+            from mlflow.entities import Metric, RunTag
 
             now = int(time.time() * 1000)
-            if metrics:
+            if metrics or tags:
                 self.client.log_batch(
-                    self.parent, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()]
+                    self.parent,
+                    metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
+                    tags=[RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()],
                 )
             for a in artifacts:
-                self.client.log_artifact(self.parent, a)
+                path, sub = a if isinstance(a, tuple) else (a, None)
+                self.client.log_artifact(self.parent, str(path), sub)
             self.client.set_terminated(self.parent, status=status)
         except Exception as e:
             self.error = short_error(e)
+            return False
+        return True

@@ -253,6 +253,36 @@ def log_payload(
     return run_id
 
 
+def log_link(client, exp_id: str, record: Dict[str, Any], origin: str, parent: Optional[str]) -> str:
+    """A child run for a design a sweep reused: tags `reused`, `reused_from` (the run holding
+    the original result), its status, reason and components, and its metrics; no params or
+    files. Its hash is tagged `reused_config_hash`, not `config_hash`, so resume and sync keep
+    pointing at the original."""
+    from mlflow.entities import Metric
+
+    tags = component_tags(record.get("config") or {})
+    tags.update(
+        {
+            "status": record["status"],
+            "reused": "true",
+            "reused_from": origin,
+            "reused_config_hash": record.get("config_hash") or "",
+            "mlflow.source.git.commit": git_commit(),
+        }
+    )
+    if parent:
+        tags[PARENT_TAG] = parent
+    if record.get("reason"):
+        tags["reason"] = record["reason"][:5000]
+    run_id = client.create_run(exp_id, run_name=record.get("name") or "reused", tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    ms = [Metric(k, float(v), now, 0) for k, v in (record.get("metrics") or {}).items()]
+    for i in range(0, len(ms), 100):
+        client.log_batch(run_id, metrics=ms[i : i + 100])
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
 def log_result(
     tracking, record: Dict[str, Any], name: str, files: Iterable[str] = (), parent: Optional[str] = None
 ) -> str:
