@@ -1,0 +1,157 @@
+"""`decodelab grid` (framework/core/grid.py, core/grid_kernel.py, runs/grid.py): the array path
+gives the per-design path's results -- status, reason, notes and every metric -- on a 1,000-design
+sample of mixed models (dense, MoE, MLA, sliding window), chips (GPU roofline, GPU fitted laws,
+dataflow), KV policies, KV spill to DDR and infeasible designs; the closed-form decode sums equal
+the row-by-row walk; designs it cannot express take the per-design path and say so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from decodelab.config import plan as P
+from decodelab.config.grid import make_grid, overrides_of
+from decodelab.core import grid_kernel
+from decodelab.core import kernel as K
+from decodelab.core import kv_costs
+from decodelab.core.build import build
+from decodelab.modes.dispatch import evaluate
+from decodelab.output.table import read_table
+from decodelab.runs.grid import run_grid
+
+MIXED = [
+    "model=llama3_1_8b,mixtral_8x7b,deepseek_r1,gpt_oss_120b",
+    "hardware=dgx_a100,sn40l_rack16,dgx_h100",
+    "kv_policy=h2o,quest,streaming_llm",  # selection at prefill; pages; caps
+    "hardware.memory.hbm.bandwidth_gb_s=1500,3000",
+    "workload.batch_size=1,32",
+    "workload.prompt_len=1024,30000,300000",  # 300000: longer than every model's context
+    "workload.output_len=64,300",
+    "workload.kv_placement=hbm,spill_ddr",
+    "tracking.enabled=false",
+]
+
+
+def close(a: float, b: float, scale: float) -> bool:
+    """Equal to 1e-12 of the value, or of its metric family's total (a split by cause can be
+    a difference of nearly equal times, e.g. `excess`)."""
+    if np.isnan(a) or np.isnan(b):
+        return np.isnan(a) and np.isnan(b)
+    return abs(a - b) <= 1e-12 * max(abs(a), abs(b), scale)
+
+
+def scale_of(metrics: dict, key: str) -> float:
+    for family in ("tpot", "ttft"):
+        if key.startswith(family + "_"):
+            return abs(metrics.get(family + "_ms", 0.0))
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("grid")
+    grid = make_grid(None, MIXED + [f"hydra.sweep.dir={d}"])
+    out = run_grid(grid, jobs=1, progress=False)
+    return grid, out, read_table(out.path).set_index("job").sort_index()
+
+
+def test_grid_matches_the_per_design_path_on_1000_designs(mixed):
+    grid, out, table = mixed
+    assert grid.n_jobs == 1728 and len(table) == 1728 and out.path.name == "results.parquet"
+    jobs = np.random.default_rng(16).choice(grid.n_jobs, 1000, replace=False)
+    composer = P.composer(grid.source)
+    statuses, worst = {}, 0.0
+    meta = {"status", "reason", "notes", "path", "path_reason", "rows_costed", "code_version"}
+    metric_cols = [c for c in table.columns if c not in meta | {a.key for a in grid.axes}]
+    for job in sorted(int(j) for j in jobs):
+        cfg, _, _, error = P.prepare(composer, overrides_of(grid, job))
+        assert error is None
+        ref = evaluate(cfg, keep_steps=False)
+        row = table.loc[job]
+        statuses[ref.status] = statuses.get(ref.status, 0) + 1
+        assert row["status"] == ref.status, (job, ref.reason, row["reason"])
+        assert row["reason"] == ref.reason
+        assert row["path"] == "array"
+        if ref.status != "ok":
+            continue
+        assert row["notes"] == "; ".join(ref.notes)
+        have = {k for k in metric_cols if not np.isnan(row[k])}
+        assert have == set(ref.metrics), job
+        for k, v in ref.metrics.items():
+            assert close(row[k], v, scale_of(ref.metrics, k)), (job, k, row[k], v)
+            if v:
+                worst = max(worst, abs(row[k] - v) / abs(v))
+    assert statuses.get("ok", 0) > 300 and statuses.get("infeasible", 0) > 100, statuses
+    P.reset()
+    print(f"1000 designs: {statuses}; worst relative difference {worst:.1e}")
+
+
+def test_the_decode_walk_is_cheaper_where_exact(mixed):
+    _, out, table = mixed
+    ok = table[table.status == "ok"]
+    closed = ok["rows_costed"] < ok["workload.output_len"]
+    assert closed.mean() > 0.5  # most designs summed in closed form
+    fitted = ok["hardware"] == "dgx_h100"  # fitted decode-attention law: walked row by row
+    assert (ok.loc[fitted, "rows_costed"] == ok.loc[fitted, "workload.output_len"]).all()
+    assert out.rows_costed < 0.5 * ok["workload.output_len"].sum()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=llama3_1_8b", "hardware=dgx_a100"],
+        ["model=mixtral_8x7b", "hardware=sn40l_rack16", "kv_policy=streaming_llm", "workload.output_len=900"],
+        ["model=gpt_oss_120b", "hardware=sn40l_node8", "workload.prompt_len=200", "workload.output_len=400"],
+        [
+            "model=llama3_1_70b",
+            "hardware=sn40l_rack16",
+            "workload.kv_placement=spill_ddr",
+            "workload.batch_size=64",
+            "workload.prompt_len=60000",
+        ],
+    ],
+)
+def test_closed_form_sums_equal_the_row_by_row_walk(overrides):
+    from decodelab.config import compose as C
+    from decodelab.core.grid import plain
+    from omegaconf import OmegaConf
+
+    cfg = plain(OmegaConf.to_container(C.compose(overrides), resolve=True))
+    d = build(cfg)
+    w = cfg.workload
+    steps = kv_costs.attended_rows(K.request_steps(w.batch_size, w.prompt_len, w.output_len), w.prompt_len, d)
+    bws = np.array([d.tier_bw, d.tier_bw * 0.37, d.tier_bw * 3.1])
+    args = (d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, bws, d.kv_frac, d.hw, steps)
+    pre_c, dec_c, rows_c = grid_kernel.decode_grid(*args, False)
+    pre_w, dec_w, rows_w = grid_kernel.decode_grid(*args, True)
+    np.testing.assert_array_equal(pre_c, pre_w)
+    np.testing.assert_allclose(dec_c, dec_w, rtol=1e-12, atol=1e-12 * dec_w.sum(1).max())
+    ref = K.simulate(*d.arrays(), steps)  # the kernel's own walk at the design's bandwidths
+    np.testing.assert_allclose(dec_w[0], ref[1:].sum(0), rtol=1e-13, atol=0)
+    assert (rows_w == w.output_len).all()
+
+
+def test_designs_the_arrays_cannot_express_take_the_per_design_path(tmp_path):
+    grid = make_grid(
+        None,
+        [
+            "model=llama3_1_8b",
+            "hardware=sn40l_rack16",
+            "speculative.enabled=false,true",
+            "workload.batch_size=1,4",
+            "tracking.enabled=false",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+    )
+    out = run_grid(grid, jobs=1, progress=False)
+    t = read_table(out.path).set_index("job").sort_index()
+    assert out.per_design == {"speculative decoding": 2}
+    assert list(t["path"]) == ["array", "array", "per-design", "per-design"]
+    composer = P.composer(grid.source)
+    for job in range(4):
+        cfg, _, _, _ = P.prepare(composer, overrides_of(grid, job))
+        ref = evaluate(cfg, keep_steps=False)
+        assert t.loc[job, "status"] == ref.status == "ok"
+        for k, v in ref.metrics.items():
+            assert close(t.loc[job, k], v, scale_of(ref.metrics, k)), (job, k)
+    P.reset()
