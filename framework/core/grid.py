@@ -72,8 +72,6 @@ def per_design_reason(cfg) -> Optional[str]:
         return "batch fill"
     if w.get("static_graph"):
         return "static graph"
-    if _missing(cfg):
-        return "a mandatory value (???) is missing"
     return None
 
 
@@ -125,6 +123,9 @@ def evaluate_block(base: Plain, keys: List[str], values: List[np.ndarray]) -> Bl
     """Every design of one choice of components: design i sets keys[j] = values[j][i]."""
     n = len(values[0]) if values else 1
     out = Block.empty(n)
+    if _missing(base) or any(np.any(np.asarray(v, dtype=object) == "???") for v in values):
+        out.path_reason[:] = "a mandatory value (???) is missing"
+        return out
     patch = {k: t for k, t in bandwidth_keys(base).items() if k in keys}
     build_keys = [j for j, k in enumerate(keys) if k not in patch]
     groups: Dict[tuple, List[int]] = {}
