@@ -155,3 +155,92 @@ def test_designs_the_arrays_cannot_express_take_the_per_design_path(tmp_path):
         for k, v in ref.metrics.items():
             assert close(t.loc[job, k], v, scale_of(ref.metrics, k)), (job, k)
     P.reset()
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants (Linux /proc)."""
+    import os
+
+    kids: dict = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(p))
+            except (OSError, ValueError, IndexError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        q = todo.pop()
+        todo.extend(kids.get(q, []))
+        try:
+            with open(f"/proc/{q}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def run_measured(cwd, *args: str):
+    """`decodelab ARGS` in cwd: (process, stdout, wall seconds, peak RSS of its process tree)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true", COLUMNS="200")
+    t0 = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "decodelab.apps.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, _tree_rss(p.pid))
+        time.sleep(0.2)
+    out = p.stdout.read()
+    return p, out, time.monotonic() - t0, peak
+
+
+def test_decodelab_grid_writes_one_table_and_one_mlflow_parent(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    p, out, _, _ = run_measured(
+        tmp_path,
+        "grid",
+        "model=llama3_2_1b,llama3_1_8b",
+        "hardware=sn40l_node8",
+        "hardware.memory.hbm.bandwidth_gb_s=1000,2000,4000",
+        "workload.batch_size=1,8",
+        "-j",
+        "1",
+        "-q",
+    )
+    assert p.returncode == 0, out
+    assert "12 designs" in out and "12 evaluated as arrays" in out
+    table = read_table(next((tmp_path / "outputs").rglob("results.parquet")))
+    assert len(table) == 12 and set(table["status"]) == {"ok"} and set(table["path"]) == {"array"}
+    c = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    runs = c.search_runs([c.get_experiment_by_name("decodelab").experiment_id])
+    assert len(runs) == 1 and runs[0].data.metrics["n_ok"] == 12
+    assert {f.path for f in c.list_artifacts(runs[0].info.run_id)} == {"results.parquet"}
+
+
+@pytest.mark.benchmark
+def test_benchmark_one_million_designs(tmp_path):
+    """`decodelab grid scale/grid_1m -j 2` (docs/sweeps.md): reports wall time, designs/s and the
+    peak memory of the process tree; asserts the results, never the clock."""
+    p, out, wall, peak = run_measured(tmp_path, "grid", "scale/grid_1m", "-j", "2", "-q")
+    assert p.returncode == 0, out
+    path = next((tmp_path / "outputs").rglob("results.parquet"))
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(path).metadata.num_rows == 1_000_000
+    print(out)
+    print(
+        f"1,000,000 designs: {wall:.1f} s wall ({1e6 / wall:,.0f} designs/s), peak RSS {peak / 2**30:.2f} GiB"
+    )
