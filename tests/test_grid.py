@@ -157,8 +157,8 @@ def test_designs_the_arrays_cannot_express_take_the_per_design_path(tmp_path):
     P.reset()
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (Linux /proc)."""
+def _tree(pid: int) -> dict:
+    """{pid: (resident bytes, CPU seconds)} of a process and all its descendants (Linux /proc)."""
     import os
 
     kids: dict = {}
@@ -170,20 +170,25 @@ def _tree_rss(pid: int) -> int:
                 kids.setdefault(ppid, []).append(int(p))
             except (OSError, ValueError, IndexError):
                 continue
-    total, todo = 0, [pid]
+    out, todo = {}, [pid]
+    tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
     while todo:
         q = todo.pop()
         todo.extend(kids.get(q, []))
         try:
             with open(f"/proc/{q}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
+                rss = int(f.read().split()[1]) * page
+            with open(f"/proc/{q}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[q] = (rss, (int(fields[11]) + int(fields[12])) / tick)
+        except (OSError, ValueError, IndexError):
             continue
-    return total
+    return out
 
 
 def run_measured(cwd, *args: str):
-    """`decodelab ARGS` in cwd: (process, stdout, wall seconds, peak RSS of its process tree)."""
+    """`decodelab ARGS` in cwd: (process, stdout, stderr, wall seconds, peak RSS of its process
+    tree, CPU seconds of the tree, sampled every 0.2 s)."""
     import os
     import subprocess
     import sys
@@ -191,25 +196,25 @@ def run_measured(cwd, *args: str):
 
     env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true", COLUMNS="200")
     t0 = time.monotonic()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "decodelab.apps.cli", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    peak = 0
-    while p.poll() is None:
-        peak = max(peak, _tree_rss(p.pid))
-        time.sleep(0.2)
-    out = p.stdout.read()
-    return p, out, time.monotonic() - t0, peak
+    with open(cwd / "stdout.txt", "w") as out, open(cwd / "stderr.txt", "w") as err:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "decodelab.apps.cli", *args], cwd=cwd, env=env, stdout=out, stderr=err
+        )
+        peak, cpu = 0, {}
+        while p.poll() is None:
+            tree = _tree(p.pid)
+            peak = max(peak, sum(r for r, _ in tree.values()))
+            cpu.update({q: c for q, (_, c) in tree.items()})
+            time.sleep(0.2)
+    wall = time.monotonic() - t0
+    text = (cwd / "stdout.txt").read_text(), (cwd / "stderr.txt").read_text()
+    return p, *text, wall, peak, sum(cpu.values())
 
 
 def test_decodelab_grid_writes_one_table_and_one_mlflow_parent(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    p, out, _, _ = run_measured(
+    p, out, _, _, _, _ = run_measured(
         tmp_path,
         "grid",
         "model=llama3_2_1b,llama3_1_8b",
@@ -232,15 +237,25 @@ def test_decodelab_grid_writes_one_table_and_one_mlflow_parent(tmp_path):
 
 @pytest.mark.benchmark
 def test_benchmark_one_million_designs(tmp_path):
-    """`decodelab grid scale/grid_1m -j 2` (docs/sweeps.md): reports wall time, designs/s and the
-    peak memory of the process tree; asserts the results, never the clock."""
-    p, out, wall, peak = run_measured(tmp_path, "grid", "scale/grid_1m", "-j", "2", "-q")
-    assert p.returncode == 0, out
-    path = next((tmp_path / "outputs").rglob("results.parquet"))
+    """`decodelab grid scale/grid_1m -j 2` (docs/sweeps.md): reports wall time, designs/s, CPU
+    seconds and the peak memory of the process tree; asserts the results, never the clock."""
     import pyarrow.parquet as pq
 
-    assert pq.ParquetFile(path).metadata.num_rows == 1_000_000
+    p, out, _, wall, peak, cpu = run_measured(tmp_path, "grid", "scale/grid_1m", "-j", "2", "-q")
     print(out)
     print(
-        f"1,000,000 designs: {wall:.1f} s wall ({1e6 / wall:,.0f} designs/s), peak RSS {peak / 2**30:.2f} GiB"
+        f"1,000,000 designs: {wall:.1f} s wall ({1e6 / wall:,.0f} designs/s), {cpu:.1f} CPU s "
+        f"over the process tree, peak RSS {peak / 2**30:.2f} GiB"
     )
+    assert p.returncode == 0, out
+    path = next((tmp_path / "outputs" / "multirun").rglob("results.parquet"))
+    assert pq.ParquetFile(path).metadata.num_rows == 1_000_000
+
+
+def test_decodelab_grid_bad_input_is_one_error_line(tmp_path):
+    p, out, err, _, _, _ = run_measured(tmp_path, "grid", "model=llama3_1_8b,no_such_model", "-q")
+    assert p.returncode == 2 and out == "" and err.startswith("error: model=no_such_model: no such option"), (
+        err
+    )
+    p, out, err, _, _, _ = run_measured(tmp_path, "grid", "workload.no_such_field=1,2", "-q")
+    assert p.returncode == 2 and out == "" and len(err.splitlines()) == 1 and "no_such_field" in err, err
