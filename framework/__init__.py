@@ -6,6 +6,7 @@ Python API (docs/architecture.md, README "Python API"):
     r = decodelab.evaluate("model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8")
     r.status, r.metrics["tpot_ms"]
     df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
+    t = decodelab.grid("hardware.memory.hbm.bandwidth_gb_s=1000,2000", "workload.batch_size=1,8")
     df = decodelab.load_results("outputs/multirun/2026-11-24/10-00-00-000000")
 
 The API functions are imported on first use (PEP 562), so `import decodelab` stays light."""
@@ -18,11 +19,16 @@ import sys
 from pathlib import Path
 
 # Numba's on-disk cache (`cache=True`) checks an entry only against the file that defines the
-# function, but modes/serving/scheduler.py inlines core/kernel.step_core: after an edit of kernel.py the
-# serving kernel would load a stale compiled step. The cache therefore lives in a directory
-# named by a hash of every jitted source, so any edit starts a fresh one. A NUMBA_CACHE_DIR the
-# user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
-_JITTED = ("core/kernel.py", "modes/serving/scheduler.py", "fidelity/attention_kernel.py")
+# function, but modes/serving/scheduler.py inlines core/kernel.step_core (and core/grid_kernel.py
+# its step_time): after an edit of kernel.py they would load a stale compiled step. The cache
+# therefore lives in a directory named by a hash of every jitted source, so any edit starts a
+# fresh one. A NUMBA_CACHE_DIR the user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
+_JITTED = (
+    "core/kernel.py",
+    "core/grid_kernel.py",
+    "modes/serving/scheduler.py",
+    "fidelity/attention_kernel.py",
+)
 
 
 def _numba_cache_dir() -> None:
@@ -48,7 +54,7 @@ _numba_cache_dir()
 
 from decodelab.version import __version__  # noqa: E402  (after the Numba cache is set)
 
-_API = ("evaluate", "sweep", "load_results", "Result")
+_API = ("evaluate", "sweep", "grid", "load_results", "Result")
 
 
 def __getattr__(name: str):

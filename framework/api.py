@@ -6,6 +6,7 @@ same Hydra overrides as the command line.
     print(r.status, r.metrics["tpot_ms"])                 # a decodelab.Result
     df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
     df[["hardware.name", "workload.batch_size", "tpot_ms"]]
+    t = decodelab.grid("hardware.memory.hbm.bandwidth_gb_s=1000,2000,4000", "workload.batch_size=1,8")
     old = decodelab.load_results("outputs/multirun")     # every result.json under a directory
     tab = decodelab.load_results("outputs/sweeps/my_sweep")  # a sweep's results.parquet
 """
@@ -20,11 +21,13 @@ from decodelab.config import compose as C
 from decodelab.config.plan import make_plan
 from decodelab.core.result import Result
 from decodelab.modes.dispatch import evaluate as _evaluate
+from decodelab.config.grid import make_grid
 from decodelab.output.table import TABLE_FILE, read_table
 from decodelab.runs.best import DEFAULT_CHILDREN
+from decodelab.runs.grid import run_grid
 from decodelab.runs.sweep import run_sweep
 
-__all__ = ["evaluate", "sweep", "load_results", "Result"]
+__all__ = ["evaluate", "sweep", "grid", "load_results", "Result"]
 
 
 def evaluate(*overrides: str, config_dir: Optional[str] = None, keep_steps: bool = False) -> Result:
@@ -53,6 +56,22 @@ def sweep(
     plan = make_plan(sweep_file, args)
     out = run_sweep(plan, jobs=jobs, progress=progress, children=children, backend=backend, address=address)
     return _sorted(read_table(out.table))
+
+
+def grid(
+    *overrides: str,
+    sweep_file: Optional[str] = None,
+    jobs: int = 1,
+    track: bool = False,
+    progress: bool = False,
+):
+    """A sweep of static decode designs evaluated as arrays, like `decodelab grid`: returns its
+    table (pandas; one row per design: `job`, the swept values, status, reason, notes, `path`
+    (array / per-design), every metric), also written to `<sweep dir>/results.parquet`.
+    MLflow (one parent run, the table as artifact) only with `track=True`."""
+    args = list(overrides) + ([] if track else ["tracking.enabled=false"])
+    out = run_grid(make_grid(sweep_file, args), jobs=jobs, progress=progress)
+    return read_table(out.path)
 
 
 def load_results(path) -> "object":

@@ -261,6 +261,12 @@ SUBCOMMANDS = [
     ("sweep -j two model=llama3_2_1b", ["-j", "integer >= 1"]),
     ("sweep --top x", ["--top", "int"]),
     ("sweep tracking=off,sqlite model=llama3_2_1b", ["tracking", "one value"]),
+    ("grid model=gpt5", ["model=gpt5", "llama3_1_8b"]),
+    ("grid worklaod.batch_size=1,2", [MEAN.format("workload")]),
+    ("grid workload.batch_size=1,nan", ["workload.batch_size=nan", "integer"]),
+    ("grid no_such_sweep", ["no_such_sweep", "c2_kernel_looping"]),
+    ("grid -j 0 model=llama3_2_1b", ["-j", "integer >= 1"]),
+    ("grid tracking=off,sqlite model=llama3_2_1b", ["tracking", "one value"]),
     ("search {D}/badspace.yaml", ["badspace.yaml line", "broken YAML"]),
     ("search {D}/listspace.yaml", ["listspace.yaml", "mapping"]),
     ("search {D}/keyspace.yaml", ["objectivs", "objectives"]),
@@ -346,7 +352,7 @@ def check(code: int, out: str, err: str, patterns, where: Path) -> None:
 @pytest.mark.parametrize("args, patterns", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_error_line(work, tmp_path, args, patterns):
     argv = [a.replace("{D}", str(work)) for a in args.split()]
-    if (argv[0] not in COMMANDS or argv[0] == "sweep") and "tracking" not in args:
+    if (argv[0] not in COMMANDS or argv[0] in ("sweep", "grid")) and "tracking" not in args:
         argv.append(OFF)  # the Hydra app and sweeps: a store would be made before a late error
     code, out, err = run_in_process(tmp_path, argv)
     check(code, out, err, [p.replace("{D}", str(work)) for p in patterns], tmp_path)

@@ -23,6 +23,10 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
         "serving simulation vs measured TTFT/TPOT (shipped rows or --csv)",
     ),
     "sweep": ("decodelab.apps.sweep", "a whole sweep in one command: worker processes, one recorder"),
+    "grid": (
+        "decodelab.apps.grid",
+        "static decode sweeps evaluated as arrays: one Parquet table, one MLflow run",
+    ),
     "search": ("decodelab.apps.search", "multi-objective design-space search (Optuna) over a space YAML"),
     "compare": ("decodelab.apps.compare", "MLflow runs side by side; CSV"),
     "sync": ("decodelab.apps.sync", "upload results that did not reach the tracker (idempotent)"),

@@ -425,11 +425,16 @@ def attended_tokens(prompt, ctx, caps):
 NO_CAPS = np.zeros(N_KV_CAPS)
 
 
+@njit(cache=True)
+def _attended_rows(out, prompt_len, caps):
+    for r in range(out.shape[0]):
+        out[r, S_CTX] = attended_tokens(prompt_len, out[r, S_CTX], caps)
+
+
 def apply_caps(steps: np.ndarray, prompt_len: float, caps: np.ndarray) -> np.ndarray:
     """Rows whose S_CTX holds the context reached are rewritten to the KV tokens attended."""
-    out = steps.copy()
-    for r in range(out.shape[0]):
-        out[r, S_CTX] = attended_tokens(float(prompt_len), float(steps[r, S_CTX]), caps)
+    out = np.array(steps, dtype=np.float64)  # a copy
+    _attended_rows(out, float(prompt_len), np.asarray(caps, dtype=np.float64))
     return out
 
 
