@@ -58,7 +58,12 @@ MARKERS = {
     "allreduce": "allreduce_dtype",
     "nccl": "op_name",
 }
-DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}  # CSV dtype -> decodelab dtype
+DTYPES = {
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+}  # CSV dtype -> decodelab dtype
 ELEMENT_BYTES = {"bfloat16": 2.0, "half": 2.0, "float16": 2.0, "int8": 1.0, "fp8": 1.0}
 
 

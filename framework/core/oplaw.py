@@ -33,7 +33,11 @@ from decodelab.core import kernel as K
 OP_MODELS = ("roofline", "fitted")
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
-GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0), "fp8_block": (1.0, 4.0)}  # fp8_block: 1x128 activation groups
+GEMM_BYTES = {
+    "bf16": (2.0, 2.0),
+    "fp8": (1.0, 4.0),
+    "fp8_block": (1.0, 4.0),
+}  # fp8_block: 1x128 activation groups
 ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
 _ATTN_KEY = re.compile(r"^(bf16|fp8)_hd(\d+)$")
 _TP_KEY = re.compile(r"^tp(\d+)$")
