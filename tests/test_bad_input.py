@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CONF, decodelab
+from conftest import CONF, decodelab, run_in_process
 from decodelab.apps.cli import COMMANDS
 
 # --------------------------------------------------------------------------- files the inputs use
@@ -307,25 +307,6 @@ HYDRA_APP_FIELDS = ("model", "hardware", "workload", "kv_policy", "optimizations
 def test_the_table_is_large_enough():
     assert len(CASES) >= 100, len(CASES)
     assert len({c[0] for c in CASES}) == len(CASES)  # no input twice
-
-
-def run_in_process(cwd: Path, argv) -> tuple:
-    """decodelab.apps.cli.main(argv) here: (exit status, stdout, stderr)."""
-    from decodelab.apps import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.main(list(argv))
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        os.chdir(old)
-    return code, out.getvalue(), err.getvalue()
 
 
 def check(code: int, out: str, err: str, patterns, where: Path) -> None:

@@ -219,7 +219,11 @@ def run_payload(record: Dict[str, Any]):
         tags["reason"] = record["reason"][:5000]
     if record["notes"]:
         tags["notes"] = "; ".join(record["notes"])[:5000]
-    params = [Param(k, str(v)[:6000]) for k, v in flatten(design_params(cfg_dict)).items()]
+    flat = flatten(design_params(cfg_dict))
+    filled = record["metrics"].get("batch_size")
+    if flat.get("workload.batch_fill") and filled:  # the batch simulated, not the configured 1
+        flat["workload.batch_size"] = int(filled)
+    params = [Param(k, str(v)[:6000]) for k, v in flat.items()]
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in record["metrics"].items()]
     return tags, params, metrics
