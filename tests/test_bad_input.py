@@ -8,10 +8,7 @@ the installed console script in a subprocess, end to end."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 from pathlib import Path
 
 import pytest
