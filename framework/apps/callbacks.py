@@ -87,6 +87,18 @@ def recorded_run(cfg: DictConfig, sweep_dir: Path) -> Optional[str]:
     return json.loads(f.read_text()).get(config_hash(OmegaConf.to_container(cfg, resolve=True)))
 
 
+def _records(sweep_dir: Path):
+    """The result records of a multirun's jobs (<sweep dir>/<job>/result.json); unreadable ones
+    are left out (decodelab sync names them)."""
+    for path in sorted(sweep_dir.glob("*/result.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("metrics", {}), dict):
+            yield rec
+
+
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.tracking.enabled and not background(config.tracking):
@@ -129,9 +141,16 @@ class MLflowCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not config.tracking.enabled:
             return
-        f = Path(config.hydra.sweep.dir) / PARENT_FILE
+        sweep_dir = Path(config.hydra.sweep.dir)
+        f = sweep_dir / PARENT_FILE
         if f.exists():
-            self._safe(tracking.end_run, config.tracking, f.read_text().strip())
+            self._safe(
+                tracking.end_run,
+                config.tracking,
+                f.read_text().strip(),
+                "FINISHED",
+                tracking.sweep_metrics(_records(sweep_dir)),
+            )
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not config.tracking.enabled or job_return is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 from decodelab.config import plan as SP
 from decodelab.tracking.recorder import Recorder
+from decodelab.tracking.store import sweep_metrics
 from decodelab.runs.items import evaluate_items
 from decodelab.output.progress import progress_bar
 
@@ -122,7 +123,9 @@ def run_sweep(plan, jobs: int = 1, plots: bool = False, progress: bool = True) -
         c = out.counts()
         rec.finish(
             "KILLED" if out.interrupted else "FINISHED",
-            {f"n_{k}": v for k, v in c.items()} | {"n_designs": len(plan.jobs), "sweep_seconds": out.seconds},
+            {f"n_{k}": v for k, v in c.items()}
+            | sweep_metrics(out.records)
+            | {"n_designs": len(plan.jobs), "sweep_seconds": out.seconds},
             [str(summary)],
         )
         out.recorded, out.tracker_error = rec.n_recorded, rec.error
