@@ -118,8 +118,17 @@ class Result:
         return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-4000:]}"
 
 
-def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> Result:
-    """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there)."""
+def decodelab(
+    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300, process: bool = False
+) -> Result:
+    """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there): in this
+    process (decodelab.apps.cli.main, see run_in_process), or with `process=True` as its own
+    `python -m decodelab.apps.cli` process, for what only a process shows (start-up, the
+    console script end to end, detached background work)."""
+    if not process:
+        t0 = time.monotonic()
+        code, out, err = run_in_process(cwd, args, env=env)
+        return Result(code, out, err, time.monotonic() - t0)
     e = dict(os.environ)
     e.pop("HYDRA_FULL_ERROR", None)  # the tests read Hydra's short error messages
     e["MLFLOW_DISABLE_TELEMETRY"] = "true"
@@ -137,6 +146,22 @@ def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 3
     return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 
+def forget_relative_stores() -> None:
+    """MLflow caches one store and one SQLAlchemy engine per store URI for the whole process; a relative URI
+    (the default sqlite:///outputs/mlflow.db) means another file in another working directory,
+    so in-process calls drop those engines (and decodelab's opened-under-lock marks) first."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service import utils
+
+    from decodelab.tracking import store
+
+    type(utils._tracking_store_registry)._get_store_with_resolved_uri.cache_clear()
+    for uri in list(SqlAlchemyStore._engine_map):
+        if uri.startswith("sqlite:") and not uri.startswith("sqlite:////"):
+            SqlAlchemyStore._engine_map.pop(uri).dispose()
+    store._OPENED.difference_update({u for u in store._OPENED if not u.startswith("sqlite:////")})
+
+
 def run_in_process(cwd: Path, argv, env: dict | None = None, columns: int = 200) -> tuple:
     """decodelab.apps.cli.main(argv) in this process with `cwd` as working directory:
     (exit status, stdout, stderr). For tests about what a command does, not about the process
@@ -145,10 +170,12 @@ def run_in_process(cwd: Path, argv, env: dict | None = None, columns: int = 200)
     from decodelab.apps import cli
 
     out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    saved = {k: os.environ.get(k) for k in [*(env or {}), "COLUMNS"]}
-    os.environ.update({"COLUMNS": str(columns), **(env or {})})
+    old, argv0 = os.getcwd(), list(sys.argv)
+    saved = {k: os.environ.get(k) for k in [*(env or {}), "COLUMNS", "HYDRA_FULL_ERROR"]}
+    os.environ.pop("HYDRA_FULL_ERROR", None)  # the tests read Hydra's short error messages
+    os.environ.update({"COLUMNS": str(columns), "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {})})
     os.chdir(cwd)
+    forget_relative_stores()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -157,7 +184,9 @@ def run_in_process(cwd: Path, argv, env: dict | None = None, columns: int = 200)
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
+        forget_relative_stores()
         os.chdir(old)
+        sys.argv[:] = argv0
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -254,9 +283,10 @@ def help_groups(text: str) -> dict:
     return {m.group(1): m.group(2).split(", ") for m in re.finditer(r"^(\w+): (.+)$", section, re.M)}
 
 
-def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300):
-    """`decodelab ARGS` in a subprocess (cwd: where outputs/ goes) -> subprocess.CompletedProcess."""
-    r = decodelab(cwd, *args, env=env, timeout=timeout)
+def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300, process: bool = False):
+    """`decodelab ARGS` (cwd: where outputs/ goes; in this process unless `process`, see
+    decodelab()) -> subprocess.CompletedProcess."""
+    r = decodelab(cwd, *args, env=env, timeout=timeout, process=process)
     return subprocess.CompletedProcess(args, r.rc, r.out, r.err)
 
 

@@ -347,7 +347,7 @@ def test_bad_input_is_one_error_line(work, tmp_path, args, patterns):
 )
 def test_bad_input_from_the_console_script(work, tmp_path, args, patterns):
     """The same through `python -m decodelab.apps.cli` in a subprocess (SQLite tracking on)."""
-    res = decodelab(tmp_path, *[a.replace("{D}", str(work)) for a in args])
+    res = decodelab(tmp_path, *[a.replace("{D}", str(work)) for a in args], process=True)
     check(res.rc, res.out, res.err, [p.replace("{D}", str(work)) for p in patterns], tmp_path)
     assert not list((tmp_path / "outputs").rglob("result.json")) if (tmp_path / "outputs").exists() else True
 

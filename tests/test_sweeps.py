@@ -525,7 +525,7 @@ def test_benchmark_cold_start(tmp_path, record_property):
     cache and creates the store; the best of three runs after it is reported. Recording in the
     foreground loads MLflow (~2 s more); in the background (the default at a terminal) the
     command returns first and a detached `decodelab sync` records the run."""
-    cli(tmp_path, "tracking=off", "quiet=true")
+    cli(tmp_path, "tracking=off", "quiet=true", process=True)
     times = {}
     for label, args in (
         ("tracking=off", ["tracking=off"]),
@@ -535,7 +535,7 @@ def test_benchmark_cold_start(tmp_path, record_property):
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
-            r = cli(tmp_path, *args, "quiet=true")
+            r = cli(tmp_path, *args, "quiet=true", process=True)
             best = min(best, time.perf_counter() - t0)
             assert r.returncode == 0, explain(r)
         times[label] = best
