@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import compose as C
+from decodelab.config import plan as SP
 from decodelab.config.sweepfile import load_sweep
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
@@ -172,13 +173,20 @@ def run_claims(
     rows = []
     user = files is not None
     with C.context():
+        # one base composition per choice of config groups, field overrides applied to a copy
+        # (config.plan.Composer, as the fast sweep path): much cheaper than composing every job
+        composer = SP.context_composer()
         for path in files if user else sorted(sweeps_dir.glob("*.yaml")):
             claim, jobs = load_sweep(path)
             if ids and claim["id"] not in ids:
                 continue
             results = []
             for job in jobs:
-                cfg = C.compose_in_context(with_what_if(job, what_if or []))
+                job = with_what_if(job, what_if or [])
+                if any(o.lstrip("+~").startswith("hydra") for o in job):  # search paths: Hydra
+                    cfg = C.compose_in_context(job)
+                else:
+                    cfg = composer.config(job, reuse=True)
                 results.append(evaluate(cfg, keep_steps=False))
             if plots_dir is not None:
                 _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
