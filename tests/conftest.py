@@ -3,11 +3,15 @@ running the `decodelab` command in a subprocess and reading back its files and M
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import io
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -89,8 +93,9 @@ GROUPS = ("model", "hardware", "kv_policy", "optimizations", "workload", "tracki
 EXPERIMENT = "decodelab"
 # The files a successful (status ok) run writes and logs as MLflow artifacts.
 OK_FILES = {"result.json", "steps.csv", "breakdown.png", "config_resolved.yaml"}
-SWEEP_MODELS = ("llama3_1_8b", "llama3_1_70b", "llama3_2_1b", "llama3_2_3b", "llama2_7b")
-SWEEP_HARDWARE = ("h100_sxm", "dgx_h100", "sn40l_node8", "sn40l_rack16")
+# the joblib multirun: 6 jobs, ok and infeasible on GPU and dataflow (the size is not the point)
+SWEEP_MODELS = ("llama3_1_8b", "llama3_1_70b", "llama3_2_1b")
+SWEEP_HARDWARE = ("h100_sxm", "sn40l_node8")
 # Nothing listens on the discard port: a tracking server that cannot be reached.
 DEAD_SERVER = "http://127.0.0.1:9"
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
@@ -116,8 +121,17 @@ class Result:
         return f"exit {self.rc}\n--- stdout\n{self.out[-4000:]}\n--- stderr\n{self.err[-4000:]}"
 
 
-def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300) -> Result:
-    """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there)."""
+def decodelab(
+    cwd: Path, *args: str, env: dict | None = None, timeout: float = 300, process: bool = False
+) -> Result:
+    """Run `decodelab ARGS` with `cwd` as working directory (outputs/ goes there): in this
+    process (decodelab.apps.cli.main, see run_in_process), or with `process=True` as its own
+    `python -m decodelab.apps.cli` process, for what only a process shows (start-up, the
+    console script end to end, detached background work)."""
+    if not process:
+        t0 = time.monotonic()
+        code, out, err = run_in_process(cwd, args, env=env)
+        return Result(code, out, err, time.monotonic() - t0)
     e = dict(os.environ)
     e.pop("HYDRA_FULL_ERROR", None)  # the tests read Hydra's short error messages
     e["MLFLOW_DISABLE_TELEMETRY"] = "true"
@@ -133,6 +147,55 @@ def decodelab(cwd: Path, *args: str, env: dict | None = None, timeout: float = 3
         timeout=timeout,
     )
     return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+
+def forget_relative_stores() -> None:
+    """MLflow caches one store and one SQLAlchemy engine per store URI for the whole process; a relative URI
+    (the default sqlite:///outputs/mlflow.db) means another file in another working directory,
+    so in-process calls drop those engines (and decodelab's opened-under-lock marks) first."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service import utils
+
+    from decodelab.tracking import store
+
+    type(utils._tracking_store_registry)._get_store_with_resolved_uri.cache_clear()
+    for uri in list(SqlAlchemyStore._engine_map):
+        if uri.startswith("sqlite:") and not uri.startswith("sqlite:////"):
+            SqlAlchemyStore._engine_map.pop(uri).dispose()
+    store._OPENED.difference_update({u for u in store._OPENED if not u.startswith("sqlite:////")})
+
+
+def run_in_process(cwd: Path, argv, env: dict | None = None, columns: int = 200) -> tuple:
+    """decodelab.apps.cli.main(argv) in this process with `cwd` as working directory:
+    (exit status, stdout, stderr). For tests about what a command does, not about the process
+    (start-up, signals, parallel writers): it saves the ~5 s start of a `decodelab` process.
+    `env`: variables set for the call; COLUMNS (rich's width) defaults to 200."""
+    from decodelab.apps import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old, argv0 = os.getcwd(), list(sys.argv)
+    saved = {k: os.environ.get(k) for k in [*(env or {}), "COLUMNS", "HYDRA_FULL_ERROR"]}
+    os.environ.pop("HYDRA_FULL_ERROR", None)  # the tests read Hydra's short error messages
+    os.environ.update({"COLUMNS": str(columns), "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {})})
+    os.chdir(cwd)
+    forget_relative_stores()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main(list(argv))
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        forget_relative_stores()
+        os.chdir(old)
+        sys.argv[:] = argv0
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return code, out.getvalue(), err.getvalue()
 
 
 def db_path(cwd: Path) -> Path:
@@ -223,9 +286,10 @@ def help_groups(text: str) -> dict:
     return {m.group(1): m.group(2).split(", ") for m in re.finditer(r"^(\w+): (.+)$", section, re.M)}
 
 
-def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300):
-    """`decodelab ARGS` in a subprocess (cwd: where outputs/ goes) -> subprocess.CompletedProcess."""
-    r = decodelab(cwd, *args, env=env, timeout=timeout)
+def cli(cwd: Path, *args: str, env: dict | None = None, timeout: float = 300, process: bool = False):
+    """`decodelab ARGS` (cwd: where outputs/ goes; in this process unless `process`, see
+    decodelab()) -> subprocess.CompletedProcess."""
+    r = decodelab(cwd, *args, env=env, timeout=timeout, process=process)
     return subprocess.CompletedProcess(args, r.rc, r.out, r.err)
 
 
@@ -244,6 +308,70 @@ def runs_in(uri: str, experiment: str = "decodelab"):
     exp = c.get_experiment_by_name(experiment)
     assert exp is not None, f"no experiment {experiment!r} in {uri}"
     return c.search_runs([exp.experiment_id], max_results=5000)
+
+
+# --------------------------------------------------------------------------- a tracking server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1 in its own process group (killed as a group)."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root, self.port = root, port
+        self.uri = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self, timeout: float = 120) -> "MlflowServer":
+        import urllib.request
+
+        env = {
+            **os.environ,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            "MLFLOW_DISABLE_TELEMETRY": "true",
+        }
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                f"sqlite:///{self.root / 'server.db'}",
+                "--artifacts-destination",
+                str(self.root / "server_artifacts"),
+            ],
+            stdout=open(self.root / "server.log", "a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+            assert self.proc.poll() is None, (self.root / "server.log").read_text()[-2000:]
+        raise TimeoutError("mlflow server did not become healthy")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
 
 # --------------------------------------------------------------------------- shared runs

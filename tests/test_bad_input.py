@@ -8,16 +8,13 @@ the installed console script in a subprocess, end to end."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import CONF, decodelab
+from conftest import CONF, decodelab, run_in_process
 from decodelab.apps.cli import COMMANDS
 
 # --------------------------------------------------------------------------- files the inputs use
@@ -315,25 +312,6 @@ def test_the_table_is_large_enough():
     assert len({c[0] for c in CASES}) == len(CASES)  # no input twice
 
 
-def run_in_process(cwd: Path, argv) -> tuple:
-    """decodelab.apps.cli.main(argv) here: (exit status, stdout, stderr)."""
-    from decodelab.apps import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.main(list(argv))
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        os.chdir(old)
-    return code, out.getvalue(), err.getvalue()
-
-
 def check(code: int, out: str, err: str, patterns, where: Path) -> None:
     text = f"exit {code}\n--- stdout\n{out[-2000:]}\n--- stderr\n{err[-2000:]}"
     assert "Traceback" not in out + err, text
@@ -375,7 +353,7 @@ def test_bad_input_is_one_error_line(work, tmp_path, args, patterns):
 )
 def test_bad_input_from_the_console_script(work, tmp_path, args, patterns):
     """The same through `python -m decodelab.apps.cli` in a subprocess (SQLite tracking on)."""
-    res = decodelab(tmp_path, *[a.replace("{D}", str(work)) for a in args])
+    res = decodelab(tmp_path, *[a.replace("{D}", str(work)) for a in args], process=True)
     check(res.rc, res.out, res.err, [p.replace("{D}", str(work)) for p in patterns], tmp_path)
     assert not list((tmp_path / "outputs").rglob("result.json")) if (tmp_path / "outputs").exists() else True
 

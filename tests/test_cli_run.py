@@ -1,7 +1,7 @@
 """The `decodelab` command, one design: the metric table, result files, the MLflow run, overrides,
---cfg / --help, infeasible and invalid input. Every test runs the real program in a subprocess
-whose working directory is a pytest temporary directory (outputs/ lands there); nothing is
-mocked: the MLflow store is read back with MlflowClient."""
+--cfg / --help, infeasible and invalid input. Every test runs the real program (its entry point
+decodelab.apps.cli.main, in this process) with a pytest temporary directory as working directory
+(outputs/ lands there); nothing is mocked: the MLflow store is read back with MlflowClient."""
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ validate`'s engine column and malformed CSVs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import cli, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
@@ -188,12 +186,7 @@ def test_rows_run_with_their_engine(tmp_path):
 def _validate(tmp_path, text):
     csv = tmp_path / "rows.csv"
     csv.write_text(text)
-    return subprocess.run(
-        [sys.executable, "-m", "decodelab.apps.cli", "validate", "--csv", str(csv), "--no-track"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return cli(tmp_path, "validate", "--csv", str(csv), "--no-track")  # in this process
 
 
 ROW = f"{LLAMA},trtllm,1.0.0rc3,bf16,1,256,8,2,50.0,7.0\n"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from decodelab.errors import ConfigError, Infeasible
 
 REL, ABS = 1e-9, 1e-15
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=300 if os.environ.get("DECODELAB_NIGHTLY") else 30,  # the default run's budget
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],

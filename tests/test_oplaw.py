@@ -4,15 +4,14 @@ golden values, the kernel's per-op constants against the natural form, and the f
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import compose_cfg
+from conftest import cli, compose_cfg
 from decodelab.calibration import fit as F
 from decodelab.calibration import operators as O
 from decodelab.core import kernel as K
@@ -234,9 +233,7 @@ def test_fit_recovers_a_collective(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "decodelab", "fit-hardware", *args], capture_output=True, text=True
-    )
+    return cli(Path.cwd(), "fit-hardware", *args)  # in this process
 
 
 def test_cli_writes_a_fragment_that_composes(tmp_path):

@@ -5,13 +5,11 @@ measured-data validation and the CLI."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import cli, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving import scheduler as SK
@@ -397,27 +395,10 @@ def test_validate_cli_accepts_any_csv(tmp_path):
         "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
         "meta-llama/Llama-3.1-8B-Instruct,trtllm,1.0,bf16,1,512,32,2,50.0,7.0\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "decodelab.apps.cli", "validate", f"csv={csv}", "--no-track"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = cli(tmp_path, "validate", f"csv={csv}", "--no-track")  # in this process
     assert out.returncode == 0, out.stderr
     assert "mean absolute percentage error" in out.stdout
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "decodelab.apps.cli",
-            "validate",
-            f"csv={tmp_path / 'none.csv'}",
-            "--no-track",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = cli(tmp_path, "validate", f"csv={tmp_path / 'none.csv'}", "--no-track")
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and bad.stdout == ""
 
 

@@ -7,6 +7,7 @@ directory), each bounded in time.
 - `decodelab sync` twice, with --each, and after a writer died mid-run (a RUNNING run left
   behind): exactly one FINISHED run per design; MLflow's own artifact copies of result.json
   (outputs/mlartifacts) are never uploaded or marked.
+- The same four writers into a local `mlflow server` (SQLite backend in tmp): every design once.
 - A corrupted mlflow.db: the run still writes its result and says in one line which file is
   broken and what to do, within seconds (no minutes of retries)."""
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import all_runs, cli, client, explain, split_sweep
+from conftest import MlflowServer, all_runs, cli, client, explain, free_port, runs_in, split_sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -66,6 +67,45 @@ def test_four_parallel_writers_into_a_new_store(tmp_path):
     by_hash = finished_by_hash(tmp_path)
     assert len(by_hash) == 5 + 3 + 1 + 1, by_hash  # every design recorded
     assert all(v == ["FINISHED"] for v in by_hash.values()), by_hash  # exactly once
+
+
+@pytest.mark.slow
+def test_four_parallel_writers_into_a_tracking_server(tmp_path):
+    """The same four kinds of writer, started together against a local `mlflow server` (SQLite
+    backend in tmp, a free port): every design recorded exactly once, the sweeps' parents with
+    their summary metrics. Few designs: the writers' concurrency is the point."""
+    server = MlflowServer(tmp_path, free_port()).start()
+    try:
+        uri = f"tracking.uri={server.uri}"
+        procs = [
+            start(tmp_path, "sweep", "model=llama3_2_1b", "workload.batch_size=1,2,3", uri, "-j", "1", "-q"),
+            start(
+                tmp_path,
+                "-m",
+                "hydra/launcher=joblib",
+                "hydra.launcher.n_jobs=2",
+                "model=llama3_2_3b",
+                "workload.batch_size=1,2",
+                uri,
+                "quiet=true",
+            ),
+            start(tmp_path, "model=qwen2_5_0_5b", uri, "quiet=true"),
+            start(tmp_path, "model=smollm2_135m", uri, "quiet=true"),
+        ]
+        outs = [p.communicate(timeout=600) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0 and "WARNING" not in err and "warning" not in out, f"{out}\n{err}"
+        runs = runs_in(server.uri)
+    finally:
+        server.kill()
+    parents, children = split_sweep(runs)
+    by_hash: dict = {}
+    for r in children:
+        by_hash.setdefault(r.data.tags["config_hash"], []).append(r.info.status)
+    assert len(by_hash) == 3 + 2 + 1 + 1, by_hash  # every design recorded
+    assert all(v == ["FINISHED"] for v in by_hash.values()), by_hash  # exactly once
+    assert sorted(p.data.metrics["n_ok"] for p in parents) == [2.0, 3.0]  # -m and sweep parents
+    assert all(p.info.status == "FINISHED" and p.data.metrics["best_tpot_ms"] > 0 for p in parents)
 
 
 def test_sync_is_idempotent_and_ignores_mlflow_artifact_copies(tmp_path):

@@ -5,14 +5,12 @@ lines and exits 2."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from conftest import compose_raw
+from conftest import cli, compose_raw
 from decodelab.modes.dispatch import evaluate
 
 MAIN = Path(__file__).resolve().parent.parent
@@ -334,13 +332,7 @@ def test_unknown_group_option_lists_the_choices():
     ],
 )
 def test_cli_invalid_input_exits_2(tmp_path, overrides, expected):
-    proc = subprocess.run(
-        [sys.executable, "-m", "decodelab.apps.cli", *overrides, "tracking=off"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = cli(tmp_path, *overrides, "tracking=off")  # in this process
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]

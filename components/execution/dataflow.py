@@ -61,7 +61,9 @@ def host_round_trip(opt, cap=None):
 
 def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
     notes = []
-    if opt.cuda_graphs:
+    # The default profile is each stack's production default: its cuda_graphs=true is what GPU
+    # engines do, not a request to a dataflow chip, so only another profile's flag is noted.
+    if opt.cuda_graphs and getattr(opt, "name", "") != "default":
         notes.append("cuda_graphs does not apply to dataflow execution; ignored")
     fused = opt.fusion in ("auto", "layer")
     if opt.kernel_looping and not fused:

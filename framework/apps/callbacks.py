@@ -109,6 +109,18 @@ def _link(tr, record, origin: str, parent: Optional[str]) -> str:
     return tracking.log_link(tracking._client(tr.uri), tracking.experiment_id(tr), record, origin, parent)
 
 
+def _records(sweep_dir: Path):
+    """The result records of a multirun's jobs (<sweep dir>/<job>/result.json); unreadable ones
+    are left out (decodelab sync names them)."""
+    for path in sorted(sweep_dir.glob("*/result.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("metrics", {}), dict):
+            yield rec
+
+
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.tracking.enabled and not background(config.tracking):
@@ -162,7 +174,13 @@ class MLflowCallback(Callback):
             parent = f.read_text().strip()
             if table:
                 self._safe(_log_artifact, config.tracking, parent, table)
-            self._safe(tracking.end_run, config.tracking, parent)
+            self._safe(
+                tracking.end_run,
+                config.tracking,
+                parent,
+                "FINISHED",
+                tracking.sweep_metrics(_records(sweep_dir)),
+            )
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not config.tracking.enabled or job_return is None:

@@ -55,3 +55,33 @@ def errors(text: str) -> int:
 def best_time(fn, repeat: int) -> float:
     """Best of `repeat` timed calls (seconds): the benchmarks' one timer."""
     return min(timeit.repeat(fn, number=1, repeat=repeat))
+
+
+def narrow_table(title: str, names: List[str], texts: List[List[str]], numeric: List[bool], width=None):
+    """A rich Table that fits the terminal (80 columns too) without truncating a name to
+    `lla…`: no vertical rules, two spaces between columns, each column as wide as its longest
+    value or header word (headers wrap at spaces, `_` reads as a space). Text columns whose
+    values have spaces (run labels) share what is left and wrap at their spaces; anything still
+    too wide folds onto the next line rather than being cut."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    width = width or Console().width
+    headers = [n.replace("_", " ") for n in names]
+    words = [max([len(w) for w in h.split()] + [1]) for h in headers]
+    widest = [max([len(row[i]) for row in texts] + [words[i]]) for i in range(len(names))]
+    wraps = [not num and any(" " in row[i] for row in texts) for i, num in enumerate(numeric)]
+    free = width - 2 * len(names) - sum(w for w, wr in zip(widest, wraps) if not wr) + 1
+    n_wrap = max(sum(wraps), 1)
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    for i, (header, num) in enumerate(zip(headers, numeric)):
+        w = widest[i]
+        if wraps[i]:
+            longest_word = max(len(x) for row in texts for x in row[i].split() or [""])
+            w = max(min(w, free // n_wrap), longest_word, words[i])
+        # rich's width includes the one space of right padding
+        t.add_column(header, justify="right" if num else "left", overflow="fold", width=w + 1)
+    for row in texts:
+        t.add_row(*row)
+    return t

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import List, Optional
-from decodelab.apps.common import errors, run_module
+from decodelab.apps.common import errors, narrow_table, run_module
 from decodelab.output.table import read_table
 from decodelab.runs.resume import EXTRA_COLUMNS
 from decodelab.config.diagnose import did_you_mean, listing
@@ -27,7 +27,18 @@ from decodelab.core.schema import TrackingConfig
 from decodelab.tracking.sync import tracking_keys, tracking_override_errors
 
 METRICS = ("tpot_ms", "ttft_ms", "tok_s_user", "tok_s_aggregate", "pct_roofline", "mem_hbm_pct")
+METRICS_SET = set(METRICS)
+PRINTED = (
+    "tpot_ms",
+    "ttft_ms",
+    "tok_s_aggregate",
+    "pct_roofline",
+)  # printed by default (80 columns); the CSV has all of METRICS
+# params the run name (decodelab.core.labels) already shows
+IN_LABEL = {"workload.batch_size", "workload.prompt_len", "workload.output_len", "hardware.tensor_parallel"}
 SIDE_BY_SIDE = 8  # at most this many runs print as columns
+MAX_PARAMS = 6  # params printed (the CSV has every one that differs)
+RECENT = 20  # no run ids and no filter: the most recent this many runs
 
 
 def table(df, params: Optional[List[str]] = None, metrics: Optional[List[str]] = None):
@@ -81,25 +92,44 @@ def from_table(path: str, query: str = "", limit: int = 10000):
     return pd.DataFrame(cols).reset_index(drop=True)
 
 
-def show(t, title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def shown(t, explicit=None, with_name: bool = True, most: int = MAX_PARAMS):
+    """The columns worth printing: a group's fields are left out where its component differs
+    (`model.name` differs: not its ~20 shape params; the run name says which), nor what the run
+    name already says (IN_LABEL), at most `most` params, and the metrics named `explicit`
+    (--metrics) or else the PRINTED ones; the CSV keeps them all. Returns (table, number of params left out)."""
+    cols = list(t.columns)
+    metrics = [c for c in (explicit or PRINTED) if c in cols]
+    params = [
+        c
+        for c in cols
+        if c not in METRICS_SET | set(explicit or ()) and c not in ("run_id", "name", "status")
+    ]
+    chosen = {c.split(".")[0] for c in params if c.endswith(".name") and c.count(".") == 1}
+    keep = [c for c in params if c.split(".")[0] not in chosen and not (with_name and c in IN_LABEL)]
+    if not with_name:  # runs side by side: no run-name row, so the differing components
+        keep = [c for c in params if c.split(".")[0] in chosen and c.endswith(".name")] + keep
+    left = max(len(keep) - most, 0)
+    base = [c for c in ("run_id", "name", "status") if c in cols and (with_name or c != "name")]
+    return t[base + keep[:most] + metrics], left
 
-    rt = Table(title=title, show_lines=False)
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
-    if 0 < len(t) <= SIDE_BY_SIDE:  # runs side by side
-        rt.add_column("")
-        for rid in t["run_id"]:
-            rt.add_column(str(rid)[:8], justify="right")
-        for col in t.columns[1:]:
-            if col != "name":  # long labels: in the CSV
-                rt.add_row(col, *[fmt(v) for v in t[col]])
+
+def show(t, title: str, explicit=None) -> None:
+    from rich.console import Console
+
+    fmt = lambda v: ("-" if v != v else f"{v:.4g}") if isinstance(v, float) else str(v)  # noqa: E731
+    side = 0 < len(t) <= SIDE_BY_SIDE
+    t, left = shown(t, explicit, with_name=not side)
+    if side:  # runs side by side: one column per run
+        names = ["", *[str(r)[:8] for r in t["run_id"]]]
+        rows = [[col, *[fmt(v) for v in t[col]]] for col in t.columns[1:]]
+        numeric = [False] + [True] * len(t)
     else:
-        for col in t.columns:
-            rt.add_column(col, justify="right" if t[col].dtype.kind == "f" else "left")
-        for row in t.itertuples(index=False):
-            rt.add_row(*[fmt(v) for v in row])
-    Console().print(rt)
+        names = ["run", *t.columns[1:]]
+        rows = [[str(row[0])[:8], *[fmt(v) for v in row[1:]]] for row in t.itertuples(index=False)]
+        numeric = [False] + [t[c].dtype.kind == "f" for c in t.columns[1:]]
+    Console().print(narrow_table(title, names, rows, numeric))
+    if left:
+        print(f"{left} more params differ between these runs (--params NAME,... or --csv FILE shows them)")
 
 
 def add_arguments(ap) -> None:
@@ -109,7 +139,12 @@ def add_arguments(ap) -> None:
     ap.add_argument("--params", help="comma-separated params to show (default: those that differ)")
     ap.add_argument("--metrics", help=f"comma-separated metrics (default: {','.join(METRICS)})")
     ap.add_argument("--csv", help="also write the table to this CSV file")
-    ap.add_argument("--max", type=int, default=10000, help="at most this many runs")
+    ap.add_argument(
+        "--max",
+        type=int,
+        default=None,
+        help=f"at most this many runs (default: all chosen; {RECENT} most recent when none are named)",
+    )
     ap.add_argument(
         "--table",
         metavar="SWEEP_DIR|FILE",
@@ -133,12 +168,13 @@ def run(a) -> int:
         return 2
     tr = {**asdict(TrackingConfig()), **over.get("tracking", {})}
     run_ids = [x for x in a.args if "=" not in x]
+    most = a.max or (10000 if run_ids or a.filter or a.table else RECENT)
     try:
         if a.table:
-            df = from_table(a.table, a.filter, a.max)
+            df = from_table(a.table, a.filter, most + 1)
             tr["uri"] = a.table
         else:
-            df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, a.max)
+            df = select(tr["uri"], a.experiment or tr["experiment"], run_ids, a.filter, most + 1)
     except FileNotFoundError as e:
         return errors(str(e))
     except Exception as e:
@@ -159,8 +195,16 @@ def run(a) -> int:
                 f"{flag} {unknown[0]}: no such {flag[2:-1]} in the chosen runs"
                 f"{did_you_mean(unknown[0], have)} ({flag[2:]}: {listing(have)})"
             )
+    more = len(df) > most
+    df = df.iloc[:most]
     t = table(df, a.params.split(",") if a.params else None, a.metrics.split(",") if a.metrics else None)
-    show(t, f"{len(t)} runs ({tr['uri']})")
+    show(
+        t,
+        f"{'the most recent ' if more else ''}{len(t)} runs ({tr['uri']})",
+        a.metrics.split(",") if a.metrics else None,
+    )
+    if more:
+        print("more runs match: --max N shows more, --filter EXPR or run ids choose")
     if a.csv:
         Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
         t.to_csv(a.csv, index=False)

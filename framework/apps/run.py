@@ -16,7 +16,7 @@ from decodelab import paths
 import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
 from decodelab.modes.dispatch import evaluate
 from decodelab.core.labels import run_label
-from decodelab.output.files import print_result, write_outputs
+from decodelab.output.files import print_result, where_lines, write_outputs
 from decodelab.apps.callbacks import recorded_run
 
 CONF_DIR = str(paths.CONF_DIR)
@@ -26,7 +26,7 @@ def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
     """Evaluate one composed config and write its files; returns what the callback logs."""
     res = evaluate(cfg)
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
-    name = run_label(cfg)
+    name = run_label(cfg, res["metrics"])
     files = write_outputs(
         cfg_dict,
         res,
@@ -63,6 +63,8 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
             print(f"{ret['name']}: already recorded (MLflow run {done}); linked under this sweep")
     if not cfg.quiet:
         print_result(ret["name"], res)
+        if str(hc.mode) == "RunMode.RUN":
+            print(*where_lines(Path(hc.runtime.output_dir), cfg.tracking), sep="\n")
     if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
         # bad input in a single run: one line per problem, no traceback, and a non-zero exit
         # once Hydra has returned (exiting here would skip the callback that records it)

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Dict, List
 
-from decodelab.apps.common import errors, run_module
+from decodelab.apps.common import errors, narrow_table, run_module
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.backends import BACKENDS, BackendError
@@ -21,7 +21,6 @@ from decodelab.runs.sweep import SUMMARY_METRICS, Outcome, run_sweep
 
 def print_summary(plan, out: Outcome, top: int = 10) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     c = out.counts()
@@ -36,19 +35,22 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
     if ok:
         key = "tok_s_aggregate"
         best = sorted(ok, key=lambda r: -r["metrics"].get(key, 0.0))[:top]
-        t = Table(title=f"top {len(best)} of {len(ok)} feasible designs by aggregate tok/s")
-        t.add_column("job", justify="right")
-        for k in plan.varied:
-            t.add_column(k.split("@")[0])
-        for _, label, _ in SUMMARY_METRICS:
-            t.add_column(label, justify="right")
+        names = ["job", *[k.split("@")[0].rsplit(".", 1)[-1] for k in plan.varied]]
+        names += [label for _, label, _ in SUMMARY_METRICS]
+        rows = []
         for r in best:
             job = dict(o.partition("=")[::2] for o in r["overrides"])
-            t.add_row(
-                str(r["index"]),
-                *[job.get(k, "") for k in plan.varied],
-                *[format(r["metrics"].get(m, float("nan")), f) for m, _, f in SUMMARY_METRICS],
+            rows.append(
+                [
+                    str(r["index"]),
+                    *[job.get(k, "") for k in plan.varied],
+                    *[format(r["metrics"].get(m, float("nan")), f) for m, _, f in SUMMARY_METRICS],
+                ]
             )
+        numeric = [True] + [False] * len(plan.varied) + [True] * len(SUMMARY_METRICS)
+        t = narrow_table(
+            f"top {len(best)} of {len(ok)} feasible designs by aggregate tok/s", names, rows, numeric
+        )
         console.print(t)
     for status in ("invalid", "error", "infeasible"):
         reasons: Dict[str, int] = {}

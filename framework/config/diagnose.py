@@ -85,6 +85,8 @@ def _field_problem(err: BaseException, ref_cfg, value: Optional[str] = None) -> 
     if isinstance(err, ValidationError):
         m = re.search(r"Value '([^']*)'", str(err))
         got = value if value is not None else (m.group(1) if m else "?")
+        if not got.isprintable():  # a line break or control character (U+0085 ...) stays on one line
+            got = repr(got)
         what = expected(ref_cfg, key) if ref_cfg is not None else "a value of the field's type"
         return f"{key}={got}: wrong type, expected {what}"
     return f"{key}: {str(err).strip().splitlines()[0]}"

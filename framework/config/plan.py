@@ -365,6 +365,14 @@ def _check(composer: Composer, jobs: List[List[str]]) -> None:
 _COMPOSERS: Dict[Source, Tuple[object, Composer]] = {}
 
 
+def context_composer(config_name: str = "config") -> Composer:
+    """A Composer on the Hydra context open now (config.compose.context()): one base
+    composition per choice of config groups, field overrides applied to a copy."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    return Composer(Source(None, config_name), GlobalHydra.instance().config_loader())
+
+
 def composer(source: Source) -> Composer:
     """One Hydra context and composition cache per worker process, kept between chunks."""
     if source not in _COMPOSERS:

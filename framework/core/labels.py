@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 
-def run_label(cfg) -> str:
+def run_label(cfg, metrics=None) -> str:
+    """`metrics`: the result's, when known; with workload.batch_fill the label names the batch
+    actually simulated (metrics["batch_size"]), not the configured one."""
     w = cfg.workload
     c = getattr(cfg, "coe", None)
     if c is not None and c.enabled:  # Composition of Experts (decodelab.modes.coe)
@@ -12,6 +14,9 @@ def run_label(cfg) -> str:
             f" | {cfg.optimizations.name} | b{c.batch_size} {c.prompt_len}+{c.output_len}"
         )
     load = f"b{w.batch_size}"
+    if w.get("batch_fill", False):
+        filled = (metrics or {}).get("batch_size")
+        load = f"b{int(filled)} fill" if filled else "b-fill"
     if w.get("kind", "static") != "static":  # serving: clients or arrival rate, and engine
         load = (
             f"{cfg.engine.name} c{w.concurrency}"

@@ -166,7 +166,7 @@ def evaluate_speculative(cfg, design: Design, keep_steps: bool) -> Result:
             f"{s.draft_copies} cop{'y' if s.draft_copies == 1 else 'ies'} beside the TP{hw.tensor_parallel} "
             f"target; token hand-off {t_hand * 1e6:.1f} us per round"
         )
-    res = Result("ok", metrics=m, notes=notes)
+    res = Result("ok", metrics=m, notes=list(dict.fromkeys(notes)))  # target + draft: once each
     if keep_steps:
         res.steps = np.vstack([pre, verify])
         res.times = np.vstack([t_pre[None, :], per_round])

@@ -66,28 +66,33 @@ def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
 
 
 def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per output token") -> Path:
-    """Stacked bars of TPOT by cause (the Dataflow paper's Fig. 15 style), one bar per result."""
+    """Stacked bars of TPOT by cause (the Dataflow paper's Fig. 15 style), one bar per result.
+    Horizontal bars, the labels on the y axis: a long run label or 72 jobs of a claim sweep stay
+    legible, the figure grows in height (0.28 in per bar) and never in width; saved with a tight
+    bounding box so no label is clipped."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, faster start
 
-    fig = Figure(figsize=(max(4.0, 1.1 * len(labels) + 2.5), 4.0))
+    n = len(labels)
+    fig = Figure(figsize=(8.0, 1.6 + 0.28 * n))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    x = np.arange(len(labels))
-    bottom = np.zeros(len(labels))
+    y = np.arange(n)[::-1]  # the first result on top
+    left = np.zeros(n)
     for cause in K.CAUSES:
         vals = np.array([m.get(f"tpot_{cause}_ms", 0.0) for m in metrics_list])
-        ax.bar(x, vals, bottom=bottom, label=cause, color=COLORS[cause])
-        bottom += vals
-    for xi, m in zip(x, metrics_list):
+        ax.barh(y, vals, left=left, height=0.7, label=cause, color=COLORS[cause])
+        left += vals
+    for yi, xi, m in zip(y, left, metrics_list):
         if "pct_roofline" in m:
-            ax.text(xi, bottom[xi], f"{m['pct_roofline']:.0f}%", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("ms per decode step")
-    ax.set_title(f"{title} (label: % of roofline)", fontsize=10)
+            ax.text(xi, yi, f" {m['pct_roofline']:.0f}%", ha="left", va="center", fontsize=7)
+    ax.set_yticks(y, labels, fontsize=7 if n > 8 else 8)
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.set_xlim(0, max(left.max(), 1e-9) * 1.12)  # room for the % labels
+    ax.set_xlabel("ms per decode step (TPOT)")
+    ax.set_title(f"{title} (bar label: % of roofline, Eq. 3)", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     return path
 
 
@@ -139,7 +144,20 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
     t = Table(title=label, show_header=True, header_style="bold")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    rows = [
+    rows = []
+    if "coe_latency_ms" in m:  # Composition of Experts: the batch's latency is the headline
+        rows += [
+            ("CoE latency per batch", f"{m['coe_latency_ms']:.1f} ms"),
+            (
+                "  routing / switching / execution",
+                "{:.1f} / {:.1f} / {:.1f} ms".format(
+                    m["coe_routing_ms"], m["coe_switching_ms"], m["coe_execution_ms"]
+                ),
+            ),
+            ("CoE latency per prompt", f"{m['coe_latency_per_prompt_ms']:.2f} ms"),
+            ("one (prompt, expert) run:", ""),
+        ]
+    rows += [
         ("TTFT", f"{m['ttft_ms']:.2f} ms"),
         ("TPOT", f"{m['tpot_ms']:.3f} ms"),
         ("tokens/s per user", f"{m['tok_s_user']:.1f}"),
@@ -157,5 +175,25 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
     for r in rows:
         t.add_row(*r)
     console.print(t)
-    for n in res["notes"]:
+    for line in LEGEND:
+        console.print(line, highlight=False)
+    for n in dict.fromkeys(res["notes"]):  # each note once
         console.print(f"note: {n}")
+
+
+# Under every metric table: the two rows a newcomer cannot read off (docs/model.md sections 3-4).
+LEGEND = (
+    "% of roofline (Eq. 3): tok/s / HBM bound (weights + KV bytes per step)",
+    "TPOT excess: kernel time above its roofline (below-peak efficiency)",
+)
+
+
+def where_lines(out_dir: Path, tracking) -> list:
+    """Where a run's results went: its directory, and the MLflow store with how to open it."""
+    lines = [f"results: {out_dir}"]
+    if tracking is not None and tracking.get("enabled", False):
+        uri = str(tracking.uri)
+        view = uri if uri.startswith("http") else f"mlflow ui --backend-store-uri {uri}"
+        lines.append(f"MLflow:  {uri}, experiment '{tracking.experiment}'")
+        lines.append(f"view:    {view} (the experiment's Runs tab)")
+    return lines

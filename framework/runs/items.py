@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import plan
+from decodelab.core.labels import run_label
 from decodelab.core.result import Result, config_hash
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import write_outputs
@@ -56,6 +57,8 @@ def evaluate_items(
             )
             continue
         res = run(cfg, error, keep_steps=plots)
+        if cfg is not None and res.status == "ok":
+            name = run_label(cfg, res.metrics)  # batch_fill: the batch simulated
         d = Path(sweep_dir) / str(index)
         files = write_outputs(cfg_dict, res, d, name, plots=plots, step_csv=plots)
         if res.status == "error":

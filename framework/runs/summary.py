@@ -11,6 +11,7 @@ from typing import Dict, List
 from decodelab.output.sweep_plots import metric_vs_param, numeric_params, pareto_plot
 from decodelab.output.table import read_table
 from decodelab.runs import best
+from decodelab.tracking.store import sweep_metrics
 
 MAX_PARAM_PLOTS = 4
 
@@ -47,8 +48,10 @@ def plots(plan, out) -> List[Path]:
 
 
 def summary_metrics(plan, out) -> Dict[str, float]:
-    c = out.counts()
-    m: Dict[str, float] = {f"n_{k}": v for k, v in c.items()}
+    """The parent run's metrics: those of every sweep parent (tracking.store.sweep_metrics: n_<status>,
+    best_<headline metric>, as a `-m` multirun's parent has them) and this sweep's counts."""
+    m: Dict[str, float] = sweep_metrics(out.records)
+    m.update({f"n_{k}": v for k, v in out.counts().items()})
     m.update(
         n_designs=len(plan.jobs),
         n_done=len(out.records),
@@ -56,11 +59,6 @@ def summary_metrics(plan, out) -> Dict[str, float]:
         sweep_seconds=out.seconds,
         n_pareto=len(best.pareto(out.records)),
     )
-    ok = [r["metrics"] for r in out.records if r["status"] == "ok"]
-    for key, fn in (("tok_s_aggregate", max), ("tok_s_user", max), ("tpot_ms", min), ("ttft_ms", min)):
-        vals = [x[key] for x in ok if key in x]
-        if vals:
-            m[f"{'best' if fn is max else 'min'}_{key}"] = fn(vals)
     return m
 
 

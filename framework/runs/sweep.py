@@ -36,7 +36,7 @@ STATUSES = ("ok", "infeasible", "invalid", "error")
 SUMMARY_METRICS = (
     ("tpot_ms", "TPOT ms", ".3f"),
     ("ttft_ms", "TTFT ms", ".1f"),
-    ("tok_s_user", "tok/s/user", ".1f"),
+    ("tok_s_user", "tok/s user", ".1f"),
     ("tok_s_aggregate", "tok/s agg", ".0f"),
     ("pct_roofline", "% roofline", ".1f"),
 )

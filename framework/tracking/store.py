@@ -190,8 +190,38 @@ def start_run(tracking, name: str, tags: Dict[str, str], parent: Optional[str] =
     return _client(tracking.uri).create_run(exp, run_name=name, tags=tags).info.run_id
 
 
-def end_run(tracking, run_id: str, status: str = "FINISHED") -> None:
-    _client(tracking.uri).set_terminated(run_id, status=status)
+def end_run(
+    tracking, run_id: str, status: str = "FINISHED", metrics: Optional[Dict[str, float]] = None
+) -> None:
+    """End a (sweep parent) run, with its summary metrics (sweep_metrics) if given."""
+    client = _client(tracking.uri)
+    if metrics:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+    client.set_terminated(run_id, status=status)
+
+
+# A sweep parent's "best" metrics: the headline metrics, with the direction that is better.
+BEST = {"tok_s_aggregate": max, "tok_s_user": max, "tpot_ms": min, "ttft_ms": min}
+
+
+def sweep_metrics(records: Iterable[Dict[str, Any]]) -> Dict[str, float]:
+    """Summary metrics of a sweep's parent run from its result records: n_<status> per status
+    (n_ok, n_infeasible, n_invalid, n_error), n_designs, and best_<metric> over the ok results
+    for the headline metrics (BEST: highest tok/s, lowest TPOT and TTFT)."""
+    records = list(records)
+    out: Dict[str, float] = {f"n_{s}": 0.0 for s in ("ok", "infeasible", "invalid", "error")}
+    for r in records:
+        out[f"n_{r.get('status', 'error')}"] = out.get(f"n_{r.get('status', 'error')}", 0.0) + 1
+    out["n_designs"] = float(len(records))
+    ok = [r["metrics"] for r in records if r.get("status") == "ok"]
+    for key, best in BEST.items():
+        vals = [float(m[key]) for m in ok if isinstance(m.get(key), (int, float))]
+        if vals:
+            out[f"best_{key}"] = best(vals)
+    return out
 
 
 def design_params(cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
@@ -219,7 +249,11 @@ def run_payload(record: Dict[str, Any]):
         tags["reason"] = record["reason"][:5000]
     if record["notes"]:
         tags["notes"] = "; ".join(record["notes"])[:5000]
-    params = [Param(k, str(v)[:6000]) for k, v in flatten(design_params(cfg_dict)).items()]
+    flat = flatten(design_params(cfg_dict))
+    filled = record["metrics"].get("batch_size")
+    if flat.get("workload.batch_fill") and filled:  # the batch simulated, not the configured 1
+        flat["workload.batch_size"] = int(filled)
+    params = [Param(k, str(v)[:6000]) for k, v in flat.items()]
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, 0) for k, v in record["metrics"].items()]
     return tags, params, metrics

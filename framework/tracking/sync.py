@@ -97,7 +97,7 @@ def _label(record: dict, result: Path) -> str:
     from omegaconf import OmegaConf
 
     try:
-        return run_label(OmegaConf.create(record["config"]))
+        return run_label(OmegaConf.create(record["config"]), record.get("metrics"))
     except Exception:
         return f"{result.parent.parent.name}/{result.parent.name}"
 
