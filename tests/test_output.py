@@ -93,11 +93,14 @@ def test_coe_table_shows_its_headline_latency(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory):
-    """A 12-design sweep (three models, two chips, two batches) in a SQLite store."""
+    """A 12-design sweep (three models, two chips, two batches) in a SQLite store, every design a
+    child run (`--children all`: compare lists runs)."""
     cwd = tmp_path_factory.mktemp("store")
     code, out, err = run80(
         cwd,
         "sweep",
+        "--children",
+        "all",
         "model=llama3_1_8b,llama3_2_1b,llama3_1_70b",
         "hardware=h100_sxm,sn40l_node8",
         "workload.batch_size=1,8",

@@ -63,7 +63,7 @@ def test_every_precision_maps_to_known_dtypes():
     for prec, (w, kv) in PRECISIONS.items():
         assert w in DTYPE_BYTES and kv in DTYPE_BYTES, prec
     assert PRECISIONS["nvfp4"] == ("nvfp4", "fp8")  # ModelOpt NVFP4 checkpoints keep an FP8 KV cache
-    assert PRECISIONS["fp8_block"] == ("fp8", "fp8")
+    assert PRECISIONS["fp8_block"] == ("fp8_block", "fp8")
 
 
 def test_row_overrides_name_system_and_dtypes():

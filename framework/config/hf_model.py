@@ -352,6 +352,15 @@ def _dtype(r: _Keys, imp: Imported) -> None:
         )
     elif "NVFP4" in algo or method == "nvfp4":
         imp.notes.append("weights ship in NVFP4 (quantization_config): run with workload.weight_dtype=nvfp4")
+    elif (method == "fp8" or "FP8" in algo) and isinstance(q, dict) and q.get("weight_block_size"):
+        imp.set(
+            "fp8_checkpoint",
+            "block",
+            f"config.json quantization_config weight_block_size {q['weight_block_size']}: block-scaled FP8",
+        )
+        imp.notes.append(
+            "weights ship in block-scaled FP8 (quantization_config): run with workload.weight_dtype=fp8_block"
+        )
     elif method == "fp8" or "FP8" in algo:
         imp.notes.append("weights ship in FP8 (quantization_config): run with workload.weight_dtype=fp8")
     elif method in ("awq", "gptq") and q.get("bits") == 4:
@@ -379,7 +388,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         keys += MOE
     if "kv_lora_rank" in v:
         keys += MLA
-    keys += [k for k in ("n_mtp_modules", "layer_pattern", "sliding_window") if k in v]
+    keys += [k for k in ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint") if k in v]
     lines = [
         f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",
         f"# {imp.path}. Review it: 'assumed' in a comment marks a field config.json does not state.",
