@@ -174,3 +174,16 @@ def test_bad_fp8_checkpoint_is_one_line():
 
     r = evaluate(C.compose(["tracking=off", "model.fp8_checkpoint=channel"]))
     assert r["status"] == "invalid" and "model.fp8_checkpoint" in r["reason"] and "block" in r["reason"]
+
+
+def test_validate_all_runs_every_shipped_csv(tmp_path):
+    """`decodelab validate --all`: every shipped CSV in one process (the 396 rows; docs/validation.md
+    benchmark), one table each; with --csv it is one error line."""
+    from conftest import cli
+
+    out = cli(tmp_path, "validate", "--all", "--no-track")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("mean absolute percentage error") == 2
+    assert "over 42 rows" in out.stdout and "over 354 rows" in out.stdout
+    bad = cli(tmp_path, "validate", "--all", "--csv", "x.csv", "--no-track")
+    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "--all" in bad.stderr

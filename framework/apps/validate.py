@@ -18,6 +18,7 @@ from typing import List
 
 from decodelab.apps.common import errors, run_module
 from decodelab.config import compose as C
+from decodelab.paths import VALIDATION_DIR
 from decodelab.runs.validation import LAUNCHES, bias, default_csv, mape, run_validation, summary
 from decodelab.tracking import store as tracking
 
@@ -133,21 +134,33 @@ def add_arguments(p) -> None:
         "rules per row (max_num_tokens = concurrency + isl + 1500; SGLang mixed chunks)",
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every shipped CSV (decodelab/data/validation/*.csv) in one process, a table and run each",
+    )
 
 
 def run(a) -> int:
     csv_arg = [x.split("=", 1)[1] for x in a.overrides if x.startswith("csv=")]
     overrides = [x for x in a.overrides if not x.startswith("csv=")]
-    csv = Path(a.csv or (csv_arg[-1] if csv_arg else default_csv())).expanduser()
-    if not csv.is_file():
-        return errors(f"csv={csv} is not a file")
-    try:
-        df = run_validation(csv, overrides, static=a.static, launch=a.launch)
-    except (ValueError,) + C.hydra_errors() as e:
-        return errors(str(e).strip().splitlines()[0])
-    print_table(df, csv)
-    if not a.no_track:
-        _log(df, csv)
+    if a.all and (a.csv or csv_arg):
+        return errors("--all runs every shipped CSV: give it without --csv / csv=")
+    if a.all:
+        csvs = sorted(VALIDATION_DIR.glob("*.csv"))
+    else:
+        csvs = [Path(a.csv or (csv_arg[-1] if csv_arg else default_csv())).expanduser()]
+    for csv in csvs:
+        if not csv.is_file():
+            return errors(f"csv={csv} is not a file")
+    for csv in csvs:
+        try:
+            df = run_validation(csv, overrides, static=a.static, launch=a.launch)
+        except (ValueError,) + C.hydra_errors() as e:
+            return errors(str(e).strip().splitlines()[0])
+        print_table(df, csv)
+        if not a.no_track:
+            _log(df, csv)
     return 0
 
 
