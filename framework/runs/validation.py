@@ -33,8 +33,9 @@ WARMUP_PER_CLIENT = 2
 # assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
 # to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5; NVIDIA's
 # ModelOpt FP8 checkpoints state kv_cache_quant_algo FP8). `fp8` means the model's published FP8
-# checkpoint: block-scaled (model.fp8_checkpoint: block, Qwen3 and DeepSeek) runs fp8_block GEMMs. NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4
-# (gpt-oss): BF16 KV. Weight-only int8 / int4: BF16 KV.
+# checkpoint: block-scaled (model.fp8_checkpoint: block, Qwen3 and DeepSeek) runs fp8_block GEMMs.
+# NVFP4 (NVIDIA ModelOpt checkpoints): FP8 KV. MXFP4 (gpt-oss): BF16 KV. Weight-only int8 / int4:
+# BF16 KV.
 PRECISIONS = {
     "bf16": ("bf16", "bf16"),
     "fp16": ("fp16", "fp16"),
