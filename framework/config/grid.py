@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from decodelab.config import plan as P
-from decodelab.config.sweepfile import SweepError, find_sweep
+from decodelab.config.sweepfile import SweepError
 from decodelab.config.diagnose import describe, search_dirs
 from decodelab.core.grid import Plain, plain, with_fields
 
@@ -73,16 +73,8 @@ def make_grid(target: Optional[str], overrides: List[str]) -> Grid:
     import yaml
 
     P.reset()
-    if target:
-        path = find_sweep(target)
-        source_dir, name = str(path.parent), path.stem
-    else:
-        source_dir, name = None, "config"
-    try:
-        common = tuple(o for o in overrides if P.is_hydra(o))
-    except HydraException as e:
-        raise SweepError(describe(e, syntax=True)) from None
-    source = P.Source(source_dir, name, common)
+    source = P.source_of(target, overrides)
+    name, common = source.config_name, source.common
     design = [o for o in overrides if not P.is_hydra(o)]
     with P.hydra_context(source) as loader:
         try:

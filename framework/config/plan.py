@@ -221,12 +221,12 @@ def jobs_of(source: Source, overrides: Sequence[str], multirun: bool = True) -> 
             ) from None
 
 
-def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
-    """The jobs of `decodelab sweep [TARGET] OVERRIDES`. Raises SweepError on bad input."""
+def source_of(target: Optional[str], overrides: List[str]) -> "Source":
+    """Where the jobs of `decodelab sweep|grid [TARGET] OVERRIDES` compose from: the sweep file's
+    folder and name (else conf/ and `config`) and the overrides every job shares (hydra.*).
+    Raises SweepError on bad override syntax."""
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
 
-    reset()
     if target:
         path = find_sweep(target)
         source_dir, name = str(path.parent), path.stem
@@ -238,7 +238,16 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
         raise SweepError(
             describe(e, override=next((o for o in overrides if not parses(o)), None), syntax=True)
         ) from None
-    source = Source(source_dir, name, common)
+    return Source(source_dir, name, common)
+
+
+def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
+    """The jobs of `decodelab sweep [TARGET] OVERRIDES`. Raises SweepError on bad input."""
+    from omegaconf import OmegaConf
+
+    reset()
+    source = source_of(target, overrides)
+    name, common = source.config_name, source.common
     jobs = jobs_of(source, overrides)
     if jobs is None:
         raise SweepError("decodelab sweep runs Hydra's basic sweeper only (use decodelab -m for another)")

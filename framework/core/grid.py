@@ -21,6 +21,7 @@ from decodelab.components.placement import GIB
 from decodelab.core import cost, grid_kernel, kv_costs
 from decodelab.core import kernel as K
 from decodelab.core.build import Design, build
+from decodelab.core.metrics import rate_metrics
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError, Infeasible
 
@@ -192,24 +193,9 @@ def grid_metrics(cfg, design: Design, prefill, decode_sum, hbm_bw_total, kv_sele
     ttft = prefill.sum(axis=1)
     b = w.batch_size
     replicas = hw.n_chips // hw.tensor_parallel
-    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(design, float(w.prompt_len), mean_ctx)
-    w_bytes = design.weight_bytes_streamed
-    roofline_tok_s = b * hbm_bw_total / (w_bytes + kv_per_sample * b)
-    agg = b / tpot
     full = lambda x: np.full(n, float(x))  # noqa: E731
-    res = {
-        "ttft_ms": ttft * 1e3,
-        "tpot_ms": tpot * 1e3,
-        "e2e_ms": (ttft + tpot * tokens) * 1e3,
-        "tok_s_user": 1.0 / tpot,
-        "tok_s_aggregate": agg,
-        "tok_s_system": agg * replicas,
-        "roofline_tok_s": roofline_tok_s,
-        "pct_roofline": 100.0 * agg / roofline_tok_s,
-        "pct_peak_bw": 100.0 * agg * (w_bytes / b + kv_per_sample) / hbm_bw_total,
-        "achieved_bw_tb_s": agg * (w_bytes / b + kv_per_sample) / 1e12,
-        "n_kernel_calls_per_step": full(design.calls_per_step),
-    }
+    res = rate_metrics(design, w, ttft, tpot, tokens, mean_ctx, replicas, hbm_bw_total)
+    res["n_kernel_calls_per_step"] = full(design.calls_per_step)
     for k, c in enumerate(K.CAUSES):
         res[f"tpot_{c}_ms"] = decode_sum[:, k] / tokens * 1e3
         res[f"ttft_{c}_ms"] = prefill[:, k] * 1e3

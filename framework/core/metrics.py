@@ -13,6 +13,30 @@ from decodelab.core import cost, kv_costs
 from decodelab.core.build import Design
 
 
+def rate_metrics(design: Design, w, ttft, tpot, tokens: float, mean_ctx: float, replicas: int, hbm_bw_total):
+    """Latency and rate metrics from TTFT and TPOT (seconds; floats, or arrays of designs that share
+    `design` but their HBM bandwidth, core.grid). Dataflow paper Eq. 3: roofline tok/s = samples *
+    HBM_bw / (weights + KV_per_sample * samples), with the weights every step streams (the
+    embedding table is only gathered by row) and the KV of a sample at its mean decode context."""
+    b = w.batch_size
+    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(design, float(w.prompt_len), mean_ctx)
+    w_bytes = design.weight_bytes_streamed
+    roofline_tok_s = b * hbm_bw_total / (w_bytes + kv_per_sample * b)
+    agg = b / tpot
+    return {
+        "ttft_ms": ttft * 1e3,
+        "tpot_ms": tpot * 1e3,
+        "e2e_ms": (ttft + tpot * tokens) * 1e3,
+        "tok_s_user": 1.0 / tpot,
+        "tok_s_aggregate": agg,
+        "tok_s_system": agg * replicas,
+        "roofline_tok_s": roofline_tok_s,
+        "pct_roofline": 100.0 * agg / roofline_tok_s,
+        "pct_peak_bw": 100.0 * agg * (w_bytes / b + kv_per_sample) / hbm_bw_total,
+        "achieved_bw_tb_s": agg * (w_bytes / b + kv_per_sample) / 1e12,
+    }
+
+
 def metrics(
     cfg,
     design: Design,
@@ -29,26 +53,8 @@ def metrics(
     ttft = float(prefill.sum())
     b = w.batch_size
     replicas = hw.n_chips // hw.tensor_parallel
-    # Dataflow paper Eq. 3: roofline tok/s = samples * HBM_bw / (weights + KV_per_sample * samples),
-    # with the weights every step streams (the embedding table is only gathered by row) and the
-    # KV of a sample at its mean decode context.
-    kv_per_sample = design.kv_bytes_per_token * kv_costs.attended_at(design, float(w.prompt_len), mean_ctx)
-    w_bytes = design.weight_bytes_streamed
-    roofline_tok_s = b * design.hbm_bw_total / (w_bytes + kv_per_sample * b)
-    agg = b / tpot
-    res = {
-        "ttft_ms": ttft * 1e3,
-        "tpot_ms": tpot * 1e3,
-        "e2e_ms": (ttft + tpot * tokens) * 1e3,
-        "tok_s_user": 1.0 / tpot,
-        "tok_s_aggregate": agg,
-        "tok_s_system": agg * replicas,
-        "roofline_tok_s": roofline_tok_s,
-        "pct_roofline": 100.0 * agg / roofline_tok_s,
-        "pct_peak_bw": 100.0 * agg * (w_bytes / b + kv_per_sample) / design.hbm_bw_total,
-        "achieved_bw_tb_s": agg * (w_bytes / b + kv_per_sample) / 1e12,
-        "n_kernel_calls_per_step": design.calls_per_step,
-    }
+    res = rate_metrics(design, w, ttft, tpot, tokens, mean_ctx, replicas, design.hbm_bw_total)
+    res["n_kernel_calls_per_step"] = design.calls_per_step
     for k, cause in enumerate(K.CAUSES):
         res[f"tpot_{cause}_ms"] = float(decode_sum[k]) / tokens * 1e3
         res[f"ttft_{cause}_ms"] = float(prefill[k]) * 1e3
