@@ -27,6 +27,7 @@ _JITTED = (
     "core/kernel.py",
     "core/grid_kernel.py",
     "modes/serving/scheduler.py",
+    "modes/serving/admission.py",
     "fidelity/attention_kernel.py",
 )
 

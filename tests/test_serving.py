@@ -85,6 +85,23 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
         ],
         [0, 0, 0],
     ),
+    # SGLang's admission reserve (admission.py) under a pool small enough to preempt
+    "sglang_reserve": (
+        [
+            "workload=open_loop",
+            "workload.arrival_rate=200",
+            "engine=sglang",
+            "engine.kv_mem_basis=free",
+            "engine.chunk_size=64",
+            "engine.kv_mem_fraction=0.0015",
+            "engine.admit_ratio_decay_steps=20",
+            "workload.output_dist.kind=uniform",
+            "workload.output_dist.low=2",
+            "workload.output_dist.high=40",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
     "static_graphs": (
         [
             "workload=closed_loop",

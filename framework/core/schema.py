@@ -334,6 +334,16 @@ class EngineConfig:
     lookahead: bool = False
     host_iter_us: Optional[float] = None
     host_per_req_us: float = 0.0
+    # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
+    # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
+    # ratio x the clipped output the running sequences still expect; the ratio starts at
+    # admit_ratio, decays to admit_ratio_min over admit_ratio_decay_steps decode steps, is
+    # re-estimated after a preemption with admit_retract_steps. 0 = off. Needs on_kv_full=preempt.
+    admit_ratio: float = 0.0
+    admit_ratio_min: float = 0.0
+    admit_ratio_decay_steps: int = 600
+    admit_clip_tokens: int = 4096
+    admit_retract_steps: int = 20
     # Which measured engine this file describes (decodelab validate maps a CSV's engine and
     # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
     family: str = ""

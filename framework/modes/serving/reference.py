@@ -76,6 +76,11 @@ def engine_dict(eng, buckets) -> dict:
         "host_iter": float(eng[SK.E_HOST_ITER]),
         "host_req": float(eng[SK.E_HOST_REQ]),
         "lookahead": bool(eng[SK.E_LOOKAHEAD]),
+        "admit_ratio": float(eng[SK.E_ADMIT_RATIO]),
+        "admit_min": float(eng[SK.E_ADMIT_MIN]),
+        "admit_decay": float(eng[SK.E_ADMIT_DECAY]),
+        "admit_clip": float(eng[SK.E_ADMIT_CLIP]),
+        "admit_retract": float(eng[SK.E_ADMIT_RETRACT]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -97,13 +102,19 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
     t, finished = 0.0, 0
     in_flight = False  # lookahead: the next step is scheduled while this one runs
     last_start = 0.0
+    ratio = eng["admit_ratio"]  # admission reserve (framework/modes/serving/admission.py)
+    preemptions = 0
+
+    def rest(r: Req) -> float:  # output still to come, as the reserve counts it
+        return min(max(r.output - r.gen, 0.0), eng["admit_clip"])
 
     def enqueue(r: Req) -> None:
         waiting.append(r)
         waiting.sort(key=key)
 
     def preempt_newest() -> Req:
-        nonlocal free
+        nonlocal free, preemptions
+        preemptions += 1
         v = running.pop()
         free += v.blocks
         v.blocks, v.prefilled, v.target = 0, 0.0, v.prompt + v.gen
@@ -121,6 +132,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             if in_flight:
                 in_flight = False
                 continue
+            ratio = eng["admit_ratio"]  # idle: the ratio starts over
             if nxt < len(reqs) and not math.isnan(pending[nxt]):
                 t = pending[nxt]
                 continue
@@ -128,6 +140,8 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         budget = eng["max_tokens"]
         step: List[tuple] = []  # (request, tokens it adds, decode?)
         in_step = set()
+        before = preemptions
+        reserve = ratio * sum(rest(r) for r in running) if eng["admit_ratio"] > 0 else 0.0
 
         def decode_part():
             nonlocal budget, free
@@ -176,7 +190,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 budget -= q
 
         def admit_part():
-            nonlocal budget, free
+            nonlocal budget, free, reserve
             while waiting and len(running) < eng["max_batch"] and budget >= 1:
                 r = waiting[0]
                 q = min(r.target, eng["chunk"] or r.target, budget)
@@ -189,6 +203,9 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 )
                 if need > free:
                     break
+                if eng["admit_ratio"] > 0 and running and r.target + rest(r) >= free * block - reserve:
+                    break  # the admission reserve holds it back
+                reserve += rest(r)
                 free -= need
                 r.blocks = need
                 waiting.pop(0)
@@ -221,10 +238,16 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 decode_part()
         if not eng["mixed"] and not step:
             decode_part()
+        if eng["admit_ratio"] > 0 and preemptions > before:  # re-estimated after a preemption
+            dec, mx = sum(r.gen for r in running), sum(r.output for r in running)
+            ratio = min(1.0, (dec + eng["admit_retract"] * len(running)) / (mx + 1.0))
+        elif eng["admit_ratio"] > 0 and any(dec for _, _, dec in step):
+            ratio = max(ratio - eng["admit_decay"], eng["admit_min"])
         if not step:
             if in_flight:
                 in_flight = False
                 continue
+            ratio = eng["admit_ratio"]
             if not running and nxt < len(reqs) and not math.isnan(pending[nxt]):
                 t = max(t, pending[nxt])
                 continue

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from decodelab.modes.serving import admission as AD
 from decodelab.core.kernel import (
     K_HOST,
     N_ACC,
@@ -59,8 +60,13 @@ from decodelab.core.kernel import (
     E_HOST_ITER,
     E_HOST_REQ,
     E_LOOKAHEAD,
-) = range(13)
-N_ENG = 13
+    E_ADMIT_RATIO,
+    E_ADMIT_MIN,
+    E_ADMIT_DECAY,
+    E_ADMIT_CLIP,
+    E_ADMIT_RETRACT,
+) = range(18)
+N_ENG = 18
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
@@ -119,9 +125,9 @@ def _enqueue(wq, n_wait, i, pre_len, order):
     return n_wait + 1
 
 
-# Scheduler state shared by the helpers below: cnt = [n_sched, n_run, n_wait],
-# fb = [free blocks, token budget left, prefill tokens in the step].
-C_SCHED, C_RUN, C_WAIT = range(3)
+# Scheduler state shared by the helpers below: cnt = [n_sched, n_run, n_wait, preemptions],
+# fb = [free blocks, token budget left, prefill tokens in the step]; adm: admission.A_*.
+C_SCHED, C_RUN, C_WAIT, C_PREEMPTS = range(4)
 F_FREE, F_BUDGET, F_PREFILL = range(3)
 
 
@@ -135,6 +141,7 @@ def _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, stat
     pre_len[v] = prompt[v] + gen[v]
     state[v] = ST_WAIT
     req[v, R_PREEMPT] += 1.0
+    cnt[C_PREEMPTS] += 1
     cnt[C_WAIT] = _enqueue(wq, cnt[C_WAIT], v, pre_len, order)
     cnt[C_RUN] -= 1
     return v
@@ -256,6 +263,8 @@ def _admit_part(
     pre_len,
     prompt,
     output,
+    gen,
+    adm,
     state,
     req,
     caps,
@@ -265,7 +274,8 @@ def _admit_part(
     max_batch,
     t,
 ):
-    """Admit waiting requests head first; the first that does not fit blocks the rest."""
+    """Admit waiting requests head first; the first that does not fit (its KV, or the engine's
+    admission reserve: admission.py) blocks the rest."""
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch and fb[F_BUDGET] >= 1.0:
         i = wq[0]
         q = min(pre_len[i], chunk if chunk > 0.0 else pre_len[i], fb[F_BUDGET])
@@ -277,6 +287,10 @@ def _admit_part(
             need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
         if need > fb[F_FREE]:
             break
+        rest = AD.left(output[i], gen[i], adm[AD.A_CLIP])
+        if AD.blocks_admission(adm, cnt[C_RUN], pre_len[i] + rest, fb[F_FREE] * block):
+            break
+        adm[AD.A_OFFSET] += rest
         fb[F_FREE] -= need
         blocks[i] = need
         for k in range(cnt[C_WAIT] - 1):
@@ -350,9 +364,17 @@ def serve(
     sched = np.empty(n, np.int64)
     q_of = np.zeros(n)
     in_step = np.zeros(n, np.bool_)
-    cnt = np.zeros(3, np.int64)
+    cnt = np.zeros(4, np.int64)
     fb = np.zeros(3)
     fb[F_FREE] = cap_blocks
+    adm = np.zeros(AD.N_ADM)
+    adm[AD.A_ON] = 1.0 if eng[E_ADMIT_RATIO] > 0.0 else 0.0
+    adm[AD.A_INIT] = eng[E_ADMIT_RATIO]
+    adm[AD.A_RATIO] = eng[E_ADMIT_RATIO]
+    adm[AD.A_MIN] = eng[E_ADMIT_MIN]
+    adm[AD.A_DECAY] = eng[E_ADMIT_DECAY]
+    adm[AD.A_CLIP] = eng[E_ADMIT_CLIP]
+    adm[AD.A_RETRACT] = eng[E_ADMIT_RETRACT]
     next_arr = 0
     issued = n
     if closed:
@@ -378,6 +400,7 @@ def serve(
             if in_flight:  # an idle engine schedules as soon as its last step ends
                 in_flight = False
                 continue
+            AD.idle(adm)
             if next_arr < n and not np.isnan(arrival[next_arr]):
                 t = arrival[next_arr]
                 continue
@@ -388,6 +411,8 @@ def serve(
         cnt[C_SCHED] = 0
         fb[F_BUDGET] = max_tok
         fb[F_PREFILL] = 0.0
+        preempts = cnt[C_PREEMPTS]
+        AD.start_step(adm, run, cnt[C_RUN], output, gen)
         if mixed:
             _decode_part(
                 run,
@@ -442,6 +467,8 @@ def serve(
             pre_len,
             prompt,
             output,
+            gen,
+            adm,
             state,
             req,
             caps,
@@ -476,6 +503,8 @@ def serve(
                 pre_len,
                 prompt,
                 output,
+                gen,
+                adm,
                 state,
                 req,
                 caps,
@@ -534,11 +563,13 @@ def serve(
         n_sched = cnt[C_SCHED]
         for s in range(n_sched):
             in_step[sched[s]] = False
+        AD.end_step(adm, n_dec > 0, cnt[C_PREEMPTS] > preempts, run, cnt[C_RUN], output, gen)
 
         if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
             if in_flight:
                 in_flight = False
                 continue
+            AD.idle(adm)
             if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[C_RUN] == 0:
                 t = max(t, arrival[next_arr])
                 continue

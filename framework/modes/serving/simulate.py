@@ -47,6 +47,20 @@ def check_engine(e) -> None:
         errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
     if not e.host_per_req_us >= 0:
         errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
+    if not 0.0 <= e.admit_ratio <= 1.0:
+        errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
+    elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
+        errors.append(
+            f"engine.admit_ratio={e.admit_ratio} needs engine.on_kv_full=preempt (queue reserves "
+            "each request's whole KV already)"
+        )
+    if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
+        errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
+    for name in ("admit_ratio_decay_steps", "admit_clip_tokens"):
+        if getattr(e, name) < 1:
+            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
+    if e.admit_retract_steps < 0:
+        errors.append(f"engine.admit_retract_steps={e.admit_retract_steps} must be >= 0")
     if any(b < 1 for b in e.batch_buckets):
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:
@@ -137,6 +151,11 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
     eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
     eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
     eng[SK.E_LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
+    eng[SK.E_ADMIT_RATIO] = e.admit_ratio
+    eng[SK.E_ADMIT_MIN] = e.admit_ratio_min
+    eng[SK.E_ADMIT_DECAY] = (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
+    eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
+    eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
     return eng, buckets, notes
 
 
