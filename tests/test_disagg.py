@@ -195,3 +195,15 @@ def test_pool_hardware_from_the_hardware_group():
     res = evaluate(cfg)
     assert res["status"] == "ok" and "1 x decode h200_sxm tp1" in " ".join(res["notes"])
     assert "1 x prefill h100_sxm tp1" in " ".join(res["notes"])
+
+
+def test_energy_of_both_pools_between_idle_and_tdp():
+    """Energy per token counts every chip of both pools for the makespan: between all chips idle
+    (idle_w) and all at TDP (tdp_w); a price gives cost per million tokens the same way."""
+    ov = ("workload=open_loop", "disagg=ib_1p1d", "workload.n_requests=30", "hardware.price_per_chip_hour=2")
+    cfg = compose_cfg(*ov)
+    m = evaluate(cfg)["metrics"]
+    hw, chip_s = cfg.hardware, 2 * m["makespan_s"]
+    tokens = m["tok_s_system"] * m["makespan_s"]
+    assert hw.idle_w * chip_s / tokens < m["energy_j_per_token"] < hw.tdp_w * chip_s / tokens
+    assert m["cost_per_mtok"] == pytest.approx(2 * chip_s / 3600 / tokens * 1e6, rel=1e-12)

@@ -30,6 +30,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from decodelab.components.placement import GIB
+from decodelab.core import cost
 from decodelab.core import kernel as K
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
@@ -181,7 +182,7 @@ def simulate_disagg(cfg) -> Dict[str, object]:
         "decode_steps": dec_steps,
         "configs": (pc, dc),
         "designs": (pd_, dd),
-        "notes": notes + more,
+        "notes": list(dict.fromkeys(notes + more)),
     }
 
 
@@ -199,6 +200,25 @@ def client_requests(sim) -> np.ndarray:
 
 def _busy_pct(steps: List[np.ndarray], instances: int, span: float) -> float:
     return 100.0 * sum(float(s[:, SK.T_DUR].sum()) for s in steps) / (instances * span)
+
+
+def pool_cost(sim, chips: Dict[str, int], span: float, tokens: float) -> Dict[str, float]:
+    """Energy and cost per token of both pools (core/cost.py's power model per pool: a chip draws
+    tdp_w through kernel bodies, idle_w otherwise), when every pool's chip gives them."""
+    hws = [c.hardware for c in sim["configs"]]
+    busy = []
+    for name, hw in zip(POOLS, hws):
+        steps = np.vstack(sim[f"{name}_steps"])
+        seconds = cost.busy_seconds(steps[:, SK.T_CAUSE : SK.T_CAUSE + len(K.CAUSES)].sum(0))
+        busy.append(seconds / (chips[name] / hw.tensor_parallel * span))
+    out: Dict[str, float] = {}
+    if all(hw.tdp_w > 0 for hw in hws):
+        watts = [cost.chip_power_w(hw, u) * chips[n] for n, hw, u in zip(POOLS, hws, busy)]
+        out["energy_j_per_token"] = sum(watts) * span / tokens
+    if all(hw.price_per_chip_hour > 0 for hw in hws):
+        price = sum(hw.price_per_chip_hour * chips[n] for n, hw in zip(POOLS, hws))
+        out["cost_per_mtok"] = price * span / 3600.0 / tokens * 1e6
+    return out
 
 
 def disagg_metrics(cfg, sim) -> Dict[str, float]:
@@ -242,6 +262,7 @@ def disagg_metrics(cfg, sim) -> Dict[str, float]:
         m[f"{name}_busy_pct"] = _busy_pct(steps, d[name].instances, span)
     m["decode_batch_mean"] = float(np.sum(dsteps[:, SK.T_SEQS] * dur)) / float(dur.sum())
     m["decode_batch_max"] = float(dsteps[:, SK.T_SEQS].max())
+    m.update(pool_cost(sim, chips, span, float(out_len.sum())))
     dd = sim["designs"][1]
     m["kv_pool_gib"] = dd.memory["kv_pool_bytes"] / GIB
     kv_max = float(dsteps[:, SK.T_KV].max()) * kv_bytes_per_token_chip(dd) / GIB
