@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, decodelab, the_run_dir
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
@@ -207,3 +207,17 @@ def test_energy_of_both_pools_between_idle_and_tdp():
     tokens = m["tok_s_system"] * m["makespan_s"]
     assert hw.idle_w * chip_s / tokens < m["energy_j_per_token"] < hw.tdp_w * chip_s / tokens
     assert m["cost_per_mtok"] == pytest.approx(2 * chip_s / 3600 / tokens * 1e6, rel=1e-12)
+
+
+def test_cli_run_and_bad_field(tmp_path):
+    """`decodelab workload=open_loop disagg=ib_1p1d`: the per-pool table and requests.csv; a bad
+    pool field: exit 2 with one `error:` line naming it."""
+    ok = decodelab(tmp_path, "workload=open_loop", "disagg=ib_1p1d", "workload.n_requests=20", "tracking=off")
+    assert ok.rc == 0, ok.explain()
+    assert "prefill end (ms)" in ok.text and "KV transfer mean / p90" in ok.text
+    assert (the_run_dir(tmp_path) / "requests.csv").is_file()
+    bad = decodelab(
+        tmp_path, "workload=open_loop", "disagg=ib_1p1d", "disagg.decode.instances=0", "tracking=off"
+    )
+    errors = [ln for ln in bad.err.splitlines() if ln.startswith("error: ")]
+    assert bad.rc == 2 and len(errors) == 1 and "disagg.decode.instances=0" in errors[0], bad.explain()
