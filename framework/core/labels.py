@@ -23,8 +23,14 @@ def run_label(cfg, metrics=None) -> str:
             if w.kind == "closed_loop"
             else f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}"
         )
-    return (
-        f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
-        f"{cfg.kv_policy.name} | {cfg.optimizations.name} | {load} "
-        f"{w.prompt_len}+{w.output_len}"
-    )
+    hw = f"{cfg.hardware.name} tp{cfg.hardware.tensor_parallel}"
+    d = cfg.get("disagg")
+    if d is not None and d.enabled:  # disaggregated serving (decodelab.modes.serving.disagg)
+        hw = f"{d.name} P {_pool(cfg, 'prefill')} D {_pool(cfg, 'decode')}"
+    return f"{cfg.model.name} | {hw} | {cfg.kv_policy.name} | {cfg.optimizations.name} | {load} {w.prompt_len}+{w.output_len}"
+
+
+def _pool(cfg, name: str) -> str:
+    p = cfg.disagg[name]
+    hw = p.hardware if p.hardware is not None else cfg.hardware
+    return f"{p.instances}x{hw.name} tp{p.tensor_parallel}"

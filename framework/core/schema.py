@@ -386,6 +386,42 @@ class CoEConfig:
 
 
 @dataclass
+class DisaggPoolConfig:
+    """One pool of a disaggregated deployment (framework/modes/serving/disagg.py): `instances`
+    copies of one engine, each sharded over `tensor_parallel` chips of `hardware` (null: the
+    run's `hardware`; pick another with `+hardware@disagg.<pool>.hardware=<name>`)."""
+
+    hardware: Optional[HardwareConfig] = None
+    tensor_parallel: int = 1
+    instances: int = 1
+
+
+@dataclass
+class KVLinkConfig:
+    """The link a request's KV crosses from its prefill instance to its decode instance: every
+    GPU of a pool has its own NIC, so the ranks of a pool move their shards in parallel."""
+
+    bw_gb_s: float = 50.0  # per chip, one direction
+    latency_us: float = 0.0  # per transfer (setup + first byte)
+    source: str = ""
+
+
+@dataclass
+class DisaggConfig:
+    """Disaggregated prefill/decode serving (docs/model.md, "Disaggregated serving"): a prefill
+    pool runs the prompts, the KV crosses `kv_link`, a decode pool generates. enabled=false
+    (conf/disagg/none.yaml): one pool of `hardware` runs both phases, as without this group."""
+
+    name: str = "none"
+    enabled: bool = False
+    routing: str = "round_robin"  # request k -> instance k mod instances, in each pool
+    prefill: DisaggPoolConfig = field(default_factory=DisaggPoolConfig)
+    decode: DisaggPoolConfig = field(default_factory=DisaggPoolConfig)
+    kv_link: KVLinkConfig = field(default_factory=KVLinkConfig)
+    source: str = ""
+
+
+@dataclass
 class DecodelabConfig:
     model: ModelConfig = MISSING
     hardware: HardwareConfig = MISSING
@@ -396,5 +432,6 @@ class DecodelabConfig:
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     coe: CoEConfig = field(default_factory=CoEConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    disagg: DisaggConfig = field(default_factory=DisaggConfig)
     quiet: bool = False
     claim: Dict[str, Any] = field(default_factory=dict)  # set by sweeps/ files that pin a claim

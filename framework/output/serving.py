@@ -166,10 +166,46 @@ def print_serving(label: str, res: Dict[str, Any]) -> None:
         ("e2e", "end-to-end (ms)"),
     ):
         t.add_row(name, *(f"{m[f'{key}{s}_ms']:.2f}" for s in ("", "_p50", "_p90", "_p99")))
+    if "prefill_ttft_ms" in m:  # disaggregated: the prefill end, before the KV transfer
+        t.add_row(
+            "prefill end (ms)", *(f"{m[f'prefill_ttft{s}_ms']:.2f}" for s in ("", "_p50", "_p90", "_p99"))
+        )
     Console().print(t)
     s = Table(show_header=False)
     s.add_column("metric")
     s.add_column("value", justify="right")
+    rows = disagg_rows(m) if "kv_transfer_ms" in m else serving_rows(m)
+    for r in rows:
+        s.add_row(*r)
+    Console().print(s)
+    for n in res["notes"]:
+        Console().print(f"note: {n}")
+
+
+def disagg_rows(m: Dict[str, float]) -> list:
+    """The summary rows of a disaggregated run (framework/modes/serving/disagg.py)."""
+    return [
+        ("requests / preemptions", f"{m['n_requests']:.0f} / {m['n_preemptions']:.0f}"),
+        ("chips prefill + decode", f"{m['prefill_chips']:.0f} + {m['decode_chips']:.0f}"),
+        ("tokens/s system / per user", f"{m['tok_s_system']:.1f} / {m['tok_s_user']:.1f}"),
+        ("requests/s per chip", f"{m['requests_per_s_per_chip']:.3f}"),
+        ("tokens/s per chip", f"{m['tok_s_per_chip']:.1f}"),
+        ("KV transfer mean / p90", f"{m['kv_transfer_ms']:.3f} / {m['kv_transfer_p90_ms']:.3f} ms"),
+        ("KV per transfer per chip mean", f"{m['kv_transfer_mib']:.1f} MiB"),
+        ("queue wait prefill / decode", f"{m['prefill_queue_ms']:.2f} / {m['decode_queue_ms']:.2f} ms"),
+        ("busy prefill / decode pool", f"{m['prefill_busy_pct']:.1f} / {m['decode_busy_pct']:.1f} %"),
+        ("decode batch mean / max", f"{m['decode_batch_mean']:.1f} / {m['decode_batch_max']:.0f}"),
+        ("decode KV max / pool per chip", f"{m['kv_mem_max_gib']:.2f} / {m['kv_pool_gib']:.2f} GiB"),
+    ] + [(name, f"{m[key]:.3f}") for key, name in DISAGG_COST if key in m]
+
+
+DISAGG_COST = (
+    ("energy_j_per_token", "energy per token (J), both pools"),
+    ("cost_per_mtok", "cost per million tokens"),
+)
+
+
+def serving_rows(m: Dict[str, float]) -> list:
     rows = [
         (
             "requests / steps / preemptions",
@@ -193,8 +229,4 @@ def print_serving(label: str, res: Dict[str, Any]) -> None:
                 f"{m[f'tpot_{cause}_ms']:.3f} ms ({m[f'time_{cause}_pct']:.0f} % of engine time)",
             )
         )
-    for r in rows:
-        s.add_row(*r)
-    Console().print(s)
-    for n in res["notes"]:
-        Console().print(f"note: {n}")
+    return rows

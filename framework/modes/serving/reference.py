@@ -81,6 +81,7 @@ def engine_dict(eng, buckets) -> dict:
         "admit_decay": float(eng[SK.E_ADMIT_DECAY]),
         "admit_clip": float(eng[SK.E_ADMIT_CLIP]),
         "admit_retract": float(eng[SK.E_ADMIT_RETRACT]),
+        "ready": bool(eng[SK.E_READY]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -92,6 +93,9 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
     block = eng["block"]
     blocks_for = lambda tokens: math.ceil(tokens / block)  # noqa: E731
     reqs = [Req(i, float(p), float(o), target=float(p)) for i, (p, o) in enumerate(zip(prompt, output))]
+    if eng.get("ready"):  # a disaggregated decode pool: the prompt's KV arrives with the request
+        for r in reqs:
+            r.prefilled = r.target
     pending = [float(a) for a in arrival]  # arrival times; NaN = not issued yet (closed loop)
     issued = sum(1 for a in pending if not math.isnan(a))
     nxt = 0
@@ -141,7 +145,7 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         step: List[tuple] = []  # (request, tokens it adds, decode?)
         in_step = set()
         before = preemptions
-        reserve = ratio * sum(rest(r) for r in running) if eng["admit_ratio"] > 0 else 0.0
+        reserve = 0.0
 
         def decode_part():
             nonlocal budget, free
@@ -189,10 +193,28 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 in_step.add(r.idx)
                 budget -= q
 
+        def admit_ready():
+            nonlocal free
+            while waiting and len(running) < eng["max_batch"] and not waiting[0].prefilling():
+                r = waiting[0]
+                tokens = (
+                    held(r.prompt, 1, caps)
+                    if eng["preempt"]
+                    else max(r.prompt, held(r.prompt, r.output, caps))
+                )
+                if blocks_for(tokens) > free:
+                    break
+                free -= blocks_for(tokens)
+                r.blocks = blocks_for(tokens)
+                running.append(waiting.pop(0))
+                r.start = t
+
         def admit_part():
             nonlocal budget, free, reserve
             while waiting and len(running) < eng["max_batch"] and budget >= 1:
                 r = waiting[0]
+                if not r.prefilling():  # KV already in the cache: admit_ready's
+                    break
                 q = min(r.target, eng["chunk"] or r.target, budget)
                 if not eng["chunk"] and q < r.target:
                     break
@@ -216,6 +238,10 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 in_step.add(r.idx)
                 budget -= q
 
+        if eng.get("ready"):
+            admit_ready()
+        if eng["admit_ratio"] > 0:  # the running sequences' reserve at the start of admission
+            reserve = ratio * sum(rest(r) for r in running)
         if eng["mixed"]:
             decode_part()
         prefill_part()
@@ -283,6 +309,8 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         for r, q, dec in step:
             if dec:
                 r.gen += 1
+                if math.isnan(r.first):  # a ready request's first token, on the decode pool
+                    r.first = r.last = t_end
             else:
                 r.prefilled += q
                 if r.prefilling():

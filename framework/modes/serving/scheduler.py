@@ -25,6 +25,12 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
 - host work of the engine loop per step: host_iter + host_req x sequences (the caller passes
   `hw` with its per-step host cost moved into E_HOST_ITER). Without overlap the step lasts its
   GPU time + host work; with an overlap scheduler only max(0, host work - GPU time) is exposed.
+- ready (E_READY, disaggregated decode pools: framework/modes/serving/disagg.py): every request
+  arrives with its prompt's KV already in the cache (moved from a prefill instance), so it is
+  admitted as a decoding sequence (KV, batch slot; no token budget) before the step's work is
+  picked, and its first decode step attends the prompt and emits its first token (vLLM's
+  NixlConnector: the decode instance computes the last prompt position); a preempted one
+  recomputes like any request.
 The KV policy is the caller's caps (kernel.P_*): a decode step attends attended_tokens(prompt,
 prompt + generated, caps); a sequence holds min(min(p, prompt_cap) + g - 1, total_cap) tokens after
 its prefill and g generated tokens (the newest token's KV is written by the next step).
@@ -65,8 +71,9 @@ from decodelab.core.kernel import (
     E_ADMIT_DECAY,
     E_ADMIT_CLIP,
     E_ADMIT_RETRACT,
-) = range(18)
-N_ENG = 18
+    E_READY,
+) = range(19)
+N_ENG = 19
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
@@ -260,6 +267,7 @@ def _admit_part(
     cnt,
     fb,
     blocks,
+    done_tok,
     pre_len,
     prompt,
     output,
@@ -278,6 +286,8 @@ def _admit_part(
     admission reserve: admission.py) blocks the rest."""
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch and fb[F_BUDGET] >= 1.0:
         i = wq[0]
+        if done_tok[i] >= pre_len[i]:  # KV already in the cache: _admit_ready's
+            break
         q = min(pre_len[i], chunk if chunk > 0.0 else pre_len[i], fb[F_BUDGET])
         if chunk <= 0.0 and q < pre_len[i]:
             break
@@ -302,6 +312,48 @@ def _admit_part(
         if np.isnan(req[i, R_START]):
             req[i, R_START] = t
         _schedule(i, q, sched, q_of, in_step, cnt, fb)
+
+
+@njit(cache=True)
+def _admit_ready(
+    run,
+    wq,
+    cnt,
+    fb,
+    blocks,
+    done_tok,
+    pre_len,
+    prompt,
+    output,
+    state,
+    req,
+    caps,
+    block,
+    preempt,
+    max_batch,
+    t,
+):
+    """Admit waiting requests whose KV is already in the cache (E_READY) as decoding sequences,
+    head first, while batch slots and KV blocks allow; the decode part then schedules them."""
+    while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch:
+        i = wq[0]
+        if done_tok[i] < pre_len[i]:  # a preempted request recomputes: _admit_part's
+            break
+        if preempt:
+            need = _blocks(held_tokens(prompt[i], 1.0, caps), block)
+        else:
+            need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
+        if need > fb[F_FREE]:
+            break
+        fb[F_FREE] -= need
+        blocks[i] = need
+        for k in range(cnt[C_WAIT] - 1):
+            wq[k] = wq[k + 1]
+        cnt[C_WAIT] -= 1
+        state[i] = ST_RUN
+        run[cnt[C_RUN]] = i
+        cnt[C_RUN] += 1
+        req[i, R_START] = t
 
 
 @njit(cache=True)
@@ -341,6 +393,7 @@ def serve(
     host_iter = eng[E_HOST_ITER]
     host_req = eng[E_HOST_REQ]
     lookahead = eng[E_LOOKAHEAD] > 0.0
+    ready = eng[E_READY] > 0.0
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
@@ -359,6 +412,8 @@ def serve(
     gen = np.zeros(n)
     blocks = np.zeros(n)
     last_tok = np.zeros(n)
+    if ready:  # the prompt's KV arrives with the request (a disaggregated decode pool)
+        done_tok[:] = prompt
     wq = np.empty(n, np.int64)
     run = np.empty(n, np.int64)
     sched = np.empty(n, np.int64)
@@ -412,6 +467,25 @@ def serve(
         fb[F_BUDGET] = max_tok
         fb[F_PREFILL] = 0.0
         preempts = cnt[C_PREEMPTS]
+        if ready:
+            _admit_ready(
+                run,
+                wq,
+                cnt,
+                fb,
+                blocks,
+                done_tok,
+                pre_len,
+                prompt,
+                output,
+                state,
+                req,
+                caps,
+                block,
+                preempt,
+                max_batch,
+                t,
+            )
         AD.start_step(adm, run, cnt[C_RUN], output, gen)
         if mixed:
             _decode_part(
@@ -464,6 +538,7 @@ def serve(
             cnt,
             fb,
             blocks,
+            done_tok,
             pre_len,
             prompt,
             output,
@@ -500,6 +575,7 @@ def serve(
                 cnt,
                 fb,
                 blocks,
+                done_tok,
                 pre_len,
                 prompt,
                 output,
@@ -651,6 +727,10 @@ def serve(
             i = sched[s]
             if s < n_dec:
                 gen[i] += 1.0
+                if np.isnan(req[i, R_FIRST]):  # E_READY: the decode pool's first token
+                    req[i, R_FIRST] = t_end
+                    req[i, R_FIRST_STEP] = n_steps
+                    last_tok[i] = t_end
             else:
                 done_tok[i] += q_of[i]
                 if done_tok[i] < pre_len[i]:

@@ -96,9 +96,12 @@ def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.nda
     return np.maximum(prompt, n)
 
 
-def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.ndarray, list]:
+def engine_inputs(
+    cfg, design: Design, prompt, output, ready: bool = False
+) -> Tuple[np.ndarray, np.ndarray, list]:
     """The engine vector and bucket list for the kernel; raises Infeasible for requests that
-    could never be scheduled."""
+    could never be scheduled. ready: the requests arrive with their prompt's KV (SK.E_READY, a
+    disaggregated decode pool), so no prompt is prefilled whole."""
     e, w = cfg.engine, cfg.workload
     check_engine(e)
     notes = []
@@ -118,7 +121,7 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
             f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
             f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}"
         )
-    if e.chunk_size == 0 and prompt.max() > e.max_tokens_per_step:
+    if not ready and e.chunk_size == 0 and prompt.max() > e.max_tokens_per_step:
         raise Infeasible(
             f"a prompt of {prompt.max():.0f} tokens exceeds engine."
             f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
@@ -156,6 +159,7 @@ def engine_inputs(cfg, design: Design, prompt, output) -> Tuple[np.ndarray, np.n
     eng[SK.E_ADMIT_DECAY] = (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
     eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
     eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
+    eng[SK.E_READY] = 1.0 if ready else 0.0
     return eng, buckets, notes
 
 
