@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 # Numba's on-disk cache (`cache=True`) checks an entry only against the file that defines the
-# function, but modes/serving/scheduler.py inlines core/kernel.step_core (and core/grid_kernel.py
+# function, but modes/serving/scheduler.py inlines core/kernel.step_core and its helper modules (and core/grid_kernel.py
 # its step_time): after an edit of kernel.py they would load a stale compiled step. The cache
 # therefore lives in a directory named by a hash of every jitted source, so any edit starts a
 # fresh one. A NUMBA_CACHE_DIR the user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
@@ -28,6 +28,9 @@ _JITTED = (
     "core/grid_kernel.py",
     "modes/serving/scheduler.py",
     "modes/serving/admission.py",
+    "modes/serving/layout.py",
+    "modes/serving/parts.py",
+    "modes/serving/pick.py",
     "fidelity/attention_kernel.py",
 )
 

@@ -41,319 +41,81 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from decodelab.core.kernel import K_HOST, N_ACC, step_core
 from decodelab.modes.serving import admission as AD
-from decodelab.core.kernel import (
-    K_HOST,
-    N_ACC,
-    P_PROMPT_CAP,
-    P_TOTAL_CAP,
-    attended_tokens,
-    causal_pairs,
-    step_core,
-)
-
-(
-    E_MAX_BATCH,
-    E_MAX_TOKENS,
-    E_CHUNK,
-    E_ORDER,
-    E_MIXED,
-    E_PREEMPT,
-    E_CAP_BLOCKS,
+from decodelab.modes.serving.layout import (  # noqa: F401 -- the array layout is this module's interface
+    C_PREEMPTS,
+    C_RUN,
+    C_SCHED,
+    C_WAIT,
+    E_ADMIT_CLIP,
+    E_ADMIT_DECAY,
+    E_ADMIT_MIN,
+    E_ADMIT_RATIO,
+    E_ADMIT_RETRACT,
     E_BLOCK,
+    E_CAP_BLOCKS,
+    E_CHUNK,
     E_CLOSED,
-    E_OVERLAP,
     E_HOST_ITER,
     E_HOST_REQ,
     E_LOOKAHEAD,
-    E_ADMIT_RATIO,
-    E_ADMIT_MIN,
-    E_ADMIT_DECAY,
-    E_ADMIT_CLIP,
-    E_ADMIT_RETRACT,
+    E_MAX_BATCH,
+    E_MAX_TOKENS,
+    E_MIXED,
+    E_ORDER,
+    E_OVERLAP,
+    E_PREEMPT,
     E_READY,
-) = range(19)
-N_ENG = 19
-ORDERS = ("fcfs", "sjf")
-
-(R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (
-    range(10)
+    F_BUDGET,
+    F_FREE,
+    F_PREFILL,
+    N_ENG,
+    N_REQ,
+    N_STEP,
+    ORDERS,
+    R_ARRIVAL,
+    R_DONE,
+    R_DONE_STEP,
+    R_FIRST,
+    R_FIRST_STEP,
+    R_MAX_ITL,
+    R_OUTPUT,
+    R_PREEMPT,
+    R_PROMPT,
+    R_START,
+    ST_DONE,
+    ST_NEW,
+    ST_RUN,
+    ST_WAIT,
+    T_CAUSE,
+    T_DECODE,
+    T_DUR,
+    T_KV,
+    T_MIXED,
+    T_PADDED,
+    T_PREFILL,
+    T_RESERVED,
+    T_SEQS,
+    T_START,
+    T_TOKENS,
+    T_WAIT,
 )
-N_REQ = 10
-T_START, T_DUR = 0, 1
-T_CAUSE = 2  # 7 causes (kernel.CAUSES) in columns 2..8
-(T_SEQS, T_PADDED, T_TOKENS, T_PREFILL, T_DECODE, T_KV, T_RESERVED, T_WAIT, T_MIXED) = range(9, 18)
-N_STEP = 18
-ST_NEW, ST_WAIT, ST_RUN, ST_DONE = 0, 1, 2, 3
-
-
-@njit(cache=True)
-def held_tokens(p, g, caps):
-    """KV tokens a sequence holds after its prefill and g >= 1 generated tokens."""
-    kept = p
-    if caps[P_PROMPT_CAP] > 0.0 and kept > caps[P_PROMPT_CAP]:
-        kept = caps[P_PROMPT_CAP]
-    n = kept + g - 1.0
-    if caps[P_TOTAL_CAP] > 0.0 and n > caps[P_TOTAL_CAP]:
-        n = caps[P_TOTAL_CAP]
-    return n
-
-
-@njit(cache=True)
-def max_held_tokens(p, o, caps):
-    """Largest KV a request of prompt p and o output tokens ever holds (the prompt before the
-    policy selects, or the final cache)."""
-    return max(p, held_tokens(p, o, caps))
-
-
-@njit(cache=True)
-def _blocks(tokens, block):
-    return np.ceil(tokens / block)
-
-
-@njit(cache=True)
-def _key(i, pre_len, order):
-    return pre_len[i] if order == 1 else float(i)
-
-
-@njit(cache=True)
-def _enqueue(wq, n_wait, i, pre_len, order):
-    """Insert request i into the waiting queue, ordered by (key, index)."""
-    k = _key(i, pre_len, order)
-    j = n_wait
-    while j > 0:
-        o = wq[j - 1]
-        ko = _key(o, pre_len, order)
-        if ko < k or (ko == k and o < i):
-            break
-        wq[j] = o
-        j -= 1
-    wq[j] = i
-    return n_wait + 1
-
-
-# Scheduler state shared by the helpers below: cnt = [n_sched, n_run, n_wait, preemptions],
-# fb = [free blocks, token budget left, prefill tokens in the step]; adm: admission.A_*.
-C_SCHED, C_RUN, C_WAIT, C_PREEMPTS = range(4)
-F_FREE, F_BUDGET, F_PREFILL = range(3)
-
-
-@njit(cache=True)
-def _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order):
-    """Preempt the newest running sequence: free its KV; it recomputes prompt + generated."""
-    v = run[cnt[C_RUN] - 1]
-    fb[F_FREE] += blocks[v]
-    blocks[v] = 0.0
-    done_tok[v] = 0.0
-    pre_len[v] = prompt[v] + gen[v]
-    state[v] = ST_WAIT
-    req[v, R_PREEMPT] += 1.0
-    cnt[C_PREEMPTS] += 1
-    cnt[C_WAIT] = _enqueue(wq, cnt[C_WAIT], v, pre_len, order)
-    cnt[C_RUN] -= 1
-    return v
-
-
-@njit(cache=True)
-def _decode_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    gen,
-    state,
-    req,
-    caps,
-    block,
-    preempt,
-    order,
-):
-    """Every running sequence past its prefill adds one token (budget allowing)."""
-    j = 0
-    while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
-        i = run[j]
-        if done_tok[i] >= pre_len[i]:
-            if preempt:
-                need = _blocks(held_tokens(prompt[i], gen[i] + 1.0, caps), block) - blocks[i]
-                gone = False
-                while need > fb[F_FREE]:
-                    v = _preempt_last(
-                        run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order
-                    )
-                    if v == i:  # nothing newer to evict: the sequence preempts itself
-                        gone = True
-                        break
-                if gone:
-                    break
-                if need > 0.0:
-                    fb[F_FREE] -= need
-                    blocks[i] += need
-            sched[cnt[C_SCHED]] = i
-            q_of[i] = 1.0
-            in_step[i] = True
-            cnt[C_SCHED] += 1
-            fb[F_BUDGET] -= 1.0
-        j += 1
-
-
-@njit(cache=True)
-def _schedule(i, q, sched, q_of, in_step, cnt, fb):
-    """Put `q` prefill tokens of sequence i into this step (out of the step's token budget)."""
-    sched[cnt[C_SCHED]] = i
-    q_of[i] = q
-    in_step[i] = True
-    cnt[C_SCHED] += 1
-    fb[F_BUDGET] -= q
-    fb[F_PREFILL] += q
-
-
-@njit(cache=True)
-def _prefill_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    gen,
-    state,
-    req,
-    block,
-    chunk,
-    preempt,
-    order,
-):
-    """Running sequences part-way through their prefill take their next chunk."""
-    j = 0
-    while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
-        i = run[j]
-        rem = pre_len[i] - done_tok[i]
-        j += 1
-        if rem <= 0.0:
-            continue
-        q = min(rem, chunk if chunk > 0.0 else rem, fb[F_BUDGET])
-        if q < rem and chunk <= 0.0:
-            continue
-        if preempt:
-            need = _blocks(done_tok[i] + q, block) - blocks[i]
-            while need > fb[F_FREE] and cnt[C_RUN] > j and not in_step[run[cnt[C_RUN] - 1]]:
-                _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order)
-            if need > fb[F_FREE]:
-                continue
-            fb[F_FREE] -= need
-            blocks[i] += need
-        _schedule(i, q, sched, q_of, in_step, cnt, fb)
-
-
-@njit(cache=True)
-def _admit_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    output,
-    gen,
-    adm,
-    state,
-    req,
-    caps,
-    block,
-    chunk,
-    preempt,
-    max_batch,
-    t,
-):
-    """Admit waiting requests head first; the first that does not fit (its KV, or the engine's
-    admission reserve: admission.py) blocks the rest."""
-    while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch and fb[F_BUDGET] >= 1.0:
-        i = wq[0]
-        if done_tok[i] >= pre_len[i]:  # KV already in the cache: _admit_ready's
-            break
-        q = min(pre_len[i], chunk if chunk > 0.0 else pre_len[i], fb[F_BUDGET])
-        if chunk <= 0.0 and q < pre_len[i]:
-            break
-        if preempt:
-            need = _blocks(q, block)
-        else:
-            need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
-        if need > fb[F_FREE]:
-            break
-        rest = AD.left(output[i], gen[i], adm[AD.A_CLIP])
-        if AD.blocks_admission(adm, cnt[C_RUN], pre_len[i] + rest, fb[F_FREE] * block):
-            break
-        adm[AD.A_OFFSET] += rest
-        fb[F_FREE] -= need
-        blocks[i] = need
-        for k in range(cnt[C_WAIT] - 1):
-            wq[k] = wq[k + 1]
-        cnt[C_WAIT] -= 1
-        state[i] = ST_RUN
-        run[cnt[C_RUN]] = i
-        cnt[C_RUN] += 1
-        if np.isnan(req[i, R_START]):
-            req[i, R_START] = t
-        _schedule(i, q, sched, q_of, in_step, cnt, fb)
-
-
-@njit(cache=True)
-def _admit_ready(
-    run,
-    wq,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    output,
-    state,
-    req,
-    caps,
-    block,
-    preempt,
-    max_batch,
-    t,
-):
-    """Admit waiting requests whose KV is already in the cache (E_READY) as decoding sequences,
-    head first, while batch slots and KV blocks allow; the decode part then schedules them."""
-    while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch:
-        i = wq[0]
-        if done_tok[i] < pre_len[i]:  # a preempted request recomputes: _admit_part's
-            break
-        if preempt:
-            need = _blocks(held_tokens(prompt[i], 1.0, caps), block)
-        else:
-            need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
-        if need > fb[F_FREE]:
-            break
-        fb[F_FREE] -= need
-        blocks[i] = need
-        for k in range(cnt[C_WAIT] - 1):
-            wq[k] = wq[k + 1]
-        cnt[C_WAIT] -= 1
-        state[i] = ST_RUN
-        run[cnt[C_RUN]] = i
-        cnt[C_RUN] += 1
-        req[i, R_START] = t
+from decodelab.modes.serving.parts import _blocks, _enqueue, held_tokens, max_held_tokens  # noqa: F401
+from decodelab.modes.serving.pick import (
+    G_PADDED,
+    G_PAIRS,
+    G_PRE_KV,
+    G_PRE_PAIRS,
+    G_PRE_TOK,
+    G_KV,
+    G_SAMPLED,
+    G_TOKENS,
+    N_AGG,
+    compact_running,
+    pick_step,
+    step_aggregates,
+)
 
 
 @njit(cache=True)
@@ -400,6 +162,7 @@ def serve(
     acc_flops = np.zeros((n_calls, N_ACC))
     acc_link = np.zeros((n_calls, 2))
     row = np.zeros(7)
+    agg = np.zeros(N_AGG)
 
     req = np.full((n, N_REQ), np.nan)
     req[:, R_PROMPT] = prompt
@@ -463,73 +226,7 @@ def serve(
             break
 
         # ---- pick the step's work
-        cnt[C_SCHED] = 0
-        fb[F_BUDGET] = max_tok
-        fb[F_PREFILL] = 0.0
-        preempts = cnt[C_PREEMPTS]
-        if ready:
-            _admit_ready(
-                run,
-                wq,
-                cnt,
-                fb,
-                blocks,
-                done_tok,
-                pre_len,
-                prompt,
-                output,
-                state,
-                req,
-                caps,
-                block,
-                preempt,
-                max_batch,
-                t,
-            )
-        AD.start_step(adm, run, cnt[C_RUN], output, gen)
-        if mixed:
-            _decode_part(
-                run,
-                wq,
-                sched,
-                q_of,
-                in_step,
-                cnt,
-                fb,
-                blocks,
-                done_tok,
-                pre_len,
-                prompt,
-                gen,
-                state,
-                req,
-                caps,
-                block,
-                preempt,
-                order,
-            )
-        n_dec = cnt[C_SCHED]
-        _prefill_part(
-            run,
-            wq,
-            sched,
-            q_of,
-            in_step,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            gen,
-            state,
-            req,
-            block,
-            chunk,
-            preempt,
-            order,
-        )
-        _admit_part(
+        n_dec = pick_step(
             run,
             wq,
             sched,
@@ -550,97 +247,14 @@ def serve(
             block,
             chunk,
             preempt,
+            order,
+            mixed,
+            ready,
             max_batch,
+            max_tok,
             t,
         )
-        if (
-            mixed
-            and chunk <= 0.0
-            and n_dec > 0
-            and cnt[C_SCHED] == n_dec
-            and cnt[C_WAIT] > 0
-            and cnt[C_RUN] < max_batch
-            and fb[F_BUDGET] < pre_len[wq[0]] <= max_tok
-        ):  # whole prompts: the head fits the budget, not next to the decodes -> context-only step
-            for s in range(n_dec):
-                in_step[sched[s]] = False
-            cnt[C_SCHED] = 0
-            fb[F_BUDGET] = max_tok
-            _admit_part(
-                run,
-                wq,
-                sched,
-                q_of,
-                in_step,
-                cnt,
-                fb,
-                blocks,
-                done_tok,
-                pre_len,
-                prompt,
-                output,
-                gen,
-                adm,
-                state,
-                req,
-                caps,
-                block,
-                chunk,
-                preempt,
-                max_batch,
-                t,
-            )
-            n_dec = 0
-            if cnt[C_SCHED] == 0:  # KV memory holds it back: the decode step after all
-                fb[F_BUDGET] = max_tok
-                _decode_part(
-                    run,
-                    wq,
-                    sched,
-                    q_of,
-                    in_step,
-                    cnt,
-                    fb,
-                    blocks,
-                    done_tok,
-                    pre_len,
-                    prompt,
-                    gen,
-                    state,
-                    req,
-                    caps,
-                    block,
-                    preempt,
-                    order,
-                )
-                n_dec = cnt[C_SCHED]
-        if not mixed and cnt[C_SCHED] == 0:  # separate steps: decode when no prefill work
-            _decode_part(
-                run,
-                wq,
-                sched,
-                q_of,
-                in_step,
-                cnt,
-                fb,
-                blocks,
-                done_tok,
-                pre_len,
-                prompt,
-                gen,
-                state,
-                req,
-                caps,
-                block,
-                preempt,
-                order,
-            )
-            n_dec = cnt[C_SCHED]
         n_sched = cnt[C_SCHED]
-        for s in range(n_sched):
-            in_step[sched[s]] = False
-        AD.end_step(adm, n_dec > 0, cnt[C_PREEMPTS] > preempts, run, cnt[C_RUN], output, gen)
-
         if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
             if in_flight:
                 in_flight = False
@@ -653,40 +267,9 @@ def serve(
             break
 
         # ---- the fused step's aggregates and cost
-        tokens = 0.0
-        sampled = 0.0
-        kv_read = 0.0
-        pairs = 0.0
-        pre_tok = 0.0  # the prefill sequences' share (their op path)
-        pre_kv = 0.0
-        pre_pairs = 0.0
-        for s in range(n_sched):
-            i = sched[s]
-            q = q_of[i]
-            if s < n_dec:
-                a = attended_tokens(prompt[i], prompt[i] + gen[i], caps)
-                sampled += q
-            else:
-                a = done_tok[i] + q
-                if a >= pre_len[i]:  # the chunk that ends the prefill emits a token
-                    sampled += 1.0
-                pre_tok += q
-                pre_kv += a
-                pre_pairs += causal_pairs(q, a)
-            tokens += q
-            kv_read += a
-            pairs += causal_pairs(q, a)
-        padded = float(n_sched)
-        if n_dec == n_sched and buckets.shape[0] > 0:
-            for b in range(buckets.shape[0]):
-                if buckets[b] >= n_sched:
-                    padded = buckets[b]
-                    break
-            scale = padded / n_sched
-            tokens *= scale
-            sampled *= scale
-            kv_read *= scale
-            pairs *= scale
+        step_aggregates(sched, n_sched, n_dec, q_of, prompt, gen, done_tok, pre_len, caps, buckets, agg)
+        tokens = agg[G_TOKENS]
+        padded = agg[G_PADDED]
         cc = call_cost if n_dec == n_sched else call_cost_mixed
         step_core(
             op_call,
@@ -698,13 +281,13 @@ def serve(
             kv_frac,
             hw,
             tokens,
-            sampled,
-            kv_read,
-            pairs,
+            agg[G_SAMPLED],
+            agg[G_KV],
+            agg[G_PAIRS],
             padded,
-            pre_tok,
-            pre_kv,
-            pre_pairs,
+            agg[G_PRE_TOK],
+            agg[G_PRE_KV],
+            agg[G_PRE_PAIRS],
             float(n_sched - n_dec),  # prefilling sequences
             acc_bytes,
             acc_flops,
@@ -759,19 +342,7 @@ def serve(
                 if closed and issued < n:
                     arrival[issued] = t_end + think[issued]
                     issued += 1
-        k = 0
-        kv = 0.0
-        for j in range(cnt[C_RUN]):
-            i = run[j]
-            if state[i] == ST_RUN:
-                run[k] = i
-                k += 1
-                if done_tok[i] < pre_len[i]:
-                    kv += _blocks(done_tok[i], block)
-                else:
-                    kv += _blocks(held_tokens(prompt[i], gen[i], caps), block)
-        cnt[C_RUN] = k
-
+        kv = compact_running(run, cnt, state, done_tok, pre_len, prompt, gen, caps, block)
         if n_steps == steps.shape[0]:
             grown = np.zeros((2 * n_steps, N_STEP))
             grown[:n_steps] = steps
