@@ -113,7 +113,7 @@ def _real(extra, slo):
     plan = SP.make_plan(None, SMALL + ["tracking=off"] + extra)
     comp = SP.composer(plan.source)
     try:
-        res, cfg_dict, _ = evaluate_design(comp, plan.jobs[0], slo)
+        res, cfg_dict, _, binding = evaluate_design(comp, plan.jobs[0], slo)
 
         def at(rate):
             from decodelab.runs.items import run
@@ -121,7 +121,7 @@ def _real(extra, slo):
             c, _, _, err = SP.prepare(comp, plan.jobs[0] + [f"workload.arrival_rate={rate:.6g}"])
             return run(c, err)
 
-        return res, cfg_dict, at
+        return res, binding, at
     finally:
         pass
 
@@ -131,12 +131,12 @@ def test_real_design_holds_at_max_rate_and_fails_above():
 
     slo = SLO(ttft_ms=50, tpot_ms=4, tol=0.05)
     try:
-        res, cfg_dict, at = _real(["workload.output_len=64"], slo)
+        res, binding, at = _real(["workload.output_len=64"], slo)
         assert res.status == "ok", res.reason
         r = res.metrics["max_rate_per_replica_rps"]
         assert judge(at(r), slo, r).passes
         above = judge(at(r * (1 + 2 * slo.tol)), slo, r * (1 + 2 * slo.tol))
-        assert not above.passes and cfg_dict["slo"]["binding"] in above.failing()
+        assert not above.passes and binding in above.failing()
         assert res.metrics[f"tpot_p{slo.pct}_ms"] <= 4 and res.metrics["ttft_p90_ms"] <= 50
         # the same answer again (fixed seed): deterministic
         assert (
@@ -230,11 +230,36 @@ def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
              "workload=open_loop", "workload.n_requests=150", "workload.output_len=64", "tracking=off"],
         )  # fmt: skip
         try:
-            res, cfg_dict, _ = evaluate_design(SP.composer(plan.source), plan.jobs[0], slo)
+            res, _, _, binding = evaluate_design(SP.composer(plan.source), plan.jobs[0], slo)
         finally:
             SP.reset()
-        assert res.status == "ok" and cfg_dict["slo"]["binding"] == "tpot_p90", res.reason
+        assert res.status == "ok" and binding == "tpot_p90", res.reason
         rates.append(res.metrics["max_rate_rps"])
         per_chip.append(res.metrics["goodput_tok_s_per_chip"])
     assert rates[0] < rates[1] < rates[2]
     assert per_chip[0] > per_chip[1] > per_chip[2]
+
+
+def test_capacity_walkthrough_commands(tmp_path):
+    """docs/capacity.md end to end on a smaller space (fewer requests, two TP degrees, one engine):
+    import-model from the shipped config.json, decodelab slo with the model from my_conf, then
+    decodelab compare of the front's child runs."""
+    from decodelab.paths import SOURCE_ROOT
+
+    r = decodelab(tmp_path, "import-model", str(SOURCE_ROOT / "tests/data/hf/Llama-3.1-8B/config.json"))
+    assert r.rc == 0 and "wrote my_conf/model/llama_3_1_8b.yaml" in r.out, r.explain()
+    r = decodelab(
+        tmp_path, "slo", "model=llama_3_1_8b", "hydra.searchpath=[file://my_conf]", "workload=open_loop",
+        "workload.n_requests=300", "hardware=dgx_h100", "hardware.tensor_parallel=1,8", "engine=default",
+        "--ttft-ms", "2000", "--tpot-ms", "50", "--tol", "0.1", "-q",
+    )  # fmt: skip
+    assert r.rc == 0, r.explain()
+    assert "ok 2" in r.out and "best by goodput per chip: job" in r.out and "MLflow: parent run" in r.out
+    df = pd.read_parquet(next((tmp_path / "outputs").rglob("results.parquet")))
+    tp1, tp8 = (df[df["hardware.tensor_parallel"] == tp].iloc[0] for tp in (1, 8))
+    assert tp1["model.name"] == "llama_3_1_8b" and tp1["max_rate_rps"] > 0 and tp8["max_rate_rps"] > 0
+    r = decodelab(
+        tmp_path, "compare", "--filter", "tags.status = 'ok'",
+        "--metrics", "max_rate_rps,goodput_tok_s_per_chip,tok_s_per_user,ttft_p90_ms,tpot_p90_ms",
+    )  # fmt: skip
+    assert r.rc == 0 and "goodput_tok_s_per_chip" in r.out, r.explain()

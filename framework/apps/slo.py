@@ -140,7 +140,7 @@ def print_summary(name: str, varied: List[str], slo: SLO, out: SloOutcome, top: 
             texts.append(
                 [str(r["index"]), *[job.get(k, "") for k in varied]]
                 + [format(m.get(k, float("nan")), f) for k, _, f in cols]
-                + [r["config"]["slo"]["binding"], "*" if r["index"] in front else ""]
+                + [r["slo_binding"], "*" if r["index"] in front else ""]
             )
         numeric = [True] + [False] * len(varied) + [True] * len(cols) + [False, False]
         console.print(narrow_table(f"top {len(rows)} by goodput per chip ({RANK})", names, texts, numeric))

@@ -199,11 +199,13 @@ def run_search(
             for _ in range(trials):
                 t = study.ask(dists)
                 job = fixed + [f"{k}={v}" for k, v in t.params.items()]
+                extra = {}
                 if slo is None:
                     cfg, cfg_dict, name, error = SP.prepare(composer, job)
                     res = run_job(cfg, error)
                 else:
-                    res, cfg_dict, name = evaluate_design(composer, job, slo)
+                    res, cfg_dict, name, binding = evaluate_design(composer, job, slo)
+                    extra["slo_binding"] = binding
                 row = {"trial": t.number, "status": res["status"], **t.params}
                 if res["status"] == "ok":
                     missing = [m for m, _ in objectives if m not in res["metrics"]] + [
@@ -231,7 +233,9 @@ def run_search(
                     study.tell(t, state=TrialState.PRUNED)
                     row.update(feasible=False, reason=res["reason"])
                 rows.append(row)
-                table.write(table_row(res.record(cfg_dict), job=t.number, feasible=bool(row.get("feasible"))))
+                table.write(
+                    table_row(res.record(cfg_dict), job=t.number, feasible=bool(row.get("feasible")), **extra)
+                )
                 bar.advance(task)
     finally:
         SP.reset()

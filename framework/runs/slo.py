@@ -267,7 +267,7 @@ def search_result(search: Search, slo: SLO) -> Result:
         return Result(
             search.status, search.reason, notes=[f"binding: {search.binding}"] if search.binding else []
         )
-    notes = list(search.result.notes)
+    notes = [f"SLO binding: {search.binding}"] + list(search.result.notes)
     notes.append(
         f"max SLO-bound rate {search.rate:.4g} req/s per replica (binding: {search.binding}; "
         f"{len(search.probes)} probes, bracket +{100 * ((search.above or search.rate) / search.rate - 1):.2g}%)"

@@ -4,8 +4,9 @@
 (infeasible designs with their reason), the Pareto front of tok/s per user against goodput per
 chip, and one MLflow parent run with the table and the plot (the front's designs as child runs).
 
-A design's record is its resolved config plus an `slo` node (the SLO, the binding limit, the
-probes), so its config hash differs from the plain serving run's."""
+A design's record is its resolved config plus an `slo` node (the SLO), so its config hash
+differs from the plain serving run's; the binding limit is its `slo_binding` (a table column and
+the first note), the rates probed its last note."""
 
 from __future__ import annotations
 
@@ -46,14 +47,16 @@ def check_workload(cfg) -> None:
 
 
 def evaluate_design(composer, job: Sequence[str], slo: SLO):
-    """(Result, resolved config dict with an `slo` node, name) of one design's SLO search."""
+    """(Result, resolved config dict with the SLO as its `slo` node, name, binding limit) of one
+    design's SLO search; the probes are a note of the result."""
     cfg, cfg_dict, name, error = SP.prepare(composer, job)
     if cfg is None:
-        return Result.invalid(error), cfg_dict, name
+        return Result.invalid(error), cfg_dict, name, ""
+    cfg_dict = dict(cfg_dict, slo=slo.as_dict())
     try:
         check_workload(cfg)
     except SloError as e:
-        return Result.invalid(str(e)), cfg_dict, name
+        return Result.invalid(str(e)), cfg_dict, name, ""
     start = float(cfg.workload.arrival_rate)
 
     def at(rate: float) -> Result:
@@ -62,13 +65,11 @@ def evaluate_design(composer, job: Sequence[str], slo: SLO):
 
     search = find_max_rate(at, slo, start)
     res = search_result(search, slo)
-    cfg_dict = dict(cfg_dict)
-    cfg_dict["slo"] = {
-        **slo.as_dict(),
-        "binding": search.binding,
-        "probes": [[p.rate, p.passes] for p in search.probes],
-    }
-    return res, cfg_dict, name
+    res.notes.append(
+        "SLO probes (req/s per replica): "
+        + ", ".join(f"{p.rate:g} {'pass' if p.passes else 'fail'}" for p in search.probes)
+    )
+    return res, cfg_dict, name, search.binding
 
 
 def slo_items(source, items, sweep_dir: str, recorded, plots: bool, slo: dict) -> List[dict]:
@@ -78,11 +79,12 @@ def slo_items(source, items, sweep_dir: str, recorded, plots: bool, slo: dict) -
     composer = SP.composer(source)
     out = []
     for index, job in items:
-        res, cfg_dict, name = evaluate_design(composer, job, s)
+        res, cfg_dict, name, binding = evaluate_design(composer, job, s)
         d = Path(sweep_dir) / str(index)
         files = write_outputs(cfg_dict, res, d, name, plots=plots, step_csv=False)
         rec = res.record(cfg_dict)
         rec.update(index=index, name=name, dir=str(d), overrides=list(job), files=list(files.values()))
+        rec["slo_binding"] = binding
         out.append(rec)
     return out
 
@@ -127,7 +129,7 @@ def plot(out: SloOutcome, slo: SLO, title: str) -> Optional[Path]:
         out.sweep_dir / "slo_pareto.png",
         "goodput tokens/s per chip at the max SLO-bound rate",
         "tokens/s per user at that rate",
-        f"{title}: {len(pos)} designs meet {limits}; {len(out.front)} on the front",
+        f"{title}: {len(pos)} designs meet the SLO, {len(out.front)} on the front\n{limits}",
     )
 
 
@@ -157,7 +159,7 @@ def run_slo_sweep(
                         r,
                         job=r["index"],
                         dir=r["dir"],
-                        slo_binding=r["config"].get("slo", {}).get("binding", ""),
+                        slo_binding=r["slo_binding"],
                     )
                 )
             bar.advance(task, len(batch))
