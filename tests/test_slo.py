@@ -263,3 +263,28 @@ def test_capacity_walkthrough_commands(tmp_path):
         "--metrics", "max_rate_rps,goodput_tok_s_per_chip,tok_s_per_user,ttft_p90_ms,tpot_p90_ms",
     )  # fmt: skip
     assert r.rc == 0 and "goodput_tok_s_per_chip" in r.out, r.explain()
+
+
+def test_overload_in_a_short_run_fails_on_the_steady_state_check():
+    """docs/capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s. The engine falls
+    behind (makespan twice the arrival window) yet p90 TTFT and TPOT stay far inside loose SLOs:
+    only the steady-state condition (rate x mean E2E <= N / 4) fails the rate."""
+    from decodelab.config import plan as SP
+    from decodelab.runs.items import run
+
+    plan = SP.make_plan(
+        None,
+        ["model=llama3_2_1b", "hardware=h100_sxm", "workload=open_loop", "workload.n_requests=200",
+         "workload.arrival_rate=80", "tracking=off"],
+    )  # fmt: skip
+    try:
+        cfg, _, _, err = SP.prepare(SP.composer(plan.source), plan.jobs[0])
+        res = run(cfg, err)
+    finally:
+        SP.reset()
+    m = res.metrics
+    assert m["ttft_p90_ms"] < 100 and m["tpot_p90_ms"] < 10  # measured 23.6 and 6.5
+    window = res.serving["requests"][:, SK.R_ARRIVAL].max()
+    assert m["makespan_s"] > 1.8 * window  # the engine fell behind the arrivals (5.0 s vs 2.5 s)
+    p = judge(res, SLO(ttft_ms=2000, tpot_ms=50), 80.0)
+    assert not p.passes and p.failing() == ["n_requests"]

@@ -127,6 +127,12 @@ def judge(res: Result, slo: SLO, rate: float) -> Probe:
     if res.status != "ok":
         return Probe(rate, False, status=res.status, reason=res.reason)
     m = res.metrics
+    need = [f"{k}_p{slo.pct}_ms" for k in slo.limits()] + ["e2e_ms", "n_requests"]
+    missing = [k for k in need if k not in m]
+    if missing:
+        return Probe(
+            rate, False, status="invalid", reason=f"the result has no {missing[0]} (not a serving run)"
+        )
     ratios = {f"{k}_p{slo.pct}": m[f"{k}_p{slo.pct}_ms"] / b for k, b in slo.limits().items()}
     ratios["n_requests"] = rate * m["e2e_ms"] * 1e-3 / (slo.max_in_flight * max(m["n_requests"], 1.0))
     return Probe(rate, all(v <= 1.0 for v in ratios.values()), ratios)
