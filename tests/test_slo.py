@@ -265,10 +265,11 @@ def test_capacity_walkthrough_commands(tmp_path):
     assert r.rc == 0 and "goodput_tok_s_per_chip" in r.out, r.explain()
 
 
-def test_overload_in_a_short_run_fails_on_the_steady_state_check():
-    """docs/capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s. The engine falls
-    behind (makespan twice the arrival window) yet p90 TTFT and TPOT stay far inside loose SLOs:
-    only the steady-state condition (rate x mean E2E <= N / 4) fails the rate."""
+def test_a_short_run_fails_on_the_steady_state_check():
+    """docs/capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s: p90 TTFT and TPOT
+    stay far inside loose SLOs (the batch is still ramping up; 4,000 requests give a p90 TPOT
+    of 10.4 ms instead of 6.5), so only the steady-state condition (rate x mean E2E <= N / 4)
+    fails the rate."""
     from decodelab.config import plan as SP
     from decodelab.runs.items import run
 
@@ -284,7 +285,6 @@ def test_overload_in_a_short_run_fails_on_the_steady_state_check():
         SP.reset()
     m = res.metrics
     assert m["ttft_p90_ms"] < 100 and m["tpot_p90_ms"] < 10  # measured 23.6 and 6.5
-    window = res.serving["requests"][:, SK.R_ARRIVAL].max()
-    assert m["makespan_s"] > 1.8 * window  # the engine fell behind the arrivals (5.0 s vs 2.5 s)
+    assert 80 * m["e2e_ms"] * 1e-3 > 0.5 * 200  # Little's law: over half the run in flight
     p = judge(res, SLO(ttft_ms=2000, tpot_ms=50), 80.0)
     assert not p.passes and p.failing() == ["n_requests"]
