@@ -288,3 +288,13 @@ def test_a_short_run_fails_on_the_steady_state_check():
     assert 80 * m["e2e_ms"] * 1e-3 > 0.5 * 200  # Little's law: over half the run in flight
     p = judge(res, SLO(ttft_ms=2000, tpot_ms=50), 80.0)
     assert not p.passes and p.failing() == ["n_requests"]
+
+
+def test_python_api(tmp_path, monkeypatch):
+    import decodelab
+
+    monkeypatch.chdir(tmp_path)
+    df = decodelab.slo(*SMALL, "workload.output_len=64", ttft_ms=50, tpot_ms=4, tol=0.1)
+    assert len(df) == 1 and df.status[0] == "ok" and df.max_rate_rps[0] > 0 and df.slo_binding[0]
+    with pytest.raises(SloError, match="slo.pct=95"):
+        decodelab.slo(*SMALL, tpot_ms=4, pct=95)
