@@ -298,3 +298,11 @@ def test_python_api(tmp_path, monkeypatch):
     assert len(df) == 1 and df.status[0] == "ok" and df.max_rate_rps[0] > 0 and df.slo_binding[0]
     with pytest.raises(SloError, match="slo.pct=95"):
         decodelab.slo(*SMALL, tpot_ms=4, pct=95)
+
+
+def test_shipped_space_loads_with_its_slo():
+    from decodelab.runs.search import load_space
+
+    space = load_space("slo_llama8b")
+    assert space["slo"] == SLO(ttft_ms=2000, tpot_ms=50).as_dict()
+    assert space["objectives"] == {"goodput_tok_s_per_chip": "maximize", "tok_s_per_user": "maximize"}
