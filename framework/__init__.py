@@ -58,7 +58,7 @@ _numba_cache_dir()
 
 from decodelab.version import __version__  # noqa: E402  (after the Numba cache is set)
 
-_API = ("evaluate", "sweep", "grid", "load_results", "Result")
+_API = ("evaluate", "sweep", "grid", "slo", "load_results", "Result")
 
 
 def __getattr__(name: str):

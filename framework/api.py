@@ -7,6 +7,7 @@ same Hydra overrides as the command line.
     df = decodelab.sweep("workload.batch_size=1,2,4,8", "hardware=h100_sxm,sn40l_rack16")
     df[["hardware.name", "workload.batch_size", "tpot_ms"]]
     t = decodelab.grid("hardware.memory.hbm.bandwidth_gb_s=1000,2000,4000", "workload.batch_size=1,8")
+    cap = decodelab.slo("workload=open_loop", "hardware=h100_sxm,h200_sxm", ttft_ms=2000, tpot_ms=50)
     old = decodelab.load_results("outputs/multirun")     # every result.json under a directory
     tab = decodelab.load_results("outputs/sweeps/my_sweep")  # a sweep's results.parquet
 """
@@ -25,9 +26,11 @@ from decodelab.config.grid import make_grid
 from decodelab.output.table import TABLE_FILE, read_table
 from decodelab.runs.best import DEFAULT_CHILDREN
 from decodelab.runs.grid import run_grid
+from decodelab.runs.slo import SLO
+from decodelab.runs.slo_sweep import check_workload, run_slo_sweep
 from decodelab.runs.sweep import run_sweep
 
-__all__ = ["evaluate", "sweep", "grid", "load_results", "Result"]
+__all__ = ["evaluate", "sweep", "grid", "slo", "load_results", "Result"]
 
 
 def evaluate(*overrides: str, config_dir: Optional[str] = None, keep_steps: bool = False) -> Result:
@@ -72,6 +75,29 @@ def grid(
     args = list(overrides) + ([] if track else ["tracking.enabled=false"])
     out = run_grid(make_grid(sweep_file, args), jobs=jobs, progress=progress)
     return read_table(out.path)
+
+
+def slo(
+    *overrides: str,
+    ttft_ms: Optional[float] = None,
+    tpot_ms: Optional[float] = None,
+    e2e_ms: Optional[float] = None,
+    pct: int = 90,
+    tol: float = 0.02,
+    sweep_file: Optional[str] = None,
+    jobs: int = 1,
+    track: bool = False,
+    progress: bool = False,
+):
+    """The max SLO-bound request rate of every design of a sweep, like `decodelab slo`
+    (docs/capacity.md): its results table as a DataFrame (max_rate_rps, goodput_tok_s_per_chip,
+    tok_s_per_user, slo_binding, ...; infeasible designs with their reason). The designs need
+    `workload=open_loop`. Raises decodelab.runs.slo.SloError for a bad SLO."""
+    s = SLO.from_dict({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "e2e_ms": e2e_ms, "pct": pct, "tol": tol})
+    plan = make_plan(sweep_file, list(overrides) + ([] if track else ["tracking.enabled=false"]))
+    check_workload(plan.base_cfg)
+    out = run_slo_sweep(plan, s, jobs=jobs, progress=progress)
+    return _sorted(read_table(out.table))
 
 
 def load_results(path) -> "object":

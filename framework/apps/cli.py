@@ -28,6 +28,10 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
         "static decode sweeps evaluated as arrays: one Parquet table, one MLflow run",
     ),
     "search": ("decodelab.apps.search", "multi-objective design-space search (Optuna) over a space YAML"),
+    "slo": (
+        "decodelab.apps.slo",
+        "max request rate under TTFT/TPOT SLOs and goodput per chip, over a sweep or a search space",
+    ),
     "compare": ("decodelab.apps.compare", "MLflow runs side by side; CSV"),
     "sync": ("decodelab.apps.sync", "upload results that did not reach the tracker (idempotent)"),
     "kvplot": ("decodelab.apps.kvplot", "KV-policy trade-off plot + CSV of a sweep's results"),

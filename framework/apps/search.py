@@ -15,7 +15,8 @@ from typing import List, Optional
 
 from decodelab.apps.common import errors, run_module
 from decodelab.config.sweepfile import SweepError
-from decodelab.runs.search import SAMPLERS, SpaceError, load_space, run_search
+from decodelab.runs.search import SAMPLERS, SLO_OBJECTIVES, SpaceError, load_space, run_search
+from decodelab.runs.slo import SloError
 from decodelab.tracking.recorder import Recorder
 
 
@@ -100,6 +101,7 @@ def log_search(
             "seed": str(seed),
             "objectives": json.dumps(space["objectives"]),
             "constraints": json.dumps(space.get("constraints") or {}),
+            **({"slo": json.dumps(space["slo"])} if space.get("slo") else {}),
         },
     )
     rec.log_parent_params({f"space.{k}": v for k, v in space["params"].items()})
@@ -120,6 +122,13 @@ def log_search(
     return rec.error
 
 
+def _raw_keys(space: dict) -> set:
+    """The keys the space file itself gives (load_space fills in defaults)."""
+    import yaml
+
+    return set(yaml.safe_load(Path(space["path"]).read_text()) or {})
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -137,6 +146,12 @@ def add_arguments(ap) -> None:
 
 
 def run(a) -> int:
+    return run_space(a.space, a.overrides, a)
+
+
+def run_space(target: str, overrides: List[str], a, slo_from=None) -> int:
+    """The search of space `target`; `slo_from(a, space's slo block)` (decodelab slo) sets the
+    space's SLO from the command's flags."""
     from rich.console import Console
     from rich.table import Table
 
@@ -145,18 +160,23 @@ def run(a) -> int:
     except ImportError:
         return errors("decodelab search needs Optuna: pip install 'decodelab[search]'")
     try:
-        space = load_space(a.space)
+        space = load_space(target)
+        if slo_from is not None:
+            space["slo"] = slo_from(a, space.get("slo")).as_dict()
+            if "slo" not in _raw_keys(space):  # a space for another question: the SLO's objectives
+                space["objectives"] = dict(SLO_OBJECTIVES)
         trials = a.trials or int(space.get("trials", 100))
-        seed = a.seed if a.seed is not None else int(space.get("seed", 0))
-        sampler = a.sampler or space.get("sampler", "tpe")
+        seed = getattr(a, "seed", None)
+        seed = seed if seed is not None else int(space.get("seed", 0))
+        sampler = getattr(a, "sampler", None) or space.get("sampler", "tpe")
         out = (
             Path("outputs/search")
             / datetime.now().strftime("%Y-%m-%d")
             / f"{datetime.now().strftime('%H-%M-%S-%f')}-{space['name']}"
         )
         t0 = time.perf_counter()
-        result = run_search(space, a.overrides, trials, seed, sampler, out, not a.quiet)
-    except (SpaceError, SweepError) as e:
+        result = run_search(space, overrides, trials, seed, sampler, out, not a.quiet)
+    except (SpaceError, SweepError, SloError) as e:
         return errors(str(e))
     artifacts = write_outputs_of(result)
     err = log_search(result, space, artifacts, seed, sampler, trials)

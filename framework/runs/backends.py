@@ -9,7 +9,7 @@ every worker needs decodelab (same version) and the sweep's config directories."
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 from decodelab.runs.items import evaluate_items
 
@@ -77,33 +77,36 @@ class Backend:
             self.cluster.close()
             self.cluster = None
 
-    def map(self, plan, work: List[list], recorded: Dict[str, str], plots: bool) -> Iterator[List[dict]]:
+    def map(
+        self, plan, work: List[list], recorded: Dict[str, str], plots: bool, fn: Callable = evaluate_items
+    ) -> Iterator[List[dict]]:
+        """`fn(source, items, sweep_dir, recorded, plots)` on each chunk of `work` (default:
+        decodelab.runs.items.evaluate_items; decodelab.runs.slo_sweep passes its own)."""
         args = (str(plan.sweep_dir), recorded, plots)
         if self.kind == "dask":
-            yield from self._dask(plan, work, args)
+            yield from self._dask(plan, work, args, fn)
         elif self.jobs <= 1:
             for items in work:
-                yield evaluate_items(plan.source, items, *args)
+                yield fn(plan.source, items, *args)
         else:
-            yield from self._joblib(plan, work, args)
+            yield from self._joblib(plan, work, args, fn)
 
-    def _joblib(self, plan, work, args):
+    def _joblib(self, plan, work, args, fn):
         import warnings
         from joblib import Parallel, delayed
 
         with warnings.catch_warnings():  # an interrupted sweep leaves tasks unused: expected
             warnings.filterwarnings("ignore", message=".*tasks have been successfully executed")
             with Parallel(n_jobs=self.jobs, return_as="generator_unordered") as par:
-                yield from par(delayed(evaluate_items)(plan.source, items, *args) for items in work)
+                yield from par(delayed(fn)(plan.source, items, *args) for items in work)
 
-    def _dask(self, plan, work, args):
+    def _dask(self, plan, work, args, fn):
         from dask.distributed import as_completed
 
         sweep_dir, recorded, plots = args
         (rec,) = self.client.scatter([recorded], broadcast=True)  # once, not with every chunk
         futures = [
-            self.client.submit(evaluate_items, plan.source, items, sweep_dir, rec, plots, pure=False)
-            for items in work
+            self.client.submit(fn, plan.source, items, sweep_dir, rec, plots, pure=False) for items in work
         ]
         try:
             for f in as_completed(futures):

@@ -10,6 +10,9 @@ multi-objective design-space search with a current Optuna, driven by a space YAM
       optimizations: default,all
     objectives: {tok_s_aggregate: maximize, tpot_ms: minimize}
     constraints: {tpot_ms: {max: 100}}   # optional, on any metric (max and/or min)
+    slo: {ttft_ms: 2000, tpot_ms: 50, pct: 90}   # optional: each trial is the design's max
+                                    # SLO-bound rate (decodelab.runs.slo); objectives default to
+                                    # goodput_tok_s_per_chip and tok_s_per_user, both maximised
     trials: 200
     seed: 0
     sampler: tpe
@@ -37,9 +40,13 @@ from decodelab.config.space import distributions as _distributions
 from decodelab.output.progress import progress_bar
 from decodelab.output.table import TABLE_FILE, TableWriter, table_row
 from decodelab.runs.items import run as run_job
+from decodelab.runs.slo import SLO, SloError
+from decodelab.runs.slo_sweep import check_workload, evaluate_design
 
 SAMPLERS = ("tpe", "nsga2", "random")
 DIRECTIONS = ("maximize", "minimize")
+# a space with an `slo:` block: each trial is a design's max SLO-bound rate (decodelab slo)
+SLO_OBJECTIVES = {"goodput_tok_s_per_chip": "maximize", "tok_s_per_user": "maximize"}
 
 
 class SpaceError(ValueError):
@@ -72,6 +79,7 @@ def load_space(target: str) -> dict:
         "seed",
         "sampler",
         "name",
+        "slo",
     }
     bad = sorted(set(space) - known)
     if bad:
@@ -81,6 +89,12 @@ def load_space(target: str) -> dict:
             f"{p}: `params` (the space) must map keys to sweeps, e.g. "
             "`workload.batch_size: int(interval(1, 256))`"
         )
+    if space.get("slo") is not None:  # max SLO-bound rate per design (decodelab.runs.slo)
+        try:
+            space["slo"] = SLO.from_dict(space["slo"], f"{p}: slo.").as_dict()
+        except SloError as e:
+            raise SpaceError(str(e)) from None
+        space.setdefault("objectives", dict(SLO_OBJECTIVES))
     obj = space.get("objectives") or {}
     if not isinstance(obj, dict) or not obj or any(d not in DIRECTIONS for d in obj.values()):
         raise SpaceError(f"{p}: objectives must map metrics to one of {', '.join(DIRECTIONS)}")
@@ -167,6 +181,12 @@ def run_search(
     if len(plan.jobs) != 1:
         raise SpaceError("overrides of a search must not sweep (put sweeps in `params`)")
     fixed = plan.jobs[0]
+    slo = SLO(**space["slo"]) if space.get("slo") else None
+    if slo is not None:
+        try:
+            check_workload(plan.base_cfg)
+        except SloError as e:
+            raise SpaceError(str(e)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sweep.json").write_text(
         json.dumps({"kind": "search", "name": space["name"], "space": space["path"]})
@@ -179,8 +199,13 @@ def run_search(
             for _ in range(trials):
                 t = study.ask(dists)
                 job = fixed + [f"{k}={v}" for k, v in t.params.items()]
-                cfg, cfg_dict, name, error = SP.prepare(composer, job)
-                res = run_job(cfg, error)
+                extra = {}
+                if slo is None:
+                    cfg, cfg_dict, name, error = SP.prepare(composer, job)
+                    res = run_job(cfg, error)
+                else:
+                    res, cfg_dict, name, binding = evaluate_design(composer, job, slo)
+                    extra["slo_binding"] = binding
                 row = {"trial": t.number, "status": res["status"], **t.params}
                 if res["status"] == "ok":
                     missing = [m for m, _ in objectives if m not in res["metrics"]] + [
@@ -208,7 +233,9 @@ def run_search(
                     study.tell(t, state=TrialState.PRUNED)
                     row.update(feasible=False, reason=res["reason"])
                 rows.append(row)
-                table.write(table_row(res.record(cfg_dict), job=t.number, feasible=bool(row.get("feasible"))))
+                table.write(
+                    table_row(res.record(cfg_dict), job=t.number, feasible=bool(row.get("feasible")), **extra)
+                )
                 bar.advance(task)
     finally:
         SP.reset()
