@@ -306,3 +306,21 @@ def test_shipped_space_loads_with_its_slo():
     space = load_space("slo_llama8b")
     assert space["slo"] == SLO(ttft_ms=2000, tpot_ms=50).as_dict()
     assert space["objectives"] == {"goodput_tok_s_per_chip": "maximize", "tok_s_per_user": "maximize"}
+
+
+def test_disaggregated_design_is_one_deployment():
+    """A disaggregated design (conf/disagg) takes the whole arrival stream: no replicas, its chips
+    are both pools' (2 for 1P1D at TP1), and its SLO holds at the max rate."""
+    from decodelab.config import plan as SP
+
+    slo = SLO(ttft_ms=50, tpot_ms=4, tol=0.05)
+    try:
+        res, binding, at = _real(["workload.output_len=64", "disagg=ib_1p1d"], slo)
+    finally:
+        SP.reset()
+    assert res.status == "ok", res.reason
+    m = res.metrics
+    assert m["replicas"] == 1.0 and m["chips"] == 2.0
+    assert m["max_rate_rps"] == m["max_rate_per_replica_rps"]
+    assert m["goodput_tok_s_per_chip"] == pytest.approx(m["goodput_tok_s"] / 2)
+    assert m["ttft_p90_ms"] <= 50 and m["tpot_p90_ms"] <= 4

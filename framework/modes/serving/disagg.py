@@ -252,6 +252,8 @@ def disagg_metrics(cfg, sim) -> Dict[str, float]:
     m["n_requests"] = float(len(req))
     m["n_preemptions"] = float(req[:, SK.R_PREEMPT].sum())
     m["tok_s_system"] = float(out_len.sum()) / span
+    # one deployment takes the whole arrival stream (no replicas of it): aggregate = system
+    m["tok_s_aggregate"] = m["tok_s_system"]
     m["tok_s_user"] = float(np.mean(1.0 / tpot))
     m["requests_per_s"] = len(req) / span
     m["n_chips"] = float(n_chips)
