@@ -21,7 +21,7 @@ from typing import Dict, List
 
 from decodelab.components.models.dense import kv_heads_per_chip
 from decodelab.components.models import mla_map
-from decodelab.components.models.experts import expected_experts, ffn_ops, n_moe_layers
+from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
@@ -148,6 +148,13 @@ def build_ops(
     mapping = mla_mapping if is_mla(m) else "replicated"
     h = mla_map.heads_per_chip(m, tp, mapping)
     ar_bytes = mla_map.collective_bytes(m, tp, mapping, act_bytes)
+    coll = "all_gather" if mapping == "data" else "all_reduce"
+    if moe_mapping == "a2a" and mapping == "data" and tp > 1 and n_moe_layers(m):
+        # MoE layers: dispatch before the experts, combine after (experts.a2a_bytes), in place of
+        # the all-gather and reduce-scatter the dense layers keep (layer average, as the FFN ops)
+        f_moe = n_moe_layers(m) / L
+        ar_bytes = (1.0 - f_moe) * ar_bytes + f_moe * a2a_bytes(m, tp, tokens_per_step, act_bytes)
+        coll = "all_to_all"  # no fitted law: the link roofline (core/oplaw.py)
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
@@ -271,7 +278,7 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_gather" if mapping == "data" else "all_reduce",
+                coll_kind=coll,
                 coll_bytes_per_token=d * act_bytes,
             )
         )
@@ -286,7 +293,7 @@ def build_ops(
                 link_bytes_per_token=ar_bytes,
                 n_collectives=1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_gather" if mapping == "data" else "all_reduce",
+                coll_kind=coll,
                 coll_bytes_per_token=d * act_bytes,
             )
         )

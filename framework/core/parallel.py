@@ -45,6 +45,13 @@ def check(e: List[str], cfg) -> None:
     bw = getattr(hw, "pp_link_bw_gb_s", 0.0)
     if not bw >= 0:
         e.append(f"hardware.pp_link_bw_gb_s={bw} must be >= 0 (0 = hardware.link_bw_gb_s)")
+    moe, mla = getattr(hw, "moe_mapping", "tp"), getattr(hw, "mla_mapping", "replicated")
+    if moe == "a2a" and cfg.model.n_experts > 0 and not (mla == "data" and cfg.model.kv_lora_rank > 0):
+        e.append(
+            f"hardware.moe_mapping=a2a needs data-parallel attention (hardware.mla_mapping=data, MLA "
+            f"models; got {mla} on {cfg.model.name}): under tensor-parallel attention every chip holds every token and "
+            "moe_mapping=ep places the experts without an all-to-all"
+        )
     if pp <= 1:
         return
     if hw.execution != "gpu":
