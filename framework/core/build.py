@@ -133,8 +133,9 @@ def build(
     mapping = getattr(hw, "mla_mapping", "replicated")
     moe_map = getattr(hw, "moe_mapping", "tp")
     ops = arch.build_ops(
-        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map
-    )
+        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
+        **parallel.arch_kwargs(hw),
+    )  # fmt: skip
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
     if moe_map != "tp" and not m.n_experts > 0:

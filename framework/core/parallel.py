@@ -27,6 +27,16 @@ def replicas(hw) -> int:
     return hw.n_chips // replica_chips(hw)
 
 
+def dp_of(hw) -> int:
+    return int(getattr(hw, "attention_dp", 1))
+
+
+def arch_kwargs(hw) -> dict:
+    """Model-component arguments of the parallelism (none at the defaults: every model
+    component's signature and numbers stay as they were)."""
+    return {"attention_dp": dp_of(hw)} if dp_of(hw) != 1 else {}
+
+
 def microbatches(cfg) -> int:
     """Micro-batches of a pipelined step: workload.pp_microbatches, 0 = one per stage."""
     m = int(getattr(cfg.workload, "pp_microbatches", 0))
@@ -46,10 +56,25 @@ def check(e: List[str], cfg) -> None:
     if not bw >= 0:
         e.append(f"hardware.pp_link_bw_gb_s={bw} must be >= 0 (0 = hardware.link_bw_gb_s)")
     moe, mla = getattr(hw, "moe_mapping", "tp"), getattr(hw, "mla_mapping", "replicated")
-    if moe == "a2a" and cfg.model.n_experts > 0 and not (mla == "data" and cfg.model.kv_lora_rank > 0):
+    dp, tp, is_mla = dp_of(hw), hw.tensor_parallel, cfg.model.kv_lora_rank > 0
+    if not dp >= 1 or (tp >= 1 and tp % dp):
         e.append(
-            f"hardware.moe_mapping=a2a needs data-parallel attention (hardware.mla_mapping=data, MLA "
-            f"models; got {mla} on {cfg.model.name}): under tensor-parallel attention every chip holds every token and "
+            f"hardware.attention_dp={dp} must be >= 1 and divide hardware.tensor_parallel={tp} "
+            "(attention groups of tensor_parallel / attention_dp chips)"
+        )
+    elif dp > 1 and is_mla and (dp != tp or mla == "context"):
+        e.append(
+            f"hardware.attention_dp={dp} for an MLA model ({cfg.model.name}) must be 1 or "
+            f"tensor_parallel={tp} (= hardware.mla_mapping=data), not with mla_mapping={mla}"
+        )
+    elif dp > 1 and cfg.speculative.get("enabled"):
+        e.append(f"hardware.attention_dp={dp} is not modelled with speculative decoding (allowed: 1)")
+    own = (mla == "data" and is_mla) or (dp > 1 and dp == tp)
+    if moe == "a2a" and cfg.model.n_experts > 0 and not own:
+        e.append(
+            f"hardware.moe_mapping=a2a needs data-parallel attention on every chip (hardware.attention_dp="
+            f"tensor_parallel, or mla_mapping=data for MLA; got attention_dp={dp}, mla_mapping={mla} on "
+            f"{cfg.model.name}): under tensor-parallel attention every chip holds every token and "
             "moe_mapping=ep places the experts without an all-to-all"
         )
     if pp <= 1:
@@ -86,6 +111,12 @@ def check_feasible(cfg) -> None:
         raise Infeasible(
             f"tensor_parallel={hw.tensor_parallel} x pipeline_parallel={pp} = {replica_chips(hw)} chips "
             f"exceeds n_chips={hw.n_chips} of {hw.name}"
+        )
+    tp_a = hw.tensor_parallel // dp_of(hw)
+    if dp_of(hw) > 1 and m.kv_lora_rank == 0 and m.n_kv_heads % tp_a and tp_a % m.n_kv_heads:
+        raise Infeasible(
+            f"attention groups of tensor_parallel / attention_dp = {tp_a} chips do not divide "
+            f"kv_heads={m.n_kv_heads} of {m.name} (nor are they a multiple of it)"
         )
     if pp > m.n_layers:
         raise Infeasible(

@@ -154,6 +154,9 @@ class HardwareConfig:
     mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
     # data (components/models/mla_map.py)
     moe_mapping: str = "tp"  # routed experts across the tp chips: tp (split) | ep (whole experts)
+    # Data-parallel attention (components/models/attn_dp.py): the tp chips run attention in this
+    # many groups of tp / attention_dp chips, each for its own sequences; FFN/MoE over all tp chips
+    attention_dp: int = 1
     # Pipeline parallelism (framework/core/pipeline.py, docs/model.md section 2d): the decoder layers
     # split over this many stages, each a group of tensor_parallel chips (tp x pp chips a replica)
     pipeline_parallel: int = 1
