@@ -127,3 +127,12 @@ def test_infeasible_groups_recorded():
         )
     )  # fmt: skip
     assert r.status == "infeasible" and "tensor_parallel / attention_dp = 6 chips" in r.reason
+
+
+def test_serving_not_modelled_one_line():
+    cfg = compose_cfg(
+        "model=llama3_1_8b", "hardware=dgx_h100", "hardware.attention_dp=2", "workload=closed_loop"
+    )
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    assert "\n" not in str(e.value) and "workload.kind=static only" in str(e.value)

@@ -43,6 +43,10 @@ def microbatches(cfg) -> int:
     return m if m > 0 else pp_of(cfg.hardware)
 
 
+def _kind(w) -> str:
+    return getattr(w, "kind", "static")
+
+
 def check(e: List[str], cfg) -> None:
     """Append one line per bad parallelism field to `e` (core.checks.check_config)."""
     hw, w = cfg.hardware, cfg.workload
@@ -69,6 +73,11 @@ def check(e: List[str], cfg) -> None:
         )
     elif dp > 1 and cfg.speculative.get("enabled"):
         e.append(f"hardware.attention_dp={dp} is not modelled with speculative decoding (allowed: 1)")
+    elif dp > 1 and _kind(w) != "static":
+        e.append(
+            f"hardware.attention_dp={dp} is modelled for workload.kind=static only (allowed with "
+            f"kind={_kind(w)}: 1): a serving step's sequences are not yet split over the groups"
+        )
     own = (mla == "data" and is_mla) or (dp > 1 and dp == tp)
     if moe == "a2a" and cfg.model.n_experts > 0 and not own:
         e.append(
@@ -85,7 +94,7 @@ def check(e: List[str], cfg) -> None:
             f"with {hw.execution}: 1); SN40L deployments shard across sockets by tensor parallelism "
             "(docs/model.md section 2d)"
         )
-    kind = w.get("kind", "static") if hasattr(w, "get") else getattr(w, "kind", "static")
+    kind = _kind(w)
     if kind != "static":
         e.append(
             f"hardware.pipeline_parallel={pp} is modelled for workload.kind=static only (allowed "
