@@ -124,9 +124,9 @@ def test_pp1_fields_change_nothing():
 
 def test_transfer_by_hand_one_microbatch():
     # One micro-batch: the pipeline is a serial chain of the pp stages, the same work as one TP
-    # group plus (pp - 1) transfers of the batch's hidden states. Llama-3.1-8B, batch 8, bf16:
-    # 8 x 4096 x 2 = 65,536 B per transfer over 450 GB/s = 0.14564 us, + 5 us latency (set);
-    # pp = 4: 3 x 5.14564 = 15.4369 us more per decode step than pp = 1 at the same tp.
+    # group plus (pp - 1) transfers of the batch's hidden states and residuals. Llama-3.1-8B,
+    # batch 8, bf16, tp 1: 8 x 2 x 4096 x 2 = 131,072 B per transfer over 450 GB/s = 0.29127 us,
+    # + 5 us latency (set); pp = 4: 3 x 5.29127 = 15.8738 us more per decode step than pp = 1.
     one = _tpot(_cfg("hardware.tensor_parallel=1"))
     four = _tpot(
         _cfg(
@@ -136,7 +136,7 @@ def test_transfer_by_hand_one_microbatch():
             "hardware.p2p_latency_us=5",
         )
     )
-    hop = 5e-6 + 8 * 4096 * 2 / 450e9
+    hop = 5e-6 + 8 * 2 * 4096 * 2 / 450e9
     assert (four["tpot_ms"] - one["tpot_ms"]) * 1e-3 == pytest.approx(3 * hop, rel=1e-6)
     # the other three stages idle while one works: 3/4 of the busy time is bubble
     busy = one["tpot_ms"] - one["tpot_host_ms"]
@@ -154,6 +154,24 @@ def test_memory_per_stage_by_hand():
     assert d2.kv_slot_bytes_chip == pytest.approx(d1.kv_slot_bytes_chip / 2, rel=1e-12)
     assert d2.max_batch > 2 * d1.max_batch  # more HBM left and half the KV per sequence
     assert d2.hbm_bw_total == 2 * d1.hbm_bw_total  # the replica's chips (Eq. 3 roofline)
+
+
+def test_transfer_with_tp_by_hand():
+    # tp = 2: each rank sends half of the 131,072 B over the stage link (here 50 GB/s, InfiniBand)
+    # and the receiving pair all-gathers the other half over NVLink (450 GB/s) after one collective
+    # latency (12 us): 5 + 65,536 / 50e9 s + 12 us + 65,536 / 450e9 s = 18.4564 us a boundary.
+    one = _tpot(_cfg("hardware.tensor_parallel=2"))
+    two = _tpot(
+        _cfg(
+            "hardware.tensor_parallel=2",
+            "hardware.pipeline_parallel=2",
+            "workload.pp_microbatches=1",
+            "hardware.p2p_latency_us=5",
+            "hardware.pp_link_bw_gb_s=50",
+        )
+    )
+    hop = 5e-6 + 65536 / 50e9 + 12e-6 + 65536 / 450e9
+    assert (two["tpot_ms"] - one["tpot_ms"]) * 1e-3 == pytest.approx(hop, rel=1e-6)
 
 
 def test_replicas_count_stages():

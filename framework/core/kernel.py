@@ -135,11 +135,13 @@ N_CALL = 9  # C_STAGE: where the call runs under pipeline parallelism (core/pipe
     H_P2P_BYTES_TOK,
     H_P2P_BW,
     H_P2P_LAT,
-) = range(19)
-N_HW = 19
+    H_P2P_AG_TOK,
+) = range(20)
+N_HW = 20
 # H_PP..H_P2P_LAT: pipeline parallelism (core/pipeline.py): stages, micro-batches, decoder layers,
-# layers of the first / busiest middle / last stage, activation bytes per token crossing a stage
-# boundary, the inter-stage link's bandwidth (bytes/s) and latency (s). H_PP <= 1: no pipeline.
+# layers of the first / busiest middle / last stage, bytes per token and chip crossing a stage
+# boundary, the inter-stage link's bandwidth (bytes/s), the latency of a boundary (s), and the
+# bytes per token of the all-gather inside the receiving stage (over H_LINK_BW). H_PP <= 1: none.
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
@@ -367,7 +369,7 @@ def step_core(
         f * kv_read, f * pairs, f * seqs, f * pre_tokens, f * pre_kv, f * pre_pairs, f * pre_seqs,
         acc_bytes, acc_flops, acc_link, out_row,
     )  # fmt: skip
-    p2p = hw[H_P2P_LAT] + f * tokens * hw[H_P2P_BYTES_TOK] / hw[H_P2P_BW]
+    p2p = hw[H_P2P_LAT] + f * tokens * (hw[H_P2P_BYTES_TOK] / hw[H_P2P_BW] + hw[H_P2P_AG_TOK] / hw[H_LINK_BW])
     one_shot = pre_tokens >= tokens
     compose(
         out_row, acc_flops[:, A_TIME], call_cost[:, C_STAGE], hw[H_PP_LAYERS], hw[H_PP_FIRST],

@@ -141,13 +141,18 @@ def fill_hw(hwv, cfg, act_bytes: float) -> None:
     hwv[K.H_PP_MB] = microbatches(cfg)
     hwv[K.H_PP_LAYERS] = m.n_layers
     hwv[K.H_PP_FIRST], hwv[K.H_PP_MID], hwv[K.H_PP_LAST] = layer_split(m.n_layers, pp)
-    # each stage boundary carries every token's hidden state (d_model activations) to the next
-    # stage's tp chips; each of them receives the whole vector (vLLM sends the full tensor per rank)
-    hwv[K.H_P2P_BYTES_TOK] = m.d_model * act_bytes
+    # a stage boundary carries each token's hidden state and residual (2 d_model activations; vLLM
+    # IntermediateTensors {hidden_states, residual}); every rank of the tp group sends 1/tp of them
+    # and the next stage all-gathers them inside its group (vLLM send_tensor_dict /
+    # recv_tensor_dict with all_gather_group = the tp group)
+    tp, act = hw.tensor_parallel, 2.0 * m.d_model * act_bytes
+    hwv[K.H_P2P_BYTES_TOK] = act / tp
+    hwv[K.H_P2P_AG_TOK] = (tp - 1) / tp * act
     bw = getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s
     hwv[K.H_P2P_BW] = max(bw, 1e-9) * 1e9
     lat = getattr(hw, "p2p_latency_us", -1.0)
-    hwv[K.H_P2P_LAT] = (lat if lat >= 0 else hw.collective_latency_us) * 1e-6
+    lat = lat if lat >= 0 else hw.collective_latency_us
+    hwv[K.H_P2P_LAT] = (lat + (hw.collective_latency_us if tp > 1 else 0.0)) * 1e-6
 
 
 def call_stages(ops, n_calls: int) -> List[float]:

@@ -81,11 +81,15 @@ def _pipeline_step(design, cfg, pp: int, agg) -> Dict[str, float]:
     stage_t = [n / m.n_layers * t_kind["layer"] for n in parts]
     stage_t[0] += t_kind["pre"]
     stage_t[-1] += t_kind["post"]
+    # each boundary: hidden state + residual, 1/tp of them from each rank over the stage link, then
+    # an all-gather inside the receiving tp group over the tp link
     lat = getattr(hw, "p2p_latency_us", -1.0)
+    lat = (lat if lat >= 0 else hw.collective_latency_us) * 1e-6
     link = (getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s) * 1e9
-    p2p = (lat if lat >= 0 else hw.collective_latency_us) * 1e-6 + f * agg[0] * m.d_model * DTYPE_BYTES[
-        w.act_dtype
-    ] / link
+    tp, act = hw.tensor_parallel, 2 * m.d_model * DTYPE_BYTES[w.act_dtype] * f * agg[0]
+    p2p = lat + act / tp / link
+    if tp > 1:
+        p2p += hw.collective_latency_us * 1e-6 + act * (tp - 1) / tp / (hw.link_bw_gb_s * 1e9)
     whole = sum(stage_t)
     if agg[5] >= agg[0]:  # a prefill from an empty pipeline: GPipe's schedule
         bare = (n_mb - 1) * max(stage_t) + whole
