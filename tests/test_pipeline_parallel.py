@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import compose_cfg
 from decodelab.core import kernel as K
@@ -17,7 +19,7 @@ from decodelab.core.checks import check_config
 from decodelab.core.grid import per_design_reason
 from decodelab.core.pipeline import compose, layer_split, microbatches
 from decodelab.core.reference import reference_simulate
-from decodelab.errors import ConfigError
+from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
 
 LAYER, PRE, POST = 0.0, 1.0, 2.0
@@ -255,3 +257,45 @@ def test_grid_routes_pipelines_to_per_design_path():
     assert per_design_reason(cfg) == "pipeline parallelism"
     assert per_design_reason(_cfg("hardware.tensor_parallel=2")) is None
     assert parallel.replica_chips(cfg.hardware) == 4
+
+
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much]
+)
+@given(st.data())
+def test_kernel_matches_reference_random(data):
+    """Random pipeline x attention-DP x TP designs and step rows (prefill, decode, mixed)."""
+    model = data.draw(st.sampled_from(["llama3_1_8b", "qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]))
+    tp = data.draw(st.sampled_from([1, 2, 4, 8]))
+    pp = data.draw(st.integers(1, 5))
+    dp = data.draw(st.sampled_from([d for d in (1, 2, 4, 8) if tp % d == 0]))
+    b = data.draw(st.integers(1, 48))
+    cfg = compose_cfg(
+        f"model={model}", "hardware=dgx_h100", "hardware.n_chips=64", f"hardware.tensor_parallel={tp}",
+        f"hardware.pipeline_parallel={pp}", f"hardware.attention_dp={dp}",
+        f"workload.pp_microbatches={data.draw(st.integers(0, 6))}", f"workload.batch_size={b}",
+        f"workload.weight_dtype={data.draw(st.sampled_from(['fp8', 'bf16']))}",
+        f"hardware.p2p_latency_us={data.draw(st.sampled_from([-1.0, 3.0]))}",
+        f"hardware.pp_link_bw_gb_s={data.draw(st.sampled_from([0.0, 50.0]))}",
+    )  # fmt: skip
+    try:
+        d = build(cfg)
+    except (ConfigError, Infeasible):
+        assume(False)
+    rows = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        q = data.draw(st.integers(1, 256))
+        rows.append(
+            (
+                q,
+                q + data.draw(st.integers(0, 8192)),
+                data.draw(st.integers(1, 64)),
+                1,
+                data.draw(st.booleans()),
+            )
+        )
+    steps = np.array(rows, dtype=float)
+    out = K.simulate(*d.arrays(), steps)
+    for r, row in enumerate(reference_simulate(d, cfg, steps)):
+        for k, cause in enumerate(K.CAUSES):
+            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
