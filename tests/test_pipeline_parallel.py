@@ -179,6 +179,10 @@ def test_transfer_with_tp_by_hand():
 def test_replicas_count_stages():
     m = _tpot(_cfg("hardware.tensor_parallel=2", "hardware.pipeline_parallel=2"))
     assert m["tok_s_system"] == pytest.approx(2 * m["tok_s_aggregate"], rel=1e-12)  # 8 / (2 x 2)
+    assert m["pp_microbatches"] == 2.0
+    # batch 3 in 4 micro-batches: ceil(3/4) = 1 sequence each, 3 of them non-empty
+    m = _tpot(_cfg("hardware.tensor_parallel=2", "hardware.pipeline_parallel=4", "workload.batch_size=3"))
+    assert m["pp_microbatches"] == 3.0
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,12 @@ def run_label(cfg, metrics=None) -> str:
             if w.kind == "closed_loop"
             else f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}"
         )
+    hw = cfg.hardware
+    par = f"tp{hw.tensor_parallel}"  # + pipeline stages and attention groups where set
+    par += f" pp{hw.pipeline_parallel}" if hw.get("pipeline_parallel", 1) != 1 else ""
+    par += f" adp{hw.attention_dp}" if hw.get("attention_dp", 1) != 1 else ""
     return (
-        f"{cfg.model.name} | {cfg.hardware.name} tp{cfg.hardware.tensor_parallel} | "
+        f"{cfg.model.name} | {cfg.hardware.name} {par} | "
         f"{cfg.kv_policy.name} | {cfg.optimizations.name} | {load} "
         f"{w.prompt_len}+{w.output_len}"
     )

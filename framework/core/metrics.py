@@ -11,6 +11,7 @@ from decodelab.components.placement import GIB
 from decodelab.core import kernel as K
 from decodelab.core import cost, kv_costs, parallel
 from decodelab.core.build import Design
+from decodelab.core.pipeline import microbatches
 
 
 def rate_metrics(design: Design, w, ttft, tpot, tokens: float, mean_ctx: float, replicas: int, hbm_bw_total):
@@ -59,7 +60,7 @@ def metrics(
         res[f"tpot_{cause}_ms"] = float(decode_sum[k]) / tokens * 1e3
         res[f"ttft_{cause}_ms"] = float(prefill[k]) * 1e3
     if parallel.pp_of(hw) > 1:  # a GPU's fill_drain is the pipeline's idle time (core/pipeline.py)
-        res["pp_microbatches"] = float(parallel.microbatches(cfg))
+        res["pp_microbatches"] = float(microbatches(b, parallel.microbatches(cfg))[1])  # non-empty ones
         res["pp_bubble_pct"] = 100.0 * float(decode_sum[K.K_FILL] / decode_sum.sum())
         res["ttft_pp_bubble_pct"] = 100.0 * float(prefill[K.K_FILL]) / ttft if ttft > 0 else 0.0
     ddr = design.tier_names.index("ddr") if "ddr" in design.tier_names else -1
