@@ -137,11 +137,7 @@ N_CALL = 9  # C_STAGE: where the call runs under pipeline parallelism (core/pipe
     H_P2P_LAT,
     H_P2P_AG_TOK,
 ) = range(20)
-N_HW = 20
-# H_PP..H_P2P_LAT: pipeline parallelism (core/pipeline.py): stages, micro-batches, decoder layers,
-# layers of the first / busiest middle / last stage, bytes per token and chip crossing a stage
-# boundary, the inter-stage link's bandwidth (bytes/s), the latency of a boundary (s), and the
-# bytes per token of the all-gather inside the receiving stage (over H_LINK_BW). H_PP <= 1: none.
+N_HW = 20  # H_PP...: pipeline parallelism, filled and explained by core/parallel.py fill_hw
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
@@ -325,28 +321,9 @@ def _step_body(
 
 @njit(cache=True)
 def step_core(
-    op_call,
-    op_w,
-    op_lin,
-    call_rep,
-    call_cost,
-    tier_bw,
-    kv_frac,
-    hw,
-    tokens,
-    sampled,
-    kv_read,
-    pairs,
-    seqs,
-    pre_tokens,
-    pre_kv,
-    pre_pairs,
-    pre_seqs,
-    acc_bytes,
-    acc_flops,
-    acc_link,
-    out_row,
-):
+    op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, tokens, sampled, kv_read, pairs,
+    seqs, pre_tokens, pre_kv, pre_pairs, pre_seqs, acc_bytes, acc_flops, acc_link, out_row,
+):  # fmt: skip
     """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
     token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
     computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the

@@ -134,7 +134,11 @@ def check_feasible(cfg) -> None:
 
 
 def fill_hw(hwv, cfg, act_bytes: float) -> None:
-    """The kernel's pipeline scalars (kernel.H_PP ... H_P2P_LAT); H_PP = 1: no pipeline."""
+    """The kernel's pipeline scalars; H_PP = 1: no pipeline. H_PP stages, H_PP_MB micro-batches,
+    H_PP_LAYERS decoder layers, H_PP_FIRST / MID / LAST the layers of the first, busiest middle
+    and last stage, H_P2P_BYTES_TOK bytes per token and chip over the stage link of H_P2P_BW
+    bytes/s, H_P2P_AG_TOK bytes per token of the all-gather inside the receiving stage (over
+    H_LINK_BW), H_P2P_LAT the latency of one boundary (s)."""
     hw, m = cfg.hardware, cfg.model
     pp = pp_of(hw)
     hwv[K.H_PP] = pp
