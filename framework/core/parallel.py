@@ -78,7 +78,7 @@ def check(e: List[str], cfg) -> None:
             f"hardware.attention_dp={dp} is modelled for workload.kind=static only (allowed with "
             f"kind={_kind(w)}: 1): a serving step's sequences are not yet split over the groups"
         )
-    own = (mla == "data" and is_mla) or (dp > 1 and dp == tp)
+    own = (mla == "data" and is_mla) or dp == tp  # tp = 1: nothing to dispatch
     if moe == "a2a" and cfg.model.n_experts > 0 and not own:
         e.append(
             f"hardware.moe_mapping=a2a needs data-parallel attention on every chip (hardware.attention_dp="
