@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import List
 
+from decodelab.components.models import attn_dp
 from decodelab.components.ops import Op, op_builders
 
 
@@ -56,17 +57,18 @@ def build_ops(
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
+    attention_dp: int = 1,
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
-    whatever the step's tokens: `tokens_per_step` matters only to MoE models; `mla_mapping` only
-    to MLA models, `moe_mapping` only to MoE models)."""
+    whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
+    attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
+    `moe_mapping` only to MoE models)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
-    h = m.n_heads // tp
-    kvh = kv_heads_per_chip(m.n_kv_heads, tp)
+    h = m.n_heads // (tp // attention_dp)  # attention: tensor-parallel within a group
+    kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
     ffn = m.ffn_dim // tp
     qkv_out = (h + 2 * kvh) * hd
     n_up = 2 if m.ffn_act == "swiglu" else 1
-    ar_bytes = 2.0 * (tp - 1) / tp * d * act_bytes if tp > 1 else 0.0
     kv_tok = 2.0 * kvh * hd * kv_bytes  # K and V of one token, one layer, this chip
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
@@ -102,16 +104,7 @@ def build_ops(
     ]
     if tp > 1:
         ops.append(
-            Op(
-                "attn_allreduce",
-                "collective",
-                repeat=L,
-                link_bytes_per_token=ar_bytes,
-                n_collectives=1,
-                act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
-                coll_bytes_per_token=d * act_bytes,
-            )
+            attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, tokens_per_step, act_bytes, 0)
         )
     ops += [
         elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d),
@@ -120,18 +113,9 @@ def build_ops(
         gemm("down_proj", ffn, d),
     ]
     if tp > 1:
-        ops.append(
-            Op(
-                "mlp_allreduce",
-                "collective",
-                repeat=L,
-                link_bytes_per_token=ar_bytes,
-                n_collectives=1,
-                act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_reduce",
-                coll_bytes_per_token=d * act_bytes,
-            )
-        )
+        ops.append(attn_dp.collective_op("mlp_allreduce", m, tp, attention_dp, tokens_per_step, act_bytes, 1))
+    if attention_dp > 1:
+        attn_dp.remap(ops, attention_dp, tokens_per_step)
     ops += [
         elementwise("residual_add", "elementwise", 2 * d, d),
         Op(

@@ -28,6 +28,15 @@ top-k routing decision, the chosen experts' weights and the shared experts. Tens
   chip's E/tp experts is hit with probability p = 1 - (1 - k/E)^n, so its count is taken as
   Binomial(E/tp, p) (exact mean) and the chips as independent:
   E[max] = sum_{j>=1} (1 - F(j - 1)^tp). Shared experts stay split tp ways.
+  `a2a` (expert parallelism with all-to-all dispatch and combine; DeepSeek-V3 report Sec. 3.4,
+  DeepEP, SGLang `--enable-dp-attention --moe-a2a-backend deepep`): the experts placed as under
+  `ep`, but the tokens are not on every chip: data-parallel attention (`mla_mapping=data`) left
+  each chip its own ceil(B/tp) sequences, so each token's hidden state is sent to every other
+  chip holding one of its k experts (dispatch) and the partial outputs sent back (combine), in
+  place of the all-gather and reduce-scatter around the MoE FFN (`a2a_bytes`). DeepEP sends a
+  token once per destination chip, not once per expert: of the tp - 1 other chips, each holding
+  E/tp experts, a token's k distinct experts (uniform) miss one with probability
+  C(E - E/tp, k) / C(E, k), so it goes to (tp - 1) (1 - C(E - E/tp, k) / C(E, k)) chips.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import List
 
 from decodelab.components.ops import Op
 
-MOE_MAPPINGS = ("tp", "ep")
+MOE_MAPPINGS = ("tp", "ep", "a2a")
 
 
 def expected_experts(n_experts: int, k: int, tokens: float) -> float:
@@ -62,6 +71,21 @@ def busiest_chip_experts(n_experts: int, k: int, tokens: float, chips: int) -> f
         cdf += pmf[j - 1]  # F(j - 1)
         total += 1.0 - min(cdf, 1.0) ** chips
     return total
+
+
+def a2a_bytes(m, tp: int, batch: float, act_bytes: float) -> float:
+    """Bytes one chip sends per step token in one all-to-all (dispatch, or combine) of an MoE
+    layer under `moe_mapping=a2a`: the busiest chip's ceil(B/tp) tokens of the step's B, each to
+    the other chips holding one of its experts, d activations each (module docstring)."""
+    if tp <= 1 or m.n_experts <= 0:
+        return 0.0
+    e, k, per = m.n_experts, m.experts_per_token, m.n_experts // tp
+    miss = 1.0
+    for i in range(k):  # C(E - E/tp, k) / C(E, k)
+        miss *= max(e - per - i, 0) / (e - i)
+    b = max(1, int(math.ceil(batch)))
+    share = math.ceil(b / tp) / b
+    return share * (tp - 1) * (1.0 - miss) * m.d_model * act_bytes
 
 
 def n_moe_layers(m) -> int:
@@ -95,7 +119,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         fe = m.expert_ffn_dim / tp
         k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
         # experts whose weights a step reads, in units of 1/tp of an expert per chip
-        if moe_mapping == "ep" and tp > 1:
+        if moe_mapping in ("ep", "a2a") and tp > 1:
             read = tp * busiest_chip_experts(e, k, tokens, tp) + s
         else:
             read = expected_experts(e, k, tokens) + s

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import kv_heads_per_chip
-from decodelab.components.models import mla_map
-from decodelab.components.models.experts import expected_experts, ffn_ops, n_moe_layers
+from decodelab.components.models import attn_dp, mla_map
+from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
@@ -140,14 +140,36 @@ def build_ops(
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
+    attention_dp: int = 1,
 ) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
     tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
-    (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py)."""
+    (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py; data-
+    parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
+    `attention_dp` data-parallel groups (attn_dp.py)."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
+    if is_mla(m) and attention_dp > 1:  # dp = tp (core/parallel.py checks it)
+        mapping, attention_dp = "data", 1
     h = mla_map.heads_per_chip(m, tp, mapping)
     ar_bytes = mla_map.collective_bytes(m, tp, mapping, act_bytes)
+    coll = "all_gather" if mapping == "data" else "all_reduce"
+    if attention_dp > 1:
+        h = m.n_heads // (tp // attention_dp)
+        before, after, n_before, n_after = attn_dp.collectives(
+            m, tp, attention_dp, tokens_per_step, act_bytes
+        )
+        coll = "data_parallel_attention"  # no fitted law: the link roofline (core/oplaw.py)
+    own_tokens = mapping == "data" or (attention_dp > 1 and attention_dp == tp)  # a chip's own
+    if moe_mapping == "a2a" and own_tokens and tp > 1 and n_moe_layers(m):
+        # MoE layers: dispatch before the experts, combine after (experts.a2a_bytes), in place of
+        # the all-gather and reduce-scatter the dense layers keep (layer average, as the FFN ops)
+        f_moe = n_moe_layers(m) / L
+        a2a = a2a_bytes(m, tp, tokens_per_step, act_bytes)
+        ar_bytes = (1.0 - f_moe) * ar_bytes + f_moe * a2a
+        if attention_dp > 1:
+            before, after = (1.0 - f_moe) * before + f_moe * a2a, (1.0 - f_moe) * after + f_moe * a2a
+        coll = "all_to_all"  # no fitted law: the link roofline (core/oplaw.py)
 
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
@@ -234,7 +256,7 @@ def build_ops(
         ops += mla_map.remap(ops[1:], m, tp, mapping, tokens_per_step, act_bytes)
     else:
         hd = m.head_dim
-        kvh = kv_heads_per_chip(m.n_kv_heads, tp)
+        kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
         qkv_out = (h + 2 * kvh) * hd
         kv_tok = 2.0 * kvh * hd * kv_bytes
         ops += [
@@ -268,10 +290,10 @@ def build_ops(
                 "attn_allreduce",
                 "collective",
                 repeat=L,
-                link_bytes_per_token=ar_bytes,
-                n_collectives=1,
+                link_bytes_per_token=before if attention_dp > 1 else ar_bytes,
+                n_collectives=n_before if attention_dp > 1 else 1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_gather" if mapping == "data" else "all_reduce",
+                coll_kind=coll,
                 coll_bytes_per_token=d * act_bytes,
             )
         )
@@ -283,13 +305,15 @@ def build_ops(
                 "mlp_allreduce",
                 "collective",
                 repeat=L,
-                link_bytes_per_token=ar_bytes,
-                n_collectives=1,
+                link_bytes_per_token=after if attention_dp > 1 else ar_bytes,
+                n_collectives=n_after if attention_dp > 1 else 1,
                 act_bytes_per_token=2.0 * d * act_bytes,
-                coll_kind="all_gather" if mapping == "data" else "all_reduce",
+                coll_kind=coll,
                 coll_bytes_per_token=d * act_bytes,
             )
         )
+    if attention_dp > 1:
+        attn_dp.remap(ops, attention_dp, tokens_per_step)
     v = m.vocab_size
     ops += [
         elementwise("residual_add", "elementwise", 2 * d, d),

@@ -14,7 +14,7 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.components.ops import Op
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs, oplaw
+from decodelab.core import kv_costs, oplaw, parallel
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
@@ -133,8 +133,9 @@ def build(
     mapping = getattr(hw, "mla_mapping", "replicated")
     moe_map = getattr(hw, "moe_mapping", "tp")
     ops = arch.build_ops(
-        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map
-    )
+        m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
+        **parallel.arch_kwargs(hw),
+    )  # fmt: skip
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
     if moe_map != "tp" and not m.n_experts > 0:
@@ -149,16 +150,15 @@ def build(
     notes += trip_notes
 
     # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
+    # MoE: every expert is held, the activated ones read; tied: the lm_head op reads the shared
+    # table; pipeline stages: the chip of each stage holds its layers (core/parallel.py)
     params = arch.param_counts(m)
-    w_chip = sum(
-        (op.resident_bytes if op.resident_bytes >= 0 else op.weight_bytes) * op.repeat for op in ops
-    )  # MoE: every expert is held, the activated ones read
-    if not m.tied_embeddings:  # tied: the lm_head op reads the shared table
-        w_chip += params["embed"] / tp * wb
-    kv_tok_chip = sum(op.kv_write_per_token * op.repeat for op in ops)
+    loads = parallel.stage_loads(cfg, ops, params["embed"] / tp * wb, m.tied_embeddings)
     rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
     slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
     max_cached = kv_costs.memory_fraction(slot, rm)  # layer-averaged tokens one sequence holds
+    # the chip placed: the stage that needs the most memory for this batch
+    w_chip, kv_tok_chip = max(loads, key=lambda x: x[0] + w.batch_size * max_cached * x[1])
     kv_need = w.batch_size * max_cached * kv_tok_chip
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         kv_need = kv_pool_bytes(cfg, tiers, w_chip)
@@ -190,6 +190,7 @@ def build(
             *oplaw.law_columns(op, hw, w, tp),
         )
     call_cost = np.zeros((len(calls), K.N_CALL))
+    stages = parallel.call_stages(ops, len(calls))
     for c, call in enumerate(calls):
         call_cost[c] = (
             call["launch_each"],
@@ -200,6 +201,7 @@ def build(
             call["sample_gap"],
             call["free_samples"],
             call["launch_async"],
+            stages[c],
         )
     # a call costed by a fitted law: its t0 (measured in a CUDA graph) holds the kernel boundary
     law_calls = {op.call for i, op in enumerate(ops) if op_lin[i, K.L_LAW] != K.LAW_NONE}
@@ -225,6 +227,7 @@ def build(
     hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
     hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
+    parallel.fill_hw(hwv, cfg, ab)
     hbm = tiers[tier_names.index("hbm")]
     return Design(
         op_call=np.array([op.call for op in ops], dtype=np.int64),
@@ -258,11 +261,13 @@ def build(
             )
         ),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
-        hbm_bw_total=tp * hbm.bandwidth_gb_s * 1e9,
+        hbm_bw_total=parallel.replica_chips(hw) * hbm.bandwidth_gb_s * 1e9,
         kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),
         notes=notes,
         kv_read_model=rm,
-        max_batch=kv_costs.max_batch(hbm.capacity_gib * kv_costs.GIB, w_chip, max_cached * kv_tok_chip),
+        max_batch=min(
+            kv_costs.max_batch(hbm.capacity_gib * kv_costs.GIB, wc, max_cached * kc) for wc, kc in loads
+        ),
         kv_slot_bytes_chip=max_cached * kv_tok_chip,
         weights_chip=w_chip,
         kv_slot_bytes_model=max_cached * arch.kv_bytes_per_token(m, kb),

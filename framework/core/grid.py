@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from decodelab.components.placement import GIB
-from decodelab.core import cost, grid_kernel, kv_costs
+from decodelab.core import cost, grid_kernel, kv_costs, parallel
 from decodelab.core import kernel as K
 from decodelab.core.build import Design, build
 from decodelab.core.metrics import rate_metrics
@@ -73,6 +73,8 @@ def per_design_reason(cfg) -> Optional[str]:
         return "batch fill"
     if w.get("static_graph"):
         return "static graph"
+    if cfg.hardware.get("pipeline_parallel", 1) != 1:  # core/pipeline.py: a max over stages
+        return "pipeline parallelism"
     return None
 
 
@@ -165,7 +167,7 @@ def _evaluate_group(base, first, patch, bw_values, idx, out: Block) -> None:
     for t, v in zip(tiers, bws):
         tier_bws[:, d.tier_names.index(t)] = v * 1e9
         if t == "hbm":
-            hbm_bw = cfg.hardware.tensor_parallel * v * 1e9
+            hbm_bw = parallel.replica_chips(cfg.hardware) * v * 1e9
     walk = bool(np.any(d.op_lin[:, K.L_LAW] == K.LAW_ATTN))  # decode attention law: not affine
     prefill, decode, rows = grid_kernel.decode_grid(
         d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, tier_bws, d.kv_frac, d.hw, steps, walk
@@ -192,7 +194,7 @@ def grid_metrics(cfg, design: Design, prefill, decode_sum, hbm_bw_total, kv_sele
     tpot = decode_sum.sum(axis=1) / tokens
     ttft = prefill.sum(axis=1)
     b = w.batch_size
-    replicas = hw.n_chips // hw.tensor_parallel
+    replicas = parallel.replicas(hw)
     full = lambda x: np.full(n, float(x))  # noqa: E731
     res = rate_metrics(design, w, ttft, tpot, tokens, mean_ctx, replicas, hbm_bw_total)
     res["n_kernel_calls_per_step"] = full(design.calls_per_step)

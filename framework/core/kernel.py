@@ -37,6 +37,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from decodelab.core.pipeline import compose, microbatches_nb
+
 CAUSES = ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess")
 K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
 
@@ -94,9 +96,9 @@ LAW_NONE, LAW_GEMM, LAW_ATTN, LAW_COLL, LAW_SKIP = 0.0, 1.0, 2.0, 3.0, 4.0
 
 # Per-call accumulators of one step (acc_flops[c, :]): roofline FLOPs, FLOPs weighted by 1 /
 # relative efficiency, 1 when an op of the call runs, 1 when a law costs the call, the law's
-# time without t0, its t0, its collective time.
-A_FLOPS, A_WORK, A_ACTIVE, A_LAW, A_LAW_T, A_LAW_T0, A_LAW_COLL = range(7)
-N_ACC = 7
+# time without t0, its t0, its collective time; the call's whole time in the step (A_TIME).
+A_FLOPS, A_WORK, A_ACTIVE, A_LAW, A_LAW_T, A_LAW_T0, A_LAW_COLL, A_TIME = range(8)
+N_ACC = 8
 
 (
     C_LAUNCH_EACH,
@@ -107,8 +109,9 @@ N_ACC = 7
     C_SAMPLE_GAP,
     C_FREE_SAMPLES,
     C_LAUNCH_ASYNC,
-) = range(8)
-N_CALL = 8
+    C_STAGE,
+) = range(9)
+N_CALL = 9  # C_STAGE: where the call runs under pipeline parallelism (core/pipeline.py STAGE_*)
 
 # H_ATTN_REL: attention's (query, key) FLOPs run at this fraction of the GEMM efficiency
 # (flash-attention kernels reach less of the peak than GEMMs; 1 = the same)
@@ -123,8 +126,18 @@ N_CALL = 8
     H_HOST_STEP,
     H_ACT_TIER,
     H_ATTN_REL,
-) = range(10)
-N_HW = 10
+    H_PP,
+    H_PP_MB,
+    H_PP_LAYERS,
+    H_PP_FIRST,
+    H_PP_MID,
+    H_PP_LAST,
+    H_P2P_BYTES_TOK,
+    H_P2P_BW,
+    H_P2P_LAT,
+    H_P2P_AG_TOK,
+) = range(20)
+N_HW = 20  # H_PP...: pipeline parallelism, filled and explained by core/parallel.py fill_hw
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)
@@ -152,7 +165,7 @@ def _pnorm(a, b, p):
 
 
 @njit(cache=True)
-def step_core(
+def _step_body(
     op_call,
     op_w,
     op_lin,
@@ -175,13 +188,7 @@ def step_core(
     acc_link,
     out_row,
 ):
-    """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
-    token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
-    computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
-    step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
-    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read, pairs and seqs
-    that belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
-    Serving (framework/modes/serving/scheduler.py) calls this for steps that mix prefill chunks and decode tokens; `step_time` for uniform rows."""
+    """The step of kernel.step_core on one tensor-parallel group, without pipeline stages."""
     n_ops = op_call.shape[0]
     n_calls = call_rep.shape[0]
     n_tiers = tier_bw.shape[0]
@@ -306,7 +313,45 @@ def step_core(
             exposed = 0.0
         out_row[K_LAUNCH] += rep * (exposed + serial) + call_cost[c, C_LAUNCH_ONCE]
         out_row[K_FILL] += rep * fill + call_cost[c, C_FILL_ONCE]
+        acc_flops[c, A_TIME] = (
+            rep * (body + fill + exposed + serial) + call_cost[c, C_LAUNCH_ONCE] + call_cost[c, C_FILL_ONCE]
+        )
     out_row[K_HOST] += hw[H_HOST_STEP]
+
+
+@njit(cache=True)
+def step_core(
+    op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, tokens, sampled, kv_read, pairs,
+    seqs, pre_tokens, pre_kv, pre_pairs, pre_seqs, acc_bytes, acc_flops, acc_link, out_row,
+):  # fmt: skip
+    """Time of one fused step by cause, from the step's aggregates: `tokens` processed by the
+    token GEMMs (decode tokens + prefill chunk tokens), `sampled` of them whose logits are
+    computed (the L_SAMPLED ops see only these), `kv_read` KV tokens read (sum over the
+    step's sequences of the tokens each attends), `pairs` causal (query, key) pairs summed over
+    sequences, `seqs` sequences in the step; `pre_*` the part of tokens, kv_read, pairs and seqs
+    that belongs to sequences in prefill (PATH_PREFILL ops see those, PATH_DECODE ops the rest).
+    Serving (framework/modes/serving/scheduler.py) calls this for steps that mix prefill chunks
+    and decode tokens; `step_time` for uniform rows. Under pipeline parallelism (hw[H_PP] > 1)
+    the largest micro-batch is costed and composed over the stages (core/pipeline.py)."""
+    pp = hw[H_PP]
+    if pp <= 1.0:
+        _step_body(
+            op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, tokens, sampled, kv_read,
+            pairs, seqs, pre_tokens, pre_kv, pre_pairs, pre_seqs, acc_bytes, acc_flops, acc_link, out_row,
+        )  # fmt: skip
+        return
+    f, m = microbatches_nb(seqs, hw[H_PP_MB])
+    _step_body(
+        op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, f * tokens, f * sampled,
+        f * kv_read, f * pairs, f * seqs, f * pre_tokens, f * pre_kv, f * pre_pairs, f * pre_seqs,
+        acc_bytes, acc_flops, acc_link, out_row,
+    )  # fmt: skip
+    p2p = hw[H_P2P_LAT] + f * tokens * (hw[H_P2P_BYTES_TOK] / hw[H_P2P_BW] + hw[H_P2P_AG_TOK] / hw[H_LINK_BW])
+    one_shot = pre_tokens >= tokens
+    compose(
+        out_row, acc_flops[:, A_TIME], call_cost[:, C_STAGE], hw[H_PP_LAYERS], hw[H_PP_FIRST],
+        hw[H_PP_MID], hw[H_PP_LAST], pp, float(m), p2p, one_shot, K_HOST, K_COLL, K_FILL,
+    )  # fmt: skip
 
 
 @njit(cache=True)

@@ -23,11 +23,15 @@ def run_label(cfg, metrics=None) -> str:
             if w.kind == "closed_loop"
             else f"{cfg.engine.name} {w.trace or f'{w.arrival_rate:g}/s'}"
         )
-    hw = f"{cfg.hardware.name} tp{cfg.hardware.tensor_parallel}"
+    hw = cfg.hardware
+    par = f"tp{hw.tensor_parallel}"  # + pipeline stages and attention groups where set
+    par += f" pp{hw.pipeline_parallel}" if hw.get("pipeline_parallel", 1) != 1 else ""
+    par += f" adp{hw.attention_dp}" if hw.get("attention_dp", 1) != 1 else ""
+    where = f"{cfg.hardware.name} {par}"
     d = cfg.get("disagg")
     if d is not None and d.enabled:  # disaggregated serving (decodelab.modes.serving.disagg)
-        hw = f"{d.name} P {_pool(cfg, 'prefill')} D {_pool(cfg, 'decode')}"
-    return f"{cfg.model.name} | {hw} | {cfg.kv_policy.name} | {cfg.optimizations.name} | {load} {w.prompt_len}+{w.output_len}"
+        where = f"{d.name} P {_pool(cfg, 'prefill')} D {_pool(cfg, 'decode')}"
+    return f"{cfg.model.name} | {where} | {cfg.kv_policy.name} | {cfg.optimizations.name} | {load} {w.prompt_len}+{w.output_len}"
 
 
 def _pool(cfg, name: str) -> str:

@@ -4,7 +4,8 @@ arrays. Tests require the Numba kernel to match it; `decodelab bench` times both
 
 from __future__ import annotations
 
-from typing import Dict, List
+import math
+from typing import Dict, List, Tuple
 
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.core import oplaw
@@ -51,6 +52,61 @@ def reference_step_agg(
     rest, and a call none of whose ops runs is not issued (kernel.step_core). Under
     hardware.op_model=fitted an op with a fitted law (core.oplaw) costs the law's time, whose
     t0 replaces its call's sync_us."""
+    pp = int(getattr(cfg.hardware, "pipeline_parallel", 1))
+    agg = (tokens, kv_read, pairs, seqs, sampled, pre_tokens, pre_kv, pre_pairs, pre_seqs)
+    if pp <= 1:
+        return _group_step(design, cfg, *agg)[0]
+    return _pipeline_step(design, cfg, pp, agg)
+
+
+def _pipeline_step(design, cfg, pp: int, agg) -> Dict[str, float]:
+    """Pipeline parallelism (docs/model.md section 2d), written out per stage: the batch in m
+    micro-batches of ceil(seqs / m) sequences; stage s holds the layers vLLM's get_pp_indices
+    gives it; one micro-batch's time on stage s is its layers' share of the decoder-layer calls
+    plus the embedding (s = 0) or the final norm, LM head and sampling (s = pp - 1)."""
+    hw, m, w = cfg.hardware, cfg.model, cfg.workload
+    mb = getattr(w, "pp_microbatches", 0) or pp
+    seqs = max(1, math.ceil(agg[3] - 1e-9))
+    per = math.ceil(seqs / mb - 1e-9)
+    n_mb = math.ceil(seqs / per - 1e-9)
+    f = per / seqs
+    out, t_call = _group_step(design, cfg, *(f * x for x in agg))
+    parts = [m.n_layers // pp] * pp
+    for i in range(2, m.n_layers % pp + 2):
+        parts[-i] += 1
+    t_kind = {"pre": 0.0, "layer": 0.0, "post": 0.0}
+    for c, t in enumerate(t_call):
+        kinds = {op.stage for op in design.ops if op.call == c}
+        t_kind[kinds.pop() if len(kinds) == 1 else "layer"] += t
+    stage_t = [n / m.n_layers * t_kind["layer"] for n in parts]
+    stage_t[0] += t_kind["pre"]
+    stage_t[-1] += t_kind["post"]
+    # each boundary: hidden state + residual, 1/tp of them from each rank over the stage link, then
+    # an all-gather inside the receiving tp group over the tp link
+    lat = getattr(hw, "p2p_latency_us", -1.0)
+    lat = (lat if lat >= 0 else hw.collective_latency_us) * 1e-6
+    link = (getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s) * 1e9
+    tp, act = hw.tensor_parallel, 2 * m.d_model * DTYPE_BYTES[w.act_dtype] * f * agg[0]
+    p2p = lat + act / tp / link
+    if tp > 1:
+        p2p += hw.collective_latency_us * 1e-6 + act * (tp - 1) / tp / (hw.link_bw_gb_s * 1e9)
+    whole = sum(stage_t)
+    if agg[5] >= agg[0]:  # a prefill from an empty pipeline: GPipe's schedule
+        bare = (n_mb - 1) * max(stage_t) + whole
+        step = bare + (pp - 1) * p2p
+    else:  # steady state: n_mb micro-batches in flight
+        bare = max(n_mb * max(stage_t), whole)
+        step = max(n_mb * max(stage_t), whole + (pp - 1) * p2p)
+    res = {k: (v if k == "host" else v * n_mb / pp) for k, v in out.items()}
+    res["collectives"] += step - bare
+    res["fill_drain"] += bare - n_mb / pp * whole
+    return res
+
+
+def _group_step(
+    design, cfg, tokens, kv_read, pairs, seqs, sampled, pre_tokens, pre_kv, pre_pairs, pre_seqs
+) -> Tuple[Dict[str, float], List[float]]:
+    """One tensor-parallel group's step: seconds by cause and each call's time."""
     hw = cfg.hardware
     w, tp = cfg.workload, hw.tensor_parallel
     hbm_bw = hw.memory["hbm"].bandwidth_gb_s * 1e9
@@ -140,6 +196,7 @@ def reference_step_agg(
     out = dict.fromkeys(
         ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess"), 0.0
     )
+    t_call = [0.0] * len(design.calls)
     for c, (call, acc) in enumerate(zip(design.calls, per_call)):
         if c not in active:
             continue
@@ -169,9 +226,14 @@ def reference_step_agg(
         hidden = min(call["launch_async"], body + fill + serial)
         out["launch_sync"] += n * (call["launch_async"] - hidden + serial) + call["launch_once"]
         out["fill_drain"] += n * fill + call["fill_once"]
+        t_call[c] = (
+            n * (body + fill + call["launch_async"] - hidden + serial)
+            + call["launch_once"]
+            + call["fill_once"]
+        )
     steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
     out["host"] += hw.host_step_us * 1e-6 / steps_per_trip
-    return out
+    return out, t_call
 
 
 def reference_simulate(design, cfg, steps) -> List[Dict[str, float]]:

@@ -154,6 +154,14 @@ class HardwareConfig:
     mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
     # data (components/models/mla_map.py)
     moe_mapping: str = "tp"  # routed experts across the tp chips: tp (split) | ep (whole experts)
+    # Data-parallel attention (components/models/attn_dp.py): the tp chips run attention in this
+    # many groups of tp / attention_dp chips, each for its own sequences; FFN/MoE over all tp chips
+    attention_dp: int = 1
+    # Pipeline parallelism (framework/core/pipeline.py, docs/model.md section 2d): the decoder layers
+    # split over this many stages, each a group of tensor_parallel chips (tp x pp chips a replica)
+    pipeline_parallel: int = 1
+    pp_link_bw_gb_s: float = 0.0  # inter-stage link per chip, one direction; 0 = link_bw_gb_s
+    p2p_latency_us: float = -1.0  # one stage-to-stage send; < 0 = collective_latency_us
     peak_tflops_bf16: float = MISSING
     peak_tflops_fp8: float = 0.0  # 0: no FP8 units, FP8 runs at the BF16 rate
     memory: Dict[str, MemoryTier] = field(default_factory=dict)  # tiers by name
@@ -286,6 +294,8 @@ class WorkloadConfig:
     # smallest max sequence >= prompt + output; the largest batch compiled for it)
     kv_placement: str = "hbm"  # hbm: KV in HBM only (else infeasible) | spill_ddr: the rest
     # in DDR, read at DDR bandwidth (components/placement.py)
+    pp_microbatches: int = 0  # pipeline parallelism: micro-batches a step's batch is split into
+    # (0 = hardware.pipeline_parallel; core/pipeline.py)
     batch_fill: bool = False  # true: batch_size = max_batch, the most sequences whose KV
     # (at the policy's slot size) fits in HBM next to the weights
     # Serving (framework/modes/serving/simulate.py); kind=static is the single static batch above.

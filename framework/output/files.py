@@ -165,6 +165,13 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
         ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
         ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}"),
     ]
+    if "pp_bubble_pct" in m:  # pipeline stages (docs/model.md 2d)
+        rows.append(
+            (
+                f"pipeline idle: TPOT / TTFT ({m['pp_microbatches']:.0f} micro-batches)",
+                f"{m['pp_bubble_pct']:.1f} % / {m['ttft_pp_bubble_pct']:.1f} %",
+            )
+        )
     rows += cost_rows(m)
     for key in sorted(k for k in m if k.startswith("mem_") and k.endswith("_gib")):
         tier = key[4:-4]

@@ -1,0 +1,190 @@
+"""Parallelism beyond tensor parallelism, as config checks, kernel scalars and per-stage memory
+(docs/model.md section 2d). Pipeline parallelism (`hardware.pipeline_parallel` = pp): the decoder
+layers are split over pp stages (core/pipeline.py `layer_split`), each a group of
+`tensor_parallel` chips holding its layers' weights and KV; a replica is tp x pp chips. The step
+time is composed in the kernel (core/pipeline.py); this module fills its scalars and says where
+pipeline parallelism is not modelled."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from decodelab.core import kernel as K
+from decodelab.core.pipeline import layer_split
+from decodelab.errors import Infeasible
+
+
+def pp_of(hw) -> int:
+    return int(getattr(hw, "pipeline_parallel", 1))
+
+
+def replica_chips(hw) -> int:
+    """Chips one model replica occupies: tensor_parallel x pipeline_parallel."""
+    return hw.tensor_parallel * pp_of(hw)
+
+
+def replicas(hw) -> int:
+    return hw.n_chips // replica_chips(hw)
+
+
+def dp_of(hw) -> int:
+    return int(getattr(hw, "attention_dp", 1))
+
+
+def arch_kwargs(hw) -> dict:
+    """Model-component arguments of the parallelism (none at the defaults: every model
+    component's signature and numbers stay as they were)."""
+    return {"attention_dp": dp_of(hw)} if dp_of(hw) != 1 else {}
+
+
+def microbatches(cfg) -> int:
+    """Micro-batches of a pipelined step: workload.pp_microbatches, 0 = one per stage."""
+    m = int(getattr(cfg.workload, "pp_microbatches", 0))
+    return m if m > 0 else pp_of(cfg.hardware)
+
+
+def _kind(w) -> str:
+    return getattr(w, "kind", "static")
+
+
+def check(e: List[str], cfg) -> None:
+    """Append one line per bad parallelism field to `e` (core.checks.check_config)."""
+    hw, w = cfg.hardware, cfg.workload
+    pp = pp_of(hw)
+    if not pp >= 1:
+        e.append(f"hardware.pipeline_parallel={pp} must be >= 1 (1 = no pipeline stages)")
+    m = getattr(w, "pp_microbatches", 0)
+    if not m >= 0:
+        e.append(f"workload.pp_microbatches={m} must be >= 0 (0 = one per pipeline stage)")
+    bw = getattr(hw, "pp_link_bw_gb_s", 0.0)
+    if not bw >= 0:
+        e.append(f"hardware.pp_link_bw_gb_s={bw} must be >= 0 (0 = hardware.link_bw_gb_s)")
+    moe, mla = getattr(hw, "moe_mapping", "tp"), getattr(hw, "mla_mapping", "replicated")
+    dp, tp, is_mla = dp_of(hw), hw.tensor_parallel, cfg.model.kv_lora_rank > 0
+    if not dp >= 1 or (tp >= 1 and tp % dp):
+        e.append(
+            f"hardware.attention_dp={dp} must be >= 1 and divide hardware.tensor_parallel={tp} "
+            "(attention groups of tensor_parallel / attention_dp chips)"
+        )
+    elif dp > 1 and is_mla and (dp != tp or mla == "context"):
+        e.append(
+            f"hardware.attention_dp={dp} for an MLA model ({cfg.model.name}) must be 1 or "
+            f"tensor_parallel={tp} (= hardware.mla_mapping=data), not with mla_mapping={mla}"
+        )
+    elif dp > 1 and cfg.speculative.get("enabled"):
+        e.append(f"hardware.attention_dp={dp} is not modelled with speculative decoding (allowed: 1)")
+    elif dp > 1 and _kind(w) != "static":
+        e.append(
+            f"hardware.attention_dp={dp} is modelled for workload.kind=static only (allowed with "
+            f"kind={_kind(w)}: 1): a serving step's sequences are not yet split over the groups"
+        )
+    own = (mla == "data" and is_mla) or dp == tp  # tp = 1: nothing to dispatch
+    if moe == "a2a" and cfg.model.n_experts > 0 and not own:
+        e.append(
+            f"hardware.moe_mapping=a2a needs data-parallel attention on every chip (hardware.attention_dp="
+            f"tensor_parallel, or mla_mapping=data for MLA; got attention_dp={dp}, mla_mapping={mla} on "
+            f"{cfg.model.name}): under tensor-parallel attention every chip holds every token and "
+            "moe_mapping=ep places the experts without an all-to-all"
+        )
+    if pp <= 1:
+        return
+    if hw.execution != "gpu":
+        e.append(
+            f"hardware.pipeline_parallel={pp} is modelled for hardware.execution=gpu only (allowed "
+            f"with {hw.execution}: 1); SN40L deployments shard across sockets by tensor parallelism "
+            "(docs/model.md section 2d)"
+        )
+    kind = _kind(w)
+    if kind != "static":
+        e.append(
+            f"hardware.pipeline_parallel={pp} is modelled for workload.kind=static only (allowed "
+            f"with kind={kind}: 1); serving with pipeline stages is not modelled yet"
+        )
+    if cfg.speculative.get("enabled") or (cfg.get("coe") is not None and cfg.coe.get("enabled")):
+        e.append(
+            f"hardware.pipeline_parallel={pp} is not modelled with speculative decoding or "
+            "Composition of Experts (allowed there: 1)"
+        )
+    if not (bw if bw > 0 else hw.link_bw_gb_s) > 0:
+        e.append(
+            f"hardware.pp_link_bw_gb_s={bw} and hardware.link_bw_gb_s={hw.link_bw_gb_s}: one must be > 0 "
+            f"with pipeline_parallel={pp} (the inter-stage link)"
+        )
+
+
+def check_feasible(cfg) -> None:
+    """Raise Infeasible when the parallelism does not fit the system or the model."""
+    hw, m = cfg.hardware, cfg.model
+    pp = pp_of(hw)
+    if replica_chips(hw) > hw.n_chips:
+        raise Infeasible(
+            f"tensor_parallel={hw.tensor_parallel} x pipeline_parallel={pp} = {replica_chips(hw)} chips "
+            f"exceeds n_chips={hw.n_chips} of {hw.name}"
+        )
+    tp_a = hw.tensor_parallel // dp_of(hw)
+    if dp_of(hw) > 1 and m.kv_lora_rank == 0 and m.n_kv_heads % tp_a and tp_a % m.n_kv_heads:
+        raise Infeasible(
+            f"attention groups of tensor_parallel / attention_dp = {tp_a} chips do not divide "
+            f"kv_heads={m.n_kv_heads} of {m.name} (nor are they a multiple of it)"
+        )
+    if pp > m.n_layers:
+        raise Infeasible(
+            f"pipeline_parallel={pp} exceeds n_layers={m.n_layers} of {m.name} (a stage needs a layer)"
+        )
+
+
+def fill_hw(hwv, cfg, act_bytes: float) -> None:
+    """The kernel's pipeline scalars; H_PP = 1: no pipeline. H_PP stages, H_PP_MB micro-batches,
+    H_PP_LAYERS decoder layers, H_PP_FIRST / MID / LAST the layers of the first, busiest middle
+    and last stage, H_P2P_BYTES_TOK bytes per token and chip over the stage link of H_P2P_BW
+    bytes/s, H_P2P_AG_TOK bytes per token of the all-gather inside the receiving stage (over
+    H_LINK_BW), H_P2P_LAT the latency of one boundary (s)."""
+    hw, m = cfg.hardware, cfg.model
+    pp = pp_of(hw)
+    hwv[K.H_PP] = pp
+    hwv[K.H_PP_MB] = microbatches(cfg)
+    hwv[K.H_PP_LAYERS] = m.n_layers
+    hwv[K.H_PP_FIRST], hwv[K.H_PP_MID], hwv[K.H_PP_LAST] = layer_split(m.n_layers, pp)
+    # a stage boundary carries each token's hidden state and residual (2 d_model activations; vLLM
+    # IntermediateTensors {hidden_states, residual}); every rank of the tp group sends 1/tp of them
+    # and the next stage all-gathers them inside its group (vLLM send_tensor_dict /
+    # recv_tensor_dict with all_gather_group = the tp group)
+    tp, act = hw.tensor_parallel, 2.0 * m.d_model * act_bytes
+    hwv[K.H_P2P_BYTES_TOK] = act / tp
+    hwv[K.H_P2P_AG_TOK] = (tp - 1) / tp * act
+    bw = getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s
+    hwv[K.H_P2P_BW] = max(bw, 1e-9) * 1e9
+    lat = getattr(hw, "p2p_latency_us", -1.0)
+    lat = lat if lat >= 0 else hw.collective_latency_us
+    hwv[K.H_P2P_LAT] = (lat + (hw.collective_latency_us if tp > 1 else 0.0)) * 1e-6
+
+
+def call_stages(ops, n_calls: int) -> List[float]:
+    """Where each kernel call runs under pipeline parallelism: its ops' stage (pre: the first
+    stage, post: the last; a call mixing stages or of decoder layers: spread by layers)."""
+    seen = [set() for _ in range(n_calls)]
+    for op in ops:
+        seen[op.call].add(op.stage)
+    code = {"pre": 1.0, "post": 2.0}
+    return [code[next(iter(s))] if len(s) == 1 and next(iter(s)) in code else 0.0 for s in seen]
+
+
+def stage_loads(cfg, ops, embed_chip: float, tied: bool) -> List[Tuple[float, float]]:
+    """(weight bytes, KV bytes per cached token) of one chip of each distinct pipeline stage
+    (first, busiest middle, last); one entry without a pipeline. `embed_chip`: the embedding table's
+    bytes per chip (the first stage gathers rows from it; tied, the last stage's LM head reads it too)."""
+    hw, m = cfg.hardware, cfg.model
+    pp = pp_of(hw)
+    held = lambda op: (op.resident_bytes if op.resident_bytes >= 0 else op.weight_bytes) * op.repeat  # noqa: E731
+    kv = sum(op.kv_write_per_token * op.repeat for op in ops)
+    if pp <= 1:  # summed in op order, as before pipeline stages existed (numbers unchanged)
+        w_all = sum(held(op) for op in ops)
+        return [(w_all if tied else w_all + embed_chip, kv)]
+    w = {s: sum(held(op) for op in ops if op.stage == s) for s in ("pre", "layer", "post")}
+    n_first, n_mid, n_last = layer_split(m.n_layers, pp)
+    L = float(m.n_layers)
+    out = [(n_first / L * w["layer"] + w["pre"] + embed_chip, n_first / L * kv)]
+    if n_mid:
+        out.append((n_mid / L * w["layer"], n_mid / L * kv))
+    out.append((n_last / L * w["layer"] + w["post"], n_last / L * kv))
+    return out
