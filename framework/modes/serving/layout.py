@@ -44,3 +44,5 @@ ST_NEW, ST_WAIT, ST_RUN, ST_DONE = 0, 1, 2, 3
 # fb = [free blocks, token budget left, prefill tokens in the step]; adm: admission.A_*.
 C_SCHED, C_RUN, C_WAIT, C_PREEMPTS = range(4)
 F_FREE, F_BUDGET, F_PREFILL = range(3)
+
+__all__ = [n for n in dir() if n.isupper() or (n[:1].isupper() and "_" in n)]  # the constants
