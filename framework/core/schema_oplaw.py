@@ -1,0 +1,67 @@
+"""Typed schemas of the per-shape operator laws (`hardware.op_fit`, hardware.op_model=fitted;
+framework/core/oplaw.py evaluates them, framework/calibration/ fits them; docs/model.md 5d)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict
+
+from omegaconf import MISSING
+
+
+@dataclass
+class GemmLaw:
+    """Per-shape GEMM law of one weight dtype (framework/core/oplaw.py): t = (Tc^p + Tm^p)^(1/p)
+    + t0 with Tc = 2 n (k + k0) m / (P e_c), Tm = (n k wb + m (k ab + 2 n)) / (BW e_b)."""
+
+    e_c: float = MISSING  # tensor-core efficiency (fraction of the dtype's dense peak)
+    k0: float = 0.0  # per-output-tile prologue/epilogue, in extra k-depth
+    e_b: float = MISSING  # HBM efficiency of the weight + activation stream
+    t0_us: float = MISSING  # fixed per-call time inside a CUDA graph (kernel boundary + ramp)
+    p: float = MISSING  # sharpness of the roofline knee (p -> inf: max(Tc, Tm))
+
+
+@dataclass
+class PrefillAttentionLaw:
+    """Prefill (context) attention incl. RoPE and KV write: t = t0 + b h [pairs 4 hd / (P e_a)
+    + s tau_tok + tau_seq] summed over the step's prefilling sequences."""
+
+    e_a: float = MISSING
+    tau_tok_ns: float = MISSING  # per (token, query head)
+    tau_seq_ns: float = MISSING  # per (sequence, query head)
+    t0_us: float = MISSING
+
+
+@dataclass
+class DecodeAttentionLaw:
+    """Decode attention incl. RoPE and KV write: t = t0 + ((c_sk b kvh)^p + (B_kv / BW_kv)^p)^(1/p)."""
+
+    c_sk_ns: float = MISSING  # per (sequence, KV head)
+    bw_kv_tbs: float = MISSING  # achieved KV read bandwidth, TB/s
+    t0_us: float = MISSING
+    p: float = MISSING
+
+
+@dataclass
+class CollectiveLaw:
+    """One collective at one GPU count: t = (S < S* ? a_lo : a_hi) + S / beta, S = bytes of
+    the whole per-rank tensor."""
+
+    a_lo_us: float = MISSING
+    a_hi_us: float = MISSING
+    s_switch_bytes: float = MISSING
+    beta_gb_s: float = MISSING
+
+
+@dataclass
+class OpFitConfig:
+    """Fitted per-shape operator laws (hardware.op_model=fitted; docs/model.md). Keys: gemm by
+    weight dtype (bf16 | fp8); attention by `<kv dtype>_hd<head_dim>`; collectives by `tp<n>`.
+    An op whose class is missing is costed by the roofline law."""
+
+    source: str = ""
+    gemm: Dict[str, GemmLaw] = field(default_factory=dict)
+    attention_prefill: Dict[str, PrefillAttentionLaw] = field(default_factory=dict)
+    attention_decode: Dict[str, DecodeAttentionLaw] = field(default_factory=dict)
+    all_reduce: Dict[str, CollectiveLaw] = field(default_factory=dict)
+    all_gather: Dict[str, CollectiveLaw] = field(default_factory=dict)
