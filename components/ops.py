@@ -19,6 +19,19 @@ from dataclasses import dataclass
 STAGES = ("pre", "layer", "post")
 
 
+# The Op fields that scale with the sequences an op runs for (per token, per context token): what
+# a mapping that gives a chip a share of the batch's sequences scales (mla_map.py, attn_dp.py).
+PER_SEQ_FIELDS = (
+    "flops_per_token",
+    "act_bytes_per_token",
+    "kv_read_per_ctx",
+    "kv_write_per_token",
+    "attn_flops_per_ctx",
+    "flops_per_ctx",
+    "act_bytes_per_ctx",
+)
+
+
 @dataclass
 class Op:
     name: str

@@ -24,18 +24,9 @@ from __future__ import annotations
 import math
 from typing import List
 
-from decodelab.components.ops import Op
+from decodelab.components.ops import PER_SEQ_FIELDS, Op
 
 ATTENTION_OPS = ("qkv_proj", "rope_kv_write", "attention", "o_proj")
-_PER_SEQ = (
-    "flops_per_token",
-    "act_bytes_per_token",
-    "kv_read_per_ctx",
-    "kv_write_per_token",
-    "attn_flops_per_ctx",
-    "flops_per_ctx",
-    "act_bytes_per_ctx",
-)
 
 
 def share(dp: int, batch: float) -> float:
@@ -52,7 +43,7 @@ def remap(ops: List[Op], dp: int, batch: float) -> None:
     f = share(dp, batch)
     for op in ops:
         if op.name in ATTENTION_OPS:
-            for name in _PER_SEQ:
+            for name in PER_SEQ_FIELDS:
                 setattr(op, name, getattr(op, name) * f)
 
 

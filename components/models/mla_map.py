@@ -26,19 +26,9 @@ from __future__ import annotations
 import math
 from typing import List
 
-from decodelab.components.ops import Op
+from decodelab.components.ops import PER_SEQ_FIELDS, Op
 
 MLA_MAPPINGS = ("replicated", "context", "data")
-
-_PER_SEQ = (
-    "flops_per_token",
-    "act_bytes_per_token",
-    "kv_read_per_ctx",
-    "kv_write_per_token",
-    "attn_flops_per_ctx",
-    "flops_per_ctx",
-    "act_bytes_per_ctx",
-)
 
 
 def heads_per_chip(m, tp: int, mapping: str) -> int:
@@ -63,7 +53,7 @@ def remap(att: List[Op], m, tp: int, mapping: str, batch: float, act_bytes: floa
     if mapping == "data":
         f = seq_share(tp, mapping, batch)
         for op in att:
-            for name in _PER_SEQ:
+            for name in PER_SEQ_FIELDS:
                 setattr(op, name, getattr(op, name) * f)
         return []
     # context: every chip holds and reads 1/tp of each sequence's latent tokens

@@ -41,6 +41,7 @@ from decodelab.modes.serving.simulate import (
     _pct,
     engine_inputs,
     kv_bytes_per_token_chip,
+    latency_metrics,
     mixed_design,
     serving_hw,
     weighted_percentile,
@@ -223,13 +224,9 @@ def pool_cost(sim, chips: Dict[str, int], span: float, tokens: float) -> Dict[st
 
 def disagg_metrics(cfg, sim) -> Dict[str, float]:
     req = client_requests(sim)
-    arrival, first, done = req[:, SK.R_ARRIVAL], req[:, SK.R_FIRST], req[:, SK.R_DONE]
+    arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
     out_len = req[:, SK.R_OUTPUT]
-    tpot = (done - first) / (out_len - 1.0)
-    m: Dict[str, float] = {}
-    _pct(first - arrival, "ttft", m)
-    _pct(tpot, "tpot", m)
-    _pct(done - arrival, "e2e", m)
+    m, tpot = latency_metrics(req)
     pre_done = sim["prefill"][:, SK.R_DONE]
     _pct(pre_done - arrival, "prefill_ttft", m)
     xfer = sim["ready"] - pre_done

@@ -257,14 +257,21 @@ def weighted_percentile(values: np.ndarray, weights: np.ndarray, p: float) -> fl
     return float(v[min(np.searchsorted(c, p / 100.0 * c[-1]), len(v) - 1)])
 
 
-def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> Dict[str, float]:
+def latency_metrics(req: np.ndarray) -> Tuple[Dict[str, float], np.ndarray]:
+    """TTFT, TPOT and end-to-end mean and percentiles of the requests (per request TPOT too)."""
     arrival, first, done = req[:, SK.R_ARRIVAL], req[:, SK.R_FIRST], req[:, SK.R_DONE]
-    out_len = req[:, SK.R_OUTPUT]
-    tpot = (done - first) / (out_len - 1.0)
+    tpot = (done - first) / (req[:, SK.R_OUTPUT] - 1.0)
     m: Dict[str, float] = {}
     _pct(first - arrival, "ttft", m)
     _pct(tpot, "tpot", m)
     _pct(done - arrival, "e2e", m)
+    return m, tpot
+
+
+def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> Dict[str, float]:
+    arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
+    out_len = req[:, SK.R_OUTPUT]
+    m, tpot = latency_metrics(req)
     dur = steps[:, SK.T_DUR]
     dec = steps[:, SK.T_DECODE]
     m["itl_ms"] = float(np.sum(dur * dec) / max(dec.sum(), 1.0)) * 1e3
