@@ -161,6 +161,8 @@ def build(
     w_chip, kv_tok_chip = max(loads, key=lambda x: x[0] + w.batch_size * max_cached * x[1])
     kv_need = w.batch_size * max_cached * kv_tok_chip
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
+        # (pipeline stages: the stage whose pool holds the fewest tokens bounds the whole pipeline)
+        w_chip, kv_tok_chip = min(loads, key=lambda x: kv_pool_bytes(cfg, tiers, x[0]) / max(x[1], 1e-30))
         kv_need = kv_pool_bytes(cfg, tiers, w_chip)
     placement = getattr(w, "kv_placement", "hbm")
     if placement not in KV_PLACEMENTS:
@@ -168,6 +170,7 @@ def build(
     mem = place(tiers, w_chip, kv_need, placement, reserved)
     notes += mem["notes"]
     mem["kv_pool_bytes"] = kv_need
+    mem["kv_bytes_per_token_chip"] = kv_tok_chip  # of the chip placed (its stage's layers)
 
     tier_names = [t.name for t in tiers]
     n_t = len(tier_names)

@@ -94,11 +94,10 @@ def check(e: List[str], cfg) -> None:
             f"with {hw.execution}: 1); SN40L deployments shard across sockets by tensor parallelism "
             "(docs/model.md section 2d)"
         )
-    kind = _kind(w)
-    if kind != "static":
+    if cfg.get("disagg") is not None and cfg.disagg.get("enabled"):
         e.append(
-            f"hardware.pipeline_parallel={pp} is modelled for workload.kind=static only (allowed "
-            f"with kind={kind}: 1); serving with pipeline stages is not modelled yet"
+            f"hardware.pipeline_parallel={pp} is not modelled with disaggregated pools (allowed with "
+            f"disagg={cfg.disagg.name}: 1; a pool is tensor_parallel chips)"
         )
     if cfg.speculative.get("enabled") or (cfg.get("coe") is not None and cfg.coe.get("enabled")):
         e.append(

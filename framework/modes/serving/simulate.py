@@ -17,6 +17,7 @@ from decodelab.components.placement import GIB
 from decodelab.core import cost
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs as KC
+from decodelab.core import parallel
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
@@ -68,6 +69,10 @@ def check_engine(e) -> None:
 
 
 def kv_bytes_per_token_chip(design: Design) -> float:
+    """KV bytes one cached token takes on the chip whose pool bounds admission (all layers; under
+    pipeline stages, the layers of the stage build() placed)."""
+    if "kv_bytes_per_token_chip" in design.memory:
+        return float(design.memory["kv_bytes_per_token_chip"])
     return float(sum(op.kv_write_per_token * op.repeat for op in design.ops))
 
 
@@ -281,7 +286,7 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["queue_ms"] = float(np.mean(req[:, SK.R_START] - arrival)) * 1e3
     span = float(done.max() - arrival.min())
     busy = float(dur.sum())
-    replicas = cfg.hardware.n_chips // cfg.hardware.tensor_parallel
+    replicas = parallel.replicas(cfg.hardware)  # tensor_parallel x pipeline_parallel chips each
     m["makespan_s"] = span
     m["n_requests"] = float(len(req))
     m["n_steps"] = float(len(steps))
