@@ -323,4 +323,6 @@ def test_disaggregated_design_is_one_deployment():
     assert m["replicas"] == 1.0 and m["chips"] == 2.0
     assert m["max_rate_rps"] == m["max_rate_per_replica_rps"]
     assert m["goodput_tok_s_per_chip"] == pytest.approx(m["goodput_tok_s"] / 2)
+    # per pool: one chip each
+    assert m["goodput_tok_s_per_prefill_chip"] == m["goodput_tok_s_per_decode_chip"] == m["goodput_tok_s"]
     assert m["ttft_p90_ms"] <= 50 and m["tpot_p90_ms"] <= 4

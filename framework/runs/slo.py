@@ -263,6 +263,9 @@ def slo_metrics(search: Search, slo: SLO) -> Dict[str, float]:
         out["goodput_rps"] = rate * float(good.sum()) / n
         out["goodput_tok_s"] = rate * float(req[good, SK.R_OUTPUT].sum()) / n
         out["goodput_tok_s_per_chip"] = out["goodput_tok_s"] / chips
+        for pool in ("prefill", "decode"):  # disaggregated designs: per chip of each pool
+            if m.get(f"{pool}_chips"):
+                out[f"goodput_tok_s_per_{pool}_chip"] = out["goodput_tok_s"] / m[f"{pool}_chips"]
     m.update(out)
     return m
 
