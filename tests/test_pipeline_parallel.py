@@ -266,7 +266,7 @@ def test_grid_routes_pipelines_to_per_design_path():
 
 
 @settings(
-    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much]
+    max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much]
 )
 @given(st.data())
 def test_kernel_matches_reference_random(data):
