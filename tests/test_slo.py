@@ -326,3 +326,29 @@ def test_disaggregated_design_is_one_deployment():
     # per pool: one chip each
     assert m["goodput_tok_s_per_prefill_chip"] == m["goodput_tok_s_per_decode_chip"] == m["goodput_tok_s"]
     assert m["ttft_p90_ms"] <= 50 and m["tpot_p90_ms"] <= 4
+
+
+def test_pipeline_design_counts_its_stages():
+    """A TP1 x PP2 replica on 2 chips: one replica of 2 chips (replicas from tok_s_system /
+    tok_s_aggregate, chips from tok_s_per_chip), and its SLO holds at the max rate."""
+    from decodelab.config import plan as SP
+
+    slo = SLO(ttft_ms=50, tpot_ms=4, tol=0.05)
+    try:
+        res, _, _ = _real(
+            [
+                "workload.output_len=64",
+                "model=llama3_2_1b",
+                "hardware=dgx_h100",
+                "hardware.n_chips=2",
+                "hardware.tensor_parallel=1",
+                "hardware.pipeline_parallel=2",
+            ],
+            slo,
+        )
+    finally:
+        SP.reset()
+    assert res.status == "ok", res.reason
+    m = res.metrics
+    assert m["replicas"] == 1.0 and m["chips"] == pytest.approx(2.0)
+    assert m["ttft_p90_ms"] <= 50 and m["tpot_p90_ms"] <= 4
