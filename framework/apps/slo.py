@@ -5,7 +5,8 @@ format; its `slo:` block, overridden by the flags). Designs are open-loop servin
 search varies workload.arrival_rate (requests/s per replica, starting from the workload's).
 
   decodelab slo model=llama3_2_1b,llama3_1_8b hardware=h100_sxm workload=open_loop --ttft-ms 2000 --tpot-ms 50
-  decodelab slo capacity_8b --ttft-ms 2000 --tpot-ms 50 -j 2        # sweeps/capacity_8b.yaml
+  decodelab slo model=llama3_1_8b workload=open_loop hardware=dgx_h100 hardware.tensor_parallel=1,2,4,8 \
+      --ttft-ms 300 --tpot-ms 15 -j 2                                # TP layouts of one DGX H100
   decodelab slo sweeps/search/slo_llama8b.yaml --trials 40          # Optuna over a space file
 
 Output: results.parquet (every design: max_rate_rps, goodput_tok_s_per_chip, tok_s_per_user,
