@@ -126,6 +126,20 @@ def _row(
 
 
 @njit(cache=True)
+def _walk(
+    op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, steps, acc_b, acc_f, acc_l, g, sig, out
+):
+    """Add every decode row's (1..n-1) seconds by cause to out: the step walk, where the closed
+    form does not hold."""
+    for r in range(1, steps.shape[0]):
+        _row(
+            op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, steps, r, acc_b, acc_f, acc_l, g, sig
+        )  # fmt: skip
+        for k in range(7):
+            out[k] += g[k]
+
+
+@njit(cache=True)
 def _same(sa, sb):
     for c in range(sa.shape[0]):
         if sa[c] != sb[c] or sa[c] == _NONAFFINE:
@@ -205,26 +219,10 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
         )
         cnt = 1
         if walk:
-            for r in range(1, n):
-                _row(
-                    op_call,
-                    op_w,
-                    op_lin,
-                    call_rep,
-                    call_cost,
-                    bw,
-                    kv_frac,
-                    hw,
-                    steps,
-                    r,
-                    acc_b,
-                    acc_f,
-                    acc_l,
-                    ga,
-                    sa,
-                )
-                for k in range(7):
-                    decode[d, k] += ga[k]
+            _walk(
+                op_call, op_w, op_lin, call_rep, call_cost, bw, kv_frac, hw, steps, acc_b, acc_f, acc_l, ga, sa,
+                decode[d],
+            )  # fmt: skip
             rows[d] = n
             continue
         top = 0
@@ -297,26 +295,10 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
         if nonaffine:  # a call's memory time is not affine in x: walk every row
             for k in range(7):
                 decode[d, k] = 0.0
-            for r in range(1, n):
-                _row(
-                    op_call,
-                    op_w,
-                    op_lin,
-                    call_rep,
-                    call_cost,
-                    bw,
-                    kv_frac,
-                    hw,
-                    steps,
-                    r,
-                    acc_b,
-                    acc_f,
-                    acc_l,
-                    ga,
-                    sa,
-                )
-                for k in range(7):
-                    decode[d, k] += ga[k]
+            _walk(
+                op_call, op_w, op_lin, call_rep, call_cost, bw, kv_frac, hw, steps, acc_b, acc_f, acc_l, ga, sa,
+                decode[d],
+            )  # fmt: skip
             cnt += n - 1
         rows[d] = cnt
     return prefill, decode, rows
