@@ -321,3 +321,23 @@ def test_fp8_block_without_its_class_uses_the_fp8_law():
     w = SimpleNamespace(weight_dtype="fp8_block", kv_dtype="fp8")
     assert oplaw.laws_of(op, hw, w, 1).gemm is GEMM_FP8
     assert oplaw.laws_of(op, hw, SimpleNamespace(weight_dtype="bf16", kv_dtype="bf16"), 1).gemm is None
+
+
+def test_decode_rows_faster_than_hbm_are_not_fitted():
+    """A decode-attention row whose KV read beats the HBM peak did not read HBM; the fit drops it.
+    By hand: batch 8 x (4095 + 1) tokens x 2 (K, V) x 1 KV head x 128 x 2 B = 16.78 MB; at 3.35 TB/s
+    that takes 5.01 us, so a 6 us row stays and a 4 us row goes (and nothing goes without a peak)."""
+    row = dict(isl=1, num_heads=8, num_key_value_heads=1, head_dim=128, window_size=0, attn_dtype="bfloat16")
+    df = pd.DataFrame(
+        [
+            dict(row, batch_size=8, step=4095, kv_cache_dtype="bfloat16", latency_ms=ms)
+            for ms in (0.006, 0.004)
+        ]
+    )
+    df["t"] = df.latency_ms * 1e-3
+    assert 8 * 4096 * 2 * 128 * 2 / 3.35e12 == pytest.approx(5.008e-6, rel=1e-3)
+    kept = O.generation_rows(df, "bf16", 128, 3.35e12, 2.0)
+    assert kept.latency_ms.tolist() == [0.006]
+    assert len(O.generation_rows(df, "bf16", 128)) == 2
+    # an FP8 cache moves half the bytes: both rows are slower than 2.50 us
+    assert len(O.generation_rows(df.assign(kv_cache_dtype="fp8"), "fp8", 128, 3.35e12, 1.0)) == 2

@@ -234,10 +234,13 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
         df, fname = data["generation_attention"]
         for dtype in oplaw.ATTN_DTYPES:
             for hd in sorted(df.head_dim.unique()):
-                d = O.generation_rows(df, dtype, int(hd))
+                d = O.generation_rows(df, dtype, int(hd), oplaw.hbm_bw(hw), oplaw.ATTN_DTYPES[dtype])
                 if len(d) >= MIN_ROWS:
                     law, pred, old = fit_decode(d, dtype, hw)
-                    rule = f"kv_cache_dtype={dtype}, head_dim={int(hd)}, window 0, group 2-16, batch<=512, step<=32767"
+                    rule = (
+                        f"kv_cache_dtype={dtype}, head_dim={int(hd)}, window 0, group 2-16, batch<=512, "
+                        "step<=32767, KV read no faster than the HBM peak"
+                    )
                     add(
                         "attention_decode",
                         f"{dtype}_hd{int(hd)}",

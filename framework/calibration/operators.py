@@ -151,13 +151,18 @@ def context_rows(df, dtype: str, head_dim: int):
     return d[(d.num_heads >= 4) & (d.batch_size * d.isl <= 16384)]
 
 
-def generation_rows(df, kv_dtype: str, head_dim: int):
+def generation_rows(df, kv_dtype: str, head_dim: int, hbm_bytes_s: float = 0.0, kv_elt_bytes: float = 2.0):
     """Decode attention with a `kv_dtype` cache: no window, GQA group 2..16 (MHA and larger groups
-    use other kernels), batch <= 512, step <= 32767 (larger KV reads look faster than HBM:
-    docs/model.md)."""
+    use other kernels), batch <= 512, step <= 32767; with `hbm_bytes_s` > 0, also no row whose KV
+    read (batch x (step + 1) x 2 x KV heads x head_dim x `kv_elt_bytes`) over its latency beats that
+    HBM bandwidth: such a row did not read its KV from HBM (docs/model.md section 5d)."""
     d = df[(df.kv_cache_dtype.map(DTYPES) == kv_dtype) & (df.head_dim == head_dim) & (df.window_size <= 0)]
     group = d.num_heads / d.num_key_value_heads
-    return d[(group >= 2) & (group <= 16) & (d.batch_size <= 512) & (d.step <= 32767)]
+    d = d[(group >= 2) & (group <= 16) & (d.batch_size <= 512) & (d.step <= 32767)]
+    if hbm_bytes_s > 0:
+        kv_bytes = d.batch_size * (d.step + 1.0) * 2.0 * d.num_key_value_heads * d.head_dim * kv_elt_bytes
+        d = d[kv_bytes <= hbm_bytes_s * d.t]
+    return d
 
 
 def collective_rows(df, kind: str, op: str, n_gpus: int):
