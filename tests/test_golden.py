@@ -263,6 +263,24 @@ def test_kernel_calls_per_step_gpu(compose):
     assert m["n_kernel_calls_per_step"] == 1 + 9 * 32 + 3 == 292
 
 
+def test_qk_norm_is_one_call_per_layer(compose):
+    """Qwen3's per-head q/k RMSNorm (model.qk_norm): one elementwise call per layer after the QKV
+    GEMM, 2 x head_dim weights per layer. By hand for Qwen3-32B on one H100 (64 layers, 64 query
+    and 8 KV heads of 128): 1 + 11 * 64 + 3 = 708 calls (10 + qk_norm per layer, roofline law),
+    one token moves (64 + 8) x 128 x 2 elements x 2 B = 36,864 B plus 2 x 128 x 2 B of weights."""
+    on = compose("model=qwen3_32b", "hardware=h100_sxm", "hardware.op_model=roofline")
+    off = compose("model=qwen3_32b", "hardware=h100_sxm", "hardware.op_model=roofline", "model.qk_norm=false")
+    m_on, m_off = evaluate(on)["metrics"], evaluate(off)["metrics"]
+    assert m_on["n_kernel_calls_per_step"] == 1 + 11 * 64 + 3 == 708
+    assert m_on["n_kernel_calls_per_step"] - m_off["n_kernel_calls_per_step"] == 64
+    (op,) = [o for o in build(on).ops if o.name == "qk_norm"]
+    assert op.repeat == 64
+    assert op.act_bytes_per_token == (64 + 8) * 128 * 2 * 2 == 36_864
+    assert op.weight_bytes == 2 * 128 * 2
+    assert not [o for o in build(off).ops if o.name == "qk_norm"]
+    assert m_on["tpot_ms"] > m_off["tpot_ms"]
+
+
 def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):
     """A prefill emits one token per sequence, so the final norm, LM head and sampling run on one
     position, not on the whole prompt (as every serving engine does). With every overhead zeroed,

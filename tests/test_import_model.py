@@ -57,8 +57,10 @@ def test_qwen3_32b_head_dim_params_and_evaluation(tmp_path):
     assert "layer_pattern" not in v  # use_sliding_window false: full attention everywhere
     # parameters by hand: embed + lm_head 2 x 151936 x 5120 = 1,555,824,640
     # layer: q 5120 x 8192 + k, v 2 x 5120 x 1024 + o 8192 x 5120 = 94,371,840; MLP 3 x 5120 x 25600
-    # = 393,216,000; 2 norms 10,240 -> 487,598,080; x 64 = 31,206,277,120; + final norm 5120
-    assert hf_model.parameters(imp)["total"] == 1_555_824_640 + 64 * 487_598_080 + 5120 == 32_762_106_880
+    # = 393,216,000; 2 norms 10,240 + q/k norms 2 x 128 -> 487,598,336; x 64 = 31,206,293,504;
+    # + final norm 5120
+    assert v["qk_norm"] is True and "q/k RMSNorm" in imp.why["qk_norm"]
+    assert hf_model.parameters(imp)["total"] == 1_555_824_640 + 64 * 487_598_336 + 5120 == 32_762_123_264
     assert "32.76B params" in out.read_text()
     r = decodelab.evaluate("model=qwen3_32b", searchpath(tmp_path), "hardware=dgx_h100", "tracking=off")
     assert r.ok, r.reason

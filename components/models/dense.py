@@ -2,7 +2,7 @@
 
 Operator list follows the ~10 kernels per decoder layer an inference engine such as
 TensorRT-LLM issues (Kernel Looping paper, shared/reference/hardware.md): input norm, QKV GEMM,
-RoPE + KV write, attention, output projection, all-reduce, residual add + norm, gate/up GEMM,
+(per-head q/k RMSNorm for `qk_norm` models), RoPE + KV write, attention, output projection, all-reduce, residual add + norm, gate/up GEMM,
 activation, down projection, all-reduce, residual add. Per-chip costs under tensor parallel `tp`:
 heads, KV heads (replicated when tp > kv_heads), FFN columns and vocabulary are split `tp` ways;
 each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
@@ -30,7 +30,7 @@ def param_counts(m) -> dict:
         attn += q_out + 2 * kv_out
     n_mats = 3 if m.ffn_act == "swiglu" else 2
     mlp = n_mats * d * m.ffn_dim
-    norms = 2 * d
+    norms = 2 * d + (2 * hd if m.qk_norm else 0)  # input and residual norms (+ q/k norms)
     embed = m.vocab_size * d
     head = 0 if m.tied_embeddings else m.vocab_size * d
     layer = attn + mlp + norms
@@ -79,6 +79,10 @@ def build_ops(
         ),  # gather one row, write it
         elementwise("input_norm", "norm", d, d, weights=d),
         gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
+    ]
+    if m.qk_norm:  # per-head RMSNorm of q and k (Qwen3 q_norm / k_norm): one kernel per layer
+        ops.append(elementwise("qk_norm", "norm", (h + kvh) * hd, (h + kvh) * hd, weights=2 * hd))
+    ops += [
         Op(
             "rope_kv_write",
             "elementwise",

@@ -70,7 +70,7 @@ def param_counts(m) -> Dict[str, float]:
     embedding and head included); `mtp` = the multi-token-prediction modules (not in total)."""
     d = m.d_model
     attn = _attn_params(m)
-    norms = 2 * d
+    norms = 2 * d + (2 * m.head_dim if m.qk_norm else 0)  # input and residual norms (+ q/k norms)
     dense_ffn = _mats(m) * d * m.ffn_dim
     moe_ffn = (m.n_experts + m.n_shared_experts) * expert_params(m) + d * m.n_experts
     n_moe = n_moe_layers(m)
@@ -259,8 +259,10 @@ def build_ops(
         kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
         qkv_out = (h + 2 * kvh) * hd
         kv_tok = 2.0 * kvh * hd * kv_bytes
+        ops.append(gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0))
+        if m.qk_norm:  # per-head RMSNorm of q and k (Qwen3 q_norm / k_norm): one kernel per layer
+            ops.append(elementwise("qk_norm", "norm", (h + kvh) * hd, (h + kvh) * hd, weights=2 * hd))
         ops += [
-            gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
             Op(
                 "rope_kv_write",
                 "elementwise",

@@ -34,6 +34,7 @@ GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai")  # gate + up + down projec
 GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
 GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
 QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
+QK_NORM_TYPES = ("qwen3", "qwen3_moe")  # per-head q_norm / k_norm in the code (modeling_qwen3*.py)
 SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
 FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
 # keys whose mechanism the schema has no field for (when set to a value that changes the model)
@@ -50,7 +51,7 @@ GAPS = {
 # ModelConfig fields written for every model; the MoE, MLA and sliding ones only when used
 BASE = tuple(
     "name arch n_layers d_model n_heads n_kv_heads head_dim ffn_dim vocab_size ffn_act tied_embeddings "
-    "qkv_bias max_context".split()
+    "qkv_bias qk_norm max_context".split()
 )
 MOE = ("n_experts", "experts_per_token", "n_shared_experts", "expert_ffn_dim", "first_dense_layers")
 MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -325,6 +326,8 @@ def _misc(r: _Keys, imp: Imported) -> None:
         imp.set("qkv_bias", True, f"{mt}: q/k/v projections have bias=True (not in config.json)")
     else:
         imp.set("qkv_bias", False, "config.json has no attention_bias: assumed false")
+    qk = mt in QK_NORM_TYPES
+    imp.set("qk_norm", qk, f"{mt}: per-head q/k RMSNorm in the code" if qk else f"{mt}: no q/k norm assumed")
     if r.has("max_position_embeddings"):
         imp.set("max_context", _int(r, "max_position_embeddings"), "config.json max_position_embeddings")
     else:

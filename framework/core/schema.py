@@ -36,6 +36,9 @@ class ModelConfig:
     ffn_act: str = "swiglu"  # swiglu (gate+up+down) | gelu (up+down)
     tied_embeddings: bool = False
     qkv_bias: bool = False
+    # Per-head RMSNorm of q and k before RoPE (Qwen3's q_norm / k_norm): one more elementwise
+    # kernel per layer on a GPU (components/models/dense.py)
+    qk_norm: bool = False
     max_context: int = 131072
     # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
     # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A
