@@ -341,3 +341,75 @@ def test_decode_rows_faster_than_hbm_are_not_fitted():
     assert len(O.generation_rows(df, "bf16", 128)) == 2
     # an FP8 cache moves half the bytes: both rows are slower than 2.50 us
     assert len(O.generation_rows(df.assign(kv_cache_dtype="fp8"), "fp8", 128, 3.35e12, 1.0)) == 2
+
+
+def test_an_engines_own_all_reduce_law(tmp_path):
+    """An all-reduce CSV with a `framework` column fits that engine's law
+    (op_fit.all_reduce_by_engine.<framework>), which costs that engine family's all-reduces; other
+    engines and the TP degrees it has no law for keep TensorRT-LLM's. By hand at TP4 for 8 x 5120
+    BF16 elements (81,920 B): vLLM's law 4.736 us + 81,920 / 215.6 GB/s = 5.116 us (below its
+    370.7 KB switch); TensorRT-LLM's 10.33 us + 81,920 / 214.7 GB/s = 10.71 us (above 46.3 KB)."""
+    sizes = 2 ** np.arange(7, 28, dtype=float)
+    vllm_tp4 = SimpleNamespace(a_lo_us=4.736, a_hi_us=8.937, s_switch_bytes=3.707e5, beta_gb_s=215.6)
+    pd.DataFrame(
+        {
+            "framework": "vllm",
+            "allreduce_dtype": "bfloat16",
+            "num_gpus": 4,
+            "message_size": sizes.astype(int),
+            "latency_ms": oplaw.collective_time(vllm_tp4, sizes * 2.0) * 1e3,
+        }
+    ).to_csv(tmp_path / "allreduce_vllm.csv", index=False)
+    (f,) = F.fit_all(O.load([tmp_path / "allreduce_vllm.csv"]), _hw())
+    assert (f["group"], f["key"]) == ("all_reduce_by_engine", "vllm.tp4")
+    assert f["law"].a_lo_us == pytest.approx(4.736, rel=0.01)
+    text = F.to_yaml([f], "h100_sxm", "decodelab fit-hardware allreduce_vllm.csv")
+    assert "  all_reduce_by_engine:\n    vllm:\n      tp4:   # allreduce_vllm.csv" in text
+
+    assert float(oplaw.collective_time(vllm_tp4, 81920.0)) * 1e6 == pytest.approx(5.116, abs=1e-3)
+    cfg = compose_cfg("model=llama3_1_70b", "hardware=dgx_h100", "hardware.tensor_parallel=4")
+    ar = next(o for o in build(cfg).ops if o.coll_kind == "all_reduce")
+    hw, w = cfg.hardware, cfg.workload
+    own = oplaw.laws_of(ar, hw, w, 4, "vllm").coll
+    assert (own.a_lo_us, own.beta_gb_s) == (4.736, 215.6)
+    assert oplaw.laws_of(ar, hw, w, 4, "trtllm").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
+    assert oplaw.laws_of(ar, hw, w, 4, "").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
+    trt = hw.op_fit.all_reduce.tp4
+    assert float(oplaw.collective_time(trt, 81920.0)) * 1e6 == pytest.approx(10.71, abs=0.01)
+    # the serving engines' all-reduces run their own kernels: a vLLM design's collectives are cheaper
+    ms = {
+        e: decodelab_eval(
+            "model=qwen3_32b",
+            "hardware=dgx_h100",
+            "hardware.tensor_parallel=4",
+            "workload.batch_size=8",
+            f"engine={e}",
+        )
+        for e in ("default", "vllm")
+    }
+    n_ar = 2 * 64
+    assert ms["default"] - ms["vllm"] == pytest.approx(n_ar * (10.71 - 5.116) * 1e-3, rel=0.01)
+
+
+def decodelab_eval(*overrides):
+    from decodelab.modes.dispatch import evaluate
+
+    return evaluate(compose_cfg(*overrides))["metrics"]["tpot_collectives_ms"]
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        (
+            "hardware.op_fit.all_reduce_by_engine.vllm.x4={a_lo_us:1,a_hi_us:1,s_switch_bytes:1,beta_gb_s:1}",
+            "all_reduce_by_engine.vllm.x4",
+        ),
+        ("hardware.op_fit.all_reduce_by_engine.vllm.tp4.beta_gb_s=0", "beta_gb_s=0.0 must be in (0.0"),
+        ("+hardware.op_fit.all_reduce_by_engine.vllm.tp4.extra=1", "needs exactly the fields"),
+    ],
+)
+def test_bad_engine_all_reduce_law_is_one_error_line(override, words):
+    r = cli(Path.cwd(), "model=qwen3_32b", "hardware=dgx_h100", override, "tracking=off")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and words in lines[0], r.stderr

@@ -7,7 +7,9 @@ with the file it was fitted to and the fit error of its class, and the error tab
   decodelab fit-hardware my_chip_operators/ --hardware my_chip --out my_chip_fit.yaml
 
 Paste the fragment into conf/hardware/<chip>.yaml. One file per kind (several GEMM files, e.g. two
-engines: pass the one to fit). docs/model.md, "Per-shape operator laws"."""
+engines: pass the one to fit); an all-reduce CSV with a `framework` column (vllm, sglang) is that
+engine's own kernel (op_fit.all_reduce_by_engine.<framework>), one per framework. docs/model.md,
+"Per-shape operator laws"."""
 
 from __future__ import annotations
 

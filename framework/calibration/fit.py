@@ -22,7 +22,7 @@ from decodelab.core import oplaw
 GEMM_FIELDS = ("e_c", "k0", "e_b", "t0_us", "p")
 PREFILL_FIELDS = ("e_a", "tau_tok_ns", "tau_seq_ns", "t0_us")
 DECODE_FIELDS = ("c_sk_ns", "bw_kv_tbs", "t0_us", "p")
-COLL_FIELDS = ("a_lo_us", "a_hi_us", "s_switch_bytes", "beta_gb_s")
+COLL_FIELDS = oplaw.COLLECTIVE_FIELDS
 MIN_ROWS = 8  # fewer rows than this: the class is not fitted
 
 
@@ -90,7 +90,7 @@ def roofline_attention(hw, tokens, kv_read, pairs, h, kvh, hd, kv_dtype):
 
 
 def roofline_collective(hw, s_bytes, n, op):
-    f = 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+    f = 2.0 * (n - 1) / n if op.startswith("all_reduce") else (n - 1) / n
     return hw.collective_latency_us * 1e-6 + f * np.asarray(s_bytes, float) / (hw.link_bw_gb_s * 1e9)
 
 
@@ -252,7 +252,9 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                         fname,
                         rule,
                     )
-    for kind, op, group in (("allreduce", "", "all_reduce"), ("nccl", "all_gather", "all_gather")):
+    coll = [("allreduce", "", "all_reduce", ""), ("nccl", "all_gather", "all_gather", "")]
+    coll += [(k, "", "all_reduce_by_engine", k.split(":", 1)[1] + ".") for k in sorted(data) if ":" in k]
+    for kind, op, group, prefix in coll:
         if kind not in data:
             continue
         df, fname = data[kind]
@@ -266,7 +268,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                     + (f", op_name={op}" if op else "")
                     + ", bytes = message_size x element bytes"
                 )
-                add(group, f"tp{int(n)}", COLL_FIELDS, law, pred, old, t, fname, rule)
+                add(group, f"{prefix}tp{int(n)}", COLL_FIELDS, law, pred, old, t, fname, rule)
     return out
 
 
@@ -280,22 +282,35 @@ def to_yaml(fits: List[dict], hw_name: str, command: str) -> str:
         "op_fit:",
         f'  source: "{", ".join(sorted({f["file"] for f in fits}))} (operator microbenchmarks)"',
     ]
-    groups = ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
+    groups = (
+        "gemm",
+        "attention_prefill",
+        "attention_decode",
+        "all_reduce",
+        "all_gather",
+        "all_reduce_by_engine",
+    )
     for g in groups:
         entries = [f for f in fits if f["group"] == g]
         if not entries:
             continue
         lines.append(f"  {g}:")
+        parent = None
         for f in entries:
             n, o = f["new"], f["old"]
+            *up, key = f["key"].split(".")  # all_reduce_by_engine: <engine>.tp<n>
+            pad = "  " * len(up)
+            if up and up[0] != parent:
+                parent = up[0]
+                lines.append(f"    {parent}:")
             lines.append(
-                f"    {f['key']}:   # {f['file']}: {f['rule']}; {n['n']} rows: MAPE {n['mape']:.1f}% "
+                f"    {pad}{key}:   # {f['file']}: {f['rule']}; {n['n']} rows: MAPE {n['mape']:.1f}% "
                 f"(roofline {o['mape']:.1f}%), median {n['median']:.1f}%, max {n['max']:.0f}%"
             )
             for field in f["fields"]:
                 v = getattr(f["law"], field)
                 lines.append(
-                    f"      {field}: {v:.4g}   # fitted to {f['file']} ({n['n']} rows); class MAPE {n['mape']:.1f}%"
+                    f"      {pad}{field}: {v:.4g}   # fitted to {f['file']} ({n['n']} rows); class MAPE {n['mape']:.1f}%"
                 )
     return "\n".join(lines) + "\n"
 

@@ -50,6 +50,9 @@ SCHEMAS = {
         "latency_ms": "num",
     },
 }
+# An all-reduce CSV with a `framework` column other than these is that engine's own kernel
+# (hardware.op_fit.all_reduce_by_engine.<framework>); without the column, TensorRT-LLM's.
+TRTLLM_NAMES = ("trtllm", "tensorrt-llm", "tensorrt_llm")
 # The column that tells the kinds apart (checked in this order).
 MARKERS = {
     "generation_attention": "step",
@@ -106,6 +109,12 @@ def read(path: Path):
             raise OperatorCSVError(f"{path}: column {c} must be >= 0")
         df[c] = v
     df["t"] = df["latency_ms"] * 1e-3
+    if kind == "allreduce" and "framework" in df.columns:  # an engine's own all-reduce kernel
+        engines = sorted({str(x).strip().lower() for x in df.framework})
+        if len(engines) != 1:
+            raise OperatorCSVError(f"{path}: one framework per all-reduce CSV, got {', '.join(engines)}")
+        if engines[0] not in TRTLLM_NAMES:
+            kind = f"allreduce:{engines[0]}"
     return df, kind
 
 
@@ -167,7 +176,7 @@ def generation_rows(df, kv_dtype: str, head_dim: int, hbm_bytes_s: float = 0.0, 
 
 def collective_rows(df, kind: str, op: str, n_gpus: int):
     """(bytes of the whole per-rank tensor, seconds) of one collective at `n_gpus` GPUs."""
-    if kind == "allreduce":
+    if kind.startswith("allreduce"):  # TensorRT-LLM's, or an engine's own (allreduce:<engine>)
         d = df[df.num_gpus == n_gpus]
         elt = d.allreduce_dtype.map(ELEMENT_BYTES)
     else:

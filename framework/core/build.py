@@ -73,6 +73,12 @@ def _lookup(registry: dict, field_name: str, key: str):
 PATHS = {"all": K.PATH_ALL, "decode": K.PATH_DECODE, "prefill": K.PATH_PREFILL}
 
 
+def engine_family(cfg) -> str:
+    """The engine family whose kernels run the design (engine.family; "" without an engine node)."""
+    eng = getattr(cfg, "engine", None)
+    return str(getattr(eng, "family", "") or "") if eng is not None else ""
+
+
 def peak_flops(hw, dtype: str) -> float:
     """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them). FP4
     weights run at the FP4 rate where the chip has FP4 units, else they are dequantized and run at
@@ -190,7 +196,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
-            *oplaw.law_columns(op, hw, w, tp),
+            *oplaw.law_columns(op, hw, w, tp, engine_family(cfg)),
         )
     call_cost = np.zeros((len(calls), K.N_CALL))
     stages = parallel.call_stages(ops, len(calls))
@@ -215,7 +221,7 @@ def build(
                 "cost one kernel per op (hardware.execution=gpu)"
             )
         call_cost[c, K.C_LAUNCH_EACH] = 0.0
-    law_note = oplaw.note(ops, hw, w, tp)
+    law_note = oplaw.note(ops, hw, w, tp, engine_family(cfg))
     if law_note:
         notes.append(law_note)
     pk = policy.kernel_params(cfg.kv_policy, m)

@@ -47,6 +47,7 @@ _RANGES = {  # field: (low, high, low inclusive) of a physical value
     "e_a": (0.0, 1.0, False),
     "p": (1.0, 100.0, True),
 }
+COLLECTIVE_FIELDS = ("a_lo_us", "a_hi_us", "s_switch_bytes", "beta_gb_s")
 _POSITIVE = ("bw_kv_tbs", "beta_gb_s")  # > 0; every other field >= 0
 
 
@@ -84,21 +85,35 @@ def check(hw) -> List[str]:
         for key in getattr(fit, group):
             if not _TP_KEY.match(key):
                 e.append(f"hardware.op_fit.{group}.{key}: the key must be tp<number of GPUs>")
-    for group in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather"):
-        for key, law in getattr(fit, group).items():
-            for name in law:
-                v = float(law[name])
-                lo, hi, inclusive = _RANGES.get(name, (0.0, np.inf, name not in _POSITIVE))
-                ok = np.isfinite(v) and (lo <= v if inclusive else lo < v) and v <= hi
-                if not ok:
-                    lo_s = "[" if inclusive else "("
-                    e.append(f"hardware.op_fit.{group}.{key}.{name}={v} must be in {lo_s}{lo}, {hi}]")
+    laws = [
+        (g, k, law)
+        for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
+        for k, law in getattr(fit, g).items()
+    ]
+    for eng, by_tp in fit.all_reduce_by_engine.items():  # untyped below the engine: checked here
+        for key, law in by_tp.items():
+            where = f"hardware.op_fit.all_reduce_by_engine.{eng}.{key}"
+            if not _TP_KEY.match(key):
+                e.append(f"{where}: the key must be tp<number of GPUs>")
+            elif sorted(law) != sorted(COLLECTIVE_FIELDS):
+                e.append(f"{where}: needs exactly the fields {', '.join(COLLECTIVE_FIELDS)}")
+            else:
+                laws.append((f"all_reduce_by_engine.{eng}", key, law))
+    for group, key, law in laws:
+        for name in law:
+            v = float(law[name])
+            lo, hi, inclusive = _RANGES.get(name, (0.0, np.inf, name not in _POSITIVE))
+            ok = np.isfinite(v) and (lo <= v if inclusive else lo < v) and v <= hi
+            if not ok:
+                lo_s = "[" if inclusive else "("
+                e.append(f"hardware.op_fit.{group}.{key}.{name}={v} must be in {lo_s}{lo}, {hi}]")
     return e
 
 
-def laws_of(op, hw, w, tp: int) -> SimpleNamespace:
+def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
-    decode attention, collective; `skip`: the op is inside a law-costed attention call."""
+    decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
+    (engine.family) picks that engine's own all-reduce law where the chip has one."""
     out = SimpleNamespace(gemm=None, prefill=None, decode=None, coll=None, skip=False)
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
@@ -114,6 +129,9 @@ def laws_of(op, hw, w, tp: int) -> SimpleNamespace:
     elif op.attn_head_dim > 0 and attn_fitted:
         out.prefill, out.decode = fit.attention_prefill[key], fit.attention_decode[key]
     group = {"all_reduce": fit.all_reduce, "all_gather": fit.all_gather}.get(op.coll_kind, {})
+    own = fit.all_reduce_by_engine.get(engine, {}) if op.coll_kind == "all_reduce" else {}
+    if f"tp{tp}" in own:
+        group = own
     if f"tp{tp}" in group and op.coll_bytes_per_token > 0:
         out.coll = group[f"tp{tp}"]
     return out
@@ -170,10 +188,10 @@ def collective_time(law, s_bytes):
 # ---- the kernel's per-op constants
 
 
-def law_columns(op, hw, w, tp: int) -> np.ndarray:
+def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
     """The op's law columns of `op_lin` (kernel.L_LAW ...; all 0: the roofline law)."""
     row = np.zeros(K.N_LIN - K.L_LAW)
-    laws = laws_of(op, hw, w, tp)
+    laws = laws_of(op, hw, w, tp, engine)
 
     def put(col, v):
         row[col - K.L_LAW] = v
@@ -215,13 +233,13 @@ def law_columns(op, hw, w, tp: int) -> np.ndarray:
     return row
 
 
-def note(ops, hw, w, tp: int) -> Optional[str]:
+def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
     """One note naming the ops the fitted laws do not cover (costed by the roofline law)."""
     if getattr(hw, "op_model", "roofline") != "fitted":
         return None
     missed = []
     for op in ops:
-        laws = laws_of(op, hw, w, tp)
+        laws = laws_of(op, hw, w, tp, engine)
         if op.kind == "gemm" and laws.gemm is None:
             why = f"no gemm.{w.weight_dtype} law" if op.gemm_n > 0 else "not a plain GEMM"
             missed.append(f"{op.name} ({why})")

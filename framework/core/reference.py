@@ -9,7 +9,7 @@ from typing import Dict, List, Tuple
 
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.core import oplaw
-from decodelab.core.build import peak_flops
+from decodelab.core.build import engine_family, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kv_costs import attention_efficiency
 from decodelab.core.schema import memory_tiers
@@ -141,7 +141,7 @@ def _group_step(
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        laws = oplaw.laws_of(op, hw, w, tp)
+        laws = oplaw.laws_of(op, hw, w, tp, engine_family(cfg))
         if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)

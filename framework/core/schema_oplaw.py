@@ -65,3 +65,6 @@ class OpFitConfig:
     attention_decode: Dict[str, DecodeAttentionLaw] = field(default_factory=dict)
     all_reduce: Dict[str, CollectiveLaw] = field(default_factory=dict)
     all_gather: Dict[str, CollectiveLaw] = field(default_factory=dict)
+    # An engine's own all-reduce kernel, by engine family (engine.family: vllm, sglang, ...) then
+    # tp<n>: used for that engine's all-reduces in place of `all_reduce` (TensorRT-LLM's)
+    all_reduce_by_engine: Dict[str, Dict[str, CollectiveLaw]] = field(default_factory=dict)
