@@ -2,8 +2,9 @@
 
 Operator list follows the ~10 kernels per decoder layer an inference engine such as
 TensorRT-LLM issues (Kernel Looping paper, shared/reference/hardware.md): input norm, QKV GEMM,
-(per-head q/k RMSNorm for `qk_norm` models), RoPE + KV write, attention, output projection, all-reduce, residual add + norm, gate/up GEMM,
-activation, down projection, all-reduce, residual add. Per-chip costs under tensor parallel `tp`:
+(per-head q/k RMSNorm for `qk_norm` models), RoPE + KV write, attention, output projection,
+all-reduce, residual add + norm, gate/up GEMM, activation, down projection, all-reduce, residual
+add. Per-chip costs under tensor parallel `tp`:
 heads, KV heads (replicated when tp > kv_heads), FFN columns and vocabulary are split `tp` ways;
 each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
 """
