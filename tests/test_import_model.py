@@ -11,7 +11,7 @@ import yaml
 
 import decodelab
 from conftest import CONF, ROOT, decodelab as cli, searchpath
-from decodelab.config import hf_model
+from decodelab.config import hf_model, hf_yaml
 from decodelab.config.compose import compose
 
 HF = ROOT / "tests" / "data" / "hf"
@@ -23,7 +23,7 @@ def write(tmp_path, folder: str, name: str):
     imp = hf_model.from_config(hf_model.load_json(str(path)), name, str(path))
     out = tmp_path / "model" / f"{name}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(hf_model.to_yaml(imp, hf_model.parameters(imp)))
+    out.write_text(hf_yaml.to_yaml(imp, hf_yaml.parameters(imp)))
     return imp, out
 
 
@@ -60,7 +60,7 @@ def test_qwen3_32b_head_dim_params_and_evaluation(tmp_path):
     # = 393,216,000; 2 norms 10,240 + q/k norms 2 x 128 -> 487,598,336; x 64 = 31,206,293,504;
     # + final norm 5120
     assert v["qk_norm"] is True and "q/k RMSNorm" in imp.why["qk_norm"]
-    assert hf_model.parameters(imp)["total"] == 1_555_824_640 + 64 * 487_598_336 + 5120 == 32_762_123_264
+    assert hf_yaml.parameters(imp)["total"] == 1_555_824_640 + 64 * 487_598_336 + 5120 == 32_762_123_264
     assert "32.76B params" in out.read_text()
     r = decodelab.evaluate("model=qwen3_32b", searchpath(tmp_path), "hardware=dgx_h100", "tracking=off")
     assert r.ok, r.reason

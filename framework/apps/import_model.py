@@ -17,7 +17,7 @@ from pathlib import Path
 
 from decodelab import paths
 from decodelab.apps.common import errors
-from decodelab.config import hf_model
+from decodelab.config import hf_model, hf_yaml
 from decodelab.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
@@ -51,8 +51,8 @@ def run(args) -> int:
         imp = hf_model.from_config(d, name, args.config)
     except ConfigError as e:
         return errors(str(e))
-    params = hf_model.parameters(imp)
-    text = hf_model.to_yaml(imp, params)
+    params = hf_yaml.parameters(imp)
+    text = hf_yaml.to_yaml(imp, params)
     report = sys.stderr if args.stdout else sys.stdout  # --stdout: the YAML alone on stdout
     if args.stdout:
         print(text, end="")
