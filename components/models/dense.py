@@ -49,41 +49,17 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim * kv_bytes
 
 
-def build_ops(
-    m,
-    tp: int,
-    w_bytes: float,
-    act_bytes: float,
-    kv_bytes: float,
-    tokens_per_step: float = 1.0,
-    mla_mapping: str = "replicated",
-    moe_mapping: str = "tp",
-    attention_dp: int = 1,
-) -> List[Op]:
-    """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
-    whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
-    attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
-    `moe_mapping` only to MoE models)."""
+def gqa_attention_ops(m, h: int, kvh: int, gemm, elementwise, act_bytes: float, kv_bytes: float, o_bias=0.0):
+    """A GQA/MHA attention block on one chip (`h` query and `kvh` KV heads): QKV GEMM, per-head
+    q/k RMSNorm for `qk_norm` models (Qwen3 q_norm / k_norm: one kernel per layer), RoPE + KV write
+    (inside the attention call), attention, output projection (bias `o_bias`)."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
-    h = m.n_heads // (tp // attention_dp)  # attention: tensor-parallel within a group
-    kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
-    ffn = m.ffn_dim // tp
     qkv_out = (h + 2 * kvh) * hd
-    n_up = 2 if m.ffn_act == "swiglu" else 1
     kv_tok = 2.0 * kvh * hd * kv_bytes  # K and V of one token, one layer, this chip
-
-    gemm, elementwise = op_builders(L, w_bytes, act_bytes)
-
-    ops = [
-        Op(
-            "embedding", "embed", stage="pre", flops_per_token=0.0, act_bytes_per_token=2.0 * d * w_bytes
-        ),  # gather one row, write it
-        elementwise("input_norm", "norm", d, d, weights=d),
-        gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0),
-    ]
-    if m.qk_norm:  # per-head RMSNorm of q and k (Qwen3 q_norm / k_norm): one kernel per layer
+    ops = [gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0)]
+    if m.qk_norm:
         ops.append(elementwise("qk_norm", "norm", (h + kvh) * hd, (h + kvh) * hd, weights=2 * hd))
-    ops += [
+    return ops + [
         Op(
             "rope_kv_write",
             "elementwise",
@@ -105,8 +81,40 @@ def build_ops(
             attn_kv_heads=kvh,
             attn_head_dim=hd,
         ),
-        gemm("o_proj", h * hd, d),
+        gemm("o_proj", h * hd, d, bias=o_bias),
     ]
+
+
+def build_ops(
+    m,
+    tp: int,
+    w_bytes: float,
+    act_bytes: float,
+    kv_bytes: float,
+    tokens_per_step: float = 1.0,
+    mla_mapping: str = "replicated",
+    moe_mapping: str = "tp",
+    attention_dp: int = 1,
+) -> List[Op]:
+    """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
+    whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
+    attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
+    `moe_mapping` only to MoE models)."""
+    d, L = m.d_model, m.n_layers
+    h = m.n_heads // (tp // attention_dp)  # attention: tensor-parallel within a group
+    kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
+    ffn = m.ffn_dim // tp
+    n_up = 2 if m.ffn_act == "swiglu" else 1
+
+    gemm, elementwise = op_builders(L, w_bytes, act_bytes)
+
+    ops = [
+        Op(
+            "embedding", "embed", stage="pre", flops_per_token=0.0, act_bytes_per_token=2.0 * d * w_bytes
+        ),  # gather one row, write it
+        elementwise("input_norm", "norm", d, d, weights=d),
+    ]
+    ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes)
     if tp > 1:
         ops.append(
             attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, tokens_per_step, act_bytes, 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import kv_heads_per_chip
+from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip
 from decodelab.components.models import attn_dp, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, op_builders
@@ -255,37 +255,8 @@ def build_ops(
         ]
         ops += mla_map.remap(ops[1:], m, tp, mapping, tokens_per_step, act_bytes)
     else:
-        hd = m.head_dim
         kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
-        qkv_out = (h + 2 * kvh) * hd
-        kv_tok = 2.0 * kvh * hd * kv_bytes
-        ops.append(gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0))
-        if m.qk_norm:  # per-head RMSNorm of q and k (Qwen3 q_norm / k_norm): one kernel per layer
-            ops.append(elementwise("qk_norm", "norm", (h + kvh) * hd, (h + kvh) * hd, weights=2 * hd))
-        ops += [
-            Op(
-                "rope_kv_write",
-                "elementwise",
-                repeat=L,
-                flops_per_token=6.0 * (h + kvh) * hd,
-                act_bytes_per_token=2.0 * qkv_out * act_bytes,
-                kv_write_per_token=kv_tok,
-                in_attention_call=True,
-                attn_head_dim=hd,
-            ),
-            Op(
-                "attention",
-                "attention",
-                repeat=L,
-                kv_read_per_ctx=kv_tok,
-                attn_flops_per_ctx=4.0 * h * hd,
-                act_bytes_per_token=2.0 * h * hd * act_bytes,
-                attn_heads=h,
-                attn_kv_heads=kvh,
-                attn_head_dim=hd,
-            ),
-            gemm("o_proj", h * hd, d, bias=d if m.qkv_bias else 0),
-        ]
+        ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, d if m.qkv_bias else 0)
     if tp > 1:
         ops.append(
             Op(
