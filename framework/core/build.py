@@ -182,6 +182,7 @@ def build(
     n_t = len(tier_names)
     op_w = np.zeros((len(ops), n_t))
     op_lin = np.zeros((len(ops), K.N_LIN))
+    engine = engine_family(cfg)  # whose all-reduce kernel the collectives run (oplaw.laws_of)
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
         op_lin[i] = (
@@ -196,7 +197,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
-            *oplaw.law_columns(op, hw, w, tp, engine_family(cfg)),
+            *oplaw.law_columns(op, hw, w, tp, engine),
         )
     call_cost = np.zeros((len(calls), K.N_CALL))
     stages = parallel.call_stages(ops, len(calls))
@@ -221,7 +222,7 @@ def build(
                 "cost one kernel per op (hardware.execution=gpu)"
             )
         call_cost[c, K.C_LAUNCH_EACH] = 0.0
-    law_note = oplaw.note(ops, hw, w, tp, engine_family(cfg))
+    law_note = oplaw.note(ops, hw, w, tp, engine)
     if law_note:
         notes.append(law_note)
     pk = policy.kernel_params(cfg.kv_policy, m)
