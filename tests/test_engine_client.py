@@ -14,7 +14,7 @@ from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
-from decodelab.runs.validation import engine_config_name, run_validation
+from decodelab.runs.validation import engine_config_name, launch_engine, run_validation
 
 HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -181,6 +181,18 @@ def test_rows_run_with_their_engine(tmp_path):
     # vLLM 0.12 exposes its host work (no overlap scheduler); TRT-LLM and SGLang hide theirs under
     # a GPU step this long, so those two may coincide on such a small row
     assert df["tpot_pred"].iloc[1] > df["tpot_pred"].iloc[0]
+
+
+def test_auto_launch_is_aiconfigurators_for_trtllm_rows_only():
+    """`--launch auto` (the default): a TensorRT-LLM row runs with AIConfigurator's generated
+    max_num_tokens = bs + isl + 1500 (bs = the row's concurrency), by hand 16 + 1024 + 1500 = 2540;
+    vLLM and SGLang rows keep their engine files' defaults; `defaults` and `aic` are as named."""
+    row = {"concurrency": 16, "isl": 1024}
+    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": 2540}
+    assert launch_engine(row, "vllm", "auto") == {} and launch_engine(row, "sglang", "auto") == {}
+    assert launch_engine(row, "trtllm", "defaults") == {}
+    assert launch_engine(row, "vllm", "aic") == {"max_tokens_per_step": 2540}
+    assert launch_engine(row, "sglang", "aic") == {"mixed_steps": True, "max_tokens_per_step": 2524}
 
 
 def _validate(tmp_path, text):

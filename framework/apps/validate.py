@@ -129,9 +129,12 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--launch",
         choices=LAUNCHES,
-        default="defaults",
-        help="engine settings: the engine files' sourced defaults, or AIConfigurator's launch "
-        "rules per row (max_num_tokens = concurrency + isl + 1500; SGLang mixed chunks)",
+        default="auto",
+        help="engine settings per row: auto (default) = AIConfigurator's launch rules for "
+        "TensorRT-LLM rows, whose engine file is AIConfigurator's launch config, and the engine "
+        "files' defaults for vLLM and SGLang; defaults = every engine file's own defaults; aic = "
+        "AIConfigurator's rules for every engine (max_num_tokens = concurrency + isl + 1500; "
+        "SGLang mixed chunks)",
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
     p.add_argument(

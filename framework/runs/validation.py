@@ -50,7 +50,15 @@ PRECISIONS = {
     "int8_wo": ("int8", "bf16"),
     "int4_wo": ("int4", "bf16"),
 }
-LAUNCHES = ("defaults", "aic")
+LAUNCHES = ("auto", "defaults", "aic")
+# Engine families whose engine file already is AIConfigurator's generated launch config for the
+# measured version (conf/engine/default.yaml, TensorRT-LLM 1.0.0rc3: its KV fraction, CUDA-graph
+# sizes and overlap scheduler come from aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and
+# the generator's template extra_engine_args.1.0.0rc3.yaml.j2). `auto` launches their rows with the
+# same generator's max_num_tokens rule too, so that a row's engine is one launch config, not half of
+# one; vLLM and SGLang rows keep their engines' own defaults (AIConfigurator's generator for them
+# dates from 2025-12 and passed max-num-batched-tokens only from 2026-01-08): docs/validation.md.
+AIC_LAUNCHED = ("trtllm",)
 GROUPS = ("engine", "model", "tp", "concurrency")
 
 
@@ -223,7 +231,10 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
     @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
     concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500."""
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. `auto`: `aic` for the
+    families in AIC_LAUNCHED, the engine files' defaults for the others."""
+    if launch == "auto":
+        launch = "aic" if family in AIC_LAUNCHED else "defaults"
     if launch != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
@@ -293,7 +304,7 @@ def _predict(cache, key, row, overrides, pinned, static, launch):
 
 
 def run_validation(
-    csv: Path, overrides: Optional[List[str]] = None, static: bool = False, launch: str = "defaults"
+    csv: Path, overrides: Optional[List[str]] = None, static: bool = False, launch: str = "auto"
 ):
     """Predicted vs measured per row (a pandas DataFrame). `overrides` (Hydra syntax) apply to
     every row; a workload or engine field they name is not replaced by the row's value."""
