@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import cli, compose_cfg
+from conftest import cli, compose_cfg, runs_in
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
@@ -193,6 +193,18 @@ def test_auto_launch_is_aiconfigurators_for_trtllm_rows_only():
     assert launch_engine(row, "trtllm", "defaults") == {}
     assert launch_engine(row, "vllm", "aic") == {"max_tokens_per_step": 2540}
     assert launch_engine(row, "sglang", "aic") == {"mixed_steps": True, "max_tokens_per_step": 2524}
+
+
+def test_validate_run_in_mlflow_says_how_the_rows_ran(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text(HEADER + ROW)
+    out = cli(tmp_path, "validate", "--csv", str(csv), "--launch", "defaults", "engine.overlap=false")
+    assert out.returncode == 0, out.stderr
+    (run,) = runs_in(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    tags = run.data.tags
+    assert tags["kind"] == "validate" and tags["launch"] == "defaults" and tags["static"] == "False"
+    assert tags["overrides"] == "engine.overlap=false"
+    assert run.data.metrics["rows"] == 1.0
 
 
 def _validate(tmp_path, text):

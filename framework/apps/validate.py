@@ -93,15 +93,17 @@ def print_table(df, csv: Path) -> None:
     )
 
 
-def _log(df, csv: Path) -> None:
+def _log(df, csv: Path, a, overrides: List[str]) -> None:
     """One MLflow run with the MAPEs as metrics and the table as an artifact (tracking settings
-    of the default config), as `decodelab claims` does."""
+    of the default config), as `decodelab claims` does; tagged with how the rows were run (the
+    launch recipe, --static, the overrides) so that runs compared in the UI say what differs."""
     tr = C.compose().tracking
+    how = {"launch": a.launch, "static": str(bool(a.static)), "overrides": " ".join(overrides)}
     try:
         tracking.log_summary_run(
             tr,
             f"validate {csv.name}",
-            {"kind": "validate", "csv": str(csv)},
+            {"kind": "validate", "csv": str(csv), **how},
             {
                 "tpot_mape_pct": mape(df, "tpot"),
                 "ttft_mape_pct": mape(df, "ttft"),
@@ -163,7 +165,7 @@ def run(a) -> int:
             return errors(str(e).strip().splitlines()[0])
         print_table(df, csv)
         if not a.no_track:
-            _log(df, csv)
+            _log(df, csv, a, overrides)
     return 0
 
 
