@@ -1,7 +1,8 @@
 """Index layout of the serving scheduler's plain arrays (framework/modes/serving/scheduler.py and
 its jitted helpers parts.py and pick.py; the Python reference and simulate.py read them through
 `scheduler`): the engine vector (E_*), the per-request table (R_*), the per-step table (T_*),
-request states (ST_*) and the scheduler's shared counters (C_*) and floats (F_*)."""
+request states (ST_*), the scheduler's state tables of per-request floats (SQ_*) and ints (IX_*)
+and its shared counters (C_*) and floats (F_*)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,20 @@ N_STEP = 18
 ST_NEW, ST_WAIT, ST_RUN, ST_DONE = 0, 1, 2, 3
 
 
-# Scheduler state shared by the helpers below: cnt = [n_sched, n_run, n_wait, preemptions],
-# fb = [free blocks, token budget left, prefill tokens in the step]; adm: admission.A_*.
+# Scheduler state shared by its helpers (parts.py, pick.py), one row per field and one column
+# per request, so that a field is a contiguous 1-D array (seq[SQ_GEN]):
+# seq[N_SQ, n], floats: the tokens a sequence puts into this step, the KV blocks it holds, its
+# prompt (or recompute) tokens prefilled so far and to prefill, its prompt and output lengths,
+# the tokens generated so far and when it last emitted one;
+(SQ_Q, SQ_BLOCKS, SQ_DONE, SQ_PRE, SQ_PROMPT, SQ_OUTPUT, SQ_GEN, SQ_LAST) = range(8)
+N_SQ = 8
+# ix[N_IX, n], ints: the running list, the waiting queue and the step's sequences (their first
+# cnt[C_RUN], cnt[C_WAIT], cnt[C_SCHED] entries), and per request its state (ST_*) and whether
+# it is in this step (0/1);
+IX_RUN, IX_WQ, IX_SCHED, IX_STATE, IX_IN_STEP = range(5)
+N_IX = 5
+# cnt = [n_sched, n_run, n_wait, preemptions]; fb = [free blocks, token budget left, prefill
+# tokens in the step]; adm: admission.A_*. The step's parameters are the engine vector (E_*).
 C_SCHED, C_RUN, C_WAIT, C_PREEMPTS = range(4)
 F_FREE, F_BUDGET, F_PREFILL = range(3)
 

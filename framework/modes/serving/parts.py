@@ -1,7 +1,9 @@
 """Jitted helpers of the serving scheduler (framework/modes/serving/scheduler.py): the waiting
 queue, KV blocks, preemption and the three ways a step takes work (decoding sequences, prefill
 chunks of running sequences, admissions of waiting ones; ready admissions for a disaggregated
-decode pool). Semantics: scheduler.py's docstring; reference.py mirrors them."""
+decode pool). They share the scheduler's state: seq[SQ_*, i] and ix[IX_*, i] per request, cnt,
+fb, adm, req (layout.py) and the engine vector eng[E_*]. Semantics: scheduler.py's docstring;
+reference.py mirrors them."""
 
 from __future__ import annotations
 
@@ -15,11 +17,28 @@ from decodelab.modes.serving.layout import (
     C_RUN,
     C_SCHED,
     C_WAIT,
+    E_BLOCK,
+    E_CHUNK,
+    E_MAX_BATCH,
+    E_ORDER,
+    E_PREEMPT,
     F_BUDGET,
     F_FREE,
     F_PREFILL,
+    IX_IN_STEP,
+    IX_RUN,
+    IX_SCHED,
+    IX_STATE,
+    IX_WQ,
     R_PREEMPT,
     R_START,
+    SQ_BLOCKS,
+    SQ_DONE,
+    SQ_GEN,
+    SQ_OUTPUT,
+    SQ_PRE,
+    SQ_PROMPT,
+    SQ_Q,
     ST_RUN,
     ST_WAIT,
 )
@@ -71,54 +90,39 @@ def _enqueue(wq, n_wait, i, pre_len, order):
 
 
 @njit(cache=True)
-def _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order):
+def _preempt_last(seq, ix, cnt, fb, req, order):
     """Preempt the newest running sequence: free its KV; it recomputes prompt + generated."""
-    v = run[cnt[C_RUN] - 1]
-    fb[F_FREE] += blocks[v]
-    blocks[v] = 0.0
-    done_tok[v] = 0.0
-    pre_len[v] = prompt[v] + gen[v]
-    state[v] = ST_WAIT
+    v = ix[IX_RUN, cnt[C_RUN] - 1]
+    fb[F_FREE] += seq[SQ_BLOCKS, v]
+    seq[SQ_BLOCKS, v] = 0.0
+    seq[SQ_DONE, v] = 0.0
+    seq[SQ_PRE, v] = seq[SQ_PROMPT, v] + seq[SQ_GEN, v]
+    ix[IX_STATE, v] = ST_WAIT
     req[v, R_PREEMPT] += 1.0
     cnt[C_PREEMPTS] += 1
-    cnt[C_WAIT] = _enqueue(wq, cnt[C_WAIT], v, pre_len, order)
+    cnt[C_WAIT] = _enqueue(ix[IX_WQ], cnt[C_WAIT], v, seq[SQ_PRE], order)
     cnt[C_RUN] -= 1
     return v
 
 
 @njit(cache=True)
-def _decode_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    gen,
-    state,
-    req,
-    caps,
-    block,
-    preempt,
-    order,
-):
+def _decode_part(seq, ix, cnt, fb, req, caps, eng):
     """Every running sequence past its prefill adds one token (budget allowing)."""
+    block = eng[E_BLOCK]
+    preempt = eng[E_PREEMPT] > 0.0
+    order = int(eng[E_ORDER])
     j = 0
     while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
-        i = run[j]
-        if done_tok[i] >= pre_len[i]:
+        i = ix[IX_RUN, j]
+        if seq[SQ_DONE, i] >= seq[SQ_PRE, i]:
             if preempt:
-                need = _blocks(held_tokens(prompt[i], gen[i] + 1.0, caps), block) - blocks[i]
+                need = (
+                    _blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i] + 1.0, caps), block)
+                    - seq[SQ_BLOCKS, i]
+                )
                 gone = False
                 while need > fb[F_FREE]:
-                    v = _preempt_last(
-                        run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order
-                    )
+                    v = _preempt_last(seq, ix, cnt, fb, req, order)
                     if v == i:  # nothing newer to evict: the sequence preempts itself
                         gone = True
                         break
@@ -126,52 +130,37 @@ def _decode_part(
                     break
                 if need > 0.0:
                     fb[F_FREE] -= need
-                    blocks[i] += need
-            sched[cnt[C_SCHED]] = i
-            q_of[i] = 1.0
-            in_step[i] = True
+                    seq[SQ_BLOCKS, i] += need
+            ix[IX_SCHED, cnt[C_SCHED]] = i
+            seq[SQ_Q, i] = 1.0
+            ix[IX_IN_STEP, i] = 1
             cnt[C_SCHED] += 1
             fb[F_BUDGET] -= 1.0
         j += 1
 
 
 @njit(cache=True)
-def _schedule(i, q, sched, q_of, in_step, cnt, fb):
+def _schedule(i, q, seq, ix, cnt, fb):
     """Put `q` prefill tokens of sequence i into this step (out of the step's token budget)."""
-    sched[cnt[C_SCHED]] = i
-    q_of[i] = q
-    in_step[i] = True
+    ix[IX_SCHED, cnt[C_SCHED]] = i
+    seq[SQ_Q, i] = q
+    ix[IX_IN_STEP, i] = 1
     cnt[C_SCHED] += 1
     fb[F_BUDGET] -= q
     fb[F_PREFILL] += q
 
 
 @njit(cache=True)
-def _prefill_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    gen,
-    state,
-    req,
-    block,
-    chunk,
-    preempt,
-    order,
-):
+def _prefill_part(seq, ix, cnt, fb, req, eng):
     """Running sequences part-way through their prefill take their next chunk."""
+    block = eng[E_BLOCK]
+    chunk = eng[E_CHUNK]
+    preempt = eng[E_PREEMPT] > 0.0
+    order = int(eng[E_ORDER])
     j = 0
     while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
-        i = run[j]
-        rem = pre_len[i] - done_tok[i]
+        i = ix[IX_RUN, j]
+        rem = seq[SQ_PRE, i] - seq[SQ_DONE, i]
         j += 1
         if rem <= 0.0:
             continue
@@ -179,110 +168,79 @@ def _prefill_part(
         if q < rem and chunk <= 0.0:
             continue
         if preempt:
-            need = _blocks(done_tok[i] + q, block) - blocks[i]
-            while need > fb[F_FREE] and cnt[C_RUN] > j and not in_step[run[cnt[C_RUN] - 1]]:
-                _preempt_last(run, wq, cnt, fb, blocks, done_tok, pre_len, prompt, gen, state, req, order)
+            need = _blocks(seq[SQ_DONE, i] + q, block) - seq[SQ_BLOCKS, i]
+            while need > fb[F_FREE] and cnt[C_RUN] > j and ix[IX_IN_STEP, ix[IX_RUN, cnt[C_RUN] - 1]] == 0:
+                _preempt_last(seq, ix, cnt, fb, req, order)
             if need > fb[F_FREE]:
                 continue
             fb[F_FREE] -= need
-            blocks[i] += need
-        _schedule(i, q, sched, q_of, in_step, cnt, fb)
+            seq[SQ_BLOCKS, i] += need
+        _schedule(i, q, seq, ix, cnt, fb)
 
 
 @njit(cache=True)
-def _admit_part(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    output,
-    gen,
-    adm,
-    state,
-    req,
-    caps,
-    block,
-    chunk,
-    preempt,
-    max_batch,
-    t,
-):
+def _run_head(need, seq, ix, cnt, fb):
+    """The head of the waiting queue starts running with `need` KV blocks; returns it."""
+    i = ix[IX_WQ, 0]
+    fb[F_FREE] -= need
+    seq[SQ_BLOCKS, i] = need
+    for k in range(cnt[C_WAIT] - 1):
+        ix[IX_WQ, k] = ix[IX_WQ, k + 1]
+    cnt[C_WAIT] -= 1
+    ix[IX_STATE, i] = ST_RUN
+    ix[IX_RUN, cnt[C_RUN]] = i
+    cnt[C_RUN] += 1
+    return i
+
+
+@njit(cache=True)
+def _admit_part(seq, ix, cnt, fb, adm, req, caps, eng, t):
     """Admit waiting requests head first; the first that does not fit (its KV, or the engine's
     admission reserve: admission.py) blocks the rest."""
+    block = eng[E_BLOCK]
+    chunk = eng[E_CHUNK]
+    preempt = eng[E_PREEMPT] > 0.0
+    max_batch = int(eng[E_MAX_BATCH])
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch and fb[F_BUDGET] >= 1.0:
-        i = wq[0]
-        if done_tok[i] >= pre_len[i]:  # KV already in the cache: _admit_ready's
+        i = ix[IX_WQ, 0]
+        pre_len = seq[SQ_PRE, i]
+        if seq[SQ_DONE, i] >= pre_len:  # KV already in the cache: _admit_ready's
             break
-        q = min(pre_len[i], chunk if chunk > 0.0 else pre_len[i], fb[F_BUDGET])
-        if chunk <= 0.0 and q < pre_len[i]:
+        q = min(pre_len, chunk if chunk > 0.0 else pre_len, fb[F_BUDGET])
+        if chunk <= 0.0 and q < pre_len:
             break
         if preempt:
             need = _blocks(q, block)
         else:
-            need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
+            need = _blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), block)
         if need > fb[F_FREE]:
             break
-        rest = AD.left(output[i], gen[i], adm[AD.A_CLIP])
-        if AD.blocks_admission(adm, cnt[C_RUN], pre_len[i] + rest, fb[F_FREE] * block):
+        rest = AD.left(seq[SQ_OUTPUT, i], seq[SQ_GEN, i], adm[AD.A_CLIP])
+        if AD.blocks_admission(adm, cnt[C_RUN], pre_len + rest, fb[F_FREE] * block):
             break
         adm[AD.A_OFFSET] += rest
-        fb[F_FREE] -= need
-        blocks[i] = need
-        for k in range(cnt[C_WAIT] - 1):
-            wq[k] = wq[k + 1]
-        cnt[C_WAIT] -= 1
-        state[i] = ST_RUN
-        run[cnt[C_RUN]] = i
-        cnt[C_RUN] += 1
+        _run_head(need, seq, ix, cnt, fb)
         if np.isnan(req[i, R_START]):
             req[i, R_START] = t
-        _schedule(i, q, sched, q_of, in_step, cnt, fb)
+        _schedule(i, q, seq, ix, cnt, fb)
 
 
 @njit(cache=True)
-def _admit_ready(
-    run,
-    wq,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    output,
-    state,
-    req,
-    caps,
-    block,
-    preempt,
-    max_batch,
-    t,
-):
+def _admit_ready(seq, ix, cnt, fb, req, caps, eng, t):
     """Admit waiting requests whose KV is already in the cache (E_READY) as decoding sequences,
     head first, while batch slots and KV blocks allow; the decode part then schedules them."""
+    block = eng[E_BLOCK]
+    preempt = eng[E_PREEMPT] > 0.0
+    max_batch = int(eng[E_MAX_BATCH])
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch:
-        i = wq[0]
-        if done_tok[i] < pre_len[i]:  # a preempted request recomputes: _admit_part's
+        i = ix[IX_WQ, 0]
+        if seq[SQ_DONE, i] < seq[SQ_PRE, i]:  # a preempted request recomputes: _admit_part's
             break
         if preempt:
-            need = _blocks(held_tokens(prompt[i], 1.0, caps), block)
+            need = _blocks(held_tokens(seq[SQ_PROMPT, i], 1.0, caps), block)
         else:
-            need = _blocks(max_held_tokens(prompt[i], output[i], caps), block)
+            need = _blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), block)
         if need > fb[F_FREE]:
             break
-        fb[F_FREE] -= need
-        blocks[i] = need
-        for k in range(cnt[C_WAIT] - 1):
-            wq[k] = wq[k + 1]
-        cnt[C_WAIT] -= 1
-        state[i] = ST_RUN
-        run[cnt[C_RUN]] = i
-        cnt[C_RUN] += 1
+        _run_head(need, seq, ix, cnt, fb)
         req[i, R_START] = t

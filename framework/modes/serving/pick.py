@@ -13,8 +13,24 @@ from decodelab.modes.serving.layout import (
     C_RUN,
     C_SCHED,
     C_WAIT,
+    E_CHUNK,
+    E_MAX_BATCH,
+    E_MAX_TOKENS,
+    E_MIXED,
+    E_READY,
     F_BUDGET,
     F_PREFILL,
+    IX_IN_STEP,
+    IX_RUN,
+    IX_SCHED,
+    IX_STATE,
+    IX_WQ,
+    SQ_DONE,
+    SQ_GEN,
+    SQ_OUTPUT,
+    SQ_PRE,
+    SQ_PROMPT,
+    SQ_Q,
     ST_RUN,
 )
 from decodelab.modes.serving.parts import (
@@ -33,218 +49,57 @@ N_AGG = 8
 
 
 @njit(cache=True)
-def pick_step(
-    run,
-    wq,
-    sched,
-    q_of,
-    in_step,
-    cnt,
-    fb,
-    blocks,
-    done_tok,
-    pre_len,
-    prompt,
-    output,
-    gen,
-    adm,
-    state,
-    req,
-    caps,
-    block,
-    chunk,
-    preempt,
-    order,
-    mixed,
-    ready,
-    max_batch,
-    max_tok,
-    t,
-):
-    """Choose the step's sequences into sched[:cnt[C_SCHED]] (decoding ones first); returns how
-    many of them decode."""
+def pick_step(seq, ix, cnt, fb, adm, req, caps, eng, t):
+    """Choose the step's sequences into ix[IX_SCHED, :cnt[C_SCHED]] (decoding ones first);
+    returns how many of them decode."""
+    max_tok = eng[E_MAX_TOKENS]
+    mixed = eng[E_MIXED] > 0.0
+    chunk = eng[E_CHUNK]
     cnt[C_SCHED] = 0
     fb[F_BUDGET] = max_tok
     fb[F_PREFILL] = 0.0
     preempts = cnt[C_PREEMPTS]
-    if ready:
-        _admit_ready(
-            run,
-            wq,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            output,
-            state,
-            req,
-            caps,
-            block,
-            preempt,
-            max_batch,
-            t,
-        )
-    AD.start_step(adm, run, cnt[C_RUN], output, gen)
+    if eng[E_READY] > 0.0:
+        _admit_ready(seq, ix, cnt, fb, req, caps, eng, t)
+    AD.start_step(adm, ix[IX_RUN], cnt[C_RUN], seq[SQ_OUTPUT], seq[SQ_GEN])
     if mixed:
-        _decode_part(
-            run,
-            wq,
-            sched,
-            q_of,
-            in_step,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            gen,
-            state,
-            req,
-            caps,
-            block,
-            preempt,
-            order,
-        )
+        _decode_part(seq, ix, cnt, fb, req, caps, eng)
     n_dec = cnt[C_SCHED]
-    _prefill_part(
-        run,
-        wq,
-        sched,
-        q_of,
-        in_step,
-        cnt,
-        fb,
-        blocks,
-        done_tok,
-        pre_len,
-        prompt,
-        gen,
-        state,
-        req,
-        block,
-        chunk,
-        preempt,
-        order,
-    )
-    _admit_part(
-        run,
-        wq,
-        sched,
-        q_of,
-        in_step,
-        cnt,
-        fb,
-        blocks,
-        done_tok,
-        pre_len,
-        prompt,
-        output,
-        gen,
-        adm,
-        state,
-        req,
-        caps,
-        block,
-        chunk,
-        preempt,
-        max_batch,
-        t,
-    )
+    _prefill_part(seq, ix, cnt, fb, req, eng)
+    _admit_part(seq, ix, cnt, fb, adm, req, caps, eng, t)
     if (
         mixed
         and chunk <= 0.0
         and n_dec > 0
         and cnt[C_SCHED] == n_dec
         and cnt[C_WAIT] > 0
-        and cnt[C_RUN] < max_batch
-        and fb[F_BUDGET] < pre_len[wq[0]] <= max_tok
+        and cnt[C_RUN] < int(eng[E_MAX_BATCH])
+        and fb[F_BUDGET] < seq[SQ_PRE, ix[IX_WQ, 0]] <= max_tok
     ):  # whole prompts: the head fits the budget, not next to the decodes -> context-only step
         for s in range(n_dec):
-            in_step[sched[s]] = False
+            ix[IX_IN_STEP, ix[IX_SCHED, s]] = 0
         cnt[C_SCHED] = 0
         fb[F_BUDGET] = max_tok
-        _admit_part(
-            run,
-            wq,
-            sched,
-            q_of,
-            in_step,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            output,
-            gen,
-            adm,
-            state,
-            req,
-            caps,
-            block,
-            chunk,
-            preempt,
-            max_batch,
-            t,
-        )
+        _admit_part(seq, ix, cnt, fb, adm, req, caps, eng, t)
         n_dec = 0
         if cnt[C_SCHED] == 0:  # KV memory holds it back: the decode step after all
             fb[F_BUDGET] = max_tok
-            _decode_part(
-                run,
-                wq,
-                sched,
-                q_of,
-                in_step,
-                cnt,
-                fb,
-                blocks,
-                done_tok,
-                pre_len,
-                prompt,
-                gen,
-                state,
-                req,
-                caps,
-                block,
-                preempt,
-                order,
-            )
+            _decode_part(seq, ix, cnt, fb, req, caps, eng)
             n_dec = cnt[C_SCHED]
     if not mixed and cnt[C_SCHED] == 0:  # separate steps: decode when no prefill work
-        _decode_part(
-            run,
-            wq,
-            sched,
-            q_of,
-            in_step,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            gen,
-            state,
-            req,
-            caps,
-            block,
-            preempt,
-            order,
-        )
+        _decode_part(seq, ix, cnt, fb, req, caps, eng)
         n_dec = cnt[C_SCHED]
     n_sched = cnt[C_SCHED]
     for s in range(n_sched):
-        in_step[sched[s]] = False
-    AD.end_step(adm, n_dec > 0, cnt[C_PREEMPTS] > preempts, run, cnt[C_RUN], output, gen)
+        ix[IX_IN_STEP, ix[IX_SCHED, s]] = 0
+    AD.end_step(
+        adm, n_dec > 0, cnt[C_PREEMPTS] > preempts, ix[IX_RUN], cnt[C_RUN], seq[SQ_OUTPUT], seq[SQ_GEN]
+    )
     return n_dec
 
 
 @njit(cache=True)
-def step_aggregates(sched, n_sched, n_dec, q_of, prompt, gen, done_tok, pre_len, caps, buckets, agg):
+def step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg):
     """The step's aggregates into agg[G_*] (a decode-only step padded to its graph bucket)."""
     tokens = 0.0
     sampled = 0.0
@@ -254,14 +109,14 @@ def step_aggregates(sched, n_sched, n_dec, q_of, prompt, gen, done_tok, pre_len,
     pre_kv = 0.0
     pre_pairs = 0.0
     for s in range(n_sched):
-        i = sched[s]
-        q = q_of[i]
+        i = ix[IX_SCHED, s]
+        q = seq[SQ_Q, i]
         if s < n_dec:
-            a = attended_tokens(prompt[i], prompt[i] + gen[i], caps)
+            a = attended_tokens(seq[SQ_PROMPT, i], seq[SQ_PROMPT, i] + seq[SQ_GEN, i], caps)
             sampled += q
         else:
-            a = done_tok[i] + q
-            if a >= pre_len[i]:  # the chunk that ends the prefill emits a token
+            a = seq[SQ_DONE, i] + q
+            if a >= seq[SQ_PRE, i]:  # the chunk that ends the prefill emits a token
                 sampled += 1.0
             pre_tok += q
             pre_kv += a
@@ -291,18 +146,18 @@ def step_aggregates(sched, n_sched, n_dec, q_of, prompt, gen, done_tok, pre_len,
 
 
 @njit(cache=True)
-def compact_running(run, cnt, state, done_tok, pre_len, prompt, gen, caps, block):
-    """Drop finished sequences from run[]; returns the KV blocks the running ones hold."""
+def compact_running(seq, ix, cnt, caps, block):
+    """Drop finished sequences from the running list; returns the KV blocks the running ones hold."""
     k = 0
     kv = 0.0
     for j in range(cnt[C_RUN]):
-        i = run[j]
-        if state[i] == ST_RUN:
-            run[k] = i
+        i = ix[IX_RUN, j]
+        if ix[IX_STATE, i] == ST_RUN:
+            ix[IX_RUN, k] = i
             k += 1
-            if done_tok[i] < pre_len[i]:
-                kv += _blocks(done_tok[i], block)
+            if seq[SQ_DONE, i] < seq[SQ_PRE, i]:
+                kv += _blocks(seq[SQ_DONE, i], block)
             else:
-                kv += _blocks(held_tokens(prompt[i], gen[i], caps), block)
+                kv += _blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i], caps), block)
     cnt[C_RUN] = k
     return kv

@@ -85,11 +85,7 @@ def serve(
     all served, 1 = stuck (a request can never be scheduled: the caller checks beforehand)."""
     n = prompt.shape[0]
     arrival = arrival_in.copy()
-    max_batch = int(eng[E_MAX_BATCH])
-    max_tok = eng[E_MAX_TOKENS]
-    chunk = eng[E_CHUNK]
     order = int(eng[E_ORDER])
-    mixed = eng[E_MIXED] > 0.0
     preempt = eng[E_PREEMPT] > 0.0
     cap_blocks = eng[E_CAP_BLOCKS]
     block = eng[E_BLOCK]
@@ -98,7 +94,6 @@ def serve(
     host_iter = eng[E_HOST_ITER]
     host_req = eng[E_HOST_REQ]
     lookahead = eng[E_LOOKAHEAD] > 0.0
-    ready = eng[E_READY] > 0.0
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
@@ -112,19 +107,20 @@ def serve(
     req[:, R_OUTPUT] = output
     req[:, R_PREEMPT] = 0.0
     req[:, R_MAX_ITL] = 0.0
-    state = np.zeros(n, np.int64)
-    done_tok = np.zeros(n)
-    pre_len = prompt.copy()
-    gen = np.zeros(n)
-    blocks = np.zeros(n)
-    last_tok = np.zeros(n)
-    if ready:  # the prompt's KV arrives with the request (a disaggregated decode pool)
-        done_tok[:] = prompt
-    wq = np.empty(n, np.int64)
-    run = np.empty(n, np.int64)
-    sched = np.empty(n, np.int64)
-    q_of = np.zeros(n)
-    in_step = np.zeros(n, np.bool_)
+    seq = np.zeros((N_SQ, n))  # the scheduler's state (layout.py), one row per field
+    seq[SQ_PROMPT] = prompt
+    seq[SQ_OUTPUT] = output
+    seq[SQ_PRE] = prompt
+    if eng[E_READY] > 0.0:  # the prompt's KV arrives with the request (a disaggregated decode pool)
+        seq[SQ_DONE] = prompt
+    ix = np.zeros((N_IX, n), np.int64)
+    state = ix[IX_STATE]  # views of the rows serve itself updates
+    q_of = seq[SQ_Q]
+    done_tok = seq[SQ_DONE]
+    pre_len = seq[SQ_PRE]
+    gen = seq[SQ_GEN]
+    blocks = seq[SQ_BLOCKS]
+    last_tok = seq[SQ_LAST]
     cnt = np.zeros(4, np.int64)
     fb = np.zeros(3)
     fb[F_FREE] = cap_blocks
@@ -155,7 +151,7 @@ def serve(
         while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= cut:
             state[next_arr] = ST_WAIT
             req[next_arr, R_ARRIVAL] = arrival[next_arr]
-            cnt[C_WAIT] = _enqueue(wq, cnt[C_WAIT], next_arr, pre_len, order)
+            cnt[C_WAIT] = _enqueue(ix[IX_WQ], cnt[C_WAIT], next_arr, pre_len, order)
             next_arr += 1
         if cnt[C_RUN] == 0 and cnt[C_WAIT] == 0:
             if in_flight:  # an idle engine schedules as soon as its last step ends
@@ -169,34 +165,7 @@ def serve(
             break
 
         # ---- pick the step's work
-        n_dec = pick_step(
-            run,
-            wq,
-            sched,
-            q_of,
-            in_step,
-            cnt,
-            fb,
-            blocks,
-            done_tok,
-            pre_len,
-            prompt,
-            output,
-            gen,
-            adm,
-            state,
-            req,
-            caps,
-            block,
-            chunk,
-            preempt,
-            order,
-            mixed,
-            ready,
-            max_batch,
-            max_tok,
-            t,
-        )
+        n_dec = pick_step(seq, ix, cnt, fb, adm, req, caps, eng, t)
         n_sched = cnt[C_SCHED]
         if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
             if in_flight:
@@ -210,7 +179,7 @@ def serve(
             break
 
         # ---- the fused step's aggregates and cost
-        step_aggregates(sched, n_sched, n_dec, q_of, prompt, gen, done_tok, pre_len, caps, buckets, agg)
+        step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg)
         tokens = agg[G_TOKENS]
         padded = agg[G_PADDED]
         cc = call_cost if n_dec == n_sched else call_cost_mixed
@@ -250,7 +219,7 @@ def serve(
 
         # ---- advance the sequences
         for s in range(n_sched):
-            i = sched[s]
+            i = ix[IX_SCHED, s]
             if s < n_dec:
                 gen[i] += 1.0
                 if np.isnan(req[i, R_FIRST]):  # E_READY: the decode pool's first token
@@ -285,7 +254,7 @@ def serve(
                 if closed and issued < n:
                     arrival[issued] = t_end + think[issued]
                     issued += 1
-        kv = compact_running(run, cnt, state, done_tok, pre_len, prompt, gen, caps, block)
+        kv = compact_running(seq, ix, cnt, caps, block)
         if n_steps == steps.shape[0]:
             grown = np.zeros((2 * n_steps, N_STEP))
             grown[:n_steps] = steps
