@@ -391,6 +391,22 @@ def test_an_engines_own_all_reduce_law(tmp_path):
     assert ms["default"] - ms["vllm"] == pytest.approx(n_ar * (10.71 - 5.116) * 1e-3, rel=0.01)
 
 
+@pytest.mark.parametrize("chip", ["h200_sxm", "b200_sxm"])
+def test_other_chips_have_the_engines_own_all_reduce(chip):
+    """H200 and B200 carry vLLM's and SGLang's own all-reduce laws at TP 2/4/8, fitted to their own
+    custom_allreduce_perf tables: a vLLM design on them costs its all-reduces with its own kernel."""
+    cfg = compose_cfg(
+        "model=llama3_1_70b", f"hardware={chip}", "hardware.n_chips=4", "hardware.tensor_parallel=4"
+    )
+    hw, w = cfg.hardware, cfg.workload
+    for fam in ("vllm", "sglang"):
+        assert sorted(hw.op_fit.all_reduce_by_engine[fam]) == ["tp2", "tp4", "tp8"]
+    ar = next(o for o in build(cfg).ops if o.coll_kind == "all_reduce")
+    own = oplaw.laws_of(ar, hw, w, 4, "vllm").coll
+    assert own.a_lo_us == hw.op_fit.all_reduce_by_engine.vllm.tp4.a_lo_us
+    assert oplaw.laws_of(ar, hw, w, 4, "trtllm").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
+
+
 def decodelab_eval(*overrides):
     from decodelab.modes.dispatch import evaluate
 
