@@ -180,7 +180,7 @@ def _prefill_part(seq, ix, cnt, fb, req, eng):
 
 @njit(cache=True)
 def _run_head(need, seq, ix, cnt, fb):
-    """The head of the waiting queue starts running with `need` KV blocks; returns it."""
+    """The head of the waiting queue starts running with `need` KV blocks."""
     i = ix[IX_WQ, 0]
     fb[F_FREE] -= need
     seq[SQ_BLOCKS, i] = need
@@ -190,7 +190,6 @@ def _run_head(need, seq, ix, cnt, fb):
     ix[IX_STATE, i] = ST_RUN
     ix[IX_RUN, cnt[C_RUN]] = i
     cnt[C_RUN] += 1
-    return i
 
 
 @njit(cache=True)
