@@ -1,7 +1,9 @@
 """Fit a hardware YAML's per-shape operator laws (hardware.op_model: fitted) to operator
 microbenchmark CSVs in AIConfigurator's schema (GEMM, context and generation attention,
 TensorRT-LLM all-reduce, NCCL): prints the `op_model` + `op_fit` fragment, each value commented
-with the file it was fitted to and the fit error of its class, and the error table.
+with the file it was fitted to and the fit error of its class, and the error table; a GEMM file
+also becomes the chip's `op_tables.gemm` (GEMMs costed from the table at their own shapes), with
+its interpolation error by leave-one-out.
 
   decodelab fit-hardware gemm.csv context_attention.csv generation_attention.csv
   decodelab fit-hardware my_chip_operators/ --hardware my_chip --out my_chip_fit.yaml
@@ -59,6 +61,18 @@ def run(a) -> int:
     if a.hardware != "h100_sxm":
         command += f" --hardware {a.hardware}"
     text = F.to_yaml(fits, a.hardware, command)
+    loo = {}
+    if "gemm" in data:  # the GEMM file also serves as the chip's table (hardware.op_tables.gemm)
+        from decodelab.core import optable
+
+        gemm_file = _file_named(a.paths, data["gemm"][1])
+        loo = optable.leave_one_out(data["gemm"][0])
+        errs = "; ".join(f"{dt} n {e['n'][1]:.1f}% / k {e['k'][1]:.1f}%" for dt, e in loo.items())
+        text += (
+            "# GEMMs at a design's own shapes from the table itself (docs/model.md 5d), interpolation error\n"
+            f"# by leave-one-out (mean |error|, each interior grid n / k from its neighbours): {errs}\n"
+            f"op_tables:\n  gemm: {gemm_file}\n"
+        )
     if a.out:
         Path(a.out).expanduser().write_text(text)
     else:
@@ -69,9 +83,27 @@ def run(a) -> int:
     for name, n, new, old, med, mx in F.table(fits):
         t.add_row(name, str(n), f"{new:.1f}%", f"{old:.1f}%", f"{med:.1f}%", f"{mx:.0f}%")
     Console(stderr=not a.out, width=110).print(t)
+    if loo:
+        t = Table(title="GEMM table interpolation error (leave-one-out over grid n and k, 1 <= m <= 16384)")
+        for col in ("dtype", "points", "n: mean", "n: median", "k: mean", "k: median"):
+            t.add_column(col, justify="right" if col != "dtype" else "left", no_wrap=True)
+        for dt, e in loo.items():
+            t.add_row(
+                dt, str(e["n"][0] + e["k"][0]), *(f"{e[x][i]:.1f}%" for x in ("n", "k") for i in (1, 2))
+            )
+        Console(stderr=not a.out, width=110).print(t)
     if a.out:
         print(f"wrote {a.out}")
     return 0
+
+
+def _file_named(paths: List[str], name: str) -> str:
+    """The absolute path of the operator file `name` among the given files and directories."""
+    for p in map(lambda x: Path(x).expanduser(), paths):
+        for f in sorted(p.glob("*.csv")) if p.is_dir() else [p]:
+            if f.name == name:
+                return str(f.resolve())
+    return name
 
 
 def main(argv: List[str]) -> int:

@@ -59,6 +59,20 @@ def _pnorm(a, b, p):
     return hi * ((a / hi) ** p + (b / hi) ** p) ** (1.0 / p)
 
 
+_M_GRID = np.array(M_GRID)
+
+
+@njit(cache=True)
+def _table(op_lin, o, m):
+    """Op o's tabulated GEMM time beyond t0 at m tokens (linear between the M_GRID points and
+    along the last segment beyond them)."""
+    j = 0
+    while j < N_MGRID - 2 and m > _M_GRID[j + 1]:
+        j += 1
+    a, b = op_lin[o, L_TAB + j], op_lin[o, L_TAB + j + 1]
+    return a + (m - _M_GRID[j]) * (b - a) / (_M_GRID[j + 1] - _M_GRID[j])
+
+
 @njit(cache=True)
 def _step_body(
     op_call,
@@ -115,9 +129,12 @@ def _step_body(
         if law != LAW_NONE:
             acc_flops[c, A_LAW] = 1.0
             if law == LAW_GEMM:
-                t = _pnorm(
-                    op_lin[o, L_G_AC] * tok, op_lin[o, L_G_CM] + op_lin[o, L_G_AM] * tok, op_lin[o, L_G_P]
-                )
+                if op_lin[o, L_G_TAB] > 0.0:
+                    t = _table(op_lin, o, tok)
+                else:
+                    t = _pnorm(
+                        op_lin[o, L_G_AC] * tok, op_lin[o, L_G_CM] + op_lin[o, L_G_AM] * tok, op_lin[o, L_G_P]
+                    )
                 acc_flops[c, A_LAW_T] += t
                 acc_flops[c, A_LAW_T0] += op_lin[o, L_T0]
             elif law == LAW_ATTN:

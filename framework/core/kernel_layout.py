@@ -57,7 +57,20 @@ PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
     L_C_INV_BW,
 ) = range(11, 26)
 L_A_PAIR, L_A_TOK, L_A_SEQ = L_G_AC, L_G_CM, L_G_AM  # LAW_ATTN's prefill part shares the columns
-N_LIN = 26
+# A LAW_GEMM op with L_G_TAB = 1 is costed from a measured table (hardware.op_tables.gemm,
+# core/optable.py) instead of its law: t = its latency beyond t0 at the M_GRID token counts
+# (columns L_TAB .. L_TAB + N_MGRID - 1), linear in m between them and along the last segment
+# beyond the grid; L_T0 keeps the law's t0 (reported as launch_sync).
+L_G_TAB = 26
+L_TAB = 27
+M_GRID = (
+    tuple(float(m) for m in range(1, 17))
+    + (32.0, 48.0, 64.0, 80.0, 96.0, 112.0, 128.0, 160.0, 192.0, 224.0, 256.0)
+    + tuple(float(m) for m in range(512, 4353, 256))
+    + (8192.0, 16384.0)
+)
+N_MGRID = len(M_GRID)
+N_LIN = L_TAB + N_MGRID
 LAW_NONE, LAW_GEMM, LAW_ATTN, LAW_COLL, LAW_SKIP = 0.0, 1.0, 2.0, 3.0, 4.0
 
 # Per-call accumulators of one step (acc_flops[c, :]): roofline FLOPs, FLOPs weighted by 1 /

@@ -29,6 +29,7 @@ from typing import List, Optional
 import numpy as np
 
 from decodelab.core import kernel as K
+from decodelab.core import optable
 
 OP_MODELS = ("roofline", "fitted")
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
@@ -85,6 +86,11 @@ def check(hw) -> List[str]:
         for key in getattr(fit, group):
             if not _TP_KEY.match(key):
                 e.append(f"hardware.op_fit.{group}.{key}: the key must be tp<number of GPUs>")
+    table = getattr(getattr(hw, "op_tables", None), "gemm", "")
+    if table:
+        problem = optable.check(str(table))
+        if problem:
+            e.append(f"hardware.op_tables.gemm: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -113,8 +119,10 @@ def check(hw) -> List[str]:
 def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
     decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
-    (engine.family) picks that engine's own all-reduce law where the chip has one."""
-    out = SimpleNamespace(gemm=None, prefill=None, decode=None, coll=None, skip=False)
+    (engine.family) picks that engine's own all-reduce law where the chip has one. `gemm_table`:
+    (t0, times beyond t0 at kernel M_GRID) from hardware.op_tables.gemm at the op's shape, which
+    then costs the GEMM in place of `gemm` (core/optable.py)."""
+    out = SimpleNamespace(gemm=None, gemm_table=None, prefill=None, decode=None, coll=None, skip=False)
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
     fit = hw.op_fit
@@ -122,6 +130,11 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         out.gemm = fit.gemm[w.weight_dtype]
     elif op.gemm_n > 0 and w.weight_dtype == "fp8_block" and "fp8" in fit.gemm:
         out.gemm = fit.gemm["fp8"]  # a chip fitted without block-scaled GEMMs: the per-tensor FP8 law
+    table = getattr(getattr(hw, "op_tables", None), "gemm", "")
+    if out.gemm is not None and table:  # the measured table at the op's own shape, where it has one
+        out.gemm_table = optable.gemm_row(
+            str(table), w.weight_dtype, float(op.gemm_n), float(op.gemm_k), out.gemm.t0_us * 1e-6
+        )
     key = f"{w.kv_dtype}_hd{int(op.attn_head_dim)}"
     attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
     if op.in_attention_call:
@@ -209,6 +222,11 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_G_CM, n * k * wb / (bw * g.e_b))  # s
         put(K.L_G_AM, (k * ab + 2.0 * n) / (bw * g.e_b))  # s per token
         put(K.L_G_P, g.p)
+        if laws.gemm_table is not None:  # the measured table (core/optable.py) in place of the law
+            t0, beyond = laws.gemm_table
+            put(K.L_T0, t0)
+            put(K.L_G_TAB, 1.0)
+            row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + K.N_MGRID] = beyond
     elif laws.prefill is not None:
         a, d = laws.prefill, laws.decode
         h, kvh, hd = op.attn_heads, op.attn_kv_heads, op.attn_head_dim

@@ -8,7 +8,7 @@ import math
 from typing import Dict, List, Tuple
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab.core import oplaw
+from decodelab.core import oplaw, optable
 from decodelab.core.build import engine_family, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kv_costs import attention_efficiency
@@ -150,7 +150,11 @@ def _group_step(
             n_tok = sampled
         if oplaw.fitted(laws):
             acc["law"] = True
-            if laws.gemm is not None:
+            if laws.gemm_table is not None:  # the measured table (core/optable.py)
+                t0, beyond = laws.gemm_table
+                acc["law_t"] += float(optable.table_time(t0, beyond, n_tok)) - t0
+                acc["law_t0"] += t0
+            elif laws.gemm is not None:
                 wb, ab = oplaw.GEMM_BYTES[w.weight_dtype]
                 g = laws.gemm
                 t = oplaw.gemm_time(g, n_tok, op.gemm_n, op.gemm_k, peak, hbm_bw, wb, ab)

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
-from decodelab.core.schema_oplaw import OpFitConfig
+from decodelab.core.schema_oplaw import OpFitConfig, OpTablesConfig
 
 
 @dataclass
@@ -142,6 +142,7 @@ class HardwareConfig:
     # laws of `op_fit` for the GEMM, attention and collective ops they cover; gpu execution)
     op_model: str = "roofline"
     op_fit: OpFitConfig = field(default_factory=OpFitConfig)
+    op_tables: OpTablesConfig = field(default_factory=OpTablesConfig)  # measured tables (core/optable.py)
     source: str = ""
     # FP4 units, power and price (framework/core/cost.py, docs/model.md "Cost and energy")
     peak_tflops_fp4: float = 0.0  # 0: no FP4 units, FP4 weights are dequantized (FP8 or BF16 rate)

@@ -54,6 +54,16 @@ class CollectiveLaw:
 
 
 @dataclass
+class OpTablesConfig:
+    """Measured operator tables (hardware.op_model=fitted; framework/core/optable.py): `gemm` a
+    GEMM microbenchmark table (gemm_dtype, m, n, k, latency_ms; CSV or Parquet; a path, or one
+    shipped under decodelab/data/). A GEMM op inside its (n, k) grid is costed by the law fitted
+    to the table at the op's own shape, not by the class law of `op_fit.gemm`; "" = no table."""
+
+    gemm: str = ""
+
+
+@dataclass
 class OpFitConfig:
     """Fitted per-shape operator laws (hardware.op_model=fitted; docs/model.md). Keys: gemm by
     weight dtype (bf16 | fp8); attention by `<kv dtype>_hd<head_dim>`; collectives by `tp<n>`.

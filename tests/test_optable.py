@@ -1,0 +1,195 @@
+"""GEMM costs from a measured table (hardware.op_tables.gemm, framework/core/optable.py): the
+interpolation worked by hand on a small synthetic table, the kernel's twin of it, the shipped
+H100 table reproducing its own rows, and a bad table as one error line."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import compose_cfg
+from decodelab.core import kernel as K
+from decodelab.core import oplaw, optable
+from decodelab.core.build import build
+from decodelab.paths import DATA_DIR
+
+MS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384]
+
+
+def _t_us(m, n, k):
+    """The synthetic table's latency: weights stream at (n k / 1e6) us, activations add m / 256."""
+    return n * k / 1e6 * (1.0 + m / 256.0)
+
+
+@pytest.fixture
+def table(tmp_path):
+    rows = [
+        dict(gemm_dtype="bfloat16", m=m, n=n, k=k, latency_ms=_t_us(m, n, k) * 1e-3)
+        for n in (1024, 4096)
+        for k in (1024, 4096)
+        for m in MS
+    ]
+    p = tmp_path / "gemm.csv"
+    pd.DataFrame(rows).to_csv(p, index=False)
+    optable.curves.cache_clear()
+    optable.gemm_row.cache_clear()
+    return str(p)
+
+
+def test_curve_at_a_grid_shape_and_between_grid_shapes(table):
+    m, t = optable.curve(table, "bf16", 1024.0, 1024.0)
+    assert list(m) == MS
+    # n = k = 1024 at m = 64: 1.048576 us x 1.25 = 1.31072 us
+    assert t[MS.index(64)] == pytest.approx(1.31072e-6, rel=1e-12)
+    # n = 2048 lies half-way between 1024 and 4096 in log n: the geometric mean of the two curves,
+    # sqrt(1.048576 x 4.194304) = 2.097152 us of weights, x 1.25 at m = 64 = 2.62144 us
+    _, t = optable.curve(table, "bf16", 2048.0, 1024.0)
+    assert t[MS.index(64)] == pytest.approx(2.62144e-6, rel=1e-12)
+    # outside the (n, k) grid, or a dtype the table lacks: no curve (the class law applies)
+    assert optable.curve(table, "bf16", 8192.0, 1024.0) is None
+    assert optable.curve(table, "fp8", 1024.0, 1024.0) is None
+
+
+def test_row_and_natural_form_and_kernel_agree(table):
+    """The per-op row (at the kernel's M_GRID), its natural form and the jitted kernel's
+    interpolation are one function: by hand at n = 2048, k = 1024 (t = 2.097152 (1 + m / 256) us,
+    linear in m, so interpolating it is exact)."""
+    t0, beyond = optable.gemm_row(table, "bf16", 2048.0, 1024.0, 1e-6)
+    # t0 = min(the class law's 1 us, the fastest call 2.097152 x (1 + 1/256) = 2.105344 us) = 1 us
+    assert t0 == pytest.approx(1e-6)
+    grid = np.asarray(K.M_GRID)
+    # M_GRID's 48 is not a table m: linear between 32 and 64 -> 2.097152 x (1 + 48/256) = 2.490368 us
+    assert beyond[list(grid).index(48.0)] + t0 == pytest.approx(2.490368e-6, rel=1e-12)
+    op_lin = np.zeros((1, K.N_LIN))
+    op_lin[0, K.L_TAB : K.L_TAB + K.N_MGRID] = beyond
+    for m in (1.0, 7.0, 100.0, 300.0, 5000.0, 16384.0, 20000.0):
+        by_hand = _t_us(m, 2048, 1024) * 1e-6  # beyond 16384 the last segment's slope continues
+        assert optable.table_time(t0, beyond, m) == pytest.approx(by_hand, rel=1e-9)
+        assert K._table(op_lin, 0, m) + t0 == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_a_design_with_the_table_costs_its_gemms_from_it(table):
+    """Llama-3.1-8B on one H100 with the synthetic table: qkv_proj (n = 6144, outside the table's
+    n grid) keeps the bf16 law; o_proj (n = k = 4096) is costed by the table: its kernel time at
+    m = 64 is the table's 16.777216 x 1.25 = 20.97152 us."""
+    cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", f"hardware.op_tables.gemm={table}")
+    d = build(cfg)
+    by = {op.name: i for i, op in enumerate(d.ops)}
+    assert d.op_lin[by["qkv_proj"], K.L_G_TAB] == 0.0
+    i = by["o_proj"]
+    assert d.op_lin[i, K.L_G_TAB] == 1.0
+    t0 = d.op_lin[i, K.L_T0]
+    assert t0 == pytest.approx(cfg.hardware.op_fit.gemm.bf16.t0_us * 1e-6)
+    assert K._table(d.op_lin, i, 64.0) + t0 == pytest.approx(20.97152e-6, rel=1e-12)
+
+
+def test_a_dip_in_the_measured_curve_is_pooled(tmp_path):
+    """Isotonic regression of log latency, by hand: a curve 10, 10, 12, 9 us at m = 1, 2, 4, 8
+    (then rising) pools its dip (12, 9) at the geometric mean sqrt(12 x 9) = 10.3923 us."""
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    us = [10, 10, 12, 9, 13, 14, 15, 16, 17, 18]
+    rows = [dict(gemm_dtype="bfloat16", m=m, n=1024, k=1024, latency_ms=t * 1e-3) for m, t in zip(ms, us)]
+    p = tmp_path / "dip.csv"
+    pd.DataFrame(rows).to_csv(p, index=False)
+    t0, beyond = optable.gemm_row(str(p), "bf16", 1024.0, 1024.0, 1e-6)
+    got = [optable.table_time(t0, beyond, m) * 1e6 for m in (1, 4, 6, 8, 16)]
+    # m = 6 lies between the pooled 4 and 8 (both 10.3923); m = 16 is measured (13)
+    assert got == pytest.approx([10.0, 10.3923, 10.3923, 10.3923, 13.0], abs=1e-4)
+
+
+def test_the_shipped_h100_table_reproduces_its_rows():
+    """Where the measured curve rises the shipped H100 table costs a GEMM at its measured latency
+    (block-scaled FP8, n = k = 5120, m = 8192 / 16384; below, its tile-boundary sawtooth, e.g.
+    64 us at m = 1024 and 82 us at 1025, is pooled)."""
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    path = hw.op_tables.gemm
+    raw = pd.read_parquet(DATA_DIR / path)
+    raw = raw[(raw.gemm_dtype == "fp8_block") & (raw.n == 5120) & (raw.k == 5120)]
+    by_m = raw.groupby("m").latency_ms.mean() * 1e-3
+    t0, beyond = optable.gemm_row(path, "fp8_block", 5120.0, 5120.0, hw.op_fit.gemm.fp8_block.t0_us * 1e-6)
+    for m in (8192, 16384):
+        assert optable.table_time(t0, beyond, m) == pytest.approx(by_m[m], rel=1e-9)
+    # and the law's cost is non-decreasing over the kernel's token grid
+    assert np.all(np.diff(beyond) >= 0.0)
+
+
+def test_outside_the_table_the_class_law_stays(table):
+    fit = SimpleNamespace(
+        gemm={"bf16": SimpleNamespace(e_c=0.77, k0=0.0, e_b=0.83, t0_us=3.3, p=3.9)},
+        attention_prefill={},
+        attention_decode={},
+        all_reduce={},
+        all_gather={},
+    )
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    hw = SimpleNamespace(
+        op_model="fitted",
+        op_fit=fit,
+        op_tables=SimpleNamespace(gemm=table),
+        peak_tflops_bf16=hw.peak_tflops_bf16,
+        peak_tflops_fp8=hw.peak_tflops_fp8,
+        memory=hw.memory,
+    )
+    w = SimpleNamespace(weight_dtype="bf16", kv_dtype="bf16")
+
+    def op(n, k):
+        return SimpleNamespace(
+            gemm_n=n, gemm_k=k, attn_head_dim=0, in_attention_call=False, coll_kind="", coll_bytes_per_token=0
+        )
+
+    inside, outside = oplaw.laws_of(op(1024, 1024), hw, w, 1), oplaw.laws_of(op(65536, 1024), hw, w, 1)
+    assert inside.gemm_table is not None and outside.gemm_table is None
+    assert outside.gemm is fit.gemm["bf16"]
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (None, "no such file"),
+        ("a,b\n1,2\n", "not a GEMM table (misses column(s) gemm_dtype, m, n, k, latency_ms)"),
+        ("gemm_dtype,m,n,k,latency_ms\nint4,1,2,3,0.1\n", "needs rows of bfloat16"),
+    ],
+)
+def test_a_bad_table_is_one_error_line(tmp_path, content, words):
+    from decodelab.core.checks import check_config
+    from decodelab.errors import ConfigError
+
+    p = tmp_path / "t.csv"
+    if content is not None:
+        p.write_text(content)
+    optable.curves.cache_clear()
+    cfg = compose_cfg("hardware=h100_sxm", f"hardware.op_tables.gemm={p}")
+    with pytest.raises(ConfigError, match="hardware.op_tables.gemm: ") as e:
+        check_config(cfg)
+    assert words in str(e.value) and "\n" not in str(e.value).strip()
+
+
+def test_leave_one_out_by_hand():
+    """t = (n + 1024) ns at n = 1024, 2048, 4096 (k = 1024, every m): n = 2048 predicted from its
+    neighbours is sqrt(2048 x 5120) = 3238.17 against 3072, |error| 5.41%; k has no interior
+    grid value, so no k points."""
+    rows = [
+        dict(gemm_dtype="bfloat16", m=m, n=n, k=1024, latency_ms=(n + 1024) * 1e-6)
+        for n in (1024, 2048, 4096)
+        for m in MS
+    ]
+    loo = optable.leave_one_out(pd.DataFrame(rows))
+    points, mean, median = loo["bf16"]["n"]
+    assert points == len(MS)
+    assert mean == pytest.approx(100 * (np.sqrt(2048 * 5120) / 3072 - 1), rel=1e-9)
+    assert mean == pytest.approx(5.4094, abs=1e-3) and median == pytest.approx(mean)
+    assert loo["bf16"]["k"][0] == 0
+
+
+def test_fit_hardware_names_the_gemm_file_as_the_table(tmp_path, table):
+    from conftest import cli
+
+    out = tmp_path / "fit.yaml"
+    r = cli(tmp_path, "fit-hardware", table, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert f"op_tables:\n  gemm: {table}\n" in text
+    assert "interpolation error" in r.stdout + r.stderr + text
