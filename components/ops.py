@@ -61,11 +61,25 @@ class Op:
     attn_head_dim: float = 0.0
     in_attention_call: bool = False  # the engine runs it inside the attention call of head dim
     # attn_head_dim (RoPE + KV write)
+    gemm_dtype: str = ""  # the GEMM's weight dtype when not the workload's ("" = workload.weight_dtype)
     coll_kind: str = ""  # all_reduce | all_gather: the op's tensor-parallel collective
     coll_bytes_per_token: float = 0.0  # bytes of the collective's whole per-rank tensor per token
     route_point: bool = False  # a data-dependent routing decision: the weights the rest of the
     # layer reads are chosen by it (MoE top-k; components/models/experts.py)
     call: int = -1  # kernel call index, set by the execution model
+
+
+# The LM head keeps the 16-bit compute dtype when the other weights are quantized below 16 bits:
+# TensorRT-LLM's PyTorch models build it as LMHead(dtype=pretrained_config.torch_dtype) and "lm_head
+# Linear will not accept QuantConfig" (NVIDIA/TensorRT-LLM tensorrt_llm/_torch/models/modeling_utils.py,
+# DecoderModelForCausalLM, @000a01de); vLLM's ParallelLMHead is an embedding layer, which its FP8
+# method leaves unquantized. A Qwen3-32B FP8 step at TP1 reads 1.56 GB of LM head, not 0.78.
+HEAD_BYTES = 2.0
+
+
+def lm_head_dtype(w_bytes: float):
+    """(bytes per weight, gemm_dtype) of the LM head for weights of `w_bytes` bytes."""
+    return (HEAD_BYTES, "bf16") if w_bytes < HEAD_BYTES else (w_bytes, "")
 
 
 def op_builders(repeat: int, w_bytes: float, act_bytes: float):

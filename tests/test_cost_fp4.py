@@ -30,22 +30,32 @@ def test_fp4_bytes_per_element_by_hand():
     assert DTYPE_BYTES["nvfp4"] == (16 * 4 + 8) / 16 / 8 == 0.5625
 
 
+# Llama-3.1-8B: 8,030,261,248 parameters, of which the embedding table and the (untied) LM head are
+# 128,256 x 4,096 = 525,336,576 each; those two stay BF16 under quantized weights (components/ops.py
+# lm_head_dtype): 2 x 525,336,576 x 2 B = 2,101,346,304 B, the other 6,979,588,096 at the dtype's bytes.
+EMBED_8B = 128_256 * 4_096
+REST_8B = PARAMS_8B - 2 * EMBED_8B
+
+
 @pytest.mark.parametrize(
     "dtype, weight_bytes, kv_bytes",
     [
-        # 8,030,261,248 x 0.5 = 4,015,130,624; KV 65,536 x 0.5 = 32,768
-        ("fp4", 4_015_130_624, 32_768),
-        # 8,030,261,248 / 32 x 17 (= x 0.53125) = 250,945,664 x 17 = 4,266,076,288; KV 65,536 x 0.53125 = 34,816
-        ("mxfp4", 4_266_076_288, 34_816),
-        # 8,030,261,248 / 16 x 9 (= x 0.5625) = 501,891,328 x 9 = 4,517,021,952; KV 65,536 x 0.5625 = 36,864
-        ("nvfp4", 4_517_021_952, 36_864),
+        # 6,979,588,096 x 0.5 = 3,489,794,048 + 2,101,346,304 = 5,591,140,352; KV 65,536 x 0.5 = 32,768
+        ("fp4", 5_591_140_352, 32_768),
+        # 6,979,588,096 / 32 x 17 (= x 0.53125) = 3,707,906,176 + 2,101,346,304 = 5,809,252,480;
+        # KV 65,536 x 0.53125 = 34,816
+        ("mxfp4", 5_809_252_480, 34_816),
+        # 6,979,588,096 / 16 x 9 (= x 0.5625) = 3,926,018,304 + 2,101,346,304 = 6,027,364,608;
+        # KV 65,536 x 0.5625 = 36,864
+        ("nvfp4", 6_027_364_608, 36_864),
     ],
 )
 def test_fp4_weight_and_kv_bytes_llama31_8b(compose, dtype, weight_bytes, kv_bytes):
     d = build(compose("workload.weight_dtype=" + dtype, "workload.kv_dtype=" + dtype))
     assert d.weight_bytes_total == weight_bytes
     assert d.kv_bytes_per_token == kv_bytes
-    assert PARAMS_8B * DTYPE_BYTES[dtype] == weight_bytes and KV_ELEMS_8B * DTYPE_BYTES[dtype] == kv_bytes
+    assert REST_8B * DTYPE_BYTES[dtype] + 2 * EMBED_8B * 2 == weight_bytes
+    assert KV_ELEMS_8B * DTYPE_BYTES[dtype] == kv_bytes
 
 
 # ------------------------------------------------------------------------------ FP4 compute rate

@@ -67,13 +67,14 @@ def test_weights_read_and_held(compose, model, tokens):
     """Unsharded (tp=1): a decode step's ops read exactly the streamed parameters (k routed
     experts per token on average over the batch) and hold every parameter but the embedding
     table; MLA's prefill path reads the same weights (its decompression uses the kv_b_proj the
-    decode path absorbs)."""
+    decode path absorbs). Counted at 2 B per weight (BF16: every weight, the LM head too, at one
+    width; under narrower weights the LM head stays 2 B, tests/test_optable.py)."""
     m = compose(f"model={model}").model
-    ops = layers.build_ops(m, 1, 1.0, 2.0, 2.0, tokens_per_step=tokens)
-    read = sum(o.weight_bytes * o.repeat for o in ops if o.path != "prefill")
-    read_prefill = sum(o.weight_bytes * o.repeat for o in ops if o.path != "decode")
+    ops = layers.build_ops(m, 1, 2.0, 2.0, 2.0, tokens_per_step=tokens)
+    read = sum(o.weight_bytes * o.repeat for o in ops if o.path != "prefill") / 2.0
+    read_prefill = sum(o.weight_bytes * o.repeat for o in ops if o.path != "decode") / 2.0
     assert read_prefill == pytest.approx(read, rel=1e-12)
-    held = sum((o.resident_bytes if o.resident_bytes >= 0 else o.weight_bytes) * o.repeat for o in ops)
+    held = sum((o.resident_bytes if o.resident_bytes >= 0 else o.weight_bytes) * o.repeat for o in ops) / 2.0
     p = layers.param_counts(m)
     assert read == pytest.approx(layers.streamed_params(m, tokens), rel=1e-12)
     assert held == pytest.approx(p["total"] - p["embed"], rel=1e-12)
@@ -125,7 +126,9 @@ def test_deepseek_max_batch_on_sn40l16(compose):
         "workload.output_len=2048",
     )
     full, ss = build(compose(*base)), build(compose(*base, "kv_policy=snapstream"))
-    assert full.weights_chip / GIB == pytest.approx(39.96, abs=0.01)  # 671B / 16 + replicated parts
+    # 671B / 16 + replicated parts, the embedding table and the LM head (129,280 x 7,168 each) at
+    # BF16: + 2 x 926,679,040 x 1 B / 16 = 0.108 GiB over all-FP8 (39.96 GiB)
+    assert full.weights_chip / GIB == pytest.approx(40.07, abs=0.01)
     for d, slot, expect in ((full, 131072, 2), (ss, 32764, 11)):
         assert d.kv_slot_bytes_chip == slot * 70272
         assert d.max_batch == math.floor((64 * GIB - d.weights_chip) / (slot * 70272)) == expect

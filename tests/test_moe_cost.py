@@ -75,7 +75,7 @@ def test_route_fill_moves_deepseek_decode_by_its_hand_worked_amount(compose):
     # SambaNova's public single-user figures (198 tok/s, DAC 2025 talk; > 250 tok/s, SambaNova blog)
     # are a held-out check, not a target: 4k context, no MTP
     assert on["tok_s_user"] == pytest.approx(210.4, rel=0.01)
-    assert off["tok_s_user"] == pytest.approx(331.9, rel=0.01)
+    assert off["tok_s_user"] == pytest.approx(327.3, rel=0.01)  # 331.9 with an FP8 LM head
 
 
 def test_routing_is_one_more_gpu_kernel_per_moe_layer(compose):

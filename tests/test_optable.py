@@ -35,7 +35,7 @@ def table(tmp_path):
     p = tmp_path / "gemm.csv"
     pd.DataFrame(rows).to_csv(p, index=False)
     optable.curves.cache_clear()
-    optable.gemm_row.cache_clear()
+    optable.measured_row.cache_clear()
     return str(p)
 
 
@@ -57,7 +57,7 @@ def test_row_and_natural_form_and_kernel_agree(table):
     """The per-op row (at the kernel's M_GRID), its natural form and the jitted kernel's
     interpolation are one function: by hand at n = 2048, k = 1024 (t = 2.097152 (1 + m / 256) us,
     linear in m, so interpolating it is exact)."""
-    t0, beyond = optable.gemm_row(table, "bf16", 2048.0, 1024.0, 1e-6)
+    t0, beyond = optable.gemm_row(optable.measured_row(table, "bf16", 2048.0, 1024.0), 1e-6)
     # t0 = min(the class law's 1 us, the fastest call 2.097152 x (1 + 1/256) = 2.105344 us) = 1 us
     assert t0 == pytest.approx(1e-6)
     grid = np.asarray(K.M_GRID)
@@ -94,7 +94,7 @@ def test_a_dip_in_the_measured_curve_is_pooled(tmp_path):
     rows = [dict(gemm_dtype="bfloat16", m=m, n=1024, k=1024, latency_ms=t * 1e-3) for m, t in zip(ms, us)]
     p = tmp_path / "dip.csv"
     pd.DataFrame(rows).to_csv(p, index=False)
-    t0, beyond = optable.gemm_row(str(p), "bf16", 1024.0, 1024.0, 1e-6)
+    t0, beyond = optable.gemm_row(optable.measured_row(str(p), "bf16", 1024.0, 1024.0), 1e-6)
     got = [optable.table_time(t0, beyond, m) * 1e6 for m in (1, 4, 6, 8, 16)]
     # m = 6 lies between the pooled 4 and 8 (both 10.3923); m = 16 is measured (13)
     assert got == pytest.approx([10.0, 10.3923, 10.3923, 10.3923, 13.0], abs=1e-4)
@@ -109,7 +109,8 @@ def test_the_shipped_h100_table_reproduces_its_rows():
     raw = pd.read_parquet(DATA_DIR / path)
     raw = raw[(raw.gemm_dtype == "fp8_block") & (raw.n == 5120) & (raw.k == 5120)]
     by_m = raw.groupby("m").latency_ms.mean() * 1e-3
-    t0, beyond = optable.gemm_row(path, "fp8_block", 5120.0, 5120.0, hw.op_fit.gemm.fp8_block.t0_us * 1e-6)
+    row = optable.measured_row(path, "fp8_block", 5120.0, 5120.0)
+    t0, beyond = optable.gemm_row(row, hw.op_fit.gemm.fp8_block.t0_us * 1e-6)
     for m in (8192, 16384):
         assert optable.table_time(t0, beyond, m) == pytest.approx(by_m[m], rel=1e-9)
     # and the law's cost is non-decreasing over the kernel's token grid
@@ -193,3 +194,76 @@ def test_fit_hardware_names_the_gemm_file_as_the_table(tmp_path, table):
     text = out.read_text()
     assert f"op_tables:\n  gemm: {table}\n" in text
     assert "interpolation error" in r.stdout + r.stderr + text
+
+
+def test_the_lm_head_stays_16_bit_under_fp8_weights():
+    """Qwen3-32B with block-scaled FP8 weights on one H100: the LM head keeps BF16 weights
+    (TensorRT-LLM's LMHead takes no quant config; components/ops.py): 5120 x 151936 x 2 B =
+    1,555,824,640 B read per step, costed by the bf16 GEMM law (n = 151936 lies outside the table's
+    n grid); the decoder GEMMs stay fp8_block, and the embedding table is held at 2 B too."""
+    cfg = compose_cfg(
+        "model=qwen3_32b", "hardware=h100_sxm", "workload.weight_dtype=fp8_block", "workload.kv_dtype=fp8"
+    )
+    d = build(cfg)
+    by = {op.name: (i, op) for i, op in enumerate(d.ops)}
+    i, head = by["lm_head"]
+    assert head.weight_bytes == 5120 * 151936 * 2 and head.gemm_dtype == "bf16"
+    law = cfg.hardware.op_fit.gemm.bf16
+    bw = cfg.hardware.memory.hbm.bandwidth_gb_s * 1e9
+    assert d.op_lin[i, K.L_G_TAB] == 0.0
+    assert d.op_lin[i, K.L_G_CM] == pytest.approx(151936 * 5120 * 2.0 / (bw * law.e_b), rel=1e-12)
+    _, qkv = by["qkv_proj"]
+    assert qkv.gemm_dtype == "" and qkv.weight_bytes == 5120 * (64 + 16) * 128 * 1.0
+    # BF16 weights: nothing changes for the head
+    bf = build(compose_cfg("model=qwen3_32b", "hardware=h100_sxm"))
+    head_bf = next(op for op in bf.ops if op.name == "lm_head")
+    assert head_bf.weight_bytes == head.weight_bytes and head_bf.gemm_dtype == ""
+    # both tables (embedding and head) at 2 B: the totals differ by the decoder weights only
+    assert bf.weight_bytes_total - d.weight_bytes_total == pytest.approx(
+        (bf.weight_bytes_total - 2 * 2 * 151936 * 5120) / 2, rel=1e-12
+    )
+
+
+def test_a_chip_with_other_peaks_scales_the_table():
+    """A chip that inherits h100_sxm.yaml and changes its HBM bandwidth (an H200 built on it, as in
+    examples/user_conf/hardware/my_chip.yaml) scales each tabulated GEMM time by the class law's
+    time on it over the law's time on the H100 the table measured, so more bandwidth is faster and
+    the table's shape-by-shape correction stays; the run says so. By hand for o_proj (n = k = 4096,
+    bf16, m = 1): the factor is the law's time at 4800 GB/s over its time at 3350 GB/s."""
+    from decodelab.modes.dispatch import evaluate
+
+    cfg_h = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm")
+    cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", "hardware.memory.hbm.bandwidth_gb_s=4800")
+    h100, other = build(cfg_h), build(cfg)
+    i = next(j for j, op in enumerate(h100.ops) if op.name == "o_proj")
+    assert h100.op_lin[i, K.L_G_TAB] == 1.0 and other.op_lin[i, K.L_G_TAB] == 1.0
+    law = cfg.hardware.op_fit.gemm.bf16
+    here = float(oplaw.gemm_time(law, 1, 4096, 4096, 989.4e12, 4.8e12, 2.0, 2.0))
+    there = float(oplaw.gemm_time(law, 1, 4096, 4096, 989.4e12, 3.35e12, 2.0, 2.0))
+    t_h = K._table(h100.op_lin, i, 1.0) + h100.op_lin[i, K.L_T0]
+    t_o = K._table(other.op_lin, i, 1.0) + other.op_lin[i, K.L_T0]
+    assert t_o == pytest.approx(t_h * here / there, rel=1e-9) and t_o < t_h
+    r_h, r_o = evaluate(cfg_h), evaluate(cfg)
+    assert r_o.metrics["tpot_ms"] < r_h.metrics["tpot_ms"]
+    notes = [n for n in r_o.notes if "op_tables.gemm" in n]
+    assert len(notes) == 1 and "hbm_gb_s 3350 (this chip 4800)" in notes[0] and "scaled" in notes[0], notes
+    assert not [n for n in r_h.notes if "op_tables.gemm" in n]
+
+
+def test_the_h100_all_reduce_is_trtllm_1_0_0rc3s():
+    """The H100 all-reduce laws are fitted to the shipped TensorRT-LLM 1.0.0rc3 table (the version of
+    conf/engine/default.yaml): the fit reproduces the YAML; at 8 x 5120 BF16 elements (81,920 B) TP4
+    costs 3.658 + 81920 / 220.7e9 s = 4.029 us, where 1.2.0rc5's strategy switch gave 11 us."""
+    from decodelab.calibration import fit as F
+    from decodelab.calibration import operators as O
+
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    data = O.load([DATA_DIR / "operators" / "h100_sxm_allreduce_trtllm_1.0.0rc3.csv"])
+    fits = {f["key"]: f["law"] for f in F.fit_all(data, hw) if f["group"] == "all_reduce"}
+    assert set(fits) == {"tp2", "tp4", "tp8"}
+    for key, law in fits.items():
+        for field in F.COLL_FIELDS:
+            assert getattr(law, field) == pytest.approx(float(hw.op_fit.all_reduce[key][field]), rel=1e-3)
+    t = oplaw.collective_time(hw.op_fit.all_reduce.tp4, 8 * 5120 * 2.0)
+    assert float(t) * 1e6 == pytest.approx(3.658 + 81920 / 220.7e9 * 1e6, rel=1e-9)
+    assert float(t) * 1e6 == pytest.approx(4.029, abs=1e-3)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import List
 
 from decodelab.components.models import attn_dp
-from decodelab.components.ops import Op, op_builders
+from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
 
 def kv_heads_per_chip(n_kv_heads: int, tp: int) -> int:
@@ -143,7 +143,8 @@ def build_ops(
             "lm_head",
             "gemm",
             stage="post",
-            weight_bytes=d * (m.vocab_size / tp) * w_bytes,
+            weight_bytes=d * (m.vocab_size / tp) * lm_head_dtype(w_bytes)[0],
+            gemm_dtype=lm_head_dtype(w_bytes)[1],
             flops_per_token=2.0 * d * m.vocab_size / tp,
             act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
             link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,

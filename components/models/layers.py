@@ -22,7 +22,7 @@ from typing import Dict, List
 from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip
 from decodelab.components.models import attn_dp, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
-from decodelab.components.ops import Op, op_builders
+from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state")
 
@@ -302,7 +302,8 @@ def build_ops(
             "lm_head",
             "gemm",
             stage="post",
-            weight_bytes=d * (v / tp) * w_bytes,
+            weight_bytes=d * (v / tp) * lm_head_dtype(w_bytes)[0],
+            gemm_dtype=lm_head_dtype(w_bytes)[1],
             flops_per_token=2.0 * d * v / tp,
             act_bytes_per_token=(d + v / tp) * act_bytes,
             link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,

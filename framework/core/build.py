@@ -11,7 +11,7 @@ import numpy as np
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.components.kv_policy import KV_POLICIES
 from decodelab.components.models import ARCHITECTURES
-from decodelab.components.ops import Op
+from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs, oplaw, parallel
@@ -155,11 +155,13 @@ def build(
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 
-    # Memory per chip: weights read by the ops plus the embedding table (only rows are read).
+    # Memory per chip: weights read by the ops plus the embedding table (only rows are read; kept
+    # in the 16-bit compute dtype under quantized weights, like the LM head: components/ops.py).
     # MoE: every expert is held, the activated ones read; tied: the lm_head op reads the shared
     # table; pipeline stages: the chip of each stage holds its layers (core/parallel.py)
     params = arch.param_counts(m)
-    loads = parallel.stage_loads(cfg, ops, params["embed"] / tp * wb, m.tied_embeddings)
+    embed_wb = lm_head_dtype(wb)[0]
+    loads = parallel.stage_loads(cfg, ops, params["embed"] / tp * embed_wb, m.tied_embeddings)
     rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
     slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
     max_cached = kv_costs.memory_fraction(slot, rm)  # layer-averaged tokens one sequence holds
@@ -252,13 +254,15 @@ def build(
         calls=calls,
         tier_names=tier_names,
         memory=mem,
-        weight_bytes_total=params["total"] * wb,
+        # the embedding table and the LM head at their own (16-bit) bytes under quantized weights
+        weight_bytes_total=params["total"] * wb + (params["embed"] + params["lm_head"]) * (embed_wb - wb),
         weight_bytes_streamed=(
             arch.streamed_params(m, w.batch_size)
             if hasattr(arch, "streamed_params")
             else params["total"] - (0 if m.tied_embeddings else params["embed"])
         )
-        * wb,
+        * wb
+        + (params["embed"] if m.tied_embeddings else params["lm_head"]) * (embed_wb - wb),
         # a decode step's calls (a call whose ops all run only for prefilling sequences is not one)
         calls_per_step=float(
             sum(

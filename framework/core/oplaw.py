@@ -116,25 +116,76 @@ def check(hw) -> List[str]:
     return e
 
 
+_TABLE_CHIP = (  # op_tables field: the chip's own value
+    ("hbm_gb_s", lambda hw: hw.memory["hbm"].bandwidth_gb_s),
+    ("peak_tflops_bf16", lambda hw: hw.peak_tflops_bf16),
+    ("peak_tflops_fp8", lambda hw: hw.peak_tflops_fp8),
+)
+
+
+def table_mismatch(hw) -> list:
+    """The fields in which this chip differs from the one its op_tables were measured on."""
+    t = getattr(hw, "op_tables", None)
+    if t is None:
+        return []
+    out = []
+    for name, own in _TABLE_CHIP:
+        measured = float(getattr(t, name, 0.0) or 0.0)
+        if measured > 0 and abs(float(own(hw)) - measured) > 1e-6 * measured:
+            out.append(f"{name} {measured:g} (this chip {float(own(hw)):g})")
+    return out
+
+
+def _table_row(op, hw, dtype: str, law):
+    """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from hardware.op_tables.gemm, scaled
+    to this chip where it differs from the measured one (core/optable.py), or None."""
+    table = str(getattr(getattr(hw, "op_tables", None), "gemm", "") or "")
+    if not table:
+        return None
+    n, k = float(op.gemm_n), float(op.gemm_k)
+    at = optable.measured_row(table, dtype, n, k)
+    if at is None:
+        return None
+    ratio = None
+    if table_mismatch(hw):
+        t = hw.op_tables
+        there = SimpleNamespace(
+            peak_tflops_bf16=float(t.peak_tflops_bf16 or hw.peak_tflops_bf16),
+            peak_tflops_fp8=float(t.peak_tflops_fp8 or hw.peak_tflops_fp8),
+        )
+        bw_there = float(t.hbm_gb_s or hw.memory["hbm"].bandwidth_gb_s) * 1e9
+        wb, ab = GEMM_BYTES[dtype]
+        m = np.asarray(K.M_GRID)
+        here = gemm_time(law, m, n, k, _peak(hw, dtype), hbm_bw(hw), wb, ab)
+        ratio = here / gemm_time(law, m, n, k, _peak(there, dtype), bw_there, wb, ab)
+    return optable.gemm_row(at, law.t0_us * 1e-6, ratio)
+
+
+def gemm_dtype(op, w) -> str:
+    """The weight dtype of a GEMM op: its own (the LM head's 16-bit dtype under quantized weights,
+    components/ops.py) or the workload's."""
+    return getattr(op, "gemm_dtype", "") or w.weight_dtype
+
+
 def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
     decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
     (engine.family) picks that engine's own all-reduce law where the chip has one. `gemm_table`:
     (t0, times beyond t0 at kernel M_GRID) from hardware.op_tables.gemm at the op's shape, which
     then costs the GEMM in place of `gemm` (core/optable.py)."""
-    out = SimpleNamespace(gemm=None, gemm_table=None, prefill=None, decode=None, coll=None, skip=False)
+    out = SimpleNamespace(
+        gemm=None, gemm_dtype="", gemm_table=None, prefill=None, decode=None, coll=None, skip=False
+    )
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
     fit = hw.op_fit
-    if op.gemm_n > 0 and w.weight_dtype in fit.gemm:
-        out.gemm = fit.gemm[w.weight_dtype]
-    elif op.gemm_n > 0 and w.weight_dtype == "fp8_block" and "fp8" in fit.gemm:
+    dtype = out.gemm_dtype = gemm_dtype(op, w)
+    if op.gemm_n > 0 and dtype in fit.gemm:
+        out.gemm = fit.gemm[dtype]
+    elif op.gemm_n > 0 and dtype == "fp8_block" and "fp8" in fit.gemm:
         out.gemm = fit.gemm["fp8"]  # a chip fitted without block-scaled GEMMs: the per-tensor FP8 law
-    table = getattr(getattr(hw, "op_tables", None), "gemm", "")
-    if out.gemm is not None and table:  # the measured table at the op's own shape, where it has one
-        out.gemm_table = optable.gemm_row(
-            str(table), w.weight_dtype, float(op.gemm_n), float(op.gemm_k), out.gemm.t0_us * 1e-6
-        )
+    if out.gemm is not None:  # the measured table at the op's own shape, where it has one
+        out.gemm_table = _table_row(op, hw, dtype, out.gemm)
     key = f"{w.kv_dtype}_hd{int(op.attn_head_dim)}"
     attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
     if op.in_attention_call:
@@ -214,8 +265,8 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_LAW, K.LAW_SKIP)
         return row
     if laws.gemm is not None:
-        g, (wb, ab) = laws.gemm, GEMM_BYTES[w.weight_dtype]
-        n, k, peak = op.gemm_n, op.gemm_k, _peak(hw, w.weight_dtype)
+        g, (wb, ab) = laws.gemm, GEMM_BYTES[laws.gemm_dtype]
+        n, k, peak = op.gemm_n, op.gemm_k, _peak(hw, laws.gemm_dtype)
         put(K.L_LAW, K.LAW_GEMM)
         put(K.L_T0, g.t0_us * 1e-6)
         put(K.L_G_AC, 2.0 * n * (k + g.k0) / (peak * g.e_c))  # s per token
@@ -259,13 +310,20 @@ def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
     for op in ops:
         laws = laws_of(op, hw, w, tp, engine)
         if op.kind == "gemm" and laws.gemm is None:
-            why = f"no gemm.{w.weight_dtype} law" if op.gemm_n > 0 else "not a plain GEMM"
+            why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
             missed.append(f"{op.name} ({why})")
         if op.kind == "attention" and laws.prefill is None:
             why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
             missed.append(f"{op.name} ({why})")
         if op.coll_kind and tp > 1 and laws.coll is None:
             missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
-    if not missed:
-        return None
-    return "op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed))
+    notes = []
+    if getattr(getattr(hw, "op_tables", None), "gemm", "") and table_mismatch(hw):
+        notes.append(
+            "hardware.op_tables.gemm was measured on another chip ("
+            + ", ".join(table_mismatch(hw))
+            + "): its GEMM times are scaled by the op_fit.gemm laws' ratio of this chip to that one"
+        )
+    if missed:
+        notes.append("op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed)))
+    return "; ".join(notes) or None

@@ -14,7 +14,10 @@ the table's (n, k) grid is costed by the table itself:
      (kernel_layout.M_GRID), linear in m between grid points and along the end segments beyond
      them (a prefill chunk above 16384 tokens).
 An op outside the grid, a dtype the table lacks, or a corner the table does not hold keeps the
-class law. The kernel and the Python reference (table_time, the same interpolation) take the
+class law. On a chip whose HBM bandwidth or peaks differ from those the table was measured with
+(hardware.op_tables' own fields; a user chip that inherits a chip file and changes them), each
+time is scaled by the class law's time on this chip over its time on the measured one: the table
+keeps its shape-by-shape correction of the law, and the law carries the chip's rates. The kernel and the Python reference (table_time, the same interpolation) take the
 same values (core/oplaw.py laws_of / law_columns). Tables are in the operator-CSV schema of
 decodelab fit-hardware (gemm_dtype, m, n, k, latency_ms; CSV or Parquet).
 """
@@ -148,10 +151,9 @@ def curve(path: str, dtype: str, n: float, k: float):
 
 
 @lru_cache(maxsize=4096)
-def gemm_row(path: str, dtype: str, n: float, k: float, t0_s: float):
-    """The table's GEMM time at (n, k) as the kernel takes it: (t0, times beyond t0 at the
-    kernel's M_GRID token counts), t0 = min(the class law's t0, the fastest call), both in
-    seconds; None where the table has no curve (the class law applies)."""
+def measured_row(path: str, dtype: str, n: float, k: float):
+    """The table's GEMM time in seconds at (n, k) at the kernel's M_GRID token counts (read-only),
+    or None where the table has no curve (the class law applies)."""
     c = curve(path, dtype, float(n), float(k))
     if c is None:
         return None
@@ -166,10 +168,19 @@ def gemm_row(path: str, dtype: str, n: float, k: float, t0_s: float):
     # never costs less, and a stretch of m costs its average, neither its best nor its worst call.
     smooth = np.exp(isotonic_regression(np.log(t)).x)
     at = np.interp(grid, m, smooth)
+    at.setflags(write=False)
+    return at
+
+
+def gemm_row(at: np.ndarray, t0_s: float, ratio=None):
+    """The kernel's form of a measured row `at` (M_GRID times): (t0, times beyond t0), t0 = min(the
+    class law's t0, the fastest call). `ratio` (per M_GRID point): the chip differs from the one
+    the table was measured on; each time is scaled by the class law's time here over its time
+    there, and kept non-decreasing in m."""
+    if ratio is not None:
+        at = np.maximum.accumulate(at * ratio)
     t0 = min(float(t0_s), float(at.min()))
-    beyond = at - t0
-    beyond.setflags(write=False)
-    return t0, beyond
+    return t0, at - t0
 
 
 def table_time(t0: float, beyond: np.ndarray, m):

@@ -155,9 +155,10 @@ def _group_step(
                 acc["law_t"] += float(optable.table_time(t0, beyond, n_tok)) - t0
                 acc["law_t0"] += t0
             elif laws.gemm is not None:
-                wb, ab = oplaw.GEMM_BYTES[w.weight_dtype]
+                wb, ab = oplaw.GEMM_BYTES[laws.gemm_dtype]
                 g = laws.gemm
-                t = oplaw.gemm_time(g, n_tok, op.gemm_n, op.gemm_k, peak, hbm_bw, wb, ab)
+                g_peak = oplaw._peak(hw, laws.gemm_dtype)  # as oplaw.law_columns
+                t = oplaw.gemm_time(g, n_tok, op.gemm_n, op.gemm_k, g_peak, hbm_bw, wb, ab)
                 acc["law_t"] += float(t) - g.t0_us * 1e-6
                 acc["law_t0"] += g.t0_us * 1e-6
             if laws.prefill is not None and op.path != "decode" and pre_tokens >= 0.5:

@@ -61,6 +61,12 @@ class OpTablesConfig:
     to the table at the op's own shape, not by the class law of `op_fit.gemm`; "" = no table."""
 
     gemm: str = ""
+    # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
+    # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
+    # each tabulated time is scaled by the op_fit.gemm law's time there over its time here.
+    hbm_gb_s: float = 0.0
+    peak_tflops_bf16: float = 0.0
+    peak_tflops_fp8: float = 0.0
 
 
 @dataclass
