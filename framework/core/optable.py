@@ -17,8 +17,9 @@ An op outside the grid, a dtype the table lacks, or a corner the table does not 
 class law. On a chip whose HBM bandwidth or peaks differ from those the table was measured with
 (hardware.op_tables' own fields; a user chip that inherits a chip file and changes them), each
 time is scaled by the class law's time on this chip over its time on the measured one: the table
-keeps its shape-by-shape correction of the law, and the law carries the chip's rates. The kernel and the Python reference (table_time, the same interpolation) take the
-same values (core/oplaw.py laws_of / law_columns). Tables are in the operator-CSV schema of
+keeps its shape-by-shape correction of the law, and the law carries the chip's rates. The kernel
+and the Python reference (table_time, the same interpolation) take the same values
+(core/oplaw.py laws_of / law_columns). Tables are in the operator-CSV schema of
 decodelab fit-hardware (gemm_dtype, m, n, k, latency_ms; CSV or Parquet).
 """
 
