@@ -267,3 +267,72 @@ def test_the_h100_all_reduce_is_trtllm_1_0_0rc3s():
     t = oplaw.collective_time(hw.op_fit.all_reduce.tp4, 8 * 5120 * 2.0)
     assert float(t) * 1e6 == pytest.approx(3.658 + 81920 / 220.7e9 * 1e6, rel=1e-9)
     assert float(t) * 1e6 == pytest.approx(4.029, abs=1e-3)
+
+
+def test_the_all_reduce_table_by_hand(tmp_path):
+    """An all-reduce table at 4 GPUs, 10 us at 1 MiB and 40 us at 4 MiB (BF16 elements): a 2 MiB
+    message lies half-way in log size, so log-log interpolation gives sqrt(10 x 40) = 20 us; below
+    the smallest size the smallest time; above the largest, its time per byte (8 MiB: 80 us)."""
+    rows = [
+        dict(framework="TRTLLM", allreduce_dtype="bfloat16", num_gpus=4, message_size=e, latency_ms=t)
+        for e, t in ((2**19, 0.010), (2**21, 0.040))
+    ]
+    p = tmp_path / "ar.csv"
+    pd.DataFrame(rows).to_csv(p, index=False)
+    optable.collective_curves.cache_clear()
+    optable.collective_row.cache_clear()
+    # bytes per token 2**14 (8192 elements x 2 B): M_GRID tokens 64 -> 1 MiB, 128 -> 2 MiB, 512 -> 8 MiB
+    row = optable.collective_row(str(p), 4, 2.0**14)
+    grid = list(K.M_GRID)
+    assert row[grid.index(1.0)] == pytest.approx(10e-6)
+    assert row[grid.index(64.0)] == pytest.approx(10e-6)
+    assert row[grid.index(128.0)] == pytest.approx(20e-6, rel=1e-12)
+    assert row[grid.index(512.0)] == pytest.approx(80e-6, rel=1e-12)
+    assert optable.collective_row(str(p), 8, 2.0**14) is None  # no row at 8 GPUs: the law
+
+
+def test_the_h100_all_reduce_is_costed_from_its_table():
+    """On the H100, TensorRT-LLM's all-reduce (TP4, Qwen3-32B: 5120 x 2 B per token) comes from the
+    shipped 1.0.0rc3 table; the kernel's collective time equals the reference's and, at 64 tokens
+    (655,360 B = 327,680 elements, between the measured 262,144 and 524,288), the log-log
+    interpolation of the measured 8.4 and 13.3 us; vLLM's design keeps its own law."""
+    from decodelab.core.reference import reference_step
+
+    cfg = compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4")
+    d = build(cfg)
+    i = next(j for j, op in enumerate(d.ops) if op.coll_kind == "all_reduce")
+    assert d.op_lin[i, K.L_LAW] == K.LAW_COLL and d.op_lin[i, K.L_G_TAB] == 1.0
+    raw = pd.read_csv(DATA_DIR / "operators" / "h100_sxm_allreduce_trtllm_1.0.0rc3.csv")
+    r4 = raw[raw.num_gpus == 4].set_index("message_size").latency_ms * 1e-3
+    w = (np.log(327680) - np.log(262144)) / (np.log(524288) - np.log(262144))
+    by_hand = np.exp((1 - w) * np.log(r4[262144]) + w * np.log(r4[524288]))
+    assert K._table(d.op_lin, i, 64.0) == pytest.approx(by_hand, rel=1e-9)
+    out, _ = _step(d, 64.0)
+    ref = reference_step(d, cfg, 1.0, 1024.0, 64.0)
+    assert out[K.CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
+    vllm = build(
+        compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4", "engine=vllm")
+    )
+    j = next(j for j, op in enumerate(vllm.ops) if op.coll_kind == "all_reduce")
+    assert vllm.op_lin[j, K.L_G_TAB] == 0.0
+
+
+def _step(d, seqs):
+    """One decode step of `seqs` sequences at 1024 KV tokens each, by the kernel."""
+    steps = np.zeros((1, K.N_STEP))
+    steps[0, K.S_QTOK], steps[0, K.S_CTX], steps[0, K.S_SEQS], steps[0, K.S_OUT] = 1.0, 1024.0, seqs, 1.0
+    return K.simulate(*d.arrays(), steps)[0], steps
+
+
+def test_a_bad_all_reduce_table_is_one_error_line(tmp_path):
+    from decodelab.core.checks import check_config
+    from decodelab.errors import ConfigError
+
+    p = tmp_path / "ar.csv"
+    p.write_text("num_gpus,latency_ms\n4,0.01\n")
+    optable.collective_curves.cache_clear()
+    for path, words in ((tmp_path / "none.csv", "no such file"), (p, "not an all-reduce table")):
+        cfg = compose_cfg("hardware=h100_sxm", f"hardware.op_tables.all_reduce={path}")
+        with pytest.raises(ConfigError, match="hardware.op_tables.all_reduce: ") as e:
+            check_config(cfg)
+        assert words in str(e.value)

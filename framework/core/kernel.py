@@ -153,9 +153,12 @@ def _step_body(
                     )
                     acc_flops[c, A_LAW_T0] += op_lin[o, L_D_T0]
             if op_lin[o, L_C_BYTES] > 0.0:
-                s_bytes = tok * op_lin[o, L_C_BYTES]
-                alpha = op_lin[o, L_C_LO] if s_bytes < op_lin[o, L_C_SW] else op_lin[o, L_C_HI]
-                acc_flops[c, A_LAW_COLL] += alpha + s_bytes * op_lin[o, L_C_INV_BW]
+                if law == LAW_COLL and op_lin[o, L_G_TAB] > 0.0:  # the measured collective table
+                    acc_flops[c, A_LAW_COLL] += _table(op_lin, o, tok)
+                else:
+                    s_bytes = tok * op_lin[o, L_C_BYTES]
+                    alpha = op_lin[o, L_C_LO] if s_bytes < op_lin[o, L_C_SW] else op_lin[o, L_C_HI]
+                    acc_flops[c, A_LAW_COLL] += alpha + s_bytes * op_lin[o, L_C_INV_BW]
             if law == LAW_COLL:
                 continue  # the measured collective holds its memory traffic
         for t in range(n_tiers):

@@ -61,7 +61,8 @@ L_A_PAIR, L_A_TOK, L_A_SEQ = L_G_AC, L_G_CM, L_G_AM  # LAW_ATTN's prefill part s
 # core/optable.py) instead of its law: t = its latency beyond t0 at the M_GRID token counts
 # (columns L_TAB .. L_TAB + N_MGRID - 1), linear in m between them and along the last segment
 # beyond the grid; L_T0 holds the law's t0, or the fastest tabulated call if that is less
-# (reported as launch_sync).
+# (reported as launch_sync). A LAW_COLL op with L_G_TAB = 1 takes its collective time from the same
+# columns (hardware.op_tables.all_reduce), reported as collectives.
 L_G_TAB = 26
 L_TAB = 27
 M_GRID = (

@@ -91,6 +91,11 @@ def check(hw) -> List[str]:
         problem = optable.check(str(table))
         if problem:
             e.append(f"hardware.op_tables.gemm: {problem}")
+    table = getattr(getattr(hw, "op_tables", None), "all_reduce", "")
+    if table:
+        problem = optable.check_collective(str(table))
+        if problem:
+            e.append(f"hardware.op_tables.all_reduce: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -174,7 +179,14 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     (t0, times beyond t0 at kernel M_GRID) from hardware.op_tables.gemm at the op's shape, which
     then costs the GEMM in place of `gemm` (core/optable.py)."""
     out = SimpleNamespace(
-        gemm=None, gemm_dtype="", gemm_table=None, prefill=None, decode=None, coll=None, skip=False
+        gemm=None,
+        gemm_dtype="",
+        gemm_table=None,
+        prefill=None,
+        decode=None,
+        coll=None,
+        coll_table=None,
+        skip=False,
     )
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
@@ -198,6 +210,10 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         group = own
     if f"tp{tp}" in group and op.coll_bytes_per_token > 0:
         out.coll = group[f"tp{tp}"]
+    # TensorRT-LLM's all-reduce (not an engine's own) from its measured table, where the chip has one
+    ar_table = str(getattr(getattr(hw, "op_tables", None), "all_reduce", "") or "")
+    if ar_table and out.coll is not None and op.coll_kind == "all_reduce" and group is fit.all_reduce:
+        out.coll_table = optable.collective_row(ar_table, tp, float(op.coll_bytes_per_token))
     return out
 
 
@@ -299,6 +315,9 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_C_HI, c.a_hi_us * 1e-6)
         put(K.L_C_SW, c.s_switch_bytes)
         put(K.L_C_INV_BW, 1.0 / (c.beta_gb_s * 1e9))
+        if laws.coll_table is not None and laws.gemm is None and laws.prefill is None:
+            put(K.L_G_TAB, 1.0)
+            row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + K.N_MGRID] = laws.coll_table
     return row
 
 

@@ -201,3 +201,65 @@ def check(path: str) -> Optional[str]:
     except TableError as e:
         return str(e)
     return None
+
+
+AR_COLUMNS = ("allreduce_dtype", "num_gpus", "message_size", "latency_ms")
+AR_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "half": 2.0}
+
+
+@lru_cache(maxsize=8)
+def collective_curves(path: str) -> Dict[int, Tuple[np.ndarray, np.ndarray]]:
+    """num_gpus -> (bytes of the whole per-rank tensor, seconds) of an all-reduce table in the
+    operator-CSV schema (allreduce_dtype, num_gpus, message_size = elements, latency_ms; 16-bit
+    rows), made non-decreasing in size by isotonic regression of log latency."""
+    import pandas as pd
+    from scipy.optimize import isotonic_regression  # heavy: on use
+
+    p = resolve_user_path(path)
+    if not p.is_file():
+        raise TableError(f"{path}: no such file")
+    try:
+        df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except Exception as e:  # unreadable
+        raise TableError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
+    missing = [c for c in AR_COLUMNS if c not in df.columns]
+    if missing:
+        raise TableError(f"{path}: not an all-reduce table (misses column(s) {', '.join(missing)})")
+    df = df[df.allreduce_dtype.map(AR_BYTES).notna()]
+    lat = pd.to_numeric(df.latency_ms, errors="coerce")
+    if df.empty or not (lat > 0).all():
+        raise TableError(f"{path}: needs 16-bit rows with latency_ms > 0")
+    df = df.assign(b=df.message_size * df.allreduce_dtype.map(AR_BYTES), latency_ms=lat)
+    out = {}
+    for n, d in df.groupby("num_gpus"):
+        d = d.groupby("b").latency_ms.mean().sort_index()
+        t = np.exp(isotonic_regression(np.log(d.to_numpy(float) * 1e-3)).x)
+        out[int(n)] = (d.index.to_numpy(float), t)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def collective_row(path: str, n_gpus: int, bytes_per_token: float):
+    """An all-reduce's seconds at the kernel's M_GRID token counts, the message being M_GRID x
+    `bytes_per_token` bytes: log-log interpolation between the measured sizes, the smallest
+    size's time below them and the largest size's time per byte above (read-only); None where the
+    table has no row at this GPU count."""
+    c = collective_curves(path).get(int(n_gpus))
+    if c is None or bytes_per_token <= 0:
+        return None
+    b, t = c
+    s = np.asarray(K.M_GRID) * bytes_per_token
+    at = np.exp(np.interp(np.log(s), np.log(b), np.log(t)))
+    big = s > b[-1]
+    at[big] = t[-1] * s[big] / b[-1]
+    at.setflags(write=False)
+    return at
+
+
+def check_collective(path: str) -> Optional[str]:
+    """The problem of the all-reduce table at `path` (one line), or None."""
+    try:
+        collective_curves(path)
+    except TableError as e:
+        return str(e)
+    return None

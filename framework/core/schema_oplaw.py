@@ -55,15 +55,20 @@ class CollectiveLaw:
 
 @dataclass
 class OpTablesConfig:
-    """Measured operator tables (hardware.op_model=fitted; framework/core/optable.py): `gemm` a
-    GEMM microbenchmark table (gemm_dtype, m, n, k, latency_ms; CSV or Parquet; a path, or one
-    shipped under decodelab/data/). A GEMM op inside its (n, k) grid is costed by the law fitted
-    to the table at the op's own shape, not by the class law of `op_fit.gemm`; "" = no table."""
+    """Measured operator tables (hardware.op_model=fitted; framework/core/optable.py), each a path
+    or a file shipped under decodelab/data/, CSV or Parquet; "" = no table. `gemm`: a GEMM
+    microbenchmark table (gemm_dtype, m, n, k, latency_ms); a GEMM op inside its (n, k) grid is
+    costed from the table at the op's own shape, not by the class law of `op_fit.gemm`.
+    `all_reduce`: TensorRT-LLM's all-reduce table (allreduce_dtype, num_gpus, message_size,
+    latency_ms); an all-reduce that `op_fit.all_reduce` would cost (not an engine's own law) at a
+    GPU count the table has is costed from it (log-log between the measured sizes)."""
 
     gemm: str = ""
+    all_reduce: str = ""
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
-    # each tabulated time is scaled by the op_fit.gemm law's time there over its time here.
+    # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its
+    # time on this one.
     hbm_gb_s: float = 0.0
     peak_tflops_bf16: float = 0.0
     peak_tflops_fp8: float = 0.0
