@@ -93,7 +93,7 @@ def check(hw) -> List[str]:
             e.append(f"hardware.op_tables.gemm: {problem}")
     table = getattr(getattr(hw, "op_tables", None), "all_reduce", "")
     if table:
-        problem = optable.check_collective(str(table))
+        problem = optable.check(str(table), "all_reduce")
         if problem:
             e.append(f"hardware.op_tables.all_reduce: {problem}")
     laws = [

@@ -43,7 +43,9 @@ class TableError(ValueError):
     """A GEMM table that cannot be used (one line: the file and the problem)."""
 
 
-def _read(path: str):
+def _read(path: str, columns, kind: str, dtype_col: str, dtypes: dict, need: str):
+    """The rows of a table at `path` whose `dtype_col` is one of `dtypes`, latency_ms numeric;
+    TableError (one line) for a missing or unreadable file, missing columns or no usable rows."""
     import pandas as pd  # heavy: on use
 
     p = resolve_user_path(path)
@@ -53,20 +55,20 @@ def _read(path: str):
         df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
     except Exception as e:  # unreadable
         raise TableError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise TableError(f"{path}: not a GEMM table (misses column(s) {', '.join(missing)})")
-    df = df[df.gemm_dtype.map(DTYPES).notna()]
+        raise TableError(f"{path}: not {kind} table (misses column(s) {', '.join(missing)})")
+    df = df[df[dtype_col].map(dtypes).notna()]
     lat = pd.to_numeric(df.latency_ms, errors="coerce")
     if df.empty or not (lat > 0).all():
-        raise TableError(f"{path}: needs rows of {', '.join(DTYPES)} with latency_ms > 0")
+        raise TableError(f"{path}: needs {need} with latency_ms > 0")
     return df.assign(latency_ms=lat)
 
 
 @lru_cache(maxsize=8)
 def curves(path: str) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray, Dict]]:
     """cube(...) of the table at `path` (cached per path)."""
-    return cube(_read(path))
+    return cube(_read(path, COLUMNS, "a GEMM", "gemm_dtype", DTYPES, f"rows of {', '.join(DTYPES)}"))
 
 
 def cube(df) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray, Dict]]:
@@ -194,10 +196,10 @@ def table_time(t0: float, beyond: np.ndarray, m):
     return t0 + a + (m - grid[j]) * (b - a) / (grid[j + 1] - grid[j])
 
 
-def check(path: str) -> Optional[str]:
-    """The problem of the table at `path` (one line), or None."""
+def check(path: str, kind: str = "gemm") -> Optional[str]:
+    """The problem of the `kind` (gemm | all_reduce) table at `path` (one line), or None."""
     try:
-        curves(path)
+        (curves if kind == "gemm" else collective_curves)(path)
     except TableError as e:
         return str(e)
     return None
@@ -212,24 +214,10 @@ def collective_curves(path: str) -> Dict[int, Tuple[np.ndarray, np.ndarray]]:
     """num_gpus -> (bytes of the whole per-rank tensor, seconds) of an all-reduce table in the
     operator-CSV schema (allreduce_dtype, num_gpus, message_size = elements, latency_ms; 16-bit
     rows), made non-decreasing in size by isotonic regression of log latency."""
-    import pandas as pd
     from scipy.optimize import isotonic_regression  # heavy: on use
 
-    p = resolve_user_path(path)
-    if not p.is_file():
-        raise TableError(f"{path}: no such file")
-    try:
-        df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except Exception as e:  # unreadable
-        raise TableError(f"{path}: cannot read ({type(e).__name__}: {e})") from None
-    missing = [c for c in AR_COLUMNS if c not in df.columns]
-    if missing:
-        raise TableError(f"{path}: not an all-reduce table (misses column(s) {', '.join(missing)})")
-    df = df[df.allreduce_dtype.map(AR_BYTES).notna()]
-    lat = pd.to_numeric(df.latency_ms, errors="coerce")
-    if df.empty or not (lat > 0).all():
-        raise TableError(f"{path}: needs 16-bit rows with latency_ms > 0")
-    df = df.assign(b=df.message_size * df.allreduce_dtype.map(AR_BYTES), latency_ms=lat)
+    df = _read(path, AR_COLUMNS, "an all-reduce", "allreduce_dtype", AR_BYTES, "16-bit rows")
+    df = df.assign(b=df.message_size * df.allreduce_dtype.map(AR_BYTES))
     out = {}
     for n, d in df.groupby("num_gpus"):
         d = d.groupby("b").latency_ms.mean().sort_index()
@@ -254,12 +242,3 @@ def collective_row(path: str, n_gpus: int, bytes_per_token: float):
     at[big] = t[-1] * s[big] / b[-1]
     at.setflags(write=False)
     return at
-
-
-def check_collective(path: str) -> Optional[str]:
-    """The problem of the all-reduce table at `path` (one line), or None."""
-    try:
-        collective_curves(path)
-    except TableError as e:
-        return str(e)
-    return None
