@@ -86,16 +86,10 @@ def check(hw) -> List[str]:
         for key in getattr(fit, group):
             if not _TP_KEY.match(key):
                 e.append(f"hardware.op_fit.{group}.{key}: the key must be tp<number of GPUs>")
-    table = getattr(getattr(hw, "op_tables", None), "gemm", "")
-    if table:
-        problem = optable.check(str(table))
+    for kind in ("gemm", "all_reduce"):
+        problem = optable.check(op_table(hw, kind), kind) if op_table(hw, kind) else None
         if problem:
-            e.append(f"hardware.op_tables.gemm: {problem}")
-    table = getattr(getattr(hw, "op_tables", None), "all_reduce", "")
-    if table:
-        problem = optable.check(str(table), "all_reduce")
-        if problem:
-            e.append(f"hardware.op_tables.all_reduce: {problem}")
+            e.append(f"hardware.op_tables.{kind}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -128,6 +122,11 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 )
 
 
+def op_table(hw, kind: str) -> str:
+    """hardware.op_tables.<kind> (gemm | all_reduce), "" where the chip has none."""
+    return str(getattr(getattr(hw, "op_tables", None), kind, "") or "")
+
+
 def table_mismatch(hw) -> list:
     """The fields in which this chip differs from the one its op_tables were measured on."""
     t = getattr(hw, "op_tables", None)
@@ -144,7 +143,7 @@ def table_mismatch(hw) -> list:
 def _table_row(op, hw, dtype: str, law):
     """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from hardware.op_tables.gemm, scaled
     to this chip where it differs from the measured one (core/optable.py), or None."""
-    table = str(getattr(getattr(hw, "op_tables", None), "gemm", "") or "")
+    table = op_table(hw, "gemm")
     if not table:
         return None
     n, k = float(op.gemm_n), float(op.gemm_k)
@@ -210,9 +209,17 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         group = own
     if f"tp{tp}" in group and op.coll_bytes_per_token > 0:
         out.coll = group[f"tp{tp}"]
-    # TensorRT-LLM's all-reduce (not an engine's own) from its measured table, where the chip has one
-    ar_table = str(getattr(getattr(hw, "op_tables", None), "all_reduce", "") or "")
-    if ar_table and out.coll is not None and op.coll_kind == "all_reduce" and group is fit.all_reduce:
+    # TensorRT-LLM's all-reduce (not an engine's own) from its measured table, where the chip has
+    # one; only for an op that is the collective alone (its time then fills the table columns)
+    ar_table = op_table(hw, "all_reduce")
+    alone = out.gemm is None and out.prefill is None
+    if (
+        ar_table
+        and alone
+        and out.coll is not None
+        and op.coll_kind == "all_reduce"
+        and group is fit.all_reduce
+    ):
         out.coll_table = optable.collective_row(ar_table, tp, float(op.coll_bytes_per_token))
     return out
 
@@ -315,7 +322,7 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_C_HI, c.a_hi_us * 1e-6)
         put(K.L_C_SW, c.s_switch_bytes)
         put(K.L_C_INV_BW, 1.0 / (c.beta_gb_s * 1e9))
-        if laws.coll_table is not None and laws.gemm is None and laws.prefill is None:
+        if laws.coll_table is not None:  # the op is the collective alone (laws_of)
             put(K.L_G_TAB, 1.0)
             row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + K.N_MGRID] = laws.coll_table
     return row
@@ -337,10 +344,11 @@ def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
         if op.coll_kind and tp > 1 and laws.coll is None:
             missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
     notes = []
-    if getattr(getattr(hw, "op_tables", None), "gemm", "") and table_mismatch(hw):
+    mismatch = table_mismatch(hw) if op_table(hw, "gemm") else []
+    if mismatch:
         notes.append(
             "hardware.op_tables.gemm was measured on another chip ("
-            + ", ".join(table_mismatch(hw))
+            + ", ".join(mismatch)
             + "): its GEMM times are scaled by the op_fit.gemm laws' ratio of this chip to that one"
         )
     if missed:

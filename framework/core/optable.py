@@ -100,7 +100,7 @@ def leave_one_out(df, min_nk: float = 256.0) -> Dict[str, Dict[str, Tuple[int, f
                 lo, x, hi = grid[i - 1], grid[i], grid[i + 1]
                 if lo < min_nk:
                     continue
-                w = (np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo))
+                w = _log_weight(lo, x, hi)
                 for o in other[other >= min_nk]:
                     keys = [(v, o) if axis == "n" else (o, v) for v in (lo, x, hi)]
                     if not all(k in table for k in keys):
@@ -127,8 +127,13 @@ def bracket(grid: np.ndarray, x: float):
     if grid[i] == x:
         return [(float(x), 1.0)]
     lo, hi = float(grid[i - 1]), float(grid[i])
-    w = (np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    w = _log_weight(lo, x, hi)
     return [(lo, 1.0 - w), (hi, w)]
+
+
+def _log_weight(lo: float, x: float, hi: float) -> float:
+    """The weight of `hi` that interpolates x between lo and hi linearly in log x."""
+    return float((np.log(x) - np.log(lo)) / (np.log(hi) - np.log(lo)))
 
 
 def curve(path: str, dtype: str, n: float, k: float):

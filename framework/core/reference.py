@@ -181,7 +181,7 @@ def _group_step(
                 )
                 acc["law_t"] += float(t) - d.t0_us * 1e-6
                 acc["law_t0"] += d.t0_us * 1e-6
-            if laws.coll_table is not None and laws.gemm is None and laws.prefill is None:
+            if laws.coll_table is not None:  # the op is the collective alone (oplaw.laws_of)
                 acc["law_coll"] += float(optable.table_time(0.0, laws.coll_table, n_tok))
             elif laws.coll is not None:
                 acc["law_coll"] += float(oplaw.collective_time(laws.coll, n_tok * op.coll_bytes_per_token))
