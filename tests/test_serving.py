@@ -125,6 +125,23 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
         ],
         [0, 0, 0],
     ),
+    # the engine's dispatch of eager steps (engine.eager_launch_us) exposed: with overlap on mixed
+    # steps, without CUDA graphs on every step
+    "eager_mixed": (
+        ["workload=closed_loop", "workload.concurrency=3", "engine.eager_launch_us=200", *SMALL],
+        [0, 0, 0],
+    ),
+    "eager_all": (
+        [
+            "workload=closed_loop",
+            "workload.concurrency=3",
+            "engine.overlap=false",
+            "optimizations.cuda_graphs=false",
+            "engine.eager_launch_us=100",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
 }
 CASES = list(range(10)) + list(EXPLICIT)
 

@@ -292,6 +292,13 @@ class EngineConfig:
     lookahead: bool = False
     host_iter_us: Optional[float] = None
     host_per_req_us: float = 0.0
+    # Host time the engine's eager forward spends per kernel call (framework dispatch: Python module
+    # code, op dispatch, launch) in a step that replays no CUDA graph (GPU steps with prefill work
+    # under graphs_decode_only; every step with optimizations.cuda_graphs=false). The step's
+    # kernel calls x this is host work of that step, like host_iter_us: with `overlap` only the
+    # part over the GPU step is exposed, without it the part over the forward's own GPU time.
+    # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
+    eager_launch_us: Optional[float] = None
     # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
     # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
     # ratio x the clipped output the running sequences still expect; the ratio starts at

@@ -26,8 +26,10 @@ from __future__ import annotations
     E_ADMIT_CLIP,
     E_ADMIT_RETRACT,
     E_READY,
-) = range(19)
-N_ENG = 19
+    E_EAGER_HOST,
+    E_EAGER_DECODE,
+) = range(21)
+N_ENG = 21
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (

@@ -7,7 +7,7 @@ both. Semantics: the module docstring of framework/modes/serving/scheduler.py.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List
 
 import numpy as np
@@ -15,6 +15,7 @@ import numpy as np
 from decodelab.core.kernel import CAUSES
 from decodelab.core.reference import reference_step_agg
 from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving.simulate import eager_steps
 
 
 @dataclass
@@ -75,6 +76,8 @@ def engine_dict(eng, buckets) -> dict:
         "overlap": bool(eng[SK.E_OVERLAP]),
         "host_iter": float(eng[SK.E_HOST_ITER]),
         "host_req": float(eng[SK.E_HOST_REQ]),
+        "eager_host": float(eng[SK.E_EAGER_HOST]),
+        "eager_decode": bool(eng[SK.E_EAGER_DECODE]),
         "lookahead": bool(eng[SK.E_LOOKAHEAD]),
         "admit_ratio": float(eng[SK.E_ADMIT_RATIO]),
         "admit_min": float(eng[SK.E_ADMIT_MIN]),
@@ -86,9 +89,18 @@ def engine_dict(eng, buckets) -> dict:
     }
 
 
+def _no_call_launch(design):
+    """The design with no per-call launch (simulate.eager_call_cost, as the reference reads it)."""
+    return replace(design, calls=[{**c, "launch_async": 0.0} for c in design.calls])
+
+
 def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, output, think) -> List[Req]:
     """eng: engine_dict(). arrival NaN = issued by a closed-loop client think[k] s after one of
     its requests ends. Returns the requests with their times filled in."""
+    if cfg.engine.eager_launch_us is not None:  # an eager step's launches are the engine's dispatch
+        mixed_eager, decode_eager = eager_steps(cfg)
+        design_mixed = _no_call_launch(design_mixed) if mixed_eager else design_mixed
+        design = _no_call_launch(design) if decode_eager else design
     caps = design.kv_caps
     block = eng["block"]
     blocks_for = lambda tokens: math.ceil(tokens / block)  # noqa: E731
@@ -302,8 +314,12 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         )
         gpu = sum(cost[c] for c in CAUSES if c != "host")
         host = eng["host_iter"] + eng["host_req"] * len(step)  # the engine loop's host work
+        # an eager step's kernels dispatched one by one by the host (engine.eager_launch_us)
+        dispatch = eng["eager_host"] if (not all_decode or eng["eager_decode"]) else 0.0
         if eng["overlap"]:  # hidden under the GPU's previous step, except what exceeds it
-            host = max(0.0, host - gpu)
+            host = max(0.0, host + dispatch - gpu)
+        else:  # dispatched while the step's own kernels run
+            host += max(0.0, dispatch - gpu)
         t_end = t + gpu + host
 
         for r, q, dec in step:

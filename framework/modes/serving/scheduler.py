@@ -93,6 +93,8 @@ def serve(
     overlap = eng[E_OVERLAP] > 0.0
     host_iter = eng[E_HOST_ITER]
     host_req = eng[E_HOST_REQ]
+    eager_host = eng[E_EAGER_HOST]
+    eager_decode = eng[E_EAGER_DECODE] > 0.0
     lookahead = eng[E_LOOKAHEAD] > 0.0
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     n_calls = call_rep.shape[0]
@@ -211,8 +213,11 @@ def serve(
             if k != K_HOST:
                 gpu += row[k]
         host = row[K_HOST] + host_iter + host_req * n_sched
+        dispatch = eager_host if (n_dec < n_sched or eager_decode) else 0.0
         if overlap:  # the CPU prepares this step while the GPU runs the previous one
-            host = max(0.0, host - gpu)
+            host = max(0.0, host + dispatch - gpu)
+        else:  # the forward's kernels run while the rest of them are dispatched
+            host += max(0.0, dispatch - gpu)
         row[K_HOST] = host
         dur = gpu + host
         t_end = t + dur

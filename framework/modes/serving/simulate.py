@@ -48,6 +48,10 @@ def check_engine(e) -> None:
         errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
     if not e.host_per_req_us >= 0:
         errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
+    if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
+        errors.append(
+            f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
+        )
     if not 0.0 <= e.admit_ratio <= 1.0:
         errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
     elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
@@ -90,6 +94,30 @@ def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
         "steps with prefill work launch kernels eagerly (CUDA graphs replay "
         "decode-only steps: engine.graphs_decode_only)"
     ]
+
+
+def eager_steps(cfg) -> Tuple[bool, bool]:
+    """(steps with prefill work, decode-only steps): which of a GPU design's steps replay no CUDA
+    graph, so that the engine's host dispatches every kernel of them (engine.eager_launch_us)."""
+    if cfg.hardware.execution != "gpu":
+        return False, False
+    graphs = bool(cfg.optimizations.cuda_graphs)
+    return (not graphs) or bool(cfg.engine.graphs_decode_only), not graphs
+
+
+def step_call_costs(cfg, design: Design, mixed: Design) -> Tuple[np.ndarray, np.ndarray]:
+    """The call costs decode-only and mixed steps run with (SK.serve's call_cost and
+    call_cost_mixed). With the engine's eager dispatch modelled per step (engine.eager_launch_us)
+    an eager step's per-call launch (hardware.launch_us) is part of that host work, not a
+    per-kernel exposure: its column is zero there (the reference does the same)."""
+    out = []
+    for d, eager in zip((design, mixed), reversed(eager_steps(cfg))):
+        cc = d.call_cost
+        if cfg.engine.eager_launch_us is not None and eager:
+            cc = cc.copy()
+            cc[:, K.C_LAUNCH_ASYNC] = 0.0
+        out.append(cc)
+    return out[0], out[1]
 
 
 def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
@@ -165,6 +193,12 @@ def engine_inputs(
     eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
     eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
     eng[SK.E_READY] = 1.0 if ready else 0.0
+    # the engine's dispatch of an eager step: its kernel calls (call_rep: per-layer calls x layers)
+    if e.eager_launch_us is not None:
+        mixed_eager, decode_eager = eager_steps(cfg)
+        if mixed_eager:
+            eng[SK.E_EAGER_HOST] = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep))
+        eng[SK.E_EAGER_DECODE] = 1.0 if decode_eager else 0.0
     return eng, buckets, notes
 
 
@@ -208,8 +242,7 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
         design.op_w,
         design.op_lin,
         design.call_rep,
-        design.call_cost,
-        mixed.call_cost,
+        *step_call_costs(cfg, design, mixed),
         design.tier_bw,
         design.kv_frac,
         serving_hw(design),

@@ -1,0 +1,99 @@
+"""The engine's host dispatch of an eager step (engine.eager_launch_us): a GPU step that replays no
+CUDA graph has each of its kernel calls issued by the engine's host thread, so the step's calls x
+eager_launch_us is host work of that step (framework/modes/serving/scheduler.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import compose_cfg
+from decodelab.core import kernel as K
+from decodelab.core.build import build
+from decodelab.errors import ConfigError
+from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving import simulate as S
+
+# Llama-3.1-8B (the default model), TP1: embedding + 32 layers x 10 calls (input norm, QKV, RoPE/KV
+# write, attention, O, residual norm, gate/up, activation, down, residual add) + final norm + LM
+# head + sampling = 324 kernel calls per step.
+CALLS = 1 + 32 * 10 + 3
+
+
+def _steps(*ov, p=1000, o=4):
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.n_requests=1",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        "engine.host_iter_us=0",
+        "engine.host_per_req_us=0",
+        *ov,
+    )
+    design = build(cfg)
+    assert float(np.sum(design.call_rep)) == CALLS
+    _, steps, *_ = S.simulate_serving(cfg, design)
+    pre = steps[steps[:, SK.T_PREFILL] > 0]
+    dec = steps[steps[:, SK.T_PREFILL] == 0]
+    return pre[:, SK.T_DUR], dec[:, SK.T_DUR], steps
+
+
+def _host(steps):
+    return steps[:, SK.T_CAUSE + K.CAUSES.index("host")]
+
+
+@pytest.mark.parametrize("overlap", ["false", "true"])
+def test_eager_dispatch_golden(overlap):
+    """One client, one 1000-token prompt. With eager_launch_us 0 the prefill step is its GPU time
+    g (no per-call launch either). At 1000 us per call the host needs 324 x 1 ms = 324 ms, far
+    over g: the step lasts exactly 324 ms, overlap or not. At 1e-4 us per call (32.4 ns) it hides
+    under the GPU. Decode-only steps replay a CUDA graph: unchanged."""
+    g, dec0, _ = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=0")
+    big, dec1, steps = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=1000")
+    assert len(g) == 1 and g[0] < 0.1
+    np.testing.assert_allclose(big, CALLS * 1e-3, rtol=1e-12)
+    pre_host = _host(steps[steps[:, SK.T_PREFILL] > 0])
+    np.testing.assert_allclose(pre_host, CALLS * 1e-3 - g, rtol=1e-9)
+    np.testing.assert_allclose(dec1, dec0, rtol=1e-12)
+    small, _, _ = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=0.0001")
+    np.testing.assert_allclose(small, g, rtol=1e-12)
+
+
+def test_dispatch_adds_to_the_loop_host_work_under_overlap():
+    """Overlap: the step lasts max(GPU, host_iter + dispatch); without overlap the loop's own host
+    work adds to the step and only the dispatch beyond the GPU time shows (issued while the
+    forward's kernels run). host_iter 50 ms, 100 us per call -> dispatch 32.4 ms."""
+    g, _, _ = _steps("engine.overlap=false", "engine.eager_launch_us=0")
+    d = CALLS * 100e-6
+    on, _, _ = _steps("engine.overlap=true", "engine.eager_launch_us=100", "engine.host_iter_us=50000")
+    np.testing.assert_allclose(on, max(g[0], 50e-3 + d), rtol=1e-12)
+    off, _, _ = _steps("engine.overlap=false", "engine.eager_launch_us=100", "engine.host_iter_us=50000")
+    np.testing.assert_allclose(off, g[0] + 50e-3 + max(0.0, d - g[0]), rtol=1e-12)
+
+
+def test_without_cuda_graphs_every_step_is_dispatched():
+    """optimizations.cuda_graphs=false: decode steps launch eagerly too, each 324 x 1 ms."""
+    _, dec, _ = _steps("optimizations.cuda_graphs=false", "engine.eager_launch_us=1000")
+    np.testing.assert_allclose(dec, CALLS * 1e-3, rtol=1e-12)
+
+
+def test_null_keeps_the_hardware_per_call_launch():
+    """eager_launch_us null: each call of an eager step pays hardware.launch_us where it exceeds
+    the kernel (the per-call rule of components/execution/gpu.py), and no step-level dispatch."""
+    cfg = compose_cfg("workload=closed_loop", "engine.eager_launch_us=null")
+    p = S.prepare(cfg, build(cfg))
+    assert p["eng"][SK.E_EAGER_HOST] == 0.0
+    mixed_cost = p["kernel_args"][5]
+    assert (mixed_cost[:, K.C_LAUNCH_ASYNC] == cfg.hardware.launch_us * 1e-6).all()
+    cfg = compose_cfg("workload=closed_loop", "engine.eager_launch_us=35")
+    p = S.prepare(cfg, build(cfg))
+    assert p["eng"][SK.E_EAGER_HOST] == pytest.approx(CALLS * 35e-6, rel=1e-12)
+    assert (p["kernel_args"][5][:, K.C_LAUNCH_ASYNC] == 0.0).all()
+
+
+def test_negative_eager_launch_is_one_error():
+    cfg = compose_cfg("workload=closed_loop", "engine.eager_launch_us=-1")
+    with pytest.raises(ConfigError) as e:
+        S.simulate_serving(cfg, build(cfg))
+    assert str(e.value) == "engine.eager_launch_us=-1.0 must be >= 0 (null: hardware.launch_us per call)"
