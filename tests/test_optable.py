@@ -295,7 +295,10 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
     """On the H100, TensorRT-LLM's all-reduce (TP4, Qwen3-32B: 5120 x 2 B per token) comes from the
     shipped 1.0.0rc3 table; the kernel's collective time equals the reference's and, at 64 tokens
     (655,360 B = 327,680 elements, between the measured 262,144 and 524,288), the log-log
-    interpolation of the measured 8.4 and 13.3 us; vLLM's design keeps its own law."""
+    interpolation of the measured 8.4 and 13.3 us. vLLM's design takes vLLM's own table instead
+    (op_tables.all_reduce_by_engine): at TP8 and 16 tokens (81,920 elements, between the measured
+    65,536 at 7.7 us and 131,072 at 14.7 us) log-log interpolation, 9.5 us, where its law gives
+    5.7 us; with no table of its own, its law."""
     from decodelab.core.reference import reference_step
 
     cfg = compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4")
@@ -314,7 +317,27 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
         compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4", "engine=vllm")
     )
     j = next(j for j, op in enumerate(vllm.ops) if op.coll_kind == "all_reduce")
-    assert vllm.op_lin[j, K.L_G_TAB] == 0.0
+    assert vllm.op_lin[j, K.L_G_TAB] == 1.0
+    v_cfg = compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=8", "engine=vllm")
+    v8 = build(v_cfg)
+    j = next(j for j, op in enumerate(v8.ops) if op.coll_kind == "all_reduce")
+    raw = pd.read_csv(DATA_DIR / "operators" / "h100_sxm_allreduce_vllm_0.14.0.csv")
+    r8 = raw[raw.num_gpus == 8].set_index("message_size").latency_ms * 1e-3
+    assert (r8[65536], r8[131072]) == pytest.approx((7.7e-6, 14.7e-6), abs=0.05e-6)
+    w = (np.log(81920) - np.log(65536)) / (np.log(131072) - np.log(65536))
+    by_hand = np.exp((1 - w) * np.log(r8[65536]) + w * np.log(r8[131072]))
+    assert K._table(v8.op_lin, j, 16.0) == pytest.approx(by_hand, rel=1e-9)
+    assert by_hand == pytest.approx(9.5e-6, abs=0.1e-6)
+    law = oplaw.collective_time(v_cfg.hardware.op_fit.all_reduce_by_engine.vllm.tp8, 16 * 5120 * 2.0)
+    assert float(law) == pytest.approx(5.7e-6, abs=0.1e-6)
+    out, _ = _step(v8, 16.0)
+    ref = reference_step(v8, v_cfg, 1.0, 1024.0, 16.0)
+    assert out[K.CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
+    no_table = compose_cfg(
+        "model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=8", "engine=vllm",
+        "hardware.op_tables.all_reduce_by_engine.vllm=",
+    )  # fmt: skip
+    assert build(no_table).op_lin[j, K.L_G_TAB] == 0.0
 
 
 def _step(d, seqs):
@@ -336,3 +359,25 @@ def test_a_bad_all_reduce_table_is_one_error_line(tmp_path):
         with pytest.raises(ConfigError, match="hardware.op_tables.all_reduce: ") as e:
             check_config(cfg)
         assert words in str(e.value)
+        cfg = compose_cfg("hardware=h100_sxm", f"hardware.op_tables.all_reduce_by_engine.vllm={path}")
+        with pytest.raises(ConfigError, match="hardware.op_tables.all_reduce_by_engine.vllm: ") as e:
+            check_config(cfg)
+        assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("engine, name", [("vllm", "vllm_0.14.0"), ("sglang", "sglang_0.5.9")])
+def test_the_engines_own_all_reduce_laws_are_fitted_to_the_shipped_tables(engine, name):
+    """op_fit.all_reduce_by_engine.<engine> of the H100 is what decodelab fit-hardware gives on the
+    shipped table the same engine's all-reduces are costed from (its CUDA-graph rows)."""
+    from decodelab.calibration import fit as F
+    from decodelab.calibration import operators as O
+
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    assert hw.op_tables.all_reduce_by_engine[engine] == f"operators/h100_sxm_allreduce_{name}.csv"
+    data = O.load([DATA_DIR / "operators" / f"h100_sxm_allreduce_{name}.csv"])
+    fits = {f["key"]: f["law"] for f in F.fit_all(data, hw) if f["group"] == "all_reduce_by_engine"}
+    assert set(fits) == {f"{engine}.tp{n}" for n in (2, 4, 8)}
+    for key, law in fits.items():
+        own = hw.op_fit.all_reduce_by_engine[engine][key.split(".")[1]]
+        for field in F.COLL_FIELDS:
+            assert getattr(law, field) == pytest.approx(float(own[field]), rel=2e-3)

@@ -90,6 +90,11 @@ def check(hw) -> List[str]:
         problem = optable.check(op_table(hw, kind), kind) if op_table(hw, kind) else None
         if problem:
             e.append(f"hardware.op_tables.{kind}: {problem}")
+    for eng in getattr(getattr(hw, "op_tables", None), "all_reduce_by_engine", None) or {}:
+        path = op_table(hw, "all_reduce", eng)
+        problem = optable.check(path, "all_reduce") if path else None
+        if problem:
+            e.append(f"hardware.op_tables.all_reduce_by_engine.{eng}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -122,9 +127,13 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 )
 
 
-def op_table(hw, kind: str) -> str:
-    """hardware.op_tables.<kind> (gemm | all_reduce), "" where the chip has none."""
-    return str(getattr(getattr(hw, "op_tables", None), kind, "") or "")
+def op_table(hw, kind: str, engine: str = "") -> str:
+    """hardware.op_tables.<kind> (gemm | all_reduce), "" where the chip has none; with `engine`,
+    that engine's own all-reduce table (op_tables.all_reduce_by_engine.<engine>)."""
+    tables = getattr(hw, "op_tables", None)
+    if engine:
+        return str((getattr(tables, "all_reduce_by_engine", None) or {}).get(engine, "") or "")
+    return str(getattr(tables, kind, "") or "")
 
 
 def table_mismatch(hw) -> list:
@@ -209,17 +218,13 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         group = own
     if f"tp{tp}" in group and op.coll_bytes_per_token > 0:
         out.coll = group[f"tp{tp}"]
-    # TensorRT-LLM's all-reduce (not an engine's own) from its measured table, where the chip has
-    # one; only for an op that is the collective alone (its time then fills the table columns)
-    ar_table = op_table(hw, "all_reduce")
-    alone = out.gemm is None and out.prefill is None
-    if (
-        ar_table
-        and alone
-        and out.coll is not None
-        and op.coll_kind == "all_reduce"
-        and group is fit.all_reduce
-    ):
+    # the all-reduce from the measured table of the kernel its law describes, where the chip has
+    # one: TensorRT-LLM's (op_tables.all_reduce) or the engine's own (all_reduce_by_engine); only
+    # for an op that is the collective alone (its time then fills the table columns)
+    ar_table = ""
+    if op.coll_kind == "all_reduce" and out.coll is not None:
+        ar_table = op_table(hw, "all_reduce", engine if group is own else "")
+    if ar_table and out.gemm is None and out.prefill is None:
         out.coll_table = optable.collective_row(ar_table, tp, float(op.coll_bytes_per_token))
     return out
 

@@ -61,10 +61,14 @@ class OpTablesConfig:
     costed from the table at the op's own shape, not by the class law of `op_fit.gemm`.
     `all_reduce`: TensorRT-LLM's all-reduce table (allreduce_dtype, num_gpus, message_size,
     latency_ms); an all-reduce that `op_fit.all_reduce` would cost (not an engine's own law) at a
-    GPU count the table has is costed from it (log-log between the measured sizes)."""
+    GPU count the table has is costed from it (log-log between the measured sizes).
+    `all_reduce_by_engine`: an engine's own all-reduce table by engine family (engine.family), the
+    same schema: an all-reduce that engine's own law (`op_fit.all_reduce_by_engine`) would cost is
+    costed from it instead, at a GPU count it has."""
 
     gemm: str = ""
     all_reduce: str = ""
+    all_reduce_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its
