@@ -381,3 +381,44 @@ def test_the_engines_own_all_reduce_laws_are_fitted_to_the_shipped_tables(engine
         own = hw.op_fit.all_reduce_by_engine[engine][key.split(".")[1]]
         for field in F.COLL_FIELDS:
             assert getattr(law, field) == pytest.approx(float(own[field]), rel=2e-3)
+
+
+def test_fit_hardware_names_the_all_reduce_files_as_the_tables(tmp_path):
+    """Two all-reduce files, TensorRT-LLM's and vLLM's own (`framework` column): fit-hardware
+    fits a law to each and names each file as the chip's table for that kernel; the fragment is
+    valid YAML whose op_tables the hardware schema takes."""
+    import yaml
+
+    from conftest import cli
+
+    sizes = [2**k for k in range(7, 24)]
+    for fw, name in (("TRTLLM", "ar_trt.csv"), ("vLLM", "ar_vllm.csv")):
+        rows = [
+            dict(framework=fw, allreduce_dtype="bfloat16", num_gpus=n, message_size=e, latency_ms=(4 + e / 2e5) * 1e-3)
+            for n in (2, 4)
+            for e in sizes
+        ]  # fmt: skip
+        pd.DataFrame(rows).to_csv(tmp_path / name, index=False)
+    out = tmp_path / "fit.yaml"
+    r = cli(
+        tmp_path,
+        "fit-hardware",
+        str(tmp_path / "ar_trt.csv"),
+        str(tmp_path / "ar_vllm.csv"),
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    frag = yaml.safe_load(out.read_text())
+    assert frag["op_tables"] == {
+        "all_reduce": str((tmp_path / "ar_trt.csv").resolve()),
+        "all_reduce_by_engine": {"vllm": str((tmp_path / "ar_vllm.csv").resolve())},
+    }
+    assert set(frag["op_fit"]["all_reduce"]) == {"tp2", "tp4"}
+    assert set(frag["op_fit"]["all_reduce_by_engine"]["vllm"]) == {"tp2", "tp4"}
+    cfg = compose_cfg(
+        "hardware=h100_sxm",
+        f"hardware.op_tables.all_reduce={frag['op_tables']['all_reduce']}",
+        f"hardware.op_tables.all_reduce_by_engine.vllm={frag['op_tables']['all_reduce_by_engine']['vllm']}",
+    )
+    assert oplaw.check(cfg.hardware) == []
