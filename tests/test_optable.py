@@ -422,3 +422,63 @@ def test_fit_hardware_names_the_all_reduce_files_as_the_tables(tmp_path):
         f"hardware.op_tables.all_reduce_by_engine.vllm={frag['op_tables']['all_reduce_by_engine']['vllm']}",
     )
     assert oplaw.check(cfg.hardware) == []
+
+
+def test_an_engines_own_gemm_table(tmp_path, table):
+    """op_tables.gemm_by_engine.<family>: that engine's GEMMs come from its own table where it holds
+    the dtype and shape, else from op_tables.gemm. The engine's synthetic table is the fixture's
+    at twice the time and measured up to m = 4096 only: o_proj (n = k = 4096) of a vLLM design
+    at m = 64 costs 2 x 20.97152 us; past m = 4096 the time goes on along the last measured
+    segment, m = 1024 to 4096 (at m = 16384, by hand below); a TensorRT-LLM design keeps the
+    chip's table; a dtype the engine table lacks (fp8) falls back to the chip's table."""
+    rows = [
+        dict(gemm_dtype="bfloat16", m=m, n=n, k=k, latency_ms=2 * _t_us(m, n, k) * 1e-3)
+        for n in (1024, 4096)
+        for k in (1024, 4096)
+        for m in MS[:-1]  # up to m = 4096
+    ]
+    own = tmp_path / "gemm_vllm.csv"
+    pd.DataFrame(rows).to_csv(own, index=False)
+    fp8 = tmp_path / "gemm_fp8.csv"  # the chip's table with an fp8 curve too
+    pd.DataFrame(
+        [dict(gemm_dtype=dt, m=m, n=4096, k=4096, latency_ms=_t_us(m, 4096, 4096) * 1e-3) for dt in ("bfloat16", "fp8") for m in MS]
+    ).to_csv(fp8, index=False)  # fmt: skip
+    base = ("model=llama3_1_8b", "hardware=h100_sxm", f"hardware.op_tables.gemm_by_engine.vllm={own}")
+
+    def o_proj(*ov):
+        d = build(compose_cfg(*base, *ov))
+        i = next(j for j, op in enumerate(d.ops) if op.name == "o_proj")
+        return d, i
+
+    d, i = o_proj(f"hardware.op_tables.gemm={table}", "engine=vllm")
+    t0 = d.op_lin[i, K.L_T0]
+    assert K._table(d.op_lin, i, 64.0) + t0 == pytest.approx(2 * 20.97152e-6, rel=1e-12)
+    # beyond m = 4096: the last segment (1024 -> 4096) continued, by hand
+    t1024, t4096 = 2 * _t_us(1024, 4096, 4096), 2 * _t_us(4096, 4096, 4096)
+    beyond = t4096 + (t4096 - t1024) / 3072 * (16384 - 4096)
+    assert K._table(d.op_lin, i, 16384.0) + t0 == pytest.approx(beyond * 1e-6, rel=1e-12)
+    d, i = o_proj(f"hardware.op_tables.gemm={table}", "engine=default")
+    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, K.L_T0] == pytest.approx(20.97152e-6, rel=1e-12)
+    d, i = o_proj(f"hardware.op_tables.gemm={fp8}", "engine=vllm", "workload.weight_dtype=fp8")
+    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, K.L_T0] == pytest.approx(20.97152e-6, rel=1e-12)
+
+
+def test_the_h100_engine_gemm_tables():
+    """The shipped H100 engine tables: vLLM 0.14.0 (bf16 and per-tensor fp8; its block-scaled FP8
+    rows were timed outside CUDA graphs and are not shipped) and SGLang 0.5.9, each reproducing
+    its own rows at a grid shape; a bad one is one error line."""
+    from decodelab.core.checks import check_config
+    from decodelab.errors import ConfigError
+
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    for eng, dtypes in (("vllm", {"bfloat16", "fp8"}), ("sglang", {"bfloat16", "fp8", "fp8_block"})):
+        path = hw.op_tables.gemm_by_engine[eng]
+        raw = pd.read_parquet(DATA_DIR / path)
+        assert set(raw.gemm_dtype) == dtypes
+        r = raw[(raw.gemm_dtype == "bfloat16") & (raw.n == 5120) & (raw.k == 5120)].set_index("m").latency_ms
+        row = optable.measured_row(path, "bf16", 5120.0, 5120.0)
+        assert row[list(K.M_GRID).index(4096.0)] == pytest.approx(r[4096] * 1e-3, rel=0.05)
+    cfg = compose_cfg("hardware=h100_sxm", "hardware.op_tables.gemm_by_engine.vllm=/no/such.csv")
+    with pytest.raises(ConfigError, match="hardware.op_tables.gemm_by_engine.vllm: ") as e:
+        check_config(cfg)
+    assert "no such file" in str(e.value) and "\n" not in str(e.value)

@@ -90,11 +90,12 @@ def check(hw) -> List[str]:
         problem = optable.check(op_table(hw, kind), kind) if op_table(hw, kind) else None
         if problem:
             e.append(f"hardware.op_tables.{kind}: {problem}")
-    for eng in getattr(getattr(hw, "op_tables", None), "all_reduce_by_engine", None) or {}:
-        path = op_table(hw, "all_reduce", eng)
-        problem = optable.check(path, "all_reduce") if path else None
-        if problem:
-            e.append(f"hardware.op_tables.all_reduce_by_engine.{eng}: {problem}")
+    for kind in ("gemm", "all_reduce"):
+        for eng in getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}:
+            path = op_table(hw, kind, eng)
+            problem = optable.check(path, kind) if path else None
+            if problem:
+                e.append(f"hardware.op_tables.{kind}_by_engine.{eng}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -129,10 +130,10 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 
 def op_table(hw, kind: str, engine: str = "") -> str:
     """hardware.op_tables.<kind> (gemm | all_reduce), "" where the chip has none; with `engine`,
-    that engine's own all-reduce table (op_tables.all_reduce_by_engine.<engine>)."""
+    that engine's own table (op_tables.<kind>_by_engine.<engine>), "" where it has none."""
     tables = getattr(hw, "op_tables", None)
     if engine:
-        return str((getattr(tables, "all_reduce_by_engine", None) or {}).get(engine, "") or "")
+        return str((getattr(tables, f"{kind}_by_engine", None) or {}).get(engine, "") or "")
     return str(getattr(tables, kind, "") or "")
 
 
@@ -149,14 +150,17 @@ def table_mismatch(hw) -> list:
     return out
 
 
-def _table_row(op, hw, dtype: str, law):
-    """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from hardware.op_tables.gemm, scaled
-    to this chip where it differs from the measured one (core/optable.py), or None."""
-    table = op_table(hw, "gemm")
-    if not table:
-        return None
+def _table_row(op, hw, dtype: str, law, engine: str = ""):
+    """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from `engine`'s own table
+    (hardware.op_tables.gemm_by_engine) where it holds the dtype and shape, else from
+    hardware.op_tables.gemm, scaled to this chip where it differs from the measured one
+    (core/optable.py), or None."""
     n, k = float(op.gemm_n), float(op.gemm_k)
-    at = optable.measured_row(table, dtype, n, k)
+    at = None
+    for table in dict.fromkeys(t for t in (op_table(hw, "gemm", engine), op_table(hw, "gemm")) if t):
+        at = optable.measured_row(table, dtype, n, k)
+        if at is not None:  # the engine's own table where it has the dtype and shape
+            break
     if at is None:
         return None
     ratio = None
@@ -183,8 +187,9 @@ def gemm_dtype(op, w) -> str:
 def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
     decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
-    (engine.family) picks that engine's own all-reduce law where the chip has one. `gemm_table`:
-    (t0, times beyond t0 at kernel M_GRID) from hardware.op_tables.gemm at the op's shape, which
+    (engine.family) picks that engine's own all-reduce law and tables where the chip has them.
+    `gemm_table`: (t0, times beyond t0 at kernel M_GRID) from the op's GEMM table
+    (op_tables.gemm_by_engine.<engine>, else op_tables.gemm) at the op's shape, which
     then costs the GEMM in place of `gemm` (core/optable.py)."""
     out = SimpleNamespace(
         gemm=None,
@@ -205,7 +210,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     elif op.gemm_n > 0 and dtype == "fp8_block" and "fp8" in fit.gemm:
         out.gemm = fit.gemm["fp8"]  # a chip fitted without block-scaled GEMMs: the per-tensor FP8 law
     if out.gemm is not None:  # the measured table at the op's own shape, where it has one
-        out.gemm_table = _table_row(op, hw, dtype, out.gemm)
+        out.gemm_table = _table_row(op, hw, dtype, out.gemm, engine)
     key = f"{w.kv_dtype}_hd{int(op.attn_head_dim)}"
     attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
     if op.in_attention_call:

@@ -176,6 +176,12 @@ def measured_row(path: str, dtype: str, n: float, k: float):
     # never costs less, and a stretch of m costs its average, neither its best nor its worst call.
     smooth = np.exp(isotonic_regression(np.log(t)).x)
     at = np.interp(grid, m, smooth)
+    # beyond the largest measured m (a table measured up to 8192 tokens), linear in m along the
+    # last segment, as table_time does beyond the grid: a compute-bound GEMM's time grows with m
+    big = grid > m[-1]
+    if big.any() and len(m) > 1:
+        slope = max((smooth[-1] - smooth[-2]) / (m[-1] - m[-2]), 0.0)
+        at[big] = smooth[-1] + slope * (grid[big] - m[-1])
     at.setflags(write=False)
     return at
 

@@ -69,6 +69,9 @@ class OpTablesConfig:
     gemm: str = ""
     all_reduce: str = ""
     all_reduce_by_engine: Dict[str, str] = field(default_factory=dict)
+    # an engine's own GEMM table by engine family, same schema as `gemm`: that engine's GEMMs are
+    # costed from it (its kernels, e.g. vLLM's block-scaled FP8 path), `gemm` for other engines
+    gemm_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its
