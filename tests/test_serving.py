@@ -340,9 +340,14 @@ def test_trace_replay():
 
 
 def test_static_kind_is_unchanged_by_the_engine_group():
+    """A static run ignores the engine's scheduler settings; only the engine family's own kernels
+    (its GEMM and all-reduce tables, hardware.op_tables.*_by_engine) enter its cost."""
     a = evaluate(compose_cfg())
-    b = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1"))
+    b = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1", "hardware.op_tables.gemm_by_engine.vllm="))
     assert a["metrics"] == b["metrics"] and "serving" not in a
+    c = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1", "engine.chunk_size=64"))
+    d = evaluate(compose_cfg("engine=vllm"))
+    assert c["metrics"] == d["metrics"] != a["metrics"]
 
 
 @pytest.mark.parametrize(

@@ -155,9 +155,12 @@ def _table_row(op, hw, dtype: str, law, engine: str = ""):
     (hardware.op_tables.gemm_by_engine) where it holds the dtype and shape, else from
     hardware.op_tables.gemm, scaled to this chip where it differs from the measured one
     (core/optable.py), or None."""
+    tables = [t for t in dict.fromkeys((op_table(hw, "gemm", engine), op_table(hw, "gemm"))) if t]
+    if not tables:
+        return None
     n, k = float(op.gemm_n), float(op.gemm_k)
     at = None
-    for table in dict.fromkeys(t for t in (op_table(hw, "gemm", engine), op_table(hw, "gemm")) if t):
+    for table in tables:
         at = optable.measured_row(table, dtype, n, k)
         if at is not None:  # the engine's own table where it has the dtype and shape
             break
