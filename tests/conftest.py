@@ -47,6 +47,18 @@ def compose_cfg(*overrides: str):
     return copy.deepcopy(_compose_cached(("tracking=off",) + tuple(overrides)))
 
 
+def one_client_cfg(*overrides: str, p: int = 1000, o: int = 8):
+    """A closed loop of one client sending one request of `p` prompt and `o` output tokens."""
+    return compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=1",
+        "workload.n_requests=1",
+        f"workload.prompt_len={p}",
+        f"workload.output_len={o}",
+        *overrides,
+    )
+
+
 def compose_raw(*overrides: str):
     """Compose without the cache (for tests that expect composition itself to fail)."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, one_client_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.errors import ConfigError
@@ -21,16 +21,7 @@ CALLS = 1 + 32 * 10 + 3
 
 
 def _steps(*ov, p=1000, o=4):
-    cfg = compose_cfg(
-        "workload=closed_loop",
-        "workload.concurrency=1",
-        "workload.n_requests=1",
-        f"workload.prompt_len={p}",
-        f"workload.output_len={o}",
-        "engine.host_iter_us=0",
-        "engine.host_per_req_us=0",
-        *ov,
-    )
+    cfg = one_client_cfg("engine.host_iter_us=0", "engine.host_per_req_us=0", *ov, p=p, o=o)
     design = build(cfg)
     assert float(np.sum(design.call_rep)) == CALLS
     _, steps, *_ = S.simulate_serving(cfg, design)

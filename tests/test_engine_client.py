@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import cli, compose_cfg, runs_in
+from conftest import cli, compose_cfg, one_client_cfg, runs_in
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
@@ -21,14 +21,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def _one_client(*ov, p=1000, o=8):
-    cfg = compose_cfg(
-        "workload=closed_loop",
-        "workload.concurrency=1",
-        "workload.n_requests=1",
-        f"workload.prompt_len={p}",
-        f"workload.output_len={o}",
-        *ov,
-    )
+    cfg = one_client_cfg(*ov, p=p, o=o)
     design = build(cfg)
     req, steps, *_ = S.simulate_serving(cfg, design)
     # the decode steps' GPU time: the kernel's uniform batch-1 rows without the host term
