@@ -216,7 +216,7 @@ def test_search_space_with_an_slo_block(tmp_path):
 
 def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
     """Llama-3.2-1B, one replica of TP1 -> TP2 -> TP4 chips on DGX H100, p90 TPOT <= 4 ms: the
-    TPOT SLO binds and each doubling raises the max rate (measured 58.7, 90.5, 117 req/s; per
+    TPOT SLO binds and each doubling raises the max rate (measured 58.7, 86.7, 108 req/s; per
     chip it falls: docs/capacity.md says why). The GPU's scaling alone: with TensorRT-LLM's host
     dispatch of eager steps (engine.eager_launch_us, 35 us per kernel call) this 1B model's steps
     with prefill work are host-bound (~6-7 ms), more so with the all-reduce calls of TP > 1, and
@@ -272,7 +272,7 @@ def test_capacity_walkthrough_commands(tmp_path):
 def test_a_short_run_fails_on_the_steady_state_check():
     """docs/capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s: p90 TTFT and TPOT
     stay far inside loose SLOs (the batch is still ramping up; 4,000 requests give a p90 TPOT
-    of 10.4 ms instead of 6.5), so only the steady-state condition (rate x mean E2E <= N / 4)
+    of 19.8 ms instead of 9.0), so only the steady-state condition (rate x mean E2E <= N / 4)
     fails the rate."""
     from decodelab.config import plan as SP
     from decodelab.runs.items import run
@@ -288,7 +288,7 @@ def test_a_short_run_fails_on_the_steady_state_check():
     finally:
         SP.reset()
     m = res.metrics
-    assert m["ttft_p90_ms"] < 100 and m["tpot_p90_ms"] < 10  # measured 23.6 and 6.5
+    assert m["ttft_p90_ms"] < 100 and m["tpot_p90_ms"] < 10  # measured 33.6 and 9.0
     assert 80 * m["e2e_ms"] * 1e-3 > 0.5 * 200  # Little's law: over half the run in flight
     p = judge(res, SLO(ttft_ms=2000, tpot_ms=50), 80.0)
     assert not p.passes and p.failing() == ["n_requests"]
