@@ -409,7 +409,8 @@ def test_an_engines_own_all_reduce_law(tmp_path):
 @pytest.mark.parametrize("chip", ["h200_sxm", "b200_sxm"])
 def test_other_chips_have_the_engines_own_all_reduce(chip):
     """H200 and B200 carry vLLM's and SGLang's own all-reduce laws at TP 2/4/8, fitted to their own
-    custom_allreduce_perf tables: a vLLM design on them costs its all-reduces with its own kernel."""
+    custom_allreduce_perf tables, and those tables (op_tables.all_reduce_by_engine): a vLLM design
+    on them costs its all-reduces with its own kernel, from its table."""
     cfg = compose_cfg(
         "model=llama3_1_70b", f"hardware={chip}", "hardware.n_chips=4", "hardware.tensor_parallel=4"
     )
@@ -417,8 +418,11 @@ def test_other_chips_have_the_engines_own_all_reduce(chip):
     for fam in ("vllm", "sglang"):
         assert sorted(hw.op_fit.all_reduce_by_engine[fam]) == ["tp2", "tp4", "tp8"]
     ar = next(o for o in build(cfg).ops if o.coll_kind == "all_reduce")
-    own = oplaw.laws_of(ar, hw, w, 4, "vllm").coll
-    assert own.a_lo_us == hw.op_fit.all_reduce_by_engine.vllm.tp4.a_lo_us
+    own = oplaw.laws_of(ar, hw, w, 4, "vllm")
+    assert own.coll.a_lo_us == hw.op_fit.all_reduce_by_engine.vllm.tp4.a_lo_us
+    assert own.coll_table is not None and hw.op_tables.all_reduce_by_engine.vllm.startswith(
+        f"operators/{chip}_"
+    )
     assert oplaw.laws_of(ar, hw, w, 4, "trtllm").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
 
 

@@ -365,16 +365,23 @@ def test_a_bad_all_reduce_table_is_one_error_line(tmp_path):
         assert words in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("engine, name", [("vllm", "vllm_0.14.0"), ("sglang", "sglang_0.5.9")])
-def test_the_engines_own_all_reduce_laws_are_fitted_to_the_shipped_tables(engine, name):
-    """op_fit.all_reduce_by_engine.<engine> of the H100 is what decodelab fit-hardware gives on the
+ENGINE_TABLES = [
+    (chip, engine, name)
+    for chip, vllm in (("h100_sxm", "vllm_0.14.0"), ("h200_sxm", "vllm_0.14.0"), ("b200_sxm", "vllm_0.19.0"))
+    for engine, name in (("vllm", vllm), ("sglang", "sglang_0.5.9"))
+]
+
+
+@pytest.mark.parametrize("chip, engine, name", ENGINE_TABLES)
+def test_the_engines_own_all_reduce_laws_are_fitted_to_the_shipped_tables(chip, engine, name):
+    """op_fit.all_reduce_by_engine.<engine> of each chip is what decodelab fit-hardware gives on the
     shipped table the same engine's all-reduces are costed from (its CUDA-graph rows)."""
     from decodelab.calibration import fit as F
     from decodelab.calibration import operators as O
 
-    hw = compose_cfg("hardware=h100_sxm").hardware
-    assert hw.op_tables.all_reduce_by_engine[engine] == f"operators/h100_sxm_allreduce_{name}.csv"
-    data = O.load([DATA_DIR / "operators" / f"h100_sxm_allreduce_{name}.csv"])
+    hw = compose_cfg(f"hardware={chip}").hardware
+    assert hw.op_tables.all_reduce_by_engine[engine] == f"operators/{chip}_allreduce_{name}.csv"
+    data = O.load([DATA_DIR / "operators" / f"{chip}_allreduce_{name}.csv"])
     fits = {f["key"]: f["law"] for f in F.fit_all(data, hw) if f["group"] == "all_reduce_by_engine"}
     assert set(fits) == {f"{engine}.tp{n}" for n in (2, 4, 8)}
     for key, law in fits.items():
@@ -463,21 +470,31 @@ def test_an_engines_own_gemm_table(tmp_path, table):
     assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, K.L_T0] == pytest.approx(20.97152e-6, rel=1e-12)
 
 
-def test_the_h100_engine_gemm_tables():
-    """The shipped H100 engine tables: vLLM 0.14.0 (bf16 and per-tensor fp8; its block-scaled FP8
-    rows were timed outside CUDA graphs and are not shipped) and SGLang 0.5.9, each reproducing
-    its own rows at a grid shape; a bad one is one error line."""
+@pytest.mark.parametrize("chip", ["h100_sxm", "h200_sxm", "b200_sxm"])
+def test_the_engine_gemm_tables(chip):
+    """The shipped engine GEMM tables of each chip: vLLM (bf16 and per-tensor fp8; its
+    block-scaled FP8 rows were timed outside CUDA graphs and are not shipped) and SGLang 0.5.9,
+    each reproducing its own rows at a grid shape and costing that engine's design; a bad one is
+    one error line."""
     from decodelab.core.checks import check_config
     from decodelab.errors import ConfigError
 
-    hw = compose_cfg("hardware=h100_sxm").hardware
+    hw = compose_cfg(f"hardware={chip}").hardware
     for eng, dtypes in (("vllm", {"bfloat16", "fp8"}), ("sglang", {"bfloat16", "fp8", "fp8_block"})):
         path = hw.op_tables.gemm_by_engine[eng]
+        assert path.startswith(f"operators/{chip}_gemm_{eng}_")
         raw = pd.read_parquet(DATA_DIR / path)
         assert set(raw.gemm_dtype) == dtypes
-        r = raw[(raw.gemm_dtype == "bfloat16") & (raw.n == 5120) & (raw.k == 5120)].set_index("m").latency_ms
-        row = optable.measured_row(path, "bf16", 5120.0, 5120.0)
+        r = raw[(raw.gemm_dtype == "bfloat16") & (raw.n == 4096) & (raw.k == 4096)].set_index("m").latency_ms
+        row = optable.measured_row(path, "bf16", 4096.0, 4096.0)
         assert row[list(K.M_GRID).index(4096.0)] == pytest.approx(r[4096] * 1e-3, rel=0.05)
+        d = build(compose_cfg("model=llama3_1_8b", f"hardware={chip}", f"engine={eng}"))
+        i = next(j for j, op in enumerate(d.ops) if op.name == "o_proj")  # n = k = 4096
+        assert K._table(d.op_lin, i, 4096.0) + d.op_lin[i, K.L_T0] == pytest.approx(
+            row[list(K.M_GRID).index(4096.0)], rel=1e-9
+        )
+    if chip != "h100_sxm":
+        return
     cfg = compose_cfg("hardware=h100_sxm", "hardware.op_tables.gemm_by_engine.vllm=/no/such.csv")
     with pytest.raises(ConfigError, match="hardware.op_tables.gemm_by_engine.vllm: ") as e:
         check_config(cfg)
