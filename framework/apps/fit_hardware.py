@@ -74,7 +74,7 @@ def run(a) -> int:
             f"# by leave-one-out (mean |error|, each interior grid n / k from its neighbours): {errs}\n"
             f"op_tables:\n  gemm: {gemm_file}\n"
         )
-    text += _all_reduce_tables(a.paths, data, "op_tables" not in text)
+    text += _all_reduce_tables(a.paths, data, header="gemm" not in data)  # gemm: op_tables is open
     if a.out:
         Path(a.out).expanduser().write_text(text)
     else:

@@ -86,16 +86,13 @@ def check(hw) -> List[str]:
         for key in getattr(fit, group):
             if not _TP_KEY.match(key):
                 e.append(f"hardware.op_fit.{group}.{key}: the key must be tp<number of GPUs>")
-    for kind in ("gemm", "all_reduce"):
-        problem = optable.check(op_table(hw, kind), kind) if op_table(hw, kind) else None
-        if problem:
-            e.append(f"hardware.op_tables.{kind}: {problem}")
-    for kind in ("gemm", "all_reduce"):
-        for eng in getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}:
+    for kind in ("gemm", "all_reduce"):  # the chip's table and each engine's own
+        engines = getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}
+        for field, eng in [(kind, "")] + [(f"{kind}_by_engine.{x}", x) for x in engines]:
             path = op_table(hw, kind, eng)
             problem = optable.check(path, kind) if path else None
             if problem:
-                e.append(f"hardware.op_tables.{kind}_by_engine.{eng}: {problem}")
+                e.append(f"hardware.op_tables.{field}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")

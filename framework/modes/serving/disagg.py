@@ -39,12 +39,11 @@ from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.simulate import (
     PCTS,
     _pct,
+    design_args,
     engine_inputs,
     kv_bytes_per_token_chip,
     latency_metrics,
     mixed_design,
-    step_call_costs,
-    serving_hw,
     weighted_percentile,
 )
 from decodelab.modes.serving.workload import requests
@@ -112,9 +111,7 @@ def run_instance(
         eng, buckets, _ = engine_inputs(pcfg, design, prompt, output, ready)
     except Infeasible as e:
         raise Infeasible(f"{name} pool: {e}") from None
-    args = (design.op_call, design.op_w, design.op_lin, design.call_rep)
-    args += (*step_call_costs(pcfg, design, mixed), design.tier_bw, design.kv_frac, serving_hw(design))
-    args += (design.kv_caps,)
+    args = design_args(pcfg, design, mixed)
     req, steps, status = SK.serve(*args, eng, buckets, arrival, prompt, output, np.zeros(len(prompt)))
     if status != 0:
         raise Infeasible(f"the {name} pool's scheduler could not place every request")

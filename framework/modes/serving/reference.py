@@ -90,7 +90,7 @@ def engine_dict(eng, buckets) -> dict:
 
 
 def _no_call_launch(design):
-    """The design with no per-call launch (simulate.eager_call_cost, as the reference reads it)."""
+    """The design with no per-call launch (simulate.step_call_costs, as the reference reads it)."""
     return replace(design, calls=[{**c, "launch_async": 0.0} for c in design.calls])
 
 

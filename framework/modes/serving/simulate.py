@@ -110,14 +110,32 @@ def step_call_costs(cfg, design: Design, mixed: Design) -> Tuple[np.ndarray, np.
     call_cost_mixed). With the engine's eager dispatch modelled per step (engine.eager_launch_us)
     an eager step's per-call launch (hardware.launch_us) is part of that host work, not a
     per-kernel exposure: its column is zero there (the reference does the same)."""
-    out = []
-    for d, eager in zip((design, mixed), reversed(eager_steps(cfg))):
-        cc = d.call_cost
-        if cfg.engine.eager_launch_us is not None and eager:
-            cc = cc.copy()
-            cc[:, K.C_LAUNCH_ASYNC] = 0.0
-        out.append(cc)
-    return out[0], out[1]
+    mixed_eager, decode_eager = eager_steps(cfg)
+
+    def costs(d: Design, eager: bool) -> np.ndarray:
+        if cfg.engine.eager_launch_us is None or not eager:
+            return d.call_cost
+        cc = d.call_cost.copy()
+        cc[:, K.C_LAUNCH_ASYNC] = 0.0
+        return cc
+
+    return costs(design, decode_eager), costs(mixed, mixed_eager)
+
+
+def design_args(cfg, design: Design, mixed: Design) -> tuple:
+    """SK.serve's arguments that come from the designs (the engine vector and the requests
+    follow): operator arrays, the step call costs, tiers, the serving machine vector, KV caps."""
+    return (
+        design.op_call,
+        design.op_w,
+        design.op_lin,
+        design.call_rep,
+        *step_call_costs(cfg, design, mixed),
+        design.tier_bw,
+        design.kv_frac,
+        serving_hw(design),
+        design.kv_caps,
+    )
 
 
 def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
@@ -238,15 +256,7 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
         )
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
     args = (
-        design.op_call,
-        design.op_w,
-        design.op_lin,
-        design.call_rep,
-        *step_call_costs(cfg, design, mixed),
-        design.tier_bw,
-        design.kv_frac,
-        serving_hw(design),
-        design.kv_caps,
+        *design_args(cfg, design, mixed),
         eng,
         buckets,
         arrival,
