@@ -67,8 +67,9 @@ def test_claim_figure_within_tolerance(rows, key):
 
 def test_c1_is_scaling_from_four_gpus(rows):
     """claims.md: the 1.42x is 8 GPUs over 4 (not over 1)."""
-    # 1.26x with the per-shape H100 laws and GEMM tables (docs/model.md 5d); 1.21x with hardware.op_model=roofline
-    assert rows[("C1", "8-GPU scaling over 4 GPUs")]["simulated"] == pytest.approx(1.277, rel=0.02)
+    # 1.24x with the per-shape H100 laws, GEMM and decode attention tables (docs/model.md 5d; 1.26x with the
+    # decode attention law); 1.21x with hardware.op_model=roofline
+    assert rows[("C1", "8-GPU scaling over 4 GPUs")]["simulated"] == pytest.approx(1.237, rel=0.02)
 
 
 def test_c7_runs_the_24_head_draft_at_its_own_degree(compose):

@@ -262,7 +262,10 @@ def test_policies_in_a_design(compose):
     assert full["kv_slot_gib_model"] == pytest.approx((32768 + 64) * 131072 / 2**30)
     assert res["quest"]["max_batch"] <= full["max_batch"] < res["snapkv"]["max_batch"]
     assert res["quest"]["tpot_ms"] < full["tpot_ms"]  # fewer KV bytes read
-    assert res["streaming_llm"]["tpot_ms"] < res["snapkv"]["tpot_ms"] < full["tpot_ms"]
+    # fewer KV bytes never cost more; at batch 1 both read ~2k tokens, where the measured decode
+    # attention is flat in the context (core/attntable.py), so the two may cost the same
+    assert res["streaming_llm"]["tpot_ms"] <= res["snapkv"]["tpot_ms"] * (1 + 1e-12)
+    assert res["snapkv"]["tpot_ms"] < full["tpot_ms"]
 
 
 def test_static_slot_does_not_grow_with_output(compose):

@@ -104,9 +104,15 @@ def _one_op_step(cfg, name, tokens, kv_read, pairs, seqs, prefill):
 
 def test_kernel_constants_match_the_natural_form():
     """Llama-3.1-8B on one H100 (fitted, GEMMs by their class law: no table; the table path is
-    tests/test_optable.py): the kernel's GEMM and attention calls cost exactly the law, the host
-    term aside, and pay no sync_us (t0 holds the kernel boundary)."""
-    cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_tables.gemm=")
+    tests/test_optable.py; decode attention by its law: no table, tests/test_attntable.py): the
+    kernel's GEMM and attention calls cost exactly the law, the host term aside, and pay no sync_us
+    (t0 holds the kernel boundary)."""
+    cfg = compose_cfg(
+        "model=llama3_1_8b",
+        "hardware=h100_sxm",
+        "hardware.op_tables.gemm=",
+        "hardware.op_tables.attention_decode=",
+    )
     out, d = _one_op_step(cfg, "qkv_proj", 128.0, 0.0, 0.0, 1.0, False)
     law = cfg.hardware.op_fit.gemm.bf16
     want = oplaw.gemm_time(law, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)  # qkv: (32 + 2*8) * 128 = 6144

@@ -341,9 +341,16 @@ def test_trace_replay():
 
 def test_static_kind_is_unchanged_by_the_engine_group():
     """A static run ignores the engine's scheduler settings; only the engine family's own kernels
-    (its GEMM and all-reduce tables, hardware.op_tables.*_by_engine) enter its cost."""
+    (its GEMM, all-reduce and decode attention tables, hardware.op_tables.*_by_engine) enter its cost."""
     a = evaluate(compose_cfg())
-    b = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1", "hardware.op_tables.gemm_by_engine.vllm="))
+    b = evaluate(
+        compose_cfg(
+            "engine=vllm",
+            "engine.max_batch=1",
+            "hardware.op_tables.gemm_by_engine.vllm=",
+            "hardware.op_tables.attention_decode_by_engine.vllm=",
+        )
+    )
     assert a["metrics"] == b["metrics"] and "serving" not in a
     c = evaluate(compose_cfg("engine=vllm", "engine.max_batch=1", "engine.chunk_size=64"))
     d = evaluate(compose_cfg("engine=vllm"))

@@ -3,8 +3,9 @@ microbenchmark CSVs in AIConfigurator's schema (GEMM, context and generation att
 TensorRT-LLM all-reduce, NCCL): prints the `op_model` + `op_fit` fragment, each value commented
 with the file it was fitted to and the fit error of its class, and the error table; a GEMM file
 also becomes the chip's `op_tables.gemm` (GEMMs costed from the table at their own shapes), with
-its interpolation error by leave-one-out, and an all-reduce file the chip's `op_tables.all_reduce`
-(TensorRT-LLM's) or `op_tables.all_reduce_by_engine.<framework>`.
+its interpolation error by leave-one-out, a generation attention file its `op_tables.attention_decode`
+(decode attention costed from the table at its heads), and an all-reduce file the chip's
+`op_tables.all_reduce` (TensorRT-LLM's) or `op_tables.all_reduce_by_engine.<framework>`.
 
   decodelab fit-hardware gemm.csv context_attention.csv generation_attention.csv
   decodelab fit-hardware my_chip_operators/ --hardware my_chip --out my_chip_fit.yaml
@@ -74,7 +75,7 @@ def run(a) -> int:
             f"# by leave-one-out (mean |error|, each interior grid n / k from its neighbours): {errs}\n"
             f"op_tables:\n  gemm: {gemm_file}\n"
         )
-    text += _all_reduce_tables(a.paths, data, header="gemm" not in data)  # gemm: op_tables is open
+    text += _other_tables(a.paths, data, header="gemm" not in data)  # gemm: op_tables is open
     if a.out:
         Path(a.out).expanduser().write_text(text)
     else:
@@ -99,12 +100,15 @@ def run(a) -> int:
     return 0
 
 
-def _all_reduce_tables(paths: List[str], data: dict, header: bool) -> str:
-    """The op_tables lines that name the all-reduce files as the chip's tables: TensorRT-LLM's
-    (`all_reduce`) and each engine's own (`all_reduce_by_engine.<framework>`), costed from the
-    table at the GPU counts it has, the law at others (docs/model.md 5d)."""
+def _other_tables(paths: List[str], data: dict, header: bool) -> str:
+    """The op_tables lines that name the generation attention file (`attention_decode`: decode
+    attention from the table at the heads it has) and the all-reduce files as the chip's tables:
+    TensorRT-LLM's (`all_reduce`) and each engine's own (`all_reduce_by_engine.<framework>`),
+    costed from the table at the GPU counts it has, the law at others (docs/model.md 5d)."""
     own = {k.split(":", 1)[1]: v[1] for k, v in data.items() if k.startswith("allreduce:")}
     lines = []
+    if "generation_attention" in data:
+        lines.append(f"  attention_decode: {_file_named(paths, data['generation_attention'][1])}")
     if "allreduce" in data:
         lines.append(f"  all_reduce: {_file_named(paths, data['allreduce'][1])}")
     if own:
@@ -112,7 +116,7 @@ def _all_reduce_tables(paths: List[str], data: dict, header: bool) -> str:
         lines += [f"    {eng}: {_file_named(paths, name)}" for eng, name in sorted(own.items())]
     if not lines:
         return ""
-    head = "# all-reduces from their measured tables where they have the GPU count (docs/model.md 5d)\n"
+    head = "# decode attention and all-reduces from their measured tables where they hold the shape (docs/model.md 5d)\n"
     return head + ("op_tables:\n" if header else "") + "\n".join(lines) + "\n"
 
 

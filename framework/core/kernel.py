@@ -74,6 +74,30 @@ def _table(op_lin, o, m):
 
 
 @njit(cache=True)
+def _attn_table(op_lin, o, seqs, kv):
+    """Op o's tabulated decode attention time (whole call) for `seqs` sequences reading `kv` KV
+    tokens: log-bilinear on the B_GRID x C_GRID powers of two, linear in the KV read beyond the
+    grid, never below L_D_FLOOR x kv (core/attntable.py table_time is its twin)."""
+    s = max(seqs, 1.0)
+    c = max(kv / s, 1.0)
+    sc = min(max(s, B_GRID[0]), B_GRID[N_BGRID - 1])
+    cc = min(max(c, C_GRID[0]), C_GRID[N_CGRID - 1])
+    x = np.log2(sc / B_GRID[0])
+    y = np.log2(cc / C_GRID[0])
+    i = min(int(x), N_BGRID - 2)
+    j = min(int(y), N_CGRID - 2)
+    fx = x - i
+    fy = y - j
+    b0 = L_TAB + i * N_CGRID + j
+    b1 = b0 + N_CGRID
+    v = (1 - fx) * ((1 - fy) * op_lin[o, b0] + fy * op_lin[o, b0 + 1]) + fx * (
+        (1 - fy) * op_lin[o, b1] + fy * op_lin[o, b1 + 1]
+    )
+    t = np.exp(v) * max(1.0, (s * c) / (sc * cc))
+    return max(t, op_lin[o, L_D_FLOOR] * kv)
+
+
+@njit(cache=True)
 def _step_body(
     op_call,
     op_w,
@@ -146,11 +170,16 @@ def _step_body(
                     )
                     acc_flops[c, A_LAW_T0] += op_lin[o, L_T0]
                 if path != PATH_PREFILL and tokens - pre_tokens >= 0.5:
-                    acc_flops[c, A_LAW_T] += _pnorm(
-                        op_lin[o, L_D_SEQ] * (seqs - pre_seqs),
-                        op_lin[o, L_D_CTX] * (kv_read - pre_kv),
-                        op_lin[o, L_D_P],
-                    )
+                    if op_lin[o, L_D_TAB] > 0.0:  # the measured table (core/attntable.py)
+                        acc_flops[c, A_LAW_T] += (
+                            _attn_table(op_lin, o, seqs - pre_seqs, kv_read - pre_kv) - op_lin[o, L_D_T0]
+                        )
+                    else:
+                        acc_flops[c, A_LAW_T] += _pnorm(
+                            op_lin[o, L_D_SEQ] * (seqs - pre_seqs),
+                            op_lin[o, L_D_CTX] * (kv_read - pre_kv),
+                            op_lin[o, L_D_P],
+                        )
                     acc_flops[c, A_LAW_T0] += op_lin[o, L_D_T0]
             if op_lin[o, L_C_BYTES] > 0.0:
                 if law == LAW_COLL and op_lin[o, L_G_TAB] > 0.0:  # the measured collective table

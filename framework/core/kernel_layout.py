@@ -64,7 +64,16 @@ L_A_PAIR, L_A_TOK, L_A_SEQ = L_G_AC, L_G_CM, L_G_AM  # LAW_ATTN's prefill part s
 # (reported as launch_sync). A LAW_COLL op with L_G_TAB = 1 takes its collective time from the same
 # columns (hardware.op_tables.all_reduce), reported as collectives.
 L_G_TAB = 26
-L_TAB = 27
+# A LAW_ATTN op with L_D_TAB = 1 takes its decode part from a measured decode attention table
+# (hardware.op_tables.attention_decode, core/attntable.py): log seconds on B_GRID (sequences) x
+# C_GRID (KV tokens per sequence) in columns L_TAB .. (B_GRID-major), log-bilinear, linear in the KV
+# read beyond the grid, never below L_D_FLOOR x KV tokens (the chip's sustained HBM read).
+L_D_TAB = 27
+L_D_FLOOR = 28
+L_TAB = 29
+B_GRID = tuple(float(2**i) for i in range(12))  # 1 .. 2048 sequences
+C_GRID = tuple(float(2**i) for i in range(1, 18))  # 2 .. 131072 KV tokens per sequence
+N_BGRID, N_CGRID = len(B_GRID), len(C_GRID)
 M_GRID = (
     tuple(float(m) for m in range(1, 17))
     + (32.0, 48.0, 64.0, 80.0, 96.0, 112.0, 128.0, 160.0, 192.0, 224.0, 256.0)
@@ -72,7 +81,7 @@ M_GRID = (
     + (8192.0, 16384.0)
 )
 N_MGRID = len(M_GRID)
-N_LIN = L_TAB + N_MGRID
+N_LIN = L_TAB + max(N_MGRID, N_BGRID * N_CGRID)
 LAW_NONE, LAW_GEMM, LAW_ATTN, LAW_COLL, LAW_SKIP = 0.0, 1.0, 2.0, 3.0, 4.0
 
 # Per-call accumulators of one step (acc_flops[c, :]): roofline FLOPs, FLOPs weighted by 1 /

@@ -29,7 +29,7 @@ from typing import List, Optional
 import numpy as np
 
 from decodelab.core import kernel as K
-from decodelab.core import optable
+from decodelab.core import attntable, optable
 
 OP_MODELS = ("roofline", "fitted")
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
@@ -93,6 +93,12 @@ def check(hw) -> List[str]:
             problem = optable.check(path, kind) if path else None
             if problem:
                 e.append(f"hardware.op_tables.{field}: {problem}")
+    engines = getattr(getattr(hw, "op_tables", None), "attention_decode_by_engine", None) or {}
+    for field, eng in [("attention_decode", "")] + [(f"attention_decode_by_engine.{x}", x) for x in engines]:
+        path = op_table(hw, "attention_decode", eng)
+        problem = attntable.check(path) if path else None
+        if problem:
+            e.append(f"hardware.op_tables.{field}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
@@ -126,7 +132,7 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 
 
 def op_table(hw, kind: str, engine: str = "") -> str:
-    """hardware.op_tables.<kind> (gemm | all_reduce), "" where the chip has none; with `engine`,
+    """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode), "" where the chip has none; with `engine`,
     that engine's own table (op_tables.<kind>_by_engine.<engine>), "" where it has none."""
     tables = getattr(hw, "op_tables", None)
     if engine:
@@ -199,6 +205,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         decode=None,
         coll=None,
         coll_table=None,
+        decode_table=None,
         skip=False,
     )
     if getattr(hw, "op_model", "roofline") != "fitted":
@@ -217,6 +224,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         out.skip = attn_fitted
     elif op.attn_head_dim > 0 and attn_fitted:
         out.prefill, out.decode = fit.attention_prefill[key], fit.attention_decode[key]
+        out.decode_table = _decode_table(op, hw, w, engine)
     group = {"all_reduce": fit.all_reduce, "all_gather": fit.all_gather}.get(op.coll_kind, {})
     own = fit.all_reduce_by_engine.get(engine, {}) if op.coll_kind == "all_reduce" else {}
     if f"tp{tp}" in own:
@@ -232,6 +240,28 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     if ar_table and out.gemm is None and out.prefill is None:
         out.coll_table = optable.collective_row(ar_table, tp, float(op.coll_bytes_per_token))
     return out
+
+
+def _decode_table(op, hw, w, engine: str = ""):
+    """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token) of the op's decode
+    attention at its heads per chip (core/attntable.py) from `engine`'s own table
+    (hardware.op_tables.attention_decode_by_engine) where it holds the shape, else from
+    hardware.op_tables.attention_decode; None: no table holds it, or the chip is not the one the
+    tables were measured on."""
+    kvd = {"fp8": "fp8", "bf16": "bf16"}.get(w.kv_dtype)
+    if kvd is None or table_mismatch(hw):
+        return None
+    h, kvh, hd = int(op.attn_heads), int(op.attn_kv_heads), int(op.attn_head_dim)
+    grid = None
+    for path in dict.fromkeys((op_table(hw, "attention_decode", engine), op_table(hw, "attention_decode"))):
+        grid = attntable.measured_grid(path, kvd, h, kvh, hd) if path else None
+        if grid is not None:
+            break
+    if grid is None:
+        return None
+    kv = ATTN_DTYPES[kvd]
+    floor = 2.0 * kvh * hd * kv / hbm_bw(hw)  # never a KV read faster than the HBM peak
+    return grid, floor
 
 
 def fitted(laws) -> bool:
@@ -323,6 +353,12 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_D_SEQ, d.c_sk_ns * 1e-9 * kvh)
         put(K.L_D_CTX, 2.0 * kvh * hd * ATTN_DTYPES[w.kv_dtype] / (d.bw_kv_tbs * 1e12))
         put(K.L_D_P, d.p)
+        if laws.decode_table is not None:  # the measured table (core/attntable.py) in place of the law
+            grid, floor = laws.decode_table
+            put(K.L_D_T0, min(d.t0_us * 1e-6, float(np.exp(grid.min()))))
+            put(K.L_D_TAB, 1.0)
+            put(K.L_D_FLOOR, floor)
+            row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + grid.size] = grid
     if laws.coll is not None:
         c = laws.coll
         if laws.gemm is None and laws.prefill is None:

@@ -8,7 +8,7 @@ import math
 from typing import Dict, List, Tuple
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab.core import oplaw, optable
+from decodelab.core import attntable, oplaw, optable
 from decodelab.core.build import engine_family, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kv_costs import attention_efficiency
@@ -171,16 +171,22 @@ def _group_step(
                 acc["law_t0"] += a.t0_us * 1e-6
             if laws.decode is not None and op.path != "prefill" and tokens - pre_tokens >= 0.5:
                 d = laws.decode
-                t = oplaw.decode_attention_time(
-                    d,
-                    seqs - pre_seqs,
-                    kv_read - pre_kv,
-                    op.attn_kv_heads,
-                    op.attn_head_dim,
-                    DTYPE_BYTES[w.kv_dtype],
-                )
-                acc["law_t"] += float(t) - d.t0_us * 1e-6
-                acc["law_t0"] += d.t0_us * 1e-6
+                if laws.decode_table is not None:  # the measured table (core/attntable.py)
+                    grid, floor = laws.decode_table
+                    d_t0 = min(d.t0_us * 1e-6, math.exp(float(grid.min())))
+                    t = attntable.table_time(grid, floor, seqs - pre_seqs, kv_read - pre_kv)
+                else:
+                    d_t0 = d.t0_us * 1e-6
+                    t = oplaw.decode_attention_time(
+                        d,
+                        seqs - pre_seqs,
+                        kv_read - pre_kv,
+                        op.attn_kv_heads,
+                        op.attn_head_dim,
+                        DTYPE_BYTES[w.kv_dtype],
+                    )
+                acc["law_t"] += float(t) - d_t0
+                acc["law_t0"] += d_t0
             if laws.coll_table is not None:  # the op is the collective alone (oplaw.laws_of)
                 acc["law_coll"] += float(optable.table_time(0.0, laws.coll_table, n_tok))
             elif laws.coll is not None:

@@ -72,6 +72,14 @@ class OpTablesConfig:
     # an engine's own GEMM table by engine family, same schema as `gemm`: that engine's GEMMs are
     # costed from it (its kernels, e.g. vLLM's block-scaled FP8 path), `gemm` for other engines
     gemm_by_engine: Dict[str, str] = field(default_factory=dict)
+    # a decode attention microbenchmark table (batch_size, num_heads, num_key_value_heads, head_dim,
+    # window_size, kv_cache_dtype, step, latency_ms): a decode attention op at heads per chip it
+    # holds is costed from it at the step's sequences and KV read, never below the chip's sustained
+    # HBM read (core/attntable.py), not by op_fit.attention_decode
+    attention_decode: str = ""
+    # an engine's own decode attention table by engine family, same schema (its attention kernels:
+    # vLLM's and SGLang's FlashAttention), `attention_decode` for other engines and shapes it lacks
+    attention_decode_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its

@@ -1,0 +1,150 @@
+"""Decode attention costs at a design's own shape from a table of attention microbenchmarks
+(`hardware.op_tables.attention_decode`, `attention_decode_by_engine.<family>`, with
+hardware.op_model=fitted; docs/model.md 5d).
+
+One decode-attention law per (KV dtype, head dim) (`op_fit.attention_decode`, fitted over every
+head count, batch and context of a chip) is a compromise across shapes: against H100 TensorRT-LLM
+1.3.0rc20's table at serving-step shapes (8-128 sequences of 1-4k tokens, Qwen3-32B's heads at
+TP1-8) it is 8-19% fast (median) below 50 MB of KV per call, where the kernels' fixed cost and
+latency-bound ramp dominate, and 7-23% slow above 300 MB, where it charges one fitted 2.4-2.8
+TB/s and the measured kernels sustain 2.9-3.1 TB/s. With a
+table, a decode attention op whose (query heads, KV heads, head dim, KV dtype) per chip the table
+holds is costed from it:
+  1. the measured latency over (sequences, KV tokens per sequence) at the op's heads, on the
+     kernel's grid (kernel_layout.B_GRID x C_GRID, powers of two; a cell the table lacks: below a
+     row's first measured context that time, between two measured ones log-interpolated, beyond
+     its last linear in the KV read), made non-decreasing in both axes; log-bilinear between grid points, linear in the KV read beyond
+     the grid;
+  2. never below the KV read at the chip's HBM peak: a row faster than that did not read its KV
+     from HBM (TensorRT-LLM 1.2.0rc5's table, collected with a K-only cache pool, reached 4.9
+     TB/s; the shipped tables never beat the peak, so this only guards a user's table).
+An op whose heads no table holds, or a chip the tables were not measured on (op_tables' chip
+fields), keeps the class law. The kernel (kernel._attn_table) and the Python reference
+(table_time) take the same values. Tables are in the operator-CSV schema of decodelab
+fit-hardware (batch_size, num_heads, num_key_value_heads, head_dim, window_size, kv_cache_dtype,
+step, latency_ms; `step` tokens already cached, so a sequence reads step + 1; CSV or Parquet).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from decodelab.core import kernel_layout as K
+from decodelab.core.optable import TableError, _read
+
+COLUMNS = (
+    "batch_size",
+    "num_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "window_size",
+    "kv_cache_dtype",
+    "step",
+    "latency_ms",
+)
+KV_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "bf16", "fp8": "fp8"}
+
+
+@lru_cache(maxsize=8)
+def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(kv dtype, query heads, KV heads, head dim) -> (B_GRID index, C_GRID index, log seconds)
+    of a decode attention table's full-attention rows at the kernel's grid points (mean of
+    repeats; rows off the powers-of-two grid are not used)."""
+    df = _read(path, COLUMNS, "a decode attention", "kv_cache_dtype", KV_DTYPES, "bf16 or fp8 KV rows")
+    df = df[df.window_size == 0]
+    if df.empty:
+        raise TableError(f"{path}: needs full-attention rows (window_size 0)")
+    b = df.batch_size.to_numpy(float)
+    c = df.step.to_numpy(float) + 1.0
+    bi = np.log2(b) - np.log2(K.B_GRID[0])
+    ci = np.log2(c) - np.log2(K.C_GRID[0])
+    on = (bi == np.round(bi)) & (ci == np.round(ci)) & (bi >= 0) & (bi < len(K.B_GRID))
+    on &= (ci >= 0) & (ci < len(K.C_GRID))
+    d = df[on].assign(bi=bi[on].astype(int), ci=ci[on].astype(int), dt=df.kv_cache_dtype[on].map(KV_DTYPES))
+    keys = ["dt", "num_heads", "num_key_value_heads", "head_dim"]
+    g = d.groupby(keys + ["bi", "ci"], sort=True).latency_ms.mean().reset_index()
+    out = {}
+    for key, x in g.groupby(keys, sort=False):
+        dt, h, kvh, hd = key
+        logt = np.log(x.latency_ms.to_numpy(float) * 1e-3)
+        out[(str(dt), int(h), int(kvh), int(hd))] = (x.bi.to_numpy(), x.ci.to_numpy(), logt)
+    return out
+
+
+def filled(grid: np.ndarray) -> Optional[np.ndarray]:
+    """A measured B_GRID x C_GRID grid (log s, NaN gaps) completed and made non-decreasing:
+    a gap below a row's first measured context takes that time, one beyond its last measured
+    context grows linearly in the KV read from it; a row with no point takes the row below it,
+    linear in the sequences. None when fewer than half the cells were measured."""
+    g = grid.copy()
+    if np.isfinite(g).sum() * 2 < g.size:
+        return None
+    lc = np.log(np.asarray(K.C_GRID))
+    lb = np.log(np.asarray(K.B_GRID))
+    for i in range(g.shape[0]):
+        ok = np.flatnonzero(np.isfinite(g[i]))
+        if ok.size == 0:
+            continue
+        first, last = ok[0], ok[-1]
+        g[i, :first] = g[i, first]
+        g[i, last + 1 :] = g[i, last] + lc[last + 1 :] - lc[last]
+        inner = ~np.isfinite(g[i])
+        if inner.any():
+            g[i, inner] = np.interp(lc[inner], lc[ok], g[i, ok])
+    for i in range(1, g.shape[0]):
+        if not np.isfinite(g[i]).all():
+            g[i] = g[i - 1] + lb[i] - lb[i - 1]
+    if not np.isfinite(g).all():
+        return None
+    g = np.maximum.accumulate(np.maximum.accumulate(g, axis=0), axis=1)
+    return g
+
+
+@lru_cache(maxsize=256)
+def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim: int):
+    """The table's decode attention log seconds at the kernel's grid for these heads per chip
+    (flattened B_GRID-major, read-only), or None where it has no such shape."""
+    at = shapes(path).get((kv_dtype, int(heads), int(kv_heads), int(head_dim)))
+    if at is None:
+        return None
+    g = np.full((len(K.B_GRID), len(K.C_GRID)), np.nan)
+    g[at[0], at[1]] = at[2]
+    g = filled(g)
+    if g is None:
+        return None
+    flat = g.ravel().copy()
+    flat.setflags(write=False)
+    return flat
+
+
+def table_time(logt: np.ndarray, floor_s_per_tok: float, seqs: float, kv_tokens: float) -> float:
+    """Seconds of a tabulated decode attention call over `seqs` sequences reading `kv_tokens` KV
+    tokens in all (the reference's twin of the kernel's _attn_table)."""
+    nb, nc = len(K.B_GRID), len(K.C_GRID)
+    s = max(float(seqs), 1.0)
+    c = max(float(kv_tokens) / s, 1.0)
+    sc = min(max(s, K.B_GRID[0]), K.B_GRID[-1])
+    cc = min(max(c, K.C_GRID[0]), K.C_GRID[-1])
+    x, y = np.log2(sc / K.B_GRID[0]), np.log2(cc / K.C_GRID[0])
+    i, j = min(int(x), nb - 2), min(int(y), nc - 2)
+    fx, fy = x - i, y - j
+    v = (
+        (1 - fx) * (1 - fy) * logt[i * nc + j]
+        + (1 - fx) * fy * logt[i * nc + j + 1]
+        + fx * (1 - fy) * logt[(i + 1) * nc + j]
+        + fx * fy * logt[(i + 1) * nc + j + 1]
+    )
+    t = float(np.exp(v)) * max(1.0, (s * c) / (sc * cc))
+    return max(t, floor_s_per_tok * float(kv_tokens))
+
+
+def check(path: str) -> Optional[str]:
+    """The problem of the decode attention table at `path` (one line), or None."""
+    try:
+        shapes(path)
+    except TableError as e:
+        return str(e)
+    return None
