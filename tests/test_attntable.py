@@ -184,3 +184,32 @@ def test_fit_hardware_names_the_generation_attention_file_as_the_table(tmp_path)
     r = cli(tmp_path, "fit-hardware", str(p), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert f"op_tables:\n  attention_decode: {p.resolve()}\n" in out.read_text()
+
+
+@pytest.mark.parametrize("chip, hbm", [("h200_sxm", 4800e9), ("b200_sxm", 8000e9)])
+def test_the_h200_and_b200_tables(chip, hbm):
+    """H200 and B200 carry their own measured tables (TensorRT-LLM 1.3.0rc20, vLLM, SGLang): each
+    holds its rows at the grid points (within 2%: the grid is made non-decreasing, and B200's
+    32 x 2048-token row is 0.06% below a smaller one), none reads KV faster than the chip's HBM
+    peak, and a
+    Qwen3-32B TP8 design on the chip costs its decode attention from the engine's own table."""
+    hw = compose_cfg(f"hardware={chip}").hardware
+    assert oplaw.check(hw) == []
+    tables = [hw.op_tables.attention_decode, *hw.op_tables.attention_decode_by_engine.values()]
+    for name in tables:
+        path = str(DATA_DIR / name)
+        df = pd.read_parquet(path)
+        kv_bytes = df.batch_size * (df.step + 1) * 2 * df.num_key_value_heads * df.head_dim
+        kv_bytes = kv_bytes * df.kv_cache_dtype.map({"bfloat16": 2, "fp8": 1})
+        assert (kv_bytes / (df.latency_ms * 1e-3)).max() < hbm
+        x = df[(df.num_heads == 8) & (df.num_key_value_heads == 1) & (df.head_dim == 128)]
+        x = x[(x.kv_cache_dtype == "bfloat16") & (x.batch_size == 32) & (x.step == 2047)]
+        g = attntable.measured_grid(path, "bf16", 8, 1, 128)
+        assert attntable.table_time(g, 0.0, 32, 32 * 2048) == pytest.approx(
+            x.latency_ms.mean() * 1e-3, rel=0.02
+        )
+    for engine in ("default", "vllm", "sglang"):
+        cfg = compose_cfg("model=qwen3_32b", f"hardware={chip}", "hardware.n_chips=8", f"engine={engine}")
+        d = build(cfg)
+        i = next(j for j, op in enumerate(d.ops) if op.name == "attention")
+        assert d.op_lin[i, K.L_D_TAB] == 1.0

@@ -120,6 +120,16 @@ def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim:
     return flat
 
 
+def for_op(paths, kv_dtype: str, heads, kv_heads, head_dim, floor_s_per_tok: float):
+    """(grid, floor) of a decode attention op from the first of `paths` ("" skipped) whose table
+    holds its (KV dtype, heads, KV heads, head dim) per chip, or None."""
+    for path in dict.fromkeys(p for p in paths if p):
+        grid = measured_grid(path, kv_dtype, int(heads), int(kv_heads), int(head_dim))
+        if grid is not None:
+            return grid, floor_s_per_tok
+    return None
+
+
 def table_time(logt: np.ndarray, floor_s_per_tok: float, seqs: float, kv_tokens: float) -> float:
     """Seconds of a tabulated decode attention call over `seqs` sequences reading `kv_tokens` KV
     tokens in all (the reference's twin of the kernel's _attn_table)."""

@@ -244,24 +244,14 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
 
 def _decode_table(op, hw, w, engine: str = ""):
     """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token) of the op's decode
-    attention at its heads per chip (core/attntable.py) from `engine`'s own table
-    (hardware.op_tables.attention_decode_by_engine) where it holds the shape, else from
-    hardware.op_tables.attention_decode; None: no table holds it, or the chip is not the one the
-    tables were measured on."""
-    kvd = {"fp8": "fp8", "bf16": "bf16"}.get(w.kv_dtype)
-    if kvd is None or table_mismatch(hw):
+    attention (core/attntable.py) from `engine`'s own table (op_tables.attention_decode_by_engine)
+    where it holds the shape, else from op_tables.attention_decode; None: no table holds it, or the
+    chip is not the one the tables were measured on."""
+    if w.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
         return None
-    h, kvh, hd = int(op.attn_heads), int(op.attn_kv_heads), int(op.attn_head_dim)
-    grid = None
-    for path in dict.fromkeys((op_table(hw, "attention_decode", engine), op_table(hw, "attention_decode"))):
-        grid = attntable.measured_grid(path, kvd, h, kvh, hd) if path else None
-        if grid is not None:
-            break
-    if grid is None:
-        return None
-    kv = ATTN_DTYPES[kvd]
-    floor = 2.0 * kvh * hd * kv / hbm_bw(hw)  # never a KV read faster than the HBM peak
-    return grid, floor
+    paths = (op_table(hw, "attention_decode", engine), op_table(hw, "attention_decode"))
+    floor = 2.0 * op.attn_kv_heads * op.attn_head_dim * ATTN_DTYPES[w.kv_dtype] / hbm_bw(hw)  # the HBM peak
+    return attntable.for_op(paths, w.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim, floor)
 
 
 def fitted(laws) -> bool:
@@ -396,6 +386,11 @@ def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
             "hardware.op_tables.gemm was measured on another chip ("
             + ", ".join(mismatch)
             + "): its GEMM times are scaled by the op_fit.gemm laws' ratio of this chip to that one"
+            + (
+                "; its decode attention tables are not used (op_fit.attention_decode)"
+                if op_table(hw, "attention_decode")
+                else ""
+            )
         )
     if missed:
         notes.append("op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed)))
