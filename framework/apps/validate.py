@@ -5,6 +5,7 @@ predicted with measured TTFT and TPOT; the table is printed and logged to MLflow
   decodelab validate                                  the shipped Llama-3.1-8B rows
   decodelab validate --csv rows.csv engine.chunk_size=2048
   decodelab validate --static                         the decode step alone (calibration)
+  decodelab validate --steps                          + each group's decode step and interference
 
 The CSV needs the columns model, engine, precision, tp, isl, osl, concurrency, ttft_ms, tpot_ms
 (optional: engine_version picks among an engine's configs; `system` the hardware config, default
@@ -93,7 +94,57 @@ def print_table(df, csv: Path) -> None:
     )
 
 
-def _log(df, csv: Path, a, overrides: List[str]) -> None:
+def print_steps(steps) -> None:
+    """The decode step D and the interference I of each group (runs/validation_steps.py)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)
+    t = Table(
+        title="decode step D and interference I by group: TPOT = D + I / (osl - 1), "
+        "least squares over the group's osl values (error = predicted / measured - 1)"
+    )
+    for col in (
+        "model",
+        "engine",
+        "TP",
+        "prec",
+        "conc",
+        "isl",
+        "osl",
+        "D meas",
+        "D pred",
+        "err",
+        "I meas",
+        "I pred",
+    ):
+        t.add_column(col, justify="left" if col in ("model", "engine", "osl") else "right")
+    for _, r in steps.iterrows():
+        t.add_row(
+            _short_model(r["model"]),
+            f"{r['engine']} {r['engine_version']}".strip(),
+            str(r["tp"]),
+            str(r["precision"]),
+            str(r["concurrency"]),
+            str(r["isl"]),
+            r["osl"],
+            f"{r['d_meas_ms']:.2f}",
+            f"{r['d_pred_ms']:.2f}",
+            f"{r['d_err_pct']:+.1f}%",
+            f"{r['i_meas_ms']:.0f}",
+            f"{r['i_pred_ms']:.0f}",
+        )
+    con.print(t)
+    if len(steps):
+        con.print(
+            f"decode step D: mean error {steps['d_err_pct'].mean():+.1f}%, "
+            f"mean |error| {steps['d_err_pct'].abs().mean():.1f}% over {len(steps)} groups (D and I in ms)"
+        )
+
+
+def _log(df, csv: Path, a, overrides: List[str], steps=None) -> None:
     """One MLflow run with the MAPEs as metrics and the table as an artifact (tracking settings
     of the default config), as `decodelab claims` does; tagged with how the rows were run (the
     launch recipe, --static, the overrides) so that runs compared in the UI say what differs."""
@@ -111,7 +162,7 @@ def _log(df, csv: Path, a, overrides: List[str]) -> None:
                 "ttft_bias_pct": bias(df, "ttft"),
                 "rows": float(len(df)),
             },
-            {"validation.csv": df},
+            {"validation.csv": df, **({"validation_steps.csv": steps} if steps is not None else {})},
         )
     except Exception as e:  # never lose the printed table to a tracker problem
         print(f"warning: validation table not logged to MLflow ({type(e).__name__}: {e})")
@@ -137,6 +188,12 @@ def add_arguments(p) -> None:
         "files' defaults for vLLM and SGLang; defaults = every engine file's own defaults; aic = "
         "AIConfigurator's rules for every engine (max_num_tokens = concurrency + isl + 1500; "
         "SGLang mixed chunks)",
+    )
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="also split each group's TPOT (rows differing only in osl) into its decode step D and the "
+        "prefill interference I, TPOT = D + I / (osl - 1), measured and predicted",
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
     p.add_argument(
@@ -164,8 +221,14 @@ def run(a) -> int:
         except (ValueError,) + C.hydra_errors() as e:
             return errors(str(e).strip().splitlines()[0])
         print_table(df, csv)
+        steps = None
+        if a.steps:
+            from decodelab.runs.validation_steps import step_split
+
+            steps = step_split(df)
+            print_steps(steps)
         if not a.no_track:
-            _log(df, csv, a, overrides)
+            _log(df, csv, a, overrides, steps)
     return 0
 
 

@@ -1,0 +1,55 @@
+"""The decode step and the prefill interference inside each group of measured serving rows
+(`decodelab validate --steps`; docs/validation.md).
+
+A closed-loop client's TPOT is (the request's decode span) / (osl - 1). Its decode span holds
+osl - 1 decode steps and the other clients' prefill work that lands between them, so across rows
+that differ only in osl (same model, engine, TP, precision, concurrency, isl):
+
+    TPOT = D + I / (osl - 1)
+
+with D the decode step at that load and I the interference one request sees over its lifetime.
+Least squares over the group's osl values gives (D, I) for the measured and for the simulated
+TPOT alike; D's error separates a wrong step cost (operators, host work) from a wrong schedule
+(how prefills land in decode spans), which the rows' TPOT errors mix. Groups with fewer than two
+osl values are left out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+GROUP = ["model", "engine", "engine_version", "tp", "precision", "concurrency", "isl"]
+
+
+def fit(osl, tpot):
+    """(D, I) of TPOT = D + I / (osl - 1), least squares (ms and ms x tokens)."""
+    x = 1.0 / (np.asarray(osl, float) - 1.0)
+    a = np.vstack([np.ones_like(x), x]).T
+    d, i = np.linalg.lstsq(a, np.asarray(tpot, float), rcond=None)[0]
+    return float(d), float(i)
+
+
+def step_split(df):
+    """One row per group with >= 2 osl values among the `ok` rows of a validation frame: rows,
+    osl values, D and I measured and predicted, and D's error in %."""
+    import pandas as pd  # heavy: on use
+
+    ok = df[df["status"] == "ok"] if "status" in df else df
+    out = []
+    for key, g in ok.fillna({"engine_version": ""}).groupby(GROUP, sort=True):
+        if g["osl"].nunique() < 2:
+            continue
+        dm, im = fit(g["osl"], g["tpot_meas"])
+        dp, ip = fit(g["osl"], g["tpot_pred"])
+        row = dict(zip(GROUP, key))
+        row.update(
+            rows=len(g),
+            osl=",".join(str(int(v)) for v in sorted(g["osl"].unique())),
+            d_meas_ms=dm,
+            d_pred_ms=dp,
+            d_err_pct=100.0 * (dp / dm - 1.0),
+            i_meas_ms=im,
+            i_pred_ms=ip,
+        )
+        out.append(row)
+    cols = GROUP + ["rows", "osl", "d_meas_ms", "d_pred_ms", "d_err_pct", "i_meas_ms", "i_pred_ms"]
+    return pd.DataFrame(out, columns=cols)

@@ -1,0 +1,57 @@
+"""`decodelab validate --steps` (framework/runs/validation_steps.py): each group's TPOT split into
+its decode step D and prefill interference I, TPOT = D + I / (osl - 1), worked by hand."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from decodelab.runs.validation_steps import fit, step_split
+
+
+def _rows(d_meas, i_meas, d_pred, i_pred, osls=(128, 256, 512), **key):
+    base = dict(
+        model="m", engine="vllm", engine_version="0.12.0", tp=2, precision="bf16", concurrency=8, isl=1024
+    )
+    base.update(key)
+    return [
+        dict(
+            base, osl=o, status="ok", tpot_meas=d_meas + i_meas / (o - 1), tpot_pred=d_pred + i_pred / (o - 1)
+        )
+        for o in osls
+    ]
+
+
+def test_fit_recovers_step_and_interference_by_hand():
+    # D = 10 ms, I = 1270 ms: TPOT 20 ms at osl 128 (10 + 1270 / 127), 15 ms at osl 255, 12.5 ms at osl 509
+    d, i = fit([128, 255, 509], [20.0, 15.0, 12.5])
+    assert d == pytest.approx(10.0, rel=1e-12) and i == pytest.approx(1270.0, rel=1e-12)
+
+
+def test_groups_with_two_or_more_osl_values_only():
+    df = pd.DataFrame(
+        _rows(10.0, 1000.0, 9.0, 1200.0)
+        + _rows(5.0, 300.0, 5.5, 300.0, tp=8)
+        + _rows(7.0, 0.0, 7.0, 0.0, osls=(128,), concurrency=16)  # one osl: no split
+    )
+    s = step_split(df).set_index("tp")
+    assert list(s.index) == [2, 8]
+    assert s.loc[2, "d_meas_ms"] == pytest.approx(10.0) and s.loc[2, "d_pred_ms"] == pytest.approx(9.0)
+    assert s.loc[2, "d_err_pct"] == pytest.approx(-10.0) and s.loc[2, "i_pred_ms"] == pytest.approx(1200.0)
+    assert s.loc[8, "d_err_pct"] == pytest.approx(10.0) and s.loc[8, "osl"] == "128,256,512"
+
+
+def test_rows_that_did_not_run_are_left_out():
+    rows = _rows(10.0, 1000.0, 9.0, 1200.0)
+    rows[0]["status"] = "infeasible"
+    s = step_split(pd.DataFrame(rows))
+    assert len(s) == 1 and s.loc[0, "rows"] == 2
+
+
+def test_cli_prints_the_split(tmp_path):
+    from conftest import cli
+
+    r = cli(tmp_path, "validate", "--no-track", "--steps")
+    assert r.returncode == 0, r.stderr
+    assert "decode step D and interference I by group" in r.stdout
+    assert "over 14 groups" in r.stdout  # the 42 Llama rows: 14 (concurrency, isl) groups of 3 osl values
