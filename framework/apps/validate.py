@@ -28,13 +28,26 @@ def _short_model(m: str) -> str:
     return str(m).split("/")[-1]
 
 
-def print_table(df, csv: Path) -> None:
+def _console():
     from rich.console import Console
-    from rich.table import Table
 
     con = Console()
-    if not con.is_terminal:  # a file or pipe: the whole table, unwrapped
-        con = Console(width=200)
+    return con if con.is_terminal else Console(width=200)  # a file or pipe: the whole table, unwrapped
+
+
+def _setting(r) -> list:
+    """The table cells naming a row's (or group's) setting: model, engine, TP, precision, concurrency, isl."""
+    return [
+        _short_model(r["model"]),
+        f"{r['engine']} {r['engine_version']}".strip(),
+        *(str(r[k]) for k in ("tp", "precision", "concurrency", "isl")),
+    ]
+
+
+def print_table(df, csv: Path) -> None:
+    from rich.table import Table
+
+    con = _console()
     t = Table(title=f"decodelab validate: {csv.name} (error = predicted / measured - 1)")
     cols = ("model", "engine", "TP", "prec", "conc", "isl", "osl")
     cols += ("TTFT meas", "TTFT pred", "err", "TPOT meas", "TPOT pred", "err")
@@ -42,12 +55,7 @@ def print_table(df, csv: Path) -> None:
         t.add_column(col, justify="left" if col in ("model", "engine") else "right")
     for _, r in df.iterrows():
         t.add_row(
-            _short_model(r["model"]),
-            f"{r['engine']} {r['engine_version']}".strip(),
-            str(r["tp"]),
-            str(r["precision"]),
-            str(r["concurrency"]),
-            str(r["isl"]),
+            *_setting(r),
             str(r["osl"]),
             f"{r['ttft_meas']:.1f}",
             f"{r['ttft_pred']:.1f}",
@@ -96,12 +104,9 @@ def print_table(df, csv: Path) -> None:
 
 def print_steps(steps) -> None:
     """The decode step D and the interference I of each group (runs/validation_steps.py)."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=200)
+    con = _console()
     t = Table(
         title="decode step D and interference I by group: TPOT = D + I / (osl - 1), "
         "least squares over the group's osl values (error = predicted / measured - 1)"
@@ -123,12 +128,7 @@ def print_steps(steps) -> None:
         t.add_column(col, justify="left" if col in ("model", "engine", "osl") else "right")
     for _, r in steps.iterrows():
         t.add_row(
-            _short_model(r["model"]),
-            f"{r['engine']} {r['engine_version']}".strip(),
-            str(r["tp"]),
-            str(r["precision"]),
-            str(r["concurrency"]),
-            str(r["isl"]),
+            *_setting(r),
             r["osl"],
             f"{r['d_meas_ms']:.2f}",
             f"{r['d_pred_ms']:.2f}",
