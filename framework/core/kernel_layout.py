@@ -67,7 +67,7 @@ L_G_TAB = 26
 # A LAW_ATTN op with L_D_TAB = 1 takes its decode part from a measured decode attention table
 # (hardware.op_tables.attention_decode, core/attntable.py): log seconds on B_GRID (sequences) x
 # C_GRID (KV tokens per sequence) in columns L_TAB .. (B_GRID-major), log-bilinear, linear in the KV
-# read beyond the grid, never below L_D_FLOOR x KV tokens (the chip's sustained HBM read).
+# read beyond the grid, never below L_D_FLOOR x KV tokens (the KV read at the chip's HBM peak).
 L_D_TAB = 27
 L_D_FLOOR = 28
 L_TAB = 29
