@@ -65,14 +65,6 @@ def compose_raw(*overrides: str):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests that take the session's claim figures run on one xdist worker (`--dist loadgroup`,
-    pyproject addopts), so that run_claims(), ~30 s, is computed once per run, not once per worker."""
-    for item in items:
-        if "claim_rows" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("claims"))
-
-
 @pytest.fixture(scope="session")
 def claim_rows():
     """Every claim figure (decodelab.runs.claims.run_claims), computed once per test session."""
