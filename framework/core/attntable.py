@@ -76,9 +76,11 @@ def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.nd
 
 def filled(grid: np.ndarray) -> Optional[np.ndarray]:
     """A measured B_GRID x C_GRID grid (log s, NaN gaps) completed and made non-decreasing:
-    a gap below a row's first measured context takes that time, one beyond its last measured
-    context grows linearly in the KV read from it; a row with no point takes the row below it,
-    linear in the sequences. None when fewer than half the cells were measured."""
+    in each row, a gap before its first measured context takes that time, one between two
+    measured contexts is interpolated in log-log, one beyond its last measured context grows
+    linearly in the KV read from it; a row with no point is the row of half its sequences,
+    doubled (linear in the sequences). None when fewer than half the cells were measured or the
+    one-sequence row has no point."""
     g = grid.copy()
     if np.isfinite(g).sum() * 2 < g.size:
         return None
