@@ -122,13 +122,13 @@ def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim:
     return flat
 
 
-def for_op(paths, kv_dtype: str, heads, kv_heads, head_dim, floor_s_per_tok: float):
-    """(grid, floor) of a decode attention op from the first of `paths` ("" skipped) whose table
-    holds its (KV dtype, heads, KV heads, head dim) per chip, or None."""
+def for_op(paths, kv_dtype: str, heads, kv_heads, head_dim):
+    """The grid (measured_grid) of a decode attention op from the first of `paths` ("" skipped)
+    whose table holds its (KV dtype, heads, KV heads, head dim) per chip, or None."""
     for path in dict.fromkeys(p for p in paths if p):
         grid = measured_grid(path, kv_dtype, int(heads), int(kv_heads), int(head_dim))
         if grid is not None:
-            return grid, floor_s_per_tok
+            return grid
     return None
 
 

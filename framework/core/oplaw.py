@@ -224,7 +224,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         out.skip = attn_fitted
     elif op.attn_head_dim > 0 and attn_fitted:
         out.prefill, out.decode = fit.attention_prefill[key], fit.attention_decode[key]
-        out.decode_table = _decode_table(op, hw, w, engine)
+        out.decode_table = _decode_table(op, hw, w, out.decode.t0_us * 1e-6, engine)
     group = {"all_reduce": fit.all_reduce, "all_gather": fit.all_gather}.get(op.coll_kind, {})
     own = fit.all_reduce_by_engine.get(engine, {}) if op.coll_kind == "all_reduce" else {}
     if f"tp{tp}" in own:
@@ -242,16 +242,18 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
     return out
 
 
-def _decode_table(op, hw, w, engine: str = ""):
-    """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token) of the op's decode
+def _decode_table(op, hw, w, law_t0: float, engine: str = ""):
+    """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token, t0) of the op's decode
     attention (core/attntable.py) from `engine`'s own table (op_tables.attention_decode_by_engine)
-    where it holds the shape, else from op_tables.attention_decode; None: no table holds it, or the
-    chip is not the one the tables were measured on."""
+    where it holds the shape, else from op_tables.attention_decode; t0 (the part reported as
+    launch_sync) = min(the law's t0 `law_t0`, the fastest tabulated call). None: no table holds it,
+    or the chip is not the one the tables were measured on."""
     if w.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
         return None
     paths = (op_table(hw, "attention_decode", engine), op_table(hw, "attention_decode"))
     floor = 2.0 * op.attn_kv_heads * op.attn_head_dim * ATTN_DTYPES[w.kv_dtype] / hbm_bw(hw)  # the HBM peak
-    return attntable.for_op(paths, w.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim, floor)
+    grid = attntable.for_op(paths, w.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
+    return None if grid is None else (grid, floor, min(law_t0, float(np.exp(grid.min()))))
 
 
 def fitted(laws) -> bool:
@@ -344,8 +346,8 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
         put(K.L_D_CTX, 2.0 * kvh * hd * ATTN_DTYPES[w.kv_dtype] / (d.bw_kv_tbs * 1e12))
         put(K.L_D_P, d.p)
         if laws.decode_table is not None:  # the measured table (core/attntable.py) in place of the law
-            grid, floor = laws.decode_table
-            put(K.L_D_T0, min(d.t0_us * 1e-6, float(np.exp(grid.min()))))
+            grid, floor, t0 = laws.decode_table
+            put(K.L_D_T0, t0)
             put(K.L_D_TAB, 1.0)
             put(K.L_D_FLOOR, floor)
             row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + grid.size] = grid

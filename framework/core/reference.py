@@ -172,8 +172,7 @@ def _group_step(
             if laws.decode is not None and op.path != "prefill" and tokens - pre_tokens >= 0.5:
                 d = laws.decode
                 if laws.decode_table is not None:  # the measured table (core/attntable.py)
-                    grid, floor = laws.decode_table
-                    d_t0 = min(d.t0_us * 1e-6, math.exp(float(grid.min())))
+                    grid, floor, d_t0 = laws.decode_table
                     t = attntable.table_time(grid, floor, seqs - pre_seqs, kv_read - pre_kv)
                 else:
                     d_t0 = d.t0_us * 1e-6

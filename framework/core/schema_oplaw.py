@@ -74,8 +74,8 @@ class OpTablesConfig:
     gemm_by_engine: Dict[str, str] = field(default_factory=dict)
     # a decode attention microbenchmark table (batch_size, num_heads, num_key_value_heads, head_dim,
     # window_size, kv_cache_dtype, step, latency_ms): a decode attention op at heads per chip it
-    # holds is costed from it at the step's sequences and KV read, never below the chip's sustained
-    # HBM read (core/attntable.py), not by op_fit.attention_decode
+    # holds is costed from it at the step's sequences and KV read, never faster than the KV read at
+    # the chip's HBM peak (core/attntable.py), not by op_fit.attention_decode
     attention_decode: str = ""
     # an engine's own decode attention table by engine family, same schema (its attention kernels:
     # vLLM's and SGLang's FlashAttention), `attention_decode` for other engines and shapes it lacks
