@@ -15,7 +15,9 @@ from decodelab.config import hf_model, hf_yaml
 from decodelab.config.compose import compose
 
 HF = ROOT / "tests" / "data" / "hf"
-NOT_SHAPE = ("name", "source", "static_graphs")  # may differ: naming, provenance, a deployment's graph menu
+# may differ: naming, provenance, a deployment's graph menu, the sampling defaults of a checkpoint's
+# generation_config.json (read only where the file sits beside config.json; tests/data/hf has none)
+NOT_SHAPE = ("name", "source", "static_graphs", "generation_defaults")
 
 
 def write(tmp_path, folder: str, name: str):
@@ -238,3 +240,39 @@ def test_cli_stdout_prints_the_yaml_alone(tmp_path):
     assert "unused config.json fields (11):" in res.err
     assert not (tmp_path / "my_conf").exists()
     assert cli(tmp_path, "import-model", "--help").rc == 0
+
+
+def test_generation_config_beside_config_json_gives_the_sampling_defaults(tmp_path):
+    """A generation_config.json next to config.json (Qwen3-32B's: do_sample, temperature 0.6,
+    top_k 20, top_p 0.95, token ids) becomes `generation_defaults` with the sampling keys only, and
+    the imported model on vLLM then takes the sort path (core/sampler.py); without the file the
+    field is not written."""
+    from decodelab.core import sampler
+    from decodelab.core.checks import check_config
+
+    ckpt = tmp_path / "Qwen3-32B"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text((HF / "Qwen3-32B" / "config.json").read_text())
+    gen = {"bos_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643],
+           "pad_token_id": 151643, "temperature": 0.6, "top_k": 20, "top_p": 0.95}  # fmt: skip
+    (ckpt / "generation_config.json").write_text(json.dumps(gen))
+    r = cli(
+        tmp_path,
+        "import-model",
+        str(ckpt / "config.json"),
+        "--name",
+        "q32",
+        "--out-dir",
+        str(tmp_path / "conf"),
+    )
+    assert r.rc == 0, r.err
+    text = (tmp_path / "conf" / "model" / "q32.yaml").read_text()
+    assert "generation_defaults: {temperature: 0.6, top_k: 20, top_p: 0.95}" in text
+    cfg = compose(
+        ["model=q32", searchpath(tmp_path / "conf"), "engine=vllm", "hardware=h100_sxm", "tracking=off"]
+    )
+    check_config(cfg)
+    assert sampler.path(cfg) == "sort"
+    (ckpt / "generation_config.json").unlink()
+    r = cli(tmp_path, "import-model", str(ckpt / "config.json"), "--name", "q32b", "--stdout")
+    assert r.rc == 0 and "generation_defaults" not in r.out

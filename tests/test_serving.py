@@ -341,7 +341,8 @@ def test_trace_replay():
 
 def test_static_kind_is_unchanged_by_the_engine_group():
     """A static run ignores the engine's scheduler settings; only the engine family's own kernels
-    (its GEMM, all-reduce and decode attention tables, hardware.op_tables.*_by_engine) enter its cost."""
+    (its GEMM, all-reduce and decode attention tables, hardware.op_tables.*_by_engine, and its
+    sampler path, engine.sampler: core/sampler.py) enter its cost."""
     a = evaluate(compose_cfg())
     b = evaluate(
         compose_cfg(
@@ -349,6 +350,7 @@ def test_static_kind_is_unchanged_by_the_engine_group():
             "engine.max_batch=1",
             "hardware.op_tables.gemm_by_engine.vllm=",
             "hardware.op_tables.attention_decode_by_engine.vllm=",
+            "engine.sampler.topk_topp=kernel",
         )
     )
     assert a["metrics"] == b["metrics"] and "serving" not in a

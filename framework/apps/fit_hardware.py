@@ -1,6 +1,7 @@
 """Fit a hardware YAML's per-shape operator laws (hardware.op_model: fitted) to operator
 microbenchmark CSVs in AIConfigurator's schema (GEMM, context and generation attention,
-TensorRT-LLM all-reduce, NCCL): prints the `op_model` + `op_fit` fragment, each value commented
+TensorRT-LLM all-reduce, NCCL; and an engine's top-k / top-p sort path: batch, vocab, latency_ms,
+the `op_fit.sampler.sort` law): prints the `op_model` + `op_fit` fragment, each value commented
 with the file it was fitted to and the fit error of its class, and the error table; a GEMM file
 also becomes the chip's `op_tables.gemm` (GEMMs costed from the table at their own shapes), with
 its interpolation error by leave-one-out, a generation attention file its `op_tables.attention_decode`

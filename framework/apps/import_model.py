@@ -1,6 +1,7 @@
 """`decodelab import-model PATH/config.json [--name NAME] [--out-dir DIR]`: a model YAML from a
 Hugging Face config.json, written to DIR/model/NAME.yaml (default ./my_conf/model/), with the
-config.json key of every field in its comment.
+config.json key of every field in its comment; a generation_config.json beside it gives the model's
+sampling defaults (`generation_defaults`, docs/model.md 5e).
 
 The config.json keys it did not read are listed, and what the model schema cannot express is
 named (neither is an error). Use the model from its config directory:
@@ -49,6 +50,7 @@ def run(args) -> int:
                 "does not override; choose another --name"
             )
         imp = hf_model.from_config(d, name, args.config)
+        hf_yaml.read_generation_config(imp, Path(args.config).expanduser().parent / "generation_config.json")
     except ConfigError as e:
         return errors(str(e))
     params = hf_yaml.parameters(imp)

@@ -17,12 +17,13 @@ from typing import Dict, List
 import numpy as np
 
 from decodelab.calibration import operators as O
-from decodelab.core import oplaw
+from decodelab.core import oplaw, sampler
 
 GEMM_FIELDS = ("e_c", "k0", "e_b", "t0_us", "p")
 PREFILL_FIELDS = ("e_a", "tau_tok_ns", "tau_seq_ns", "t0_us")
 DECODE_FIELDS = ("c_sk_ns", "bw_kv_tbs", "t0_us", "p")
 COLL_FIELDS = oplaw.COLLECTIVE_FIELDS
+SAMPLER_FIELDS = ("t0_us", "ns_per_elem")
 MIN_ROWS = 8  # fewer rows than this: the class is not fitted
 
 
@@ -269,6 +270,24 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                     + ", bytes = message_size x element bytes"
                 )
                 add(group, f"{prefix}tp{int(n)}", COLL_FIELDS, law, pred, old, t, fname, rule)
+    if "sampler" in data and len(data["sampler"][0]) >= MIN_ROWS:  # the sort path (core/sampler.py)
+        df, fname = data["sampler"]
+        t0_us, ns, _ = sampler.fit(zip(df.batch, df.vocab, df.latency_ms))
+        elems = np.asarray(df.batch * df.vocab, float)
+        pred = t0_us * 1e-6 + ns * 1e-9 * elems
+        old = elems * 4.0 / oplaw.hbm_bw(hw)  # the kernel path: one FP32 pass at the HBM peak
+        law = _law(SAMPLER_FIELDS, (t0_us, ns))
+        add(
+            "sampler",
+            "sort",
+            SAMPLER_FIELDS,
+            law,
+            pred,
+            old,
+            df.t,
+            fname,
+            "batch x vocab, every row top-k and top-p",
+        )
     return out
 
 
@@ -289,6 +308,7 @@ def to_yaml(fits: List[dict], hw_name: str, command: str) -> str:
         "all_reduce",
         "all_gather",
         "all_reduce_by_engine",
+        "sampler",
     )
     for g in groups:
         entries = [f for f in fits if f["group"] == g]

@@ -49,6 +49,8 @@ SCHEMAS = {
         "message_size": "int",
         "latency_ms": "num",
     },
+    # an engine's top-k / top-p sampler path on batch x vocab FP32 logits (core/sampler.py)
+    "sampler": {"batch": "int", "vocab": "int", "latency_ms": "num"},
 }
 # An all-reduce CSV with a `framework` column other than these is that engine's own kernel
 # (hardware.op_fit.all_reduce_by_engine.<framework>); without the column, TensorRT-LLM's.
@@ -60,6 +62,7 @@ MARKERS = {
     "gemm": "gemm_dtype",
     "allreduce": "allreduce_dtype",
     "nccl": "op_name",
+    "sampler": "vocab",
 }
 DTYPES = {
     "bfloat16": "bf16",

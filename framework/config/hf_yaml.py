@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, Optional
 
 from decodelab.components.models import ARCHITECTURES
 from decodelab.config.hf_model import BASE, MLA, MOE, Imported
+from decodelab.core.sampler import GEN_KEYS
 from decodelab.core.schema import ModelConfig
+from decodelab.errors import ConfigError
 
 
 def parameters(imp: Imported) -> Dict[str, float]:
@@ -23,6 +26,22 @@ def parameters(imp: Imported) -> Dict[str, float]:
     return arch.param_counts(SimpleNamespace(**m))
 
 
+def read_generation_config(imp: Imported, path: Path) -> None:
+    """The sampling defaults of a generation_config.json (`path`, beside the config.json) into
+    `generation_defaults`: the keys vLLM's `get_diff_sampling_param` reads (core/sampler.py), as
+    written (vLLM reads them whatever `do_sample` says); nothing when the file is absent."""
+    if not path.is_file():
+        return
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a JSON file ({type(e).__name__})") from None
+    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
+    gen = {k: d[k] for k in GEN_KEYS if isinstance(d, dict) and num(d.get(k))}
+    if gen:
+        imp.set("generation_defaults", gen, f"{path.name}: {', '.join(gen)} (the engine's sampling defaults)")
+
+
 def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
     """The model YAML: one field a line, its source in the comment (conf/model/*.yaml style)."""
     v = imp.values
@@ -32,6 +51,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
     if "kv_lora_rank" in v:
         keys += MLA
     keys += [k for k in ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint") if k in v]
+    keys += ["generation_defaults"] if "generation_defaults" in v else []
     lines = [
         f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",
         f"# {imp.path}. Review it: 'assumed' in a comment marks a field config.json does not state.",
@@ -51,4 +71,6 @@ def _value(x) -> str:
         return "true" if x else "false"
     if isinstance(x, list):
         return "[" + ", ".join(map(str, x)) + "]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k}: {w}" for k, w in x.items()) + "}"
     return str(x)

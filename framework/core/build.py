@@ -14,7 +14,7 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs, oplaw, parallel
+from decodelab.core import kv_costs, oplaw, parallel, sampler
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
@@ -185,6 +185,7 @@ def build(
     op_w = np.zeros((len(ops), n_t))
     op_lin = np.zeros((len(ops), K.N_LIN))
     engine = engine_family(cfg)  # whose all-reduce kernel the collectives run (oplaw.laws_of)
+    smp = sampler.law(cfg, hw, m.vocab_size)  # the sampling op's law under the engine's sampler path
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
         op_lin[i] = (
@@ -199,7 +200,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
-            *oplaw.law_columns(op, hw, w, tp, engine),
+            *oplaw.law_columns(op, hw, w, tp, engine, smp),
         )
     call_cost = np.zeros((len(calls), K.N_CALL))
     stages = parallel.call_stages(ops, len(calls))
@@ -224,9 +225,9 @@ def build(
                 "cost one kernel per op (hardware.execution=gpu)"
             )
         call_cost[c, K.C_LAUNCH_EACH] = 0.0
-    law_note = oplaw.note(ops, hw, w, tp, engine)
-    if law_note:
-        notes.append(law_note)
+    for law_note in (oplaw.note(ops, hw, w, tp, engine), sampler.note(cfg, hw)):
+        if law_note:
+            notes.append(law_note)
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)

@@ -8,7 +8,7 @@ from typing import List
 from decodelab.components.models.experts import MOE_MAPPINGS
 from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
-from decodelab.core import oplaw, parallel, schema
+from decodelab.core import oplaw, parallel, sampler, schema
 
 # fp8_block: FP8 weights with one FP32 scale per 128 x 128 block (DeepSeek-V3 / Qwen3 FP8 checkpoints;
 # the scales add 4 / 16384 B per weight, 0.02%, not counted); its GEMMs run other kernels than
@@ -157,6 +157,7 @@ def check_config(cfg) -> None:
         e.append(f"hardware.idle_w={hw.idle_w} exceeds hardware.tdp_w={hw.tdp_w} of {hw.name}")
 
     e += oplaw.check(hw)
+    e += sampler.check(cfg)
     parallel.check(e, cfg)
 
     _positive(e, "workload", w, ("batch_size", "prompt_len"))

@@ -30,8 +30,16 @@ import numpy as np
 
 from decodelab.core import kernel as K
 from decodelab.core import attntable, optable
+from decodelab.core.oplaw_eval import (  # noqa: F401  the laws in their natural form, re-exported
+    collective_time,
+    decode_attention_time,
+    gemm_time,
+    pnorm,
+    prefill_attention_time,
+)
 
 OP_MODELS = ("roofline", "fitted")
+SAMPLER_LAW_KEYS = ("sort",)  # engine.sampler.topk_topp paths a law costs (core/sampler.py)
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
 GEMM_BYTES = {
@@ -99,9 +107,12 @@ def check(hw) -> List[str]:
         problem = attntable.check(path) if path else None
         if problem:
             e.append(f"hardware.op_tables.{field}: {problem}")
+    for key in fit.sampler:
+        if key not in SAMPLER_LAW_KEYS:
+            e.append(f"hardware.op_fit.sampler.{key}: the key must be one of: {', '.join(SAMPLER_LAW_KEYS)}")
     laws = [
         (g, k, law)
-        for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather")
+        for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather", "sampler")
         for k, law in getattr(fit, g).items()
     ]
     for eng, by_tp in fit.all_reduce_by_engine.items():  # untyped below the engine: checked here
@@ -190,13 +201,14 @@ def gemm_dtype(op, w) -> str:
     return getattr(op, "gemm_dtype", "") or w.weight_dtype
 
 
-def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
+def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None) -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
     decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
     (engine.family) picks that engine's own all-reduce law and tables where the chip has them.
     `gemm_table`: (t0, times beyond t0 at kernel M_GRID) from the op's GEMM table
     (op_tables.gemm_by_engine.<engine>, else op_tables.gemm) at the op's shape, which
-    then costs the GEMM in place of `gemm` (core/optable.py)."""
+    then costs the GEMM in place of `gemm` (core/optable.py). `sampler`: the design's sampler law
+    (core/sampler.py law), which costs the sampling op where given."""
     out = SimpleNamespace(
         gemm=None,
         gemm_dtype="",
@@ -206,10 +218,13 @@ def laws_of(op, hw, w, tp: int, engine: str = "") -> SimpleNamespace:
         coll=None,
         coll_table=None,
         decode_table=None,
+        sampler=None,
         skip=False,
     )
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
+    if getattr(op, "kind", "") == "sample":
+        out.sampler = sampler
     fit = hw.op_fit
     dtype = out.gemm_dtype = gemm_dtype(op, w)
     if op.gemm_n > 0 and dtype in fit.gemm:
@@ -257,60 +272,19 @@ def _decode_table(op, hw, w, law_t0: float, engine: str = ""):
 
 
 def fitted(laws) -> bool:
-    return laws.skip or any(x is not None for x in (laws.gemm, laws.prefill, laws.coll))
+    return laws.skip or any(x is not None for x in (laws.gemm, laws.prefill, laws.coll, laws.sampler))
 
 
 # ---- the laws in natural form (numpy-vectorised; the reference and the fit use these)
 
 
-def pnorm(a, b, p):
-    """(a^p + b^p)^(1/p), computed without overflow (0 when both are 0)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    hi = np.maximum(a, b)
-    safe = np.where(hi > 0, hi, 1.0)
-    return np.where(hi > 0, hi * ((a / safe) ** p + (b / safe) ** p) ** (1.0 / p), 0.0)
-
-
-def gemm_time(law, m, n, k, peak: float, bw: float, wb: float, ab: float):
-    """Seconds of one GEMM of m tokens through an n x k weight."""
-    m, n, k = (np.asarray(x, float) for x in (m, n, k))
-    tc = 2.0 * n * (k + law.k0) * m / (peak * law.e_c)
-    tm = (n * k * wb + m * (k * ab + 2.0 * n)) / (bw * law.e_b)
-    return pnorm(tc, tm, law.p) + law.t0_us * 1e-6
-
-
-def prefill_attention_time(law, pairs, tokens, seqs, heads, head_dim, peak: float):
-    """Seconds of one prefill attention call over `seqs` sequences with `tokens` query tokens
-    and `pairs` causal (query, key) pairs in total; `heads` query heads (per chip)."""
-    pairs, tokens, seqs = (np.asarray(x, float) for x in (pairs, tokens, seqs))
-    per_pair = 4.0 * head_dim / (peak * law.e_a)
-    return law.t0_us * 1e-6 + heads * (
-        pairs * per_pair + tokens * law.tau_tok_ns * 1e-9 + seqs * law.tau_seq_ns * 1e-9
-    )
-
-
-def decode_attention_time(law, seqs, kv_tokens, kv_heads, head_dim, kv_bytes: float):
-    """Seconds of one decode attention call: `seqs` sequences reading `kv_tokens` KV tokens in
-    total, `kv_heads` KV heads of `head_dim` (per chip)."""
-    seqs, kv_tokens = np.asarray(seqs, float), np.asarray(kv_tokens, float)
-    b_kv = kv_tokens * 2.0 * kv_heads * head_dim * kv_bytes
-    x = law.c_sk_ns * 1e-9 * seqs * kv_heads
-    return law.t0_us * 1e-6 + pnorm(x, b_kv / (law.bw_kv_tbs * 1e12), law.p)
-
-
-def collective_time(law, s_bytes):
-    """Seconds of one collective moving a per-rank tensor of `s_bytes` bytes."""
-    s = np.asarray(s_bytes, float)
-    return np.where(s < law.s_switch_bytes, law.a_lo_us, law.a_hi_us) * 1e-6 + s / (law.beta_gb_s * 1e9)
-
-
 # ---- the kernel's per-op constants
 
 
-def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
+def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None) -> np.ndarray:
     """The op's law columns of `op_lin` (kernel.L_LAW ...; all 0: the roofline law)."""
     row = np.zeros(K.N_LIN - K.L_LAW)
-    laws = laws_of(op, hw, w, tp, engine)
+    laws = laws_of(op, hw, w, tp, engine, sampler)
 
     def put(col, v):
         row[col - K.L_LAW] = v
@@ -318,6 +292,12 @@ def law_columns(op, hw, w, tp: int, engine: str = "") -> np.ndarray:
     bw = hbm_bw(hw)
     if laws.skip:
         put(K.L_LAW, K.LAW_SKIP)
+        return row
+    if laws.sampler is not None:  # a GEMM law without its compute term: t0 + s_per_tok x tokens
+        put(K.L_LAW, K.LAW_GEMM)
+        put(K.L_T0, laws.sampler.t0)
+        put(K.L_G_AM, laws.sampler.s_per_tok)
+        put(K.L_G_P, 1.0)
         return row
     if laws.gemm is not None:
         g, (wb, ab) = laws.gemm, GEMM_BYTES[laws.gemm_dtype]

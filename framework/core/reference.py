@@ -8,7 +8,7 @@ import math
 from typing import Dict, List, Tuple
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab.core import attntable, oplaw, optable
+from decodelab.core import attntable, oplaw, optable, sampler
 from decodelab.core.build import engine_family, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kv_costs import attention_efficiency
@@ -139,10 +139,11 @@ def _group_step(
         "decode": (tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs),
     }
     engine = engine_family(cfg)
+    smp = sampler.law(cfg, hw, cfg.model.vocab_size)
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        laws = oplaw.laws_of(op, hw, w, tp, engine)
+        laws = oplaw.laws_of(op, hw, w, tp, engine, smp)
         if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
@@ -150,7 +151,10 @@ def _group_step(
             n_tok = sampled
         if oplaw.fitted(laws):
             acc["law"] = True
-            if laws.gemm_table is not None:  # the measured table (core/optable.py)
+            if laws.sampler is not None:  # the engine's sampler path (core/sampler.py)
+                acc["law_t"] += float(sampler.time(laws.sampler, n_tok)) - laws.sampler.t0
+                acc["law_t0"] += laws.sampler.t0
+            elif laws.gemm_table is not None:  # the measured table (core/optable.py)
                 t0, beyond = laws.gemm_table
                 acc["law_t"] += float(optable.table_time(t0, beyond, n_tok)) - t0
                 acc["law_t0"] += t0

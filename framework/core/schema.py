@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING
 
 from decodelab.core.schema_oplaw import OpFitConfig, OpTablesConfig
+from decodelab.core.schema_engine import EngineConfig
 
 
 @dataclass
@@ -65,6 +66,9 @@ class ModelConfig:
     layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
     state_bytes_per_layer: int = 0
+    # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p):
+    # what an engine with engine.sampler.model_defaults samples with (framework/core/sampler.py)
+    generation_defaults: Dict[str, float] = field(default_factory=dict)
     source: str = ""
 
 
@@ -262,57 +266,6 @@ class WorkloadConfig:
     prompt_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     output_dist: LengthDistConfig = field(default_factory=LengthDistConfig)
     seed: int = 0
-
-
-@dataclass
-class EngineConfig:
-    """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static."""
-
-    name: str = "default"
-    max_batch: int = 2048  # sequences in flight
-    max_tokens_per_step: int = 8192  # token budget of one step (decode tokens + prefill chunks)
-    chunk_size: int = 0  # prefill chunk per sequence and step (0: whole prompt in one step)
-    order: str = "fcfs"  # fcfs | sjf (shortest prompt first)
-    mixed_steps: bool = True  # fuse prefill chunks and decode tokens in one step
-    graphs_decode_only: bool = True  # GPU: CUDA graphs replay decode-only steps; others launch eagerly
-    batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
-    on_kv_full: str = "queue"  # queue (reserve a request's whole KV at admission) | preempt
-    kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
-    kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
-    kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
-    # Host (CPU) work of the engine's scheduler loop, per iteration: host_iter_us + host_per_req_us
-    # x sequences in the step (scheduling, input preparation, sampling, output handling). Without
-    # `overlap` the GPU idles for all of it every step; with an overlap scheduler (the CPU prepares
-    # step n+1 while the GPU runs step n) only the part exceeding the step's GPU time is exposed.
-    # host_iter_us null: the hardware's host_step_us (the static-decode host cost), per step, no overlap.
-    overlap: bool = False
-    # The overlap scheduler's one-step lookahead: the CPU schedules step n+1 when the GPU starts
-    # step n, so a request arriving while step n runs first enters step n+2 (TensorRT-LLM
-    # PyExecutor._executor_loop_overlap; SGLang event_loop_overlap). Only with `overlap`.
-    lookahead: bool = False
-    host_iter_us: Optional[float] = None
-    host_per_req_us: float = 0.0
-    # Host time the engine's eager forward spends per kernel call (framework dispatch: Python module
-    # code, op dispatch, launch) in a step that replays no CUDA graph (GPU steps with prefill work
-    # under graphs_decode_only; every step with optimizations.cuda_graphs=false). The step's
-    # kernel calls x this is host work of that step, like host_iter_us: with `overlap` only the
-    # part over the GPU step is exposed, without it the part over the forward's own GPU time.
-    # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
-    eager_launch_us: Optional[float] = None
-    # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
-    # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
-    # ratio x the clipped output the running sequences still expect; the ratio starts at
-    # admit_ratio, decays to admit_ratio_min over admit_ratio_decay_steps decode steps, is
-    # re-estimated after a preemption with admit_retract_steps. 0 = off. Needs on_kv_full=preempt.
-    admit_ratio: float = 0.0
-    admit_ratio_min: float = 0.0
-    admit_ratio_decay_steps: int = 600
-    admit_clip_tokens: int = 4096
-    admit_retract_steps: int = 20
-    # Which measured engine this file describes (decodelab validate maps a CSV's engine and
-    # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
-    family: str = ""
-    versions: List[str] = field(default_factory=list)
 
 
 @dataclass

@@ -54,6 +54,17 @@ class CollectiveLaw:
 
 
 @dataclass
+class SamplerLaw:
+    """The logits filter of an engine's sampler path on a batch of `rows` sampled tokens over a
+    vocabulary of V entries (framework/core/sampler.py): t = t0 + ns_per_elem rows V, fitted to a
+    microbenchmark of that path; the rest of the sampler (FP32 cast, temperature, softmax,
+    exponential draw, argmax) is added as its passes over the logits at the HBM peak."""
+
+    t0_us: float = MISSING
+    ns_per_elem: float = MISSING
+
+
+@dataclass
 class OpTablesConfig:
     """Measured operator tables (hardware.op_model=fitted; framework/core/optable.py), each a path
     or a file shipped under decodelab/data/, CSV or Parquet; "" = no table. `gemm`: a GEMM
@@ -104,3 +115,7 @@ class OpFitConfig:
     # An engine's own all-reduce kernel, by engine family (engine.family: vllm, sglang, ...) then
     # tp<n>: used for that engine's all-reduces in place of `all_reduce` (TensorRT-LLM's)
     all_reduce_by_engine: Dict[str, Dict[str, CollectiveLaw]] = field(default_factory=dict)
+    # An engine's top-k / top-p sampler path by its name (engine.sampler.topk_topp: sort = the
+    # PyTorch full-vocabulary sort of vLLM 0.12's forward_native): costs the sampling op of a
+    # design whose engine takes that path (framework/core/sampler.py)
+    sampler: Dict[str, SamplerLaw] = field(default_factory=dict)

@@ -1,0 +1,127 @@
+"""The engine's sampler as a cost (docs/model.md 5e).
+
+A serving engine samples each emitted token from the FP32 logits of its vocabulary. How much that
+costs depends on what the request asks for and on the engine's code path:
+- `engine.sampler.model_defaults`: a request that names no sampling parameters (the benchmark
+  clients of the shipped rows send only max_tokens, min_tokens and ignore_eos) is sampled with the
+  model's `generation_defaults` (its checkpoint's generation_config.json), else greedily;
+- `engine.sampler.topk_topp`: a top-p request (0 < top_p < 1, temperature > 0) runs a fused
+  sampling kernel (`kernel`) or a full sort of the batch x vocabulary logits (`sort`: vLLM 0.12's
+  PyTorch path, the FlashInfer kernel being opt-in there).
+
+`kernel` (and greedy sampling, and a top-k-only request, which needs a top-k, not a sort) keep the
+sampling op's roofline cost: one pass over the FP32 logits. `sort` costs the op by the chip's
+`hardware.op_fit.sampler.sort` law, t = t0 + ns_per_elem x rows x V for the filter (fitted to a
+microbenchmark of that path) plus REST_BYTES per logit at the HBM peak for the passes around it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Iterable, List, Optional, Tuple
+
+import numpy as np
+
+SAMPLER_PATHS = ("kernel", "sort")
+GEN_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")  # vLLM get_diff_sampling_param
+# Bytes per logit that vLLM 0.12's sampler moves outside the top-k / top-p filter the law is fitted
+# to (vllm-0.12.0 wheel, v1/sample/sampler.py Sampler.forward / sample, v1/sample/ops/
+# topk_topp_sampler.py forward_native and random_sample): BF16 -> FP32 cast (read 2, write 4),
+# temperature division in place (4 + 4), softmax (two reads and a write: 12), the exponential draw
+# (write 4), probs / q in place (8 + 4), argmax (read 4).
+REST_BYTES = 46.0
+
+
+def _engine_sampler(cfg):
+    eng = getattr(cfg, "engine", None)
+    return getattr(eng, "sampler", None) if eng is not None else None
+
+
+def check(cfg) -> List[str]:
+    """Errors of engine.sampler and model.generation_defaults (one line each)."""
+    e = []
+    smp = _engine_sampler(cfg)
+    if smp is not None and smp.topk_topp not in SAMPLER_PATHS:
+        e.append(f"engine.sampler.topk_topp={smp.topk_topp!r} is not one of: {', '.join(SAMPLER_PATHS)}")
+    gen = getattr(cfg.model, "generation_defaults", None) or {}
+    for key, v in gen.items():
+        if key not in GEN_KEYS:
+            e.append(f"model.generation_defaults.{key}: the key must be one of: {', '.join(GEN_KEYS)}")
+            continue
+        v = float(v)
+        bad = {
+            "temperature": not v >= 0,
+            "top_k": not (v >= 0 and float(v).is_integer()) and v != -1,
+            "top_p": not 0 < v <= 1,
+            "min_p": not 0 <= v <= 1,
+            "repetition_penalty": not v > 0,
+        }[key]
+        if bad or not np.isfinite(v):
+            allowed = {
+                "temperature": ">= 0",
+                "top_k": "-1, 0 or a whole number of tokens",
+                "top_p": "in (0, 1]",
+                "min_p": "in [0, 1]",
+                "repetition_penalty": "> 0",
+            }[key]
+            e.append(f"model.generation_defaults.{key}={v:g} must be {allowed}")
+    return e
+
+
+def path(cfg) -> str:
+    """The sampler path a request without sampling parameters takes on the design's engine:
+    "sort" (costed by op_fit.sampler.sort) or "" (one pass over the logits)."""
+    smp = _engine_sampler(cfg)
+    if smp is None or not smp.model_defaults or smp.topk_topp != "sort":
+        return ""
+    gen = getattr(cfg.model, "generation_defaults", None) or {}
+    temperature = float(gen.get("temperature", 1.0))
+    top_p = float(gen.get("top_p", 1.0))
+    return "sort" if temperature > 0 and 0 < top_p < 1 else ""
+
+
+def law(cfg, hw, vocab: int) -> Optional[SimpleNamespace]:
+    """The sampling op's cost on this chip under the design's sampler path: t0 (s) and seconds per
+    sampled token, or None (the roofline pass: path "" or no law for the path on this chip)."""
+    p = path(cfg)
+    if not p or getattr(hw, "op_model", "roofline") != "fitted":
+        return None
+    fit = (getattr(hw.op_fit, "sampler", None) or {}).get(p)
+    if fit is None:
+        return None
+    hbm = hw.memory["hbm"].bandwidth_gb_s * 1e9
+    per_tok = float(fit.ns_per_elem) * 1e-9 * vocab + REST_BYTES * vocab / hbm
+    return SimpleNamespace(path=p, t0=float(fit.t0_us) * 1e-6, s_per_tok=per_tok)
+
+
+def time(smp: SimpleNamespace, rows) -> np.ndarray:
+    """Seconds of the sampling op over `rows` sampled tokens under law `smp`."""
+    return smp.t0 + smp.s_per_tok * np.asarray(rows, float)
+
+
+def note(cfg, hw) -> Optional[str]:
+    """A run note when the engine samples by a path the chip has no law for."""
+    p = path(cfg)
+    if not p:
+        return None
+    if getattr(hw, "op_model", "roofline") != "fitted" or p not in (
+        getattr(hw.op_fit, "sampler", None) or {}
+    ):
+        return (
+            f"engine.sampler.topk_topp={p}: the model's generation_defaults make every request a top-p "
+            f"request, but hardware.op_fit.sampler has no {p!r} law on this chip: the sampling op is "
+            "costed as one pass over the logits (docs/model.md 5e)"
+        )
+    return None
+
+
+def fit(rows: Iterable[Tuple[float, float, float]]) -> Tuple[float, float, float]:
+    """(t0_us, ns_per_elem, MAPE %) of t = t0 + ns_per_elem x batch x vocab over microbenchmark rows
+    (batch, vocab, latency_ms), least squares in relative error."""
+    b, v, ms = (np.asarray(x, float) for x in zip(*rows))
+    n = b * v
+    w = 1.0 / ms
+    a = np.c_[np.ones_like(n), n] * w[:, None]
+    (t0, c), *_ = np.linalg.lstsq(a, ms * w, rcond=None)
+    pred = t0 + c * n
+    return float(t0 * 1e3), float(c * 1e6), float(100 * np.mean(np.abs(pred / ms - 1)))

@@ -1,0 +1,73 @@
+"""Typed schema of the serving engine (`engine`: framework/modes/serving/scheduler.py, and its sampler,
+framework/core/sampler.py); part of decodelab.core.schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+@dataclass
+class EngineSamplerConfig:
+    """How an engine samples the next token when the request names no sampling parameters (the
+    benchmark clients of the shipped rows send none). `model_defaults`: the engine then samples
+    with the model's `generation_defaults` (its checkpoint's generation_config.json; vLLM's
+    `generation_config: auto`), else greedily. `topk_topp`: the path a top-k / top-p request takes,
+    `kernel` (a fused sampling kernel: costed as one pass over the FP32 logits, as a greedy step) or
+    `sort` (a full sort of the batch x vocabulary logits and the masking passes around it, vLLM
+    0.12's PyTorch path: costed by hardware.op_fit.sampler.sort)."""
+
+    model_defaults: bool = False
+    topk_topp: str = "kernel"
+
+
+@dataclass
+class EngineConfig:
+    """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static."""
+
+    name: str = "default"
+    max_batch: int = 2048  # sequences in flight
+    max_tokens_per_step: int = 8192  # token budget of one step (decode tokens + prefill chunks)
+    chunk_size: int = 0  # prefill chunk per sequence and step (0: whole prompt in one step)
+    order: str = "fcfs"  # fcfs | sjf (shortest prompt first)
+    mixed_steps: bool = True  # fuse prefill chunks and decode tokens in one step
+    graphs_decode_only: bool = True  # GPU: CUDA graphs replay decode-only steps; others launch eagerly
+    batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
+    on_kv_full: str = "queue"  # queue (reserve a request's whole KV at admission) | preempt
+    kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
+    kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
+    kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
+    # Host (CPU) work of the engine's scheduler loop, per iteration: host_iter_us + host_per_req_us
+    # x sequences in the step (scheduling, input preparation, sampling, output handling). Without
+    # `overlap` the GPU idles for all of it every step; with an overlap scheduler (the CPU prepares
+    # step n+1 while the GPU runs step n) only the part exceeding the step's GPU time is exposed.
+    # host_iter_us null: the hardware's host_step_us (the static-decode host cost), per step, no overlap.
+    overlap: bool = False
+    # The overlap scheduler's one-step lookahead: the CPU schedules step n+1 when the GPU starts
+    # step n, so a request arriving while step n runs first enters step n+2 (TensorRT-LLM
+    # PyExecutor._executor_loop_overlap; SGLang event_loop_overlap). Only with `overlap`.
+    lookahead: bool = False
+    host_iter_us: Optional[float] = None
+    host_per_req_us: float = 0.0
+    # Host time the engine's eager forward spends per kernel call (framework dispatch: Python module
+    # code, op dispatch, launch) in a step that replays no CUDA graph (GPU steps with prefill work
+    # under graphs_decode_only; every step with optimizations.cuda_graphs=false). The step's
+    # kernel calls x this is host work of that step, like host_iter_us: with `overlap` only the
+    # part over the GPU step is exposed, without it the part over the forward's own GPU time.
+    # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
+    eager_launch_us: Optional[float] = None
+    # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
+    # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
+    # ratio x the clipped output the running sequences still expect; the ratio starts at
+    # admit_ratio, decays to admit_ratio_min over admit_ratio_decay_steps decode steps, is
+    # re-estimated after a preemption with admit_retract_steps. 0 = off. Needs on_kv_full=preempt.
+    admit_ratio: float = 0.0
+    admit_ratio_min: float = 0.0
+    admit_ratio_decay_steps: int = 600
+    admit_clip_tokens: int = 4096
+    admit_retract_steps: int = 20
+    # Which measured engine this file describes (decodelab validate maps a CSV's engine and
+    # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
+    family: str = ""
+    versions: List[str] = field(default_factory=list)
+    sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # core/sampler.py
