@@ -103,6 +103,16 @@ def test_fit_recovers_a_line_by_hand():
     assert (t0_us, ns, mape) == pytest.approx((100.0, 0.2, 0.0), abs=1e-9)
 
 
+def test_a_borrowed_law_says_so_in_the_run_note():
+    """The H100 (and a system of H100s) carries the B200's law as a lower bound: every design that
+    uses it says so; the B200's own measurement adds no note."""
+    for chip, noted in (("h100_sxm", True), ("dgx_h100", True), ("b200_sxm", False)):
+        notes = build(compose_cfg(*QWEN_VLLM, f"hardware={chip}")).notes
+        hits = [n for n in notes if "hardware.op_fit.sampler.sort, measured on a B200" in n]
+        assert bool(hits) == noted, (chip, notes)
+        assert not noted or "a lower bound on this chip" in hits[0]
+
+
 def test_a_chip_without_the_law_notes_it_and_keeps_the_pass():
     cfg = compose_cfg(*QWEN_VLLM, "hardware=a100_sxm")
     d = build(cfg)

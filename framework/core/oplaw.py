@@ -126,6 +126,8 @@ def check(hw) -> List[str]:
                 laws.append((f"all_reduce_by_engine.{eng}", key, law))
     for group, key, law in laws:
         for name in law:
+            if isinstance(law[name], str):  # a law's provenance note (SamplerLaw.caveat)
+                continue
             v = float(law[name])
             lo, hi, inclusive = _RANGES.get(name, (0.0, np.inf, name not in _POSITIVE))
             ok = np.isfinite(v) and (lo <= v if inclusive else lo < v) and v <= hi

@@ -100,18 +100,21 @@ def time(smp: SimpleNamespace, rows) -> np.ndarray:
 
 
 def note(cfg, hw) -> Optional[str]:
-    """A run note when the engine samples by a path the chip has no law for."""
+    """A run note when the engine samples by a path the chip has no law for, or by a law that is
+    not the chip's own measurement (its `caveat`)."""
     p = path(cfg)
     if not p:
         return None
-    if getattr(hw, "op_model", "roofline") != "fitted" or p not in (
-        getattr(hw.op_fit, "sampler", None) or {}
-    ):
+    laws = getattr(hw.op_fit, "sampler", None) or {}
+    if getattr(hw, "op_model", "roofline") != "fitted" or p not in laws:
         return (
             f"engine.sampler.topk_topp={p}: the model's generation_defaults make every request a top-p "
             f"request, but hardware.op_fit.sampler has no {p!r} law on this chip: the sampling op is "
             "costed as one pass over the logits (docs/model.md 5e)"
         )
+    caveat = str(getattr(laws[p], "caveat", "") or "")
+    if caveat:
+        return f"engine.sampler.topk_topp={p}: the sampling op is costed by hardware.op_fit.sampler.{p}, {caveat}"
     return None
 
 

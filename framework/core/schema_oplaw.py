@@ -62,6 +62,9 @@ class SamplerLaw:
 
     t0_us: float = MISSING
     ns_per_elem: float = MISSING
+    # where the law is not this chip's own measurement, what it is here (e.g. another chip's law as
+    # a lower bound): repeated in the note of every run that uses it ("" = measured on this chip)
+    caveat: str = ""
 
 
 @dataclass
