@@ -37,7 +37,8 @@ def _sampling_row(d):
         (QWEN_VLLM + ("model.generation_defaults.top_p=1",), ""),  # top-k only: a top-k, no sort
         (QWEN_VLLM + ("engine.sampler.model_defaults=false",), ""),  # the engine ignores them
         (("model=qwen3_32b", "engine=default", "hardware=h100_sxm"), ""),  # a fused kernel
-        (("model=qwen3_32b", "engine=sglang", "hardware=h100_sxm"), ""),
+        (("model=qwen3_32b", "engine=sglang", "hardware=h100_sxm"), ""),  # 0.5.1: no model defaults
+        (("model=qwen3_32b", "engine=sglang_0_5_8", "hardware=h100_sxm"), ""),  # defaults, FlashInfer kernel
     ],
 )
 def test_which_requests_take_the_sort_path(overrides, expected):
