@@ -142,6 +142,8 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         ("trtllm", "1.0.0rc3", "default"),
         ("trtllm", "9.9", "default"),  # a version no file lists: the family's file
         ("vllm", "0.12.0", "vllm"),
+        ("vllm", "0.19.0", "vllm_0_19"),
+        ("vllm", "0.14.0", "vllm"),  # a version neither file lists: the family's first file
         ("sglang", "0.5.1.post1", "sglang"),
         ("sglang", "0.5.8.post1", "sglang_0_5_8"),
         ("SGLang", "", "sglang"),
