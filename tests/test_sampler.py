@@ -98,6 +98,14 @@ def test_the_shipped_law_is_the_fit_of_its_microbenchmark():
         assert law.t0_us == pytest.approx(t0_us, rel=5e-4) and law.ns_per_elem == pytest.approx(ns, rel=5e-4)
 
 
+def test_fit_never_gives_a_negative_t0():
+    """Rows that a free line would cross below zero at no elements: t0 = 0, the slope alone
+    (0.2 ns per element exactly when the rows are proportional)."""
+    rows = [(b, 131072, 0.2e-6 * b * 131072 * (1.0 + 0.01 * (b > 64))) for b in (8, 64, 128, 256)]
+    t0_us, ns, _ = sampler.fit(rows)
+    assert t0_us == 0.0 and ns == pytest.approx(0.2, rel=0.01)
+
+
 def test_fit_recovers_a_line_by_hand():
     """Rows on t = 0.1 ms + 0.2 ns per element exactly: t0 100 us, 0.2 ns, MAPE 0."""
     rows = [(b, v, 0.1 + 0.2e-6 * b * v) for b in (8, 64, 256) for v in (32768, 131072)]

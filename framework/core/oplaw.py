@@ -1,8 +1,9 @@
 """Per-shape operator cost laws (`hardware.op_model: fitted`, docs/model.md "Per-shape operator
-laws"): which fitted law costs which op, the laws themselves in their natural form (used by the
-pure-Python reference and by the fit, decodelab.calibration), and their reduction to a few
-per-op constants the kernel evaluates with a few flops per step (the `L_*` law columns of
-`op_lin`, framework/core/kernel.py).
+laws"): which fitted law costs which op, and its reduction to a few per-op constants the kernel
+evaluates with a few flops per step (the `L_*` law columns of `op_lin`, framework/core/kernel.py).
+The laws in their natural form (used by the pure-Python reference and by the fit,
+decodelab.calibration) are core/oplaw_eval.py, re-exported here; the engine's sampler law is
+core/sampler.py.
 
 Laws (P: the dtype's dense peak FLOP/s, BW: the HBM peak, both from the hardware YAML; m: tokens
 through the GEMM):
@@ -277,7 +278,7 @@ def fitted(laws) -> bool:
     return laws.skip or any(x is not None for x in (laws.gemm, laws.prefill, laws.coll, laws.sampler))
 
 
-# ---- the laws in natural form (numpy-vectorised; the reference and the fit use these)
+# ---- the laws in natural form: core/oplaw_eval.py (re-exported above)
 
 
 # ---- the kernel's per-op constants

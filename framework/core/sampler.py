@@ -48,7 +48,11 @@ def check(cfg) -> List[str]:
         if key not in GEN_KEYS:
             e.append(f"model.generation_defaults.{key}: the key must be one of: {', '.join(GEN_KEYS)}")
             continue
-        v = float(v)
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            e.append(f"model.generation_defaults.{key}={v!r} must be a number")
+            continue
         bad = {
             "temperature": not v >= 0,
             "top_k": not (v >= 0 and float(v).is_integer()) and v != -1,
@@ -126,5 +130,7 @@ def fit(rows: Iterable[Tuple[float, float, float]]) -> Tuple[float, float, float
     w = 1.0 / ms
     a = np.c_[np.ones_like(n), n] * w[:, None]
     (t0, c), *_ = np.linalg.lstsq(a, ms * w, rcond=None)
+    if t0 < 0:  # no fixed part the rows can support: proportional to the elements alone
+        t0, c = 0.0, float(np.sum(n * w * w * ms) / np.sum((n * w) ** 2))
     pred = t0 + c * n
     return float(t0 * 1e3), float(c * 1e6), float(100 * np.mean(np.abs(pred / ms - 1)))

@@ -66,7 +66,8 @@ class ModelConfig:
     layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
     state_bytes_per_layer: int = 0
-    # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p):
+    # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p,
+    # repetition_penalty):
     # what an engine with engine.sampler.model_defaults samples with (framework/core/sampler.py)
     generation_defaults: Dict[str, float] = field(default_factory=dict)
     source: str = ""
