@@ -143,7 +143,8 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         ("trtllm", "9.9", "default"),  # a version no file lists: the family's file
         ("vllm", "0.12.0", "vllm"),
         ("vllm", "0.19.0", "vllm_0_19"),
-        ("vllm", "0.14.0", "vllm"),  # a version neither file lists: the family's first file
+        ("vllm", "0.14.0", "vllm_0_14"),
+        ("vllm", "0.13.0", "vllm"),  # a version no file lists: the family's first file
         ("sglang", "0.5.1.post1", "sglang"),
         ("sglang", "0.5.8.post1", "sglang_0_5_8"),
         ("SGLang", "", "sglang"),

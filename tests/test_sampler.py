@@ -39,6 +39,7 @@ def _sampling_row(d):
         (("model=qwen3_32b", "engine=default", "hardware=h100_sxm"), ""),  # a fused kernel
         (("model=qwen3_32b", "engine=sglang", "hardware=h100_sxm"), ""),  # 0.5.1: no model defaults
         (("model=qwen3_32b", "engine=sglang_0_5_8", "hardware=h100_sxm"), ""),  # defaults, FlashInfer kernel
+        (("model=qwen3_32b", "engine=vllm_0_14", "hardware=h100_sxm"), "sort"),  # 0.12's sampler, async
         (("model=qwen3_32b", "engine=vllm_0_19", "hardware=h100_sxm"), ""),  # Triton kernel from 8 rows
     ],
 )
