@@ -147,6 +147,7 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         ("vllm", "0.13.0", "vllm"),  # a version no file lists: the family's first file
         ("sglang", "0.5.1.post1", "sglang"),
         ("sglang", "0.5.8.post1", "sglang_0_5_8"),
+        ("sglang", "0.5.9", "sglang_0_5_8"),  # the same defaults (conf/engine/sglang_0_5_8.yaml)
         ("SGLang", "", "sglang"),
     ],
 )
