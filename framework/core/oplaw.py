@@ -40,7 +40,6 @@ from decodelab.core.oplaw_eval import (  # noqa: F401  the laws in their natural
 )
 
 OP_MODELS = ("roofline", "fitted")
-SAMPLER_LAW_KEYS = ("sort",)  # engine.sampler.topk_topp paths a law costs (core/sampler.py)
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
 GEMM_BYTES = {
@@ -108,9 +107,6 @@ def check(hw) -> List[str]:
         problem = attntable.check(path) if path else None
         if problem:
             e.append(f"hardware.op_tables.{field}: {problem}")
-    for key in fit.sampler:
-        if key not in SAMPLER_LAW_KEYS:
-            e.append(f"hardware.op_fit.sampler.{key}: the key must be one of: {', '.join(SAMPLER_LAW_KEYS)}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather", "sampler")

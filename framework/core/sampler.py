@@ -23,7 +23,16 @@ from typing import Iterable, List, Optional, Tuple
 import numpy as np
 
 SAMPLER_PATHS = ("kernel", "sort")
-GEN_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")  # vLLM get_diff_sampling_param
+LAW_PATHS = tuple(p for p in SAMPLER_PATHS if p != "kernel")  # the keys of hardware.op_fit.sampler
+# generation_config.json keys vLLM's get_diff_sampling_param reads -> (valid, what a value must be)
+GEN_RULES = {
+    "temperature": (lambda v: v >= 0, ">= 0"),
+    "top_k": (lambda v: v == -1 or (v >= 0 and v.is_integer()), "-1, 0 or a whole number of tokens"),
+    "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+    "min_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "repetition_penalty": (lambda v: v > 0, "> 0"),
+}
+GEN_KEYS = tuple(GEN_RULES)
 # Bytes per logit that vLLM 0.12's sampler moves outside the top-k / top-p filter the law is fitted
 # to (vllm-0.12.0 wheel, v1/sample/sampler.py Sampler.forward / sample, v1/sample/ops/
 # topk_topp_sampler.py forward_native and random_sample): BF16 -> FP32 cast (read 2, write 4),
@@ -38,11 +47,17 @@ def _engine_sampler(cfg):
 
 
 def check(cfg) -> List[str]:
-    """Errors of engine.sampler and model.generation_defaults (one line each)."""
+    """Errors of engine.sampler, model.generation_defaults and the keys of hardware.op_fit.sampler
+    (one line each; the laws' values are checked with the other op_fit laws, oplaw.check)."""
     e = []
     smp = _engine_sampler(cfg)
     if smp is not None and smp.topk_topp not in SAMPLER_PATHS:
         e.append(f"engine.sampler.topk_topp={smp.topk_topp!r} is not one of: {', '.join(SAMPLER_PATHS)}")
+    hw = cfg.hardware
+    if getattr(hw, "op_model", "roofline") == "fitted":
+        for key in getattr(hw.op_fit, "sampler", None) or {}:
+            if key not in LAW_PATHS:
+                e.append(f"hardware.op_fit.sampler.{key}: the key must be one of: {', '.join(LAW_PATHS)}")
     gen = getattr(cfg.model, "generation_defaults", None) or {}
     for key, v in gen.items():
         if key not in GEN_KEYS:
@@ -53,21 +68,8 @@ def check(cfg) -> List[str]:
         except (TypeError, ValueError):
             e.append(f"model.generation_defaults.{key}={v!r} must be a number")
             continue
-        bad = {
-            "temperature": not v >= 0,
-            "top_k": not (v >= 0 and float(v).is_integer()) and v != -1,
-            "top_p": not 0 < v <= 1,
-            "min_p": not 0 <= v <= 1,
-            "repetition_penalty": not v > 0,
-        }[key]
-        if bad or not np.isfinite(v):
-            allowed = {
-                "temperature": ">= 0",
-                "top_k": "-1, 0 or a whole number of tokens",
-                "top_p": "in (0, 1]",
-                "min_p": "in [0, 1]",
-                "repetition_penalty": "> 0",
-            }[key]
+        valid, allowed = GEN_RULES[key]
+        if not (np.isfinite(v) and valid(v)):
             e.append(f"model.generation_defaults.{key}={v:g} must be {allowed}")
     return e
 
