@@ -131,7 +131,7 @@ def test_a_tp_copy_is_the_config_hydra_composes():
     the config Hydra composes with the TP overrides (and an override of the user's wins)."""
     from omegaconf import OmegaConf
 
-    from decodelab.runs.validation import _composed
+    from decodelab.runs.validation_predict import composed as _composed
 
     row = {
         "model": "Qwen/Qwen3-32B",

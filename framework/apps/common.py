@@ -45,6 +45,17 @@ def is_override(arg: str) -> bool:
     return "=" in arg or arg.startswith(("~", "+"))
 
 
+def workers(text: str) -> int:
+    """argparse type of -j/--jobs: a worker count (an integer >= 1)."""
+    n = int(text)
+    if n < 1:
+        raise ValueError(text)
+    return n
+
+
+workers.__name__ = "worker count (an integer >= 1)"
+
+
 def errors(text: str) -> int:
     """Print each line of `text` as `error: LINE` on stderr; exit status 2."""
     for line in str(text).strip().splitlines() or ["(no message)"]:

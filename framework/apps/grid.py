@@ -12,7 +12,7 @@ import os
 import sys
 from typing import List
 
-from decodelab.apps.common import errors, run_module
+from decodelab.apps.common import errors, run_module, workers
 from decodelab.config.grid import make_grid
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.grid import GridOutcome, run_grid
@@ -55,21 +55,11 @@ def add_arguments(ap) -> None:
     ap.add_argument(
         "-j",
         "--jobs",
-        type=_workers,
+        type=workers,
         default=os.cpu_count() or 1,
         help="worker processes over choices of components (default: CPU count; 1: in this process)",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-
-def _workers(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise ValueError(text)
-    return n
-
-
-_workers.__name__ = "worker count (an integer >= 1)"
 
 
 def run(a) -> int:

@@ -22,8 +22,7 @@ from typing import List, Optional
 
 import yaml
 
-from decodelab.apps.common import errors, is_override, narrow_table, run_module
-from decodelab.apps.sweep import _workers
+from decodelab.apps.common import errors, is_override, narrow_table, run_module, workers
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.paths import SWEEPS_DIR
@@ -46,13 +45,13 @@ def add_arguments(ap) -> None:
     )
     ap.add_argument("--tol", type=float, help="relative width of the final rate bracket (default 0.02)")
     ap.add_argument(
-        "-j", "--jobs", type=_workers, default=1, help="worker processes (default 1: this process)"
+        "-j", "--jobs", type=workers, default=1, help="worker processes (default 1: this process)"
     )
     ap.add_argument(
         "--backend", choices=BACKENDS, default="local", help="local processes (-j) or a Dask cluster"
     )
     ap.add_argument("--address", help="with --backend dask: the scheduler (tcp://host:8786)")
-    ap.add_argument("--trials", type=_workers, help="search space only: Optuna trials (default: the space's)")
+    ap.add_argument("--trials", type=workers, help="search space only: Optuna trials (default: the space's)")
     ap.add_argument("--top", type=int, default=10, help="designs in the summary table")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Dict, List
 
-from decodelab.apps.common import errors, narrow_table, run_module
+from decodelab.apps.common import errors, narrow_table, run_module, workers
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.backends import BACKENDS, BackendError
@@ -97,7 +97,7 @@ def add_arguments(ap) -> None:
     ap.add_argument(
         "-j",
         "--jobs",
-        type=_workers,
+        type=workers,
         default=os.cpu_count() or 1,
         help="worker processes (default: CPU count; 1: in this process)",
     )
@@ -123,16 +123,6 @@ def add_arguments(ap) -> None:
         help="with --backend dask: the scheduler to use (tcp://host:8786); default: a local cluster of -j workers",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-
-
-def _workers(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise ValueError(text)
-    return n
-
-
-_workers.__name__ = "worker count (an integer >= 1)"
 
 
 def _children(text: str) -> str:

@@ -13,14 +13,15 @@ h100_sxm). Each row runs with the conf/engine file whose family / versions match
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List
 
-from decodelab.apps.common import errors, run_module
+from decodelab.apps.common import errors, run_module, workers
 from decodelab.config import compose as C
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs.validation import LAUNCHES, bias, default_csv, mape, run_validation, summary
+from decodelab.runs.validation import LAUNCHES, bias, default_csv, mape, run_validations, summary
 from decodelab.tracking import store as tracking
 
 
@@ -197,6 +198,14 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
     p.add_argument(
+        "-j",
+        "--jobs",
+        type=workers,
+        default=os.cpu_count() or 1,
+        help="worker processes over the CSV's designs (default: CPU count; 1: in this process); "
+        "the table is the same for any count",
+    )
+    p.add_argument(
         "--all",
         action="store_true",
         help="every shipped CSV (decodelab/data/validation/*.csv) in one process, a table and run each",
@@ -215,11 +224,11 @@ def run(a) -> int:
     for csv in csvs:
         if not csv.is_file():
             return errors(f"csv={csv} is not a file")
-    for csv in csvs:
-        try:
-            df = run_validation(csv, overrides, static=a.static, launch=a.launch)
-        except (ValueError,) + C.hydra_errors() as e:
-            return errors(str(e).strip().splitlines()[0])
+    try:
+        dfs = run_validations(csvs, overrides, static=a.static, launch=a.launch, jobs=a.jobs)
+    except (ValueError,) + C.hydra_errors() as e:
+        return errors(str(e).strip().splitlines()[0])
+    for csv, df in zip(csvs, dfs):
         print_table(df, csv)
         steps = None
         if a.steps:

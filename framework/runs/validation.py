@@ -13,12 +13,6 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from decodelab.config import compose as C
-from decodelab.core.build import build
-from decodelab.core.result import Result
-from decodelab.errors import ConfigError, Infeasible
-from decodelab.modes.dispatch import evaluate
-from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
 from decodelab.paths import CONF_DIR, VALIDATION_DIR
 
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
@@ -245,73 +239,11 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     return {}
 
 
-_TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
-
-
-def _composed(cache, key, overrides):
-    """The composed config of a row's design. Hydra composes once per design without its tensor
-    parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
-    exactly what composing with them would give (an override of either on the command line wins)."""
-    from omegaconf import OmegaConf
-
-    base = tuple(k for k in key if not k.startswith(_TP_KEYS))
-    if ("compose", base) not in cache:
-        cfg = C.compose_in_context(["tracking=off", *base, *overrides])
-        OmegaConf.set_readonly(cfg, False)
-        cache[("compose", base)] = cfg
-    cfg = cache[("compose", base)].copy()
-    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
-    for k in key:
-        if k.startswith(_TP_KEYS):
-            name, value = k.split("=", 1)
-            if name not in given:
-                OmegaConf.update(cfg, name, int(value))
-    return cfg
-
-
-def _predict(cache, key, row, overrides, pinned, static, launch):
-    from omegaconf import OmegaConf
-
-    if key not in cache:
-        cfg = _composed(cache, key, overrides)
-        design = mixed = None
-        if not static:
-            try:
-                design = build(cfg)
-                mixed, _ = mixed_design(cfg, design)
-            except (ConfigError, Infeasible):
-                pass  # evaluate() records the reason
-        cache[key] = (cfg, design, mixed)
-    cfg, design, mixed = cache[key]
-    values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
-    family = _norm(str(row["engine"]))
-    values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
-    if static or design is None:
-        cfg = cfg.copy()
-        for k, v in values.items():
-            if k not in pinned:
-                OmegaConf.update(cfg, k, v)
-        return evaluate(cfg, keep_steps=False)
-    for k, v in values.items():  # in place: one composed config per design, many workloads
-        if k not in pinned:
-            OmegaConf.update(cfg, k, v)
-    try:
-        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed)
-    except ConfigError as e:
-        return Result.invalid(str(e))
-    except Infeasible as e:
-        return Result.infeasible(str(e))
-
-
-def run_validation(
-    csv: Path, overrides: Optional[List[str]] = None, static: bool = False, launch: str = "auto"
-):
-    """Predicted vs measured per row (a pandas DataFrame). `overrides` (Hydra syntax) apply to
-    every row; a workload or engine field they name is not replaced by the row's value."""
+def read_rows(csv: Path, static: bool = False):
+    """(the CSV as a DataFrame, its items (row number, design key, row) for
+    validation_predict.predict_rows); a bad file or row is one ValueError naming it."""
     import pandas as pd
 
-    if launch not in LAUNCHES:
-        raise ValueError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")
     try:
         df = pd.read_csv(csv, comment="#")
     except pd.errors.EmptyDataError:
@@ -319,33 +251,48 @@ def run_validation(
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ValueError(f"{csv.name} is not a readable CSV ({type(e).__name__})")
     check_rows(df, csv)
-    overrides = list(overrides or [])
-    pinned = {o.split("=", 1)[0].lstrip("+") for o in overrides}
-    cache, rows, engines = {}, [], engine_table()
-    with C.context():
-        for n, (_, row) in enumerate(df.iterrows(), start=1):
-            try:
-                key = tuple(base_overrides(row, static, engines))
-            except ValueError as e:
-                raise ValueError(f"{csv.name} data row {n}: {e}")
-            res = _predict(cache, key, row, overrides, pinned, static, launch)
-            m = res["metrics"]
-            rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
-            ver = row.get("engine_version", "")
-            rec["engine_version"] = ver if isinstance(ver, str) else ""
-            rec["engine_config"] = key[1].split("=", 1)[1]
-            rec.update(
-                status=res["status"],
-                reason=res["reason"],
-                ttft_meas=float(row["ttft_ms"]),
-                tpot_meas=float(row["tpot_ms"]),
-                ttft_pred=m.get("ttft_ms", float("nan")),
-                tpot_pred=m.get("tpot_ms", float("nan")),
-            )
-            for k in ("ttft", "tpot"):
-                rec[f"{k}_err_pct"] = 100.0 * (rec[f"{k}_pred"] / rec[f"{k}_meas"] - 1.0)
-            rows.append(rec)
-    return pd.DataFrame(rows)
+    items, engines = [], engine_table()
+    for n, (_, row) in enumerate(df.iterrows(), start=1):
+        try:
+            items.append((n, tuple(base_overrides(row, static, engines)), row))
+        except ValueError as e:
+            raise ValueError(f"{csv.name} data row {n}: {e}")
+    return df, items
+
+
+def run_validations(
+    csvs: List[Path],
+    overrides: Optional[List[str]] = None,
+    static: bool = False,
+    launch: str = "auto",
+    jobs: int = 1,
+):
+    """Predicted vs measured per row, one pandas DataFrame per CSV (in one pass over all their
+    rows). `overrides` (Hydra syntax) apply to every row; a workload or engine field they name is
+    not replaced by the row's value. `jobs` > 1: the designs are evaluated in that many local
+    worker processes (the same tables)."""
+    import pandas as pd
+
+    from decodelab.runs.validation_predict import predict_rows
+
+    if launch not in LAUNCHES:
+        raise ValueError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")
+    items = []
+    for i, csv in enumerate(csvs):
+        items += [((i, n), key, row) for n, key, row in read_rows(csv, static)[1]]
+    recs = predict_rows(items, list(overrides or []), static, launch, jobs)
+    return [pd.DataFrame([r for (num, _, _), r in zip(items, recs) if num[0] == i]) for i in range(len(csvs))]
+
+
+def run_validation(
+    csv: Path,
+    overrides: Optional[List[str]] = None,
+    static: bool = False,
+    launch: str = "auto",
+    jobs: int = 1,
+):
+    """Predicted vs measured per row of one CSV (a pandas DataFrame): run_validations([csv], ...)."""
+    return run_validations([csv], overrides, static, launch, jobs)[0]
 
 
 def mape(df, key: str) -> float:

@@ -1,0 +1,167 @@
+"""The predictions of `decodelab validate` (framework/runs/validation.py reads and checks the rows):
+one composed config per design, each row's workload and launch settings set on it, evaluated in
+this process or spread over local worker processes (joblib/loky, `decodelab validate -j N`).
+
+The rows of one design (model, engine, system, precision, TP) form one chunk; a worker composes a
+design once per `decodelab validate` call and keeps it for the chunks it gets, and the records come
+back in the CSV's order whatever the order the chunks finish in, so the table is the same for any
+number of workers."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from decodelab.config import compose as C
+from decodelab.core.build import build
+from decodelab.core.result import Result
+from decodelab.errors import ConfigError, Infeasible
+from decodelab.modes.dispatch import evaluate
+from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
+from decodelab.runs.validation import _norm, launch_engine, row_workload
+
+_TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
+# A worker's compositions, kept across the chunks of one validate call (its token) and dropped at
+# the next call: worker processes outlive a call, configuration files need not.
+_WORKER: Dict[str, object] = {"token": None, "cache": {}}
+
+
+def composed(cache, key, overrides):
+    """The composed config of a row's design. Hydra composes once per design without its tensor
+    parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
+    exactly what composing with them would give (an override of either on the command line wins)."""
+    from omegaconf import OmegaConf
+
+    base = tuple(k for k in key if not k.startswith(_TP_KEYS))
+    if ("compose", base) not in cache:
+        cfg = C.compose_in_context(["tracking=off", *base, *overrides])
+        OmegaConf.set_readonly(cfg, False)
+        cache[("compose", base)] = cfg
+    cfg = cache[("compose", base)].copy()
+    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    for k in key:
+        if k.startswith(_TP_KEYS):
+            name, value = k.split("=", 1)
+            if name not in given:
+                OmegaConf.update(cfg, name, int(value))
+    return cfg
+
+
+def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
+    """The result of one row (its design built once per `cache`, its workload set in place)."""
+    from omegaconf import OmegaConf
+
+    if key not in cache:
+        cfg = composed(cache, key, overrides)
+        design = mixed = None
+        if not static:
+            try:
+                design = build(cfg)
+                mixed, _ = mixed_design(cfg, design)
+            except (ConfigError, Infeasible):
+                pass  # evaluate() records the reason
+        cache[key] = (cfg, design, mixed)
+    cfg, design, mixed = cache[key]
+    values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
+    family = _norm(str(row["engine"]))
+    values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
+    if static or design is None:
+        cfg = cfg.copy()
+        for k, v in values.items():
+            if k not in pinned:
+                OmegaConf.update(cfg, k, v)
+        return evaluate(cfg, keep_steps=False)
+    for k, v in values.items():  # in place: one composed config per design, many workloads
+        if k not in pinned:
+            OmegaConf.update(cfg, k, v)
+    try:
+        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed)
+    except ConfigError as e:
+        return Result.invalid(str(e))
+    except Infeasible as e:
+        return Result.infeasible(str(e))
+
+
+def record(row, key, res) -> dict:
+    """A row of the validation table: the measured setting, its engine file, predicted vs measured."""
+    m = res["metrics"]
+    rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
+    ver = row.get("engine_version", "")
+    rec["engine_version"] = ver if isinstance(ver, str) else ""
+    rec["engine_config"] = key[1].split("=", 1)[1]
+    rec.update(
+        status=res["status"],
+        reason=res["reason"],
+        ttft_meas=float(row["ttft_ms"]),
+        tpot_meas=float(row["tpot_ms"]),
+        ttft_pred=m.get("ttft_ms", float("nan")),
+        tpot_pred=m.get("tpot_ms", float("nan")),
+    )
+    for k in ("ttft", "tpot"):
+        rec[f"{k}_err_pct"] = 100.0 * (rec[f"{k}_pred"] / rec[f"{k}_meas"] - 1.0)
+    return rec
+
+
+Item = Tuple[int, tuple, object]  # (row number, design key, the row)
+
+
+def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> List[Tuple[int, object]]:
+    """(row number, record) per item; a config that does not compose ends the chunk with (row
+    number, ValueError of its first line)."""
+    pinned = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    out = []
+    with C.context():
+        for n, key, row in items:
+            try:
+                out.append((n, record(row, key, predict(cache, key, row, overrides, pinned, static, launch))))
+            except (ValueError,) + C.hydra_errors() as e:  # picklable, whatever raised it
+                out.append((n, ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e))))
+                break
+    return out
+
+
+def _in_worker(token: str, items, overrides, static, launch):
+    if _WORKER["token"] != token:
+        _WORKER.update(token=token, cache={})
+    return predict_chunk(_WORKER["cache"], items, overrides, static, launch)
+
+
+def _cost(chunk: Sequence[Item]) -> float:
+    """A chunk's simulation work, roughly: requests x output tokens (10 per client per row)."""
+    return sum(float(row["concurrency"]) * float(row["osl"]) for _, _, row in chunk)
+
+
+def predict_rows(
+    items: Sequence[Item], overrides: List[str], static: bool, launch: str, jobs: int = 1
+) -> List[dict]:
+    """The records of `items` in their order; `jobs` > 1: the designs' chunks over that many local
+    worker processes (the largest first). Raises ValueError for a config that does not compose (the
+    first in row order)."""
+    chunks: Dict[tuple, List[Item]] = {}
+    for it in items:
+        chunks.setdefault(it[1], []).append(it)
+    work = list(chunks.values())
+    if jobs <= 1 or len(work) <= 1:
+        cache: dict = {}
+        results = []
+        for chunk in work:
+            got = predict_chunk(cache, chunk, overrides, static, launch)
+            results += got
+            if got and isinstance(got[-1][1], ValueError):
+                break
+    else:
+        from joblib import Parallel, delayed
+
+        token = uuid.uuid4().hex
+        work.sort(key=_cost, reverse=True)
+        with Parallel(n_jobs=min(jobs, len(work)), batch_size=1, return_as="generator_unordered") as par:
+            results = [
+                r
+                for got in par(delayed(_in_worker)(token, c, overrides, static, launch) for c in work)
+                for r in got
+            ]
+    results.sort(key=lambda r: r[0])
+    first_error: Optional[ValueError] = next((r for _, r in results if isinstance(r, ValueError)), None)
+    if first_error is not None:
+        raise first_error
+    return [r for _, r in results]

@@ -1,0 +1,70 @@
+"""`decodelab validate -j N` (framework/runs/validation_predict.py): the designs of the CSVs spread over
+local worker processes give the same table as one process, in the CSV's row order, and a config that
+does not compose is still one `error:` line."""
+
+import pandas as pd
+import pytest
+
+from decodelab.runs.validation import run_validation, run_validations
+
+HEAD = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+# three designs (two engines, two TP degrees), rows of one design not adjacent
+ROWS = [
+    "Qwen/Qwen3-0.6B,trtllm,1.0.0rc3,bf16,1,512,32,4,50,5\n",
+    "Qwen/Qwen3-0.6B,vllm,0.12.0,bf16,1,512,32,4,50,5\n",
+    "Qwen/Qwen3-0.6B,trtllm,1.0.0rc3,bf16,2,512,32,4,50,5\n",
+    "Qwen/Qwen3-0.6B,trtllm,1.0.0rc3,bf16,1,1024,32,8,50,5\n",
+    "Qwen/Qwen3-0.6B,vllm,0.12.0,bf16,1,256,16,2,50,5\n",
+]
+
+
+@pytest.fixture
+def csvs(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(HEAD + "".join(ROWS))
+    b.write_text(HEAD + "".join(ROWS[:2]))
+    return a, b
+
+
+def test_workers_give_the_table_of_one_process(csvs):
+    a, b = csvs
+    one = run_validations([a, b], jobs=1)
+    two = run_validations([a, b], jobs=2)
+    assert [len(d) for d in two] == [5, 2]
+    for x, y in zip(one, two):
+        pd.testing.assert_frame_equal(x, y)
+    # the CSV's order, whatever order the designs finish in
+    assert list(two[0].isl) == [512, 512, 512, 1024, 256]
+    assert list(two[0].engine_config) == ["default", "vllm", "default", "default", "vllm"]
+    assert (two[0].status == "ok").all() and (two[0].tpot_pred > 0).all()
+    # one CSV on its own is the same as in the pass over both
+    pd.testing.assert_frame_equal(run_validation(b), one[1])
+
+
+def test_a_bad_override_in_workers_is_one_error_line(csvs, tmp_path):
+    from conftest import cli
+
+    a, _ = csvs
+    with pytest.raises(ValueError, match="engine.nope"):
+        run_validation(a, ["engine.nope=1"], jobs=2)
+    out = cli(tmp_path, "validate", "--csv", str(a), "--no-track", "-j", "2", "engine.nope=1")
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and "nope" in out.stderr
+    bad = cli(tmp_path, "validate", "--csv", str(a), "--no-track", "-j", "0")
+    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "worker count" in bad.stderr
+
+
+@pytest.mark.benchmark
+def test_benchmark_validate_all_shipped_rows(tmp_path, record_property):
+    """Issue 13's benchmark: `decodelab validate --no-track --all` (the 396 shipped rows, default
+    workers) in <= 15 s on the 2-core development machine (run alone: pytest -m benchmark -n 0)."""
+    import time
+
+    from conftest import cli
+
+    t0 = time.perf_counter()
+    out = cli(tmp_path, "validate", "--no-track", "--all", process=True)
+    took = time.perf_counter() - t0
+    record_property("validate_all_s", took)
+    assert out.returncode == 0, out.stderr
+    assert "over 42 rows" in out.stdout and "over 354 rows" in out.stdout
+    assert took <= 15.0, f"validate --all took {took:.1f} s"
