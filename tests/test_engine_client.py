@@ -140,19 +140,55 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
     "engine, version, name",
     [
         ("trtllm", "1.0.0rc3", "default"),
-        ("trtllm", "9.9", "default"),  # a version no file lists: the family's file
+        ("trtllm", "9.9", "default"),  # a later version no file lists: the nearest earlier one's
+        ("trtllm", "1.2.0rc6.post1", "default"),
+        ("trtllm", "0.21.0", "default"),  # older than every file's: the family's file
         ("vllm", "0.12.0", "vllm"),
-        ("vllm", "0.19.0", "vllm_0_19"),
+        ("vllm", "0.13.0", "vllm"),  # listed: the same defaults (conf/engine/vllm.yaml)
         ("vllm", "0.14.0", "vllm_0_14"),
-        ("vllm", "0.13.0", "vllm"),  # a version no file lists: the family's first file
+        ("vllm", "0.14.1", "vllm_0_14"),  # nearest earlier listed version: 0.14.0
+        ("vllm", "0.16.0", "vllm_0_14"),
+        ("vllm", "0.17.0", "vllm_0_19"),  # the Triton top-k / top-p kernel from 0.17.0
+        ("vllm", "0.19.0", "vllm_0_19"),
+        ("vllm", "0.20.1", "vllm_0_19"),
+        ("vllm", "0.10.2", "vllm"),  # older than every file's: the family's first file
+        ("vllm", "nightly", "vllm"),  # not a PEP 440 version: the family's first file
         ("sglang", "0.5.1.post1", "sglang"),
+        ("sglang", "0.5.2", "sglang"),  # nearest earlier listed version: 0.5.1.post1
+        ("sglang", "0.5.3.post2", "sglang_0_5_8"),  # the same defaults (conf/engine/sglang_0_5_8.yaml)
+        ("sglang", "0.5.5", "sglang_0_5_8"),  # nearest earlier listed: 0.5.4.post3
         ("sglang", "0.5.8.post1", "sglang_0_5_8"),
-        ("sglang", "0.5.9", "sglang_0_5_8"),  # the same defaults (conf/engine/sglang_0_5_8.yaml)
+        ("sglang", "0.5.9", "sglang_0_5_8"),
+        ("sglang", "0.5.11", "sglang_0_5_8"),
         ("SGLang", "", "sglang"),
     ],
 )
 def test_engine_column_picks_the_config(engine, version, name):
     assert engine_config_name(engine, version) == name
+
+
+def test_rows_of_unlisted_versions_are_named_with_their_file():
+    """`decodelab validate` prints which file ran a version no engine file lists (and nothing for listed ones)."""
+    import pandas as pd
+
+    from decodelab.runs.validation import version_notes
+
+    df = pd.DataFrame(
+        {
+            "engine": ["vllm", "vllm", "trtllm", "vllm", "sglang"],
+            "engine_version": ["0.16.0", "0.14.1", "1.2.0rc6.post1", "0.10.2", ""],
+            "engine_config": ["vllm_0_14", "vllm_0_14", "default", "vllm", "sglang"],
+        }
+    )
+    assert version_notes(df) == [
+        "sglang ran with conf/engine/sglang.yaml (no version given: the family's default file)",
+        "trtllm 1.2.0rc6.post1 ran with conf/engine/default.yaml (no file lists it: that of the nearest "
+        "earlier listed version, 1.0.0rc3)",
+        "vllm 0.10.2 ran with conf/engine/vllm.yaml (no file lists it or an earlier version: the family's "
+        "default file)",
+        "vllm 0.14.1 ran with conf/engine/vllm_0_14.yaml (no file lists it: that of the nearest earlier "
+        "listed version, 0.14.0)",
+    ]
 
 
 def test_unknown_engine_lists_the_known_ones():

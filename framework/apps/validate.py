@@ -21,7 +21,15 @@ from typing import List
 from decodelab.apps.common import errors, run_module, workers
 from decodelab.config import compose as C
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs.validation import LAUNCHES, bias, default_csv, mape, run_validations, summary
+from decodelab.runs.validation import (
+    LAUNCHES,
+    bias,
+    default_csv,
+    mape,
+    run_validations,
+    summary,
+    version_notes,
+)
 from decodelab.tracking import store as tracking
 
 
@@ -66,6 +74,8 @@ def print_table(df, csv: Path) -> None:
             f"{r['tpot_err_pct']:+.1f}%",
         )
     con.print(t)
+    for line in version_notes(df):
+        con.print(f"note: {line}")
     for _, r in df[df["status"] != "ok"].iterrows():
         con.print(
             f"{r['status']} ({r['engine']} tp {r['tp']}, concurrency {r['concurrency']}, "

@@ -124,10 +124,22 @@ def engine_table() -> List[Tuple[str, str, List[str]]]:
     return out
 
 
+def _version(text: str):
+    """A PEP 440 version (packaging.version.Version), or None for one that does not parse."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 def engine_config_name(engine: str, version: str = "", table=None) -> str:
-    """The conf/engine file for a measured engine and version: the file of that family listing
-    the version, else the family's first file (alphabetically) listing none, else its first.
-    `table`: engine_table(), read once by the caller."""
+    """The conf/engine file for a measured engine and version: the file of that family listing the
+    version; else the file listing the nearest earlier version (an engine keeps its defaults until a
+    release changes them: vLLM 0.14.1 runs with the file of 0.14.0); else (no version, one that does
+    not parse, or one older than every file's) the family's first file (alphabetically) listing
+    none, else its first. `table`: engine_table(), read once by the caller."""
     table = engine_table() if table is None else table
     fam = [t for t in table if t[1] == _norm(engine)]
     if not fam:
@@ -136,7 +148,39 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
     for name, _, versions in fam:
         if version and version in versions:
             return name
+    v = _version(version) if version else None
+    if v is not None:
+        earlier = [
+            (w, name)
+            for name, _, versions in fam
+            for w in map(_version, versions)
+            if w is not None and w <= v
+        ]
+        if earlier:
+            return max(earlier)[1]
     return next((n for n, _, v in fam if not v), fam[0][0])
+
+
+def version_notes(df) -> List[str]:
+    """One line per (engine, version) of the table that no engine file lists: the file it ran with."""
+    table = engine_table()
+    out = []
+    for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
+        fam = _norm(str(eng))
+        if any(f == fam and ver in vs for _, f, vs in table):
+            continue
+        v = _version(ver) if ver else None
+        older = [
+            w for _, f, vs in table if f == fam for w in map(_version, vs) if w is not None and v and w <= v
+        ]
+        why = (
+            f"no file lists it: that of the nearest earlier listed version, {max(older)}"
+            if older
+            else ("no version given" if not ver else "no file lists it or an earlier version")
+            + ": the family's default file"
+        )
+        out.append(f"{eng} {ver}".strip() + f" ran with conf/engine/{cfg}.yaml ({why})")
+    return out
 
 
 def hardware_config_name(system: str) -> str:
