@@ -41,6 +41,24 @@ def test_workers_give_the_table_of_one_process(csvs):
     pd.testing.assert_frame_equal(run_validation(b), one[1])
 
 
+def test_a_worker_holding_a_sweep_context_validates_and_keeps_it(csvs):
+    """A worker process keeps a sweep's Hydra context between chunks (config/composition.py); a
+    validate chunk in the same process sets it aside for its own and restores it."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from decodelab.config import compose as C
+    from decodelab.runs.validation import read_rows
+    from decodelab.runs.validation_predict import _in_worker
+
+    _, items = read_rows(csvs[1])
+    with C.context():
+        outer = GlobalHydra.instance().hydra
+        got = _in_worker("token", items, [], False, "auto")
+        assert GlobalHydra.instance().hydra is outer
+    assert [n for n, _ in got] == [1, 2] and all(r["status"] == "ok" for _, r in got)
+    assert not GlobalHydra.instance().is_initialized()
+
+
 def test_a_bad_override_in_workers_is_one_error_line(csvs, tmp_path):
     from conftest import cli
 

@@ -18,11 +18,22 @@ CONF_DIR = str(paths.CONF_DIR)
 @contextmanager
 def context(config_dir: Optional[str] = None) -> Iterator[None]:
     """Hydra initialised on decodelab's conf/ (or `config_dir`) for the block; nothing global
-    stays initialised after it."""
+    stays initialised after it. A Hydra already initialised (a worker process keeps a sweep's
+    context between chunks, config/composition.py) is set aside for the block and restored."""
     from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
-    with initialize_config_dir(config_dir=config_dir or CONF_DIR, version_base="1.3", job_name="decodelab"):
-        yield
+    outer = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(
+            config_dir=config_dir or CONF_DIR, version_base="1.3", job_name="decodelab"
+        ):
+            yield
+    finally:
+        if outer is not None:  # Hydra's own exit restores the (cleared) state it found
+            GlobalHydra.instance().clear()
+            GlobalHydra.instance().initialize(outer)
 
 
 def compose_in_context(overrides: Sequence[str] = (), config_name: str = "config"):

@@ -11,18 +11,22 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from decodelab.paths import CONF_DIR, VALIDATION_DIR
+from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings, part of this module's API)
+    AIC_LAUNCHED,
+    REQUESTS_PER_CLIENT,
+    WARMUP_PER_CLIENT,
+    _norm,
+    launch_engine,
+    predict_rows,
+    row_workload,
+)
 
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
 COLUMNS = ("model", "engine", "precision", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
 INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
-# The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
-# --request-count 10*c --warmup-request-count 2*c (aiconfigurator @961028348
-# src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
-REQUESTS_PER_CLIENT = 10
-WARMUP_PER_CLIENT = 2
 # A row's `precision` -> (weight dtype, KV dtype). The rows do not record the KV dtype: a stated
 # assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
 # to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5; NVIDIA's
@@ -45,14 +49,6 @@ PRECISIONS = {
     "int4_wo": ("int4", "bf16"),
 }
 LAUNCHES = ("auto", "defaults", "aic")
-# Engine families whose engine file already is AIConfigurator's generated launch config for the
-# measured version (conf/engine/default.yaml, TensorRT-LLM 1.0.0rc3: its KV fraction, CUDA-graph
-# sizes and overlap scheduler come from aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and
-# the generator's template extra_engine_args.1.0.0rc3.yaml.j2). `auto` launches their rows with the
-# same generator's max_num_tokens rule too, so that a row's engine is one launch config, not half of
-# one; vLLM and SGLang rows keep their engines' own defaults (AIConfigurator's generator for them
-# dates from 2025-12 and passed max-num-batched-tokens only from 2026-01-08): docs/validation.md.
-AIC_LAUNCHED = ("trtllm",)
 GROUPS = ("engine", "model", "tp", "concurrency")
 
 
@@ -60,13 +56,6 @@ def default_csv() -> Path:
     """The measured rows shipped with decodelab (decodelab/data/validation, copied from the public
     AIConfigurator project; provenance and licence in its README.md)."""
     return VALIDATION_DIR / DEFAULT_CSV
-
-
-def _norm(s: str) -> str:
-    s = s.lower().split("/")[-1]
-    for suffix in ("-instruct", "-chat", "-hf"):
-        s = s.replace(suffix, "")
-    return re.sub(r"[^a-z0-9]", "", s)
 
 
 # Tokens of a checkpoint name that do not change the architecture: release tags, tuning and
@@ -249,40 +238,6 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     ]
 
 
-def row_workload(row, static: bool = False) -> Dict[str, int]:
-    """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
-    batch of `concurrency` sequences)."""
-    c = int(row["concurrency"])
-    if static:
-        return {"batch_size": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"])}
-    return {
-        "concurrency": c,
-        "prompt_len": int(row["isl"]),
-        "output_len": int(row["osl"]),
-        "n_requests": REQUESTS_PER_CLIENT * c,
-        "warmup_requests": WARMUP_PER_CLIENT * c,
-    }
-
-
-def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
-    """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
-    (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
-    @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
-    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. `auto`: `aic` for the
-    families in AIC_LAUNCHED, the engine files' defaults for the others."""
-    if launch == "auto":
-        launch = "aic" if family in AIC_LAUNCHED else "defaults"
-    if launch != "aic":
-        return {}
-    c, isl = int(row["concurrency"]), int(row["isl"])
-    if family in ("trtllm", "vllm"):
-        return {"max_tokens_per_step": c + isl + 1500}
-    if family == "sglang":
-        return {"mixed_steps": True, "max_tokens_per_step": isl + 1500}
-    return {}
-
-
 def read_rows(csv: Path, static: bool = False):
     """(the CSV as a DataFrame, its items (row number, design key, row) for
     validation_predict.predict_rows); a bad file or row is one ValueError naming it."""
@@ -316,8 +271,6 @@ def run_validations(
     not replaced by the row's value. `jobs` > 1: the designs are evaluated in that many local
     worker processes (the same tables)."""
     import pandas as pd
-
-    from decodelab.runs.validation_predict import predict_rows
 
     if launch not in LAUNCHES:
         raise ValueError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")

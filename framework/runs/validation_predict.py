@@ -1,6 +1,7 @@
 """The predictions of `decodelab validate` (framework/runs/validation.py reads and checks the rows):
-one composed config per design, each row's workload and launch settings set on it, evaluated in
-this process or spread over local worker processes (joblib/loky, `decodelab validate -j N`).
+one composed config per design, each row's workload (the benchmark client) and launch settings set
+on it, evaluated in this process or spread over local worker processes (joblib/loky, `decodelab
+validate -j N`).
 
 The rows of one design (model, engine, system, precision, TP) form one chunk; a worker composes a
 design once per `decodelab validate` call and keeps it for the chunks it gets, and the records come
@@ -9,6 +10,7 @@ number of workers."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -18,7 +20,62 @@ from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
-from decodelab.runs.validation import _norm, launch_engine, row_workload
+
+# The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
+# --request-count 10*c --warmup-request-count 2*c (aiconfigurator @961028348
+# src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
+REQUESTS_PER_CLIENT = 10
+WARMUP_PER_CLIENT = 2
+# Engine families whose engine file already is AIConfigurator's generated launch config for the
+# measured version (conf/engine/default.yaml, TensorRT-LLM 1.0.0rc3: its KV fraction, CUDA-graph
+# sizes and overlap scheduler come from aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and
+# the generator's template extra_engine_args.1.0.0rc3.yaml.j2). `auto` launches their rows with the
+# same generator's max_num_tokens rule too, so that a row's engine is one launch config, not half of
+# one; vLLM and SGLang rows keep their engines' own defaults (AIConfigurator's generator for them
+# dates from 2025-12 and passed max-num-batched-tokens only from 2026-01-08): docs/validation.md.
+AIC_LAUNCHED = ("trtllm",)
+
+
+def _norm(s: str) -> str:
+    s = s.lower().split("/")[-1]
+    for suffix in ("-instruct", "-chat", "-hf"):
+        s = s.replace(suffix, "")
+    return re.sub(r"[^a-z0-9]", "", s)
+
+
+def row_workload(row, static: bool = False) -> Dict[str, int]:
+    """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
+    batch of `concurrency` sequences)."""
+    c = int(row["concurrency"])
+    if static:
+        return {"batch_size": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"])}
+    return {
+        "concurrency": c,
+        "prompt_len": int(row["isl"]),
+        "output_len": int(row["osl"]),
+        "n_requests": REQUESTS_PER_CLIENT * c,
+        "warmup_requests": WARMUP_PER_CLIENT * c,
+    }
+
+
+def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
+    """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
+    (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
+    @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
+    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. `auto`: `aic` for the
+    families in AIC_LAUNCHED, the engine files' defaults for the others."""
+    if launch == "auto":
+        launch = "aic" if family in AIC_LAUNCHED else "defaults"
+    if launch != "aic":
+        return {}
+    c, isl = int(row["concurrency"]), int(row["isl"])
+    if family in ("trtllm", "vllm"):
+        return {"max_tokens_per_step": c + isl + 1500}
+    if family == "sglang":
+        return {"mixed_steps": True, "max_tokens_per_step": isl + 1500}
+    return {}
+
 
 _TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
 # A worker's compositions, kept across the chunks of one validate call (its token) and dropped at
