@@ -123,6 +123,16 @@ def _version(text: str):
         return None
 
 
+def _nearest_earlier(fam, version: str):
+    """(listed version, file) of `fam` (engine_table() rows of one family) with the latest listed
+    version not after `version` (PEP 440 order), or None (no version, unparsable, older than all)."""
+    v = _version(version) if version else None
+    if v is None:
+        return None
+    earlier = [(w, name) for name, _, vs in fam for w in map(_version, vs) if w is not None and w <= v]
+    return max(earlier) if earlier else None
+
+
 def engine_config_name(engine: str, version: str = "", table=None) -> str:
     """The conf/engine file for a measured engine and version: the file of that family listing the
     version; else the file listing the nearest earlier version (an engine keeps its defaults until a
@@ -137,17 +147,10 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
     for name, _, versions in fam:
         if version and version in versions:
             return name
-    v = _version(version) if version else None
-    if v is not None:
-        earlier = [
-            (w, name)
-            for name, _, versions in fam
-            for w in map(_version, versions)
-            if w is not None and w <= v
-        ]
-        if earlier:
-            return max(earlier)[1]
-    return next((n for n, _, v in fam if not v), fam[0][0])
+    near = _nearest_earlier(fam, version)
+    if near is not None:
+        return near[1]
+    return next((name for name, _, vs in fam if not vs), fam[0][0])
 
 
 def version_notes(df) -> List[str]:
@@ -155,19 +158,16 @@ def version_notes(df) -> List[str]:
     table = engine_table()
     out = []
     for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
-        fam = _norm(str(eng))
-        if any(f == fam and ver in vs for _, f, vs in table):
+        fam = [t for t in table if t[1] == _norm(str(eng))]
+        if any(ver in vs for _, _, vs in fam):
             continue
-        v = _version(ver) if ver else None
-        older = [
-            w for _, f, vs in table if f == fam for w in map(_version, vs) if w is not None and v and w <= v
-        ]
-        why = (
-            f"no file lists it: that of the nearest earlier listed version, {max(older)}"
-            if older
-            else ("no version given" if not ver else "no file lists it or an earlier version")
-            + ": the family's default file"
-        )
+        near = _nearest_earlier(fam, ver)
+        if near is not None:
+            why = f"no file lists it: that of the nearest earlier listed version, {near[0]}"
+        elif not ver:
+            why = "no version given: the family's default file"
+        else:
+            why = "no file lists it or an earlier version: the family's default file"
         out.append(f"{eng} {ver}".strip() + f" ran with conf/engine/{cfg}.yaml ({why})")
     return out
 

@@ -63,8 +63,12 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
     @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
     concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. `auto`: `aic` for the
-    families in AIC_LAUNCHED, the engine files' defaults for the others."""
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. The generator's benchmark mode
+    keeps these rules to date (rule_plugin/benchmark/{trtllm,vllm,sglang}.rule @095f58a5, from
+    2026-01-30; TensorRT-LLM's budget rounded up to 32 tokens from 2026-02-25), while its deployment
+    rules changed (batch size raised to >= 512 in the budget until 2026-04-01, + 500 after): the
+    benchmark ones are how measured points are launched. `auto`: `aic` for the families in
+    AIC_LAUNCHED, the engine files' defaults for the others."""
     if launch == "auto":
         launch = "aic" if family in AIC_LAUNCHED else "defaults"
     if launch != "aic":
@@ -159,7 +163,7 @@ def record(row, key, res) -> dict:
     return rec
 
 
-Item = Tuple[int, tuple, object]  # (row number, design key, the row)
+Item = Tuple[object, tuple, object]  # (sort key: row number, or (CSV index, row number); design key; row)
 
 
 def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> List[Tuple[int, object]]:
