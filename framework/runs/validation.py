@@ -19,9 +19,11 @@ from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings,
     REQUESTS_PER_CLIENT,
     WARMUP_PER_CLIENT,
     _norm,
+    aic_launched,
     launch_engine,
     predict_rows,
     row_workload,
+    version_of,
 )
 
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
@@ -113,23 +115,13 @@ def engine_table() -> List[Tuple[str, str, List[str]]]:
     return out
 
 
-def _version(text: str):
-    """A PEP 440 version (packaging.version.Version), or None for one that does not parse."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
 def _nearest_earlier(fam, version: str):
     """(listed version, file) of `fam` (engine_table() rows of one family) with the latest listed
     version not after `version` (PEP 440 order), or None (no version, unparsable, older than all)."""
-    v = _version(version) if version else None
+    v = version_of(version) if version else None
     if v is None:
         return None
-    earlier = [(w, name) for name, _, vs in fam for w in map(_version, vs) if w is not None and w <= v]
+    earlier = [(w, name) for name, _, vs in fam for w in map(version_of, vs) if w is not None and w <= v]
     return max(earlier) if earlier else None
 
 

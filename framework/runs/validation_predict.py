@@ -26,14 +26,43 @@ from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
 # src/aiconfigurator/eval/benchmarks/genai_perf_runner.py:100-123; @c0a88170 :190-229)
 REQUESTS_PER_CLIENT = 10
 WARMUP_PER_CLIENT = 2
-# Engine families whose engine file already is AIConfigurator's generated launch config for the
-# measured version (conf/engine/default.yaml, TensorRT-LLM 1.0.0rc3: its KV fraction, CUDA-graph
-# sizes and overlap scheduler come from aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and
-# the generator's template extra_engine_args.1.0.0rc3.yaml.j2). `auto` launches their rows with the
-# same generator's max_num_tokens rule too, so that a row's engine is one launch config, not half of
-# one; vLLM and SGLang rows keep their engines' own defaults (AIConfigurator's generator for them
-# dates from 2025-12 and passed max-num-batched-tokens only from 2026-01-08): docs/validation.md.
-AIC_LAUNCHED = ("trtllm",)
+# The launch of AIConfigurator's measurement pipeline (`aiconfigurator eval`: its generator writes the
+# engine's launch config, starts the service from it and benchmarks it) per engine family: the first
+# version that pipeline can only have launched with its generator's rules (launch_engine below), ""
+# = every version. TensorRT-LLM: the engine file already is AIConfigurator's generated launch config
+# for the measured version (conf/engine/default.yaml: KV fraction, CUDA-graph sizes and overlap from
+# aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and extra_engine_args.1.0.0rc3.yaml.j2), so
+# its rows take the same generator's max_num_tokens rule too: one launch config, not half of one.
+# vLLM: the generator passed --max-num-batched-tokens from 2026-01-08 (ai-dynamo/aiconfigurator #238);
+# the vllm-0.14.0 wheel was built 2026-01-18 (its files' dates), 0.13.0's 2025-12-19. SGLang: it
+# passed --enable-mixed-chunk from 2026-01-19 (#257, #258); the sglang-0.5.8 wheel was built
+# 2026-01-23, 0.5.7's 2026-01-01. Earlier versions (the shipped vLLM 0.12.0 and SGLang 0.5.1.post1
+# rows) cannot be dated after those rules and keep their engine files' defaults: docs/validation.md.
+AIC_LAUNCHED = {"trtllm": "", "vllm": "0.14.0", "sglang": "0.5.8"}
+
+
+def version_of(text):
+    """A PEP 440 version (packaging.version.Version) of an engine_version cell, or None (empty, not
+    a string, or not a version)."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        return None
+
+
+def aic_launched(family: str, version) -> bool:
+    """Whether a row of this engine family and version ran with AIConfigurator's launch rules."""
+    first = AIC_LAUNCHED.get(family)
+    if first is None:
+        return False
+    if first == "":
+        return True
+    v = version_of(version)
+    return v is not None and v >= version_of(first)
 
 
 def _norm(s: str) -> str:
@@ -63,21 +92,25 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
     @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
     concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500. The generator's benchmark mode
-    keeps these rules to date (rule_plugin/benchmark/{trtllm,vllm,sglang}.rule @095f58a5, from
-    2026-01-30; TensorRT-LLM's budget rounded up to 32 tokens from 2026-02-25), while its deployment
-    rules changed (batch size raised to >= 512 in the budget until 2026-04-01, + 500 after): the
-    benchmark ones are how measured points are launched. `auto`: `aic` for the families in
-    AIC_LAUNCHED, the engine files' defaults for the others."""
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500; vLLM and SGLang: CUDA graphs
+    captured for every batch size 1..bs (cuda_graph_batch_sizes, passed as --cudagraph-capture-sizes
+    / --cuda-graph-bs since the generator gained them, #144, 2025-12-04), so no decode batch is padded.
+    The generator's benchmark mode keeps these rules to date (rule_plugin/benchmark/{trtllm,vllm,
+    sglang}.rule @095f58a5, from 2026-01-30; TensorRT-LLM's budget rounded up to 32 tokens from
+    2026-02-25), while its deployment rules changed (batch size raised to >= 512 in the budget until
+    2026-04-01, + 500 after): the benchmark ones are how measured points are launched. `auto`: `aic`
+    for a family and version in AIC_LAUNCHED, the engine files' defaults for the others."""
     if launch == "auto":
-        launch = "aic" if family in AIC_LAUNCHED else "defaults"
+        launch = "aic" if aic_launched(family, row.get("engine_version", "")) else "defaults"
     if launch != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
-    if family in ("trtllm", "vllm"):
+    if family == "trtllm":
         return {"max_tokens_per_step": c + isl + 1500}
+    if family == "vllm":
+        return {"max_tokens_per_step": c + isl + 1500, "batch_buckets": []}
     if family == "sglang":
-        return {"mixed_steps": True, "max_tokens_per_step": isl + 1500}
+        return {"mixed_steps": True, "max_tokens_per_step": isl + 1500, "batch_buckets": []}
     return {}
 
 
