@@ -195,10 +195,11 @@ def add_arguments(p) -> None:
         choices=LAUNCHES,
         default="auto",
         help="engine settings per row: auto (default) = AIConfigurator's launch rules for "
-        "TensorRT-LLM rows, whose engine file is AIConfigurator's launch config, and the engine "
-        "files' defaults for vLLM and SGLang; defaults = every engine file's own defaults; aic = "
-        "AIConfigurator's rules for every engine (max_num_tokens = concurrency + isl + 1500; "
-        "SGLang mixed chunks)",
+        "TensorRT-LLM rows (their engine file is AIConfigurator's launch config) and for vLLM from "
+        "0.14.0 and SGLang from 0.5.8 (versions released after its generator passed those rules), "
+        "the engine files' defaults for older or undated vLLM and SGLang rows; defaults = every "
+        "engine file's own defaults; aic = AIConfigurator's rules for every engine (max_num_tokens "
+        "= concurrency + isl + 1500; SGLang mixed chunks; graphs for every batch size)",
     )
     p.add_argument(
         "--steps",
