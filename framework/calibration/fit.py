@@ -274,7 +274,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
         df, fname = data["sampler"]
         t0_us, ns, _ = sampler.fit(zip(df.batch, df.vocab, df.latency_ms))
         elems = np.asarray(df.batch * df.vocab, float)
-        pred = t0_us * 1e-6 + ns * 1e-9 * elems
+        pred = sampler.filter_ms(t0_us, ns, elems) * 1e-3
         old = elems * 4.0 / oplaw.hbm_bw(hw)  # the kernel path: one FP32 pass at the HBM peak
         law = _law(SAMPLER_FIELDS, (t0_us, ns))
         add(

@@ -95,8 +95,10 @@ def law(cfg, hw, vocab: int) -> Optional[SimpleNamespace]:
     fit = (getattr(hw.op_fit, "sampler", None) or {}).get(p)
     if fit is None:
         return None
-    hbm = hw.memory["hbm"].bandwidth_gb_s * 1e9
-    per_tok = float(fit.ns_per_elem) * 1e-9 * vocab + REST_BYTES * vocab / hbm
+    # on use: oplaw brings the Numba kernel, which import-model (it reads GEN_KEYS) does not need
+    from decodelab.core.oplaw import hbm_bw
+
+    per_tok = float(fit.ns_per_elem) * 1e-9 * vocab + REST_BYTES * vocab / hbm_bw(hw)
     return SimpleNamespace(path=p, t0=float(fit.t0_us) * 1e-6, s_per_tok=per_tok)
 
 
@@ -124,6 +126,12 @@ def note(cfg, hw) -> Optional[str]:
     return None
 
 
+def filter_ms(t0_us: float, ns_per_elem: float, elems) -> np.ndarray:
+    """Milliseconds of the top-k / top-p filter the `sort` law is fitted to, over `elems` = batch x
+    vocabulary logits (the law's own form, without the passes around it)."""
+    return t0_us * 1e-3 + ns_per_elem * 1e-6 * np.asarray(elems, float)
+
+
 def fit(rows: Iterable[Tuple[float, float, float]]) -> Tuple[float, float, float]:
     """(t0_us, ns_per_elem, MAPE %) of t = t0 + ns_per_elem x batch x vocab over microbenchmark rows
     (batch, vocab, latency_ms), least squares in relative error."""
@@ -134,5 +142,5 @@ def fit(rows: Iterable[Tuple[float, float, float]]) -> Tuple[float, float, float
     (t0, c), *_ = np.linalg.lstsq(a, ms * w, rcond=None)
     if t0 < 0:  # no fixed part the rows can support: proportional to the elements alone
         t0, c = 0.0, float(np.sum(n * w * w * ms) / np.sum((n * w) ** 2))
-    pred = t0 + c * n
-    return float(t0 * 1e3), float(c * 1e6), float(100 * np.mean(np.abs(pred / ms - 1)))
+    t0_us, ns = float(t0 * 1e3), float(c * 1e6)
+    return t0_us, ns, float(100 * np.mean(np.abs(filter_ms(t0_us, ns, n) / ms - 1)))

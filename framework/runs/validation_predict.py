@@ -120,6 +120,11 @@ _TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
 _WORKER: Dict[str, object] = {"token": None, "cache": {}}
 
 
+def pinned_keys(overrides) -> set:
+    """The config keys the user's overrides set (a row's value does not replace them)."""
+    return {o.split("=", 1)[0].lstrip("+") for o in overrides}
+
+
 def composed(cache, key, overrides):
     """The composed config of a row's design. Hydra composes once per design without its tensor
     parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
@@ -132,7 +137,7 @@ def composed(cache, key, overrides):
         OmegaConf.set_readonly(cfg, False)
         cache[("compose", base)] = cfg
     cfg = cache[("compose", base)].copy()
-    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    given = pinned_keys(overrides)
     for k in key:
         if k.startswith(_TP_KEYS):
             name, value = k.split("=", 1)
@@ -202,7 +207,7 @@ Item = Tuple[object, tuple, object]  # (sort key: row number, or (CSV index, row
 def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> List[Tuple[int, object]]:
     """(row number, record) per item; a config that does not compose ends the chunk with (row
     number, ValueError of its first line)."""
-    pinned = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    pinned = pinned_keys(overrides)
     out = []
     with C.context():
         for n, key, row in items:
