@@ -142,6 +142,29 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
         ],
         [0, 0, 0],
     ),
+    # sliding-window layers (gpt-oss: every other layer, window 128) under each pool rule, with
+    # prompts and outputs past the window, preemption and (SGLang) the admission reserve
+    **{
+        f"swa_{rule}": (
+            [
+                "model=gpt_oss_120b",
+                "workload.weight_dtype=mxfp4",
+                "workload=open_loop",
+                "workload.arrival_rate=200",
+                f"engine={engine}",
+                f"engine.swa_kv={rule}",
+                "engine.kv_mem_basis=free",
+                "engine.chunk_size=64",
+                "engine.kv_mem_fraction=0.0025",
+                "workload.output_dist.kind=uniform",
+                "workload.output_dist.low=100",
+                "workload.output_dist.high=200",
+                *SMALL,
+            ],
+            [0, 0, 0],
+        )
+        for rule, engine in (("window", "vllm"), ("full", "vllm"), ("ratio", "sglang_0_5_8"))
+    },
 }
 CASES = list(range(10)) + list(EXPLICIT)
 
@@ -458,3 +481,61 @@ def test_serving_speed_targets():
     r = serving_bench.measure(compose_cfg())
     assert r["serve_10k_s"] <= serving_bench.TARGET_S, r
     assert r["speedup_vs_python"] >= serving_bench.TARGET_SPEEDUP, r
+
+
+SWA = {"window": -1.0, "full": 1.0, "ratio": 0.8}
+
+
+@pytest.mark.parametrize("rule", list(SWA))
+def test_sliding_window_pool_read_and_pairs_by_hand(rule):
+    """Half the layers slide over 128 tokens. A sequence holding 1,000 tokens takes 500 + 64
+    (window), 500 + 500 (full) or 500 + 0.8 x 500 (ratio) pool tokens; a decode step reads 500 +
+    64 whatever the pool rule; 6 queries at positions 1..6 with a 3-token window see 1+2+3+3+3+3
+    = 15 keys (21 without it), 4 queries at 3..6 see 12."""
+    from decodelab.modes.serving import parts
+    from decodelab.modes.serving.reference import pool_tokens, read_and_pairs
+
+    eng = np.zeros(SK.N_ENG)
+    eng[SK.E_BLOCK] = 16.0
+    eng[SK.E_SLIDE], eng[SK.E_WINDOW], eng[SK.E_SLIDE_MEM] = 0.5, 128.0, SWA[rule]
+    held = {"window": 564.0, "full": 1000.0, "ratio": 900.0}[rule]
+    ref = engine_dict(eng, np.zeros(0))
+    assert parts.mem_tokens(1000.0, eng) == pytest.approx(held)
+    assert pool_tokens(1000.0, ref) == pytest.approx(held)
+    assert parts.kv_blocks(1000.0, eng) == np.ceil(held / 16.0)
+    assert parts.mem_tokens(100.0, eng) == pytest.approx(100.0 if rule != "ratio" else 90.0)
+    assert parts.read_tokens(1.0, 1000.0, eng) == pytest.approx(564.0)
+    assert read_and_pairs(1.0, 1000.0, ref)[0] == pytest.approx(564.0)
+    assert parts.read_tokens(300.0, 300.0, eng) == pytest.approx(300.0)  # a whole prefill reads it all
+    assert parts.window_pairs(6.0, 6.0, 3.0) == 15.0
+    assert parts.window_pairs(4.0, 6.0, 3.0) == 12.0
+    assert parts.window_pairs(1.0, 1000.0, 128.0) == 128.0
+    eng[SK.E_WINDOW] = 3.0
+    ref = engine_dict(eng, np.zeros(0))
+    assert parts.layer_pairs(6.0, 6.0, eng) == pytest.approx(0.5 * 21 + 0.5 * 15)
+    assert read_and_pairs(6.0, 6.0, ref)[1] == pytest.approx(0.5 * 21 + 0.5 * 15)
+    assert read_and_pairs(4.0, 6.0, ref)[1] == pytest.approx(0.5 * 18 + 0.5 * 12)
+    eng[SK.E_SLIDE] = 0.0  # no sliding layers: every layer a full-attention one
+    assert parts.mem_tokens(1000.0, eng) == 1000.0 and parts.read_tokens(1.0, 1000.0, eng) == 1000.0
+
+
+def test_sliding_window_pool_rules_order_capacity():
+    """gpt-oss-120b on one H100 under vLLM, long prompts: keeping only the window lets more
+    sequences run than holding sliding layers like full ones (SGLang's 0.8 ratio in between), so
+    requests wait less; with the same pool the decode reads are the same window either way."""
+    ttft = {}
+    for rule in ("window", "ratio", "full"):
+        cfg, design, req, steps, mixed, eng = _run(
+            "model=gpt_oss_120b",
+            "workload.weight_dtype=mxfp4",
+            "workload=closed_loop",
+            "workload.concurrency=96",
+            "workload.n_requests=192",
+            "workload.prompt_len=4096",
+            "workload.output_len=64",
+            "engine=vllm",
+            f"engine.swa_kv={rule}",
+        )
+        ttft[rule] = float(np.nanmean(req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]))
+        assert eng[SK.E_SLIDE] == 0.5 and eng[SK.E_WINDOW] == 128.0
+    assert ttft["window"] < ttft["ratio"] < ttft["full"]

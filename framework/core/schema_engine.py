@@ -37,6 +37,13 @@ class EngineConfig:
     kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
     kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
+    # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
+    # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
+    # kept: vLLM's hybrid KV-cache manager) | full (as a full-attention layer's) | ratio (a pool of
+    # swa_full_tokens_ratio x the full layers' tokens: SGLang's SWA pool). Decode and prefill
+    # attention read and compute over the window in every case (modes/serving/parts.py).
+    swa_kv: str = "window"
+    swa_full_tokens_ratio: float = 0.8
     # Host (CPU) work of the engine's scheduler loop, per iteration: host_iter_us + host_per_req_us
     # x sequences in the step (scheduling, input preparation, sampling, output handling). Without
     # `overlap` the GPU idles for all of it every step; with an overlap scheduler (the CPU prepares

@@ -28,8 +28,15 @@ from __future__ import annotations
     E_READY,
     E_EAGER_HOST,
     E_EAGER_DECODE,
-) = range(21)
-N_ENG = 21
+    E_SLIDE,
+    E_WINDOW,
+    E_SLIDE_MEM,
+) = range(24)
+N_ENG = 24
+# Sliding-window layers (hybrid models, kv_costs.layer_mix): E_SLIDE = their share of the KV bytes
+# per token, E_WINDOW = the window in tokens; E_SLIDE_MEM = what a sliding layer's token costs in
+# the KV pool: < 0 = only the window is held (engine.swa_kv=window), r >= 0 = r x the tokens held
+# (full: 1, ratio: engine.swa_full_tokens_ratio). 0 / 0 / 1 = every layer a full-attention one.
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (

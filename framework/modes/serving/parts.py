@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import P_PROMPT_CAP, P_TOTAL_CAP
+from decodelab.core.kernel import P_PROMPT_CAP, P_TOTAL_CAP, causal_pairs
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving.layout import (
     C_PREEMPTS,
@@ -22,6 +22,9 @@ from decodelab.modes.serving.layout import (
     E_MAX_BATCH,
     E_ORDER,
     E_PREEMPT,
+    E_SLIDE,
+    E_SLIDE_MEM,
+    E_WINDOW,
     F_BUDGET,
     F_FREE,
     F_PREFILL,
@@ -69,6 +72,70 @@ def _blocks(tokens, block):
 
 
 @njit(cache=True)
+def mem_tokens(n, eng):
+    """KV-pool token-equivalents (one token of every layer = 1) of a sequence holding n tokens:
+    a sliding-window layer holds the window (E_SLIDE_MEM < 0) or E_SLIDE_MEM x n (layout.py)."""
+    slide = eng[E_SLIDE]
+    if slide <= 0.0:
+        return n
+    r = eng[E_SLIDE_MEM]
+    held = min(n, eng[E_WINDOW]) if r < 0.0 else r * n
+    return (1.0 - slide) * n + slide * held
+
+
+@njit(cache=True)
+def full_tokens(x, eng):
+    """Tokens of a full-attention layer that x pool token-equivalents hold (SGLang's reserve counts
+    the full-layer pool: model_runner set_num_tokens_hybrid_swa); the window's share is left out."""
+    slide = eng[E_SLIDE]
+    if slide <= 0.0:
+        return x
+    return x / ((1.0 - slide) + slide * max(eng[E_SLIDE_MEM], 0.0))
+
+
+@njit(cache=True)
+def kv_blocks(n, eng):
+    """KV blocks a sequence holding n tokens takes from the pool."""
+    return np.ceil(mem_tokens(n, eng) / eng[E_BLOCK])
+
+
+@njit(cache=True)
+def read_tokens(q, a, eng):
+    """KV token-equivalents a sequence's step reads when it adds q tokens and holds a after it: a
+    sliding-window layer reads at most its window before each new token."""
+    slide = eng[E_SLIDE]
+    if slide <= 0.0:
+        return a
+    return (1.0 - slide) * a + slide * min(a, eng[E_WINDOW] + q - 1.0)
+
+
+@njit(cache=True)
+def window_pairs(q, a, w):
+    """Causal (query, key) pairs of q queries at positions a - q + 1 .. a (1-based) when each
+    sees at most w keys: query at position p sees min(p, w)."""
+    lo = a - q + 1.0
+    m = min(a, w)
+    pairs = 0.0
+    if m >= lo:
+        pairs += (lo + m) * (m - lo + 1.0) / 2.0
+    first = max(lo, w + 1.0)
+    if a >= first:
+        pairs += (a - first + 1.0) * w
+    return max(pairs, q)
+
+
+@njit(cache=True)
+def layer_pairs(q, a, eng):
+    """Layer-averaged causal pairs of q queries ending at context a (kernel.causal_pairs for a
+    full-attention layer, window_pairs for a sliding one)."""
+    full = causal_pairs(q, a)
+    slide = eng[E_SLIDE]
+    if slide <= 0.0:
+        return full
+    return (1.0 - slide) * full + slide * window_pairs(q, a, eng[E_WINDOW])
+
+
+@njit(cache=True)
 def _key(i, pre_len, order):
     return pre_len[i] if order == 1 else float(i)
 
@@ -108,7 +175,6 @@ def _preempt_last(seq, ix, cnt, fb, req, order):
 @njit(cache=True)
 def _decode_part(seq, ix, cnt, fb, req, caps, eng):
     """Every running sequence past its prefill adds one token (budget allowing)."""
-    block = eng[E_BLOCK]
     preempt = eng[E_PREEMPT] > 0.0
     order = int(eng[E_ORDER])
     j = 0
@@ -117,7 +183,7 @@ def _decode_part(seq, ix, cnt, fb, req, caps, eng):
         if seq[SQ_DONE, i] >= seq[SQ_PRE, i]:
             if preempt:
                 need = (
-                    _blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i] + 1.0, caps), block)
+                    kv_blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i] + 1.0, caps), eng)
                     - seq[SQ_BLOCKS, i]
                 )
                 gone = False
@@ -153,7 +219,6 @@ def _schedule(i, q, seq, ix, cnt, fb):
 @njit(cache=True)
 def _prefill_part(seq, ix, cnt, fb, req, eng):
     """Running sequences part-way through their prefill take their next chunk."""
-    block = eng[E_BLOCK]
     chunk = eng[E_CHUNK]
     preempt = eng[E_PREEMPT] > 0.0
     order = int(eng[E_ORDER])
@@ -168,7 +233,7 @@ def _prefill_part(seq, ix, cnt, fb, req, eng):
         if q < rem and chunk <= 0.0:
             continue
         if preempt:
-            need = _blocks(seq[SQ_DONE, i] + q, block) - seq[SQ_BLOCKS, i]
+            need = kv_blocks(seq[SQ_DONE, i] + q, eng) - seq[SQ_BLOCKS, i]
             while need > fb[F_FREE] and cnt[C_RUN] > j and ix[IX_IN_STEP, ix[IX_RUN, cnt[C_RUN] - 1]] == 0:
                 _preempt_last(seq, ix, cnt, fb, req, order)
             if need > fb[F_FREE]:
@@ -209,13 +274,13 @@ def _admit_part(seq, ix, cnt, fb, adm, req, caps, eng, t):
         if chunk <= 0.0 and q < pre_len:
             break
         if preempt:
-            need = _blocks(q, block)
+            need = kv_blocks(q, eng)
         else:
-            need = _blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), block)
+            need = kv_blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), eng)
         if need > fb[F_FREE]:
             break
         rest = AD.left(seq[SQ_OUTPUT, i], seq[SQ_GEN, i], adm[AD.A_CLIP])
-        if AD.blocks_admission(adm, cnt[C_RUN], pre_len + rest, fb[F_FREE] * block):
+        if AD.blocks_admission(adm, cnt[C_RUN], pre_len + rest, full_tokens(fb[F_FREE] * block, eng)):
             break
         adm[AD.A_OFFSET] += rest
         _run_head(need, seq, ix, cnt, fb)
@@ -228,7 +293,6 @@ def _admit_part(seq, ix, cnt, fb, adm, req, caps, eng, t):
 def _admit_ready(seq, ix, cnt, fb, req, caps, eng, t):
     """Admit waiting requests whose KV is already in the cache (E_READY) as decoding sequences,
     head first, while batch slots and KV blocks allow; the decode part then schedules them."""
-    block = eng[E_BLOCK]
     preempt = eng[E_PREEMPT] > 0.0
     max_batch = int(eng[E_MAX_BATCH])
     while cnt[C_WAIT] > 0 and cnt[C_RUN] < max_batch:
@@ -236,9 +300,9 @@ def _admit_ready(seq, ix, cnt, fb, req, caps, eng, t):
         if seq[SQ_DONE, i] < seq[SQ_PRE, i]:  # a preempted request recomputes: _admit_part's
             break
         if preempt:
-            need = _blocks(held_tokens(seq[SQ_PROMPT, i], 1.0, caps), block)
+            need = kv_blocks(held_tokens(seq[SQ_PROMPT, i], 1.0, caps), eng)
         else:
-            need = _blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), block)
+            need = kv_blocks(max_held_tokens(seq[SQ_PROMPT, i], seq[SQ_OUTPUT, i], caps), eng)
         if need > fb[F_FREE]:
             break
         _run_head(need, seq, ix, cnt, fb)

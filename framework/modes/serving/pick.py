@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from decodelab.core.kernel import attended_tokens, causal_pairs
+from decodelab.core.kernel import attended_tokens
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving.layout import (
     C_PREEMPTS,
@@ -36,10 +36,12 @@ from decodelab.modes.serving.layout import (
 from decodelab.modes.serving.parts import (
     _admit_part,
     _admit_ready,
-    _blocks,
     _decode_part,
     _prefill_part,
     held_tokens,
+    kv_blocks,
+    layer_pairs,
+    read_tokens,
 )
 
 # step_aggregates' output: the step's token, sampled-token, KV-read and pair sums, the prefilling
@@ -99,8 +101,10 @@ def pick_step(seq, ix, cnt, fb, adm, req, caps, eng, t):
 
 
 @njit(cache=True)
-def step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg):
-    """The step's aggregates into agg[G_*] (a decode-only step padded to its graph bucket)."""
+def step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg):
+    """The step's aggregates into agg[G_*] (a decode-only step padded to its graph bucket); KV
+    read and pairs layer-averaged over full and sliding-window layers (parts.read_tokens,
+    parts.layer_pairs)."""
     tokens = 0.0
     sampled = 0.0
     kv_read = 0.0
@@ -119,11 +123,11 @@ def step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg):
             if a >= seq[SQ_PRE, i]:  # the chunk that ends the prefill emits a token
                 sampled += 1.0
             pre_tok += q
-            pre_kv += a
-            pre_pairs += causal_pairs(q, a)
+            pre_kv += read_tokens(q, a, eng)
+            pre_pairs += layer_pairs(q, a, eng)
         tokens += q
-        kv_read += a
-        pairs += causal_pairs(q, a)
+        kv_read += read_tokens(q, a, eng)
+        pairs += layer_pairs(q, a, eng)
     padded = float(n_sched)
     if n_dec == n_sched and buckets.shape[0] > 0:
         for b in range(buckets.shape[0]):
@@ -146,7 +150,7 @@ def step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg):
 
 
 @njit(cache=True)
-def compact_running(seq, ix, cnt, caps, block):
+def compact_running(seq, ix, cnt, caps, eng):
     """Drop finished sequences from the running list; returns the KV blocks the running ones hold."""
     k = 0
     kv = 0.0
@@ -156,8 +160,8 @@ def compact_running(seq, ix, cnt, caps, block):
             ix[IX_RUN, k] = i
             k += 1
             if seq[SQ_DONE, i] < seq[SQ_PRE, i]:
-                kv += _blocks(seq[SQ_DONE, i], block)
+                kv += kv_blocks(seq[SQ_DONE, i], eng)
             else:
-                kv += _blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i], caps), block)
+                kv += kv_blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i], caps), eng)
     cnt[C_RUN] = k
     return kv

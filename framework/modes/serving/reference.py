@@ -61,6 +61,31 @@ def attended(p: float, ctx: float, caps) -> float:
     return n
 
 
+def pool_tokens(n: float, eng: dict) -> float:
+    """Pool token-equivalents of a sequence holding n tokens (sliding layers: the window, or
+    slide_mem x n)."""
+    s = eng.get("slide", 0.0)
+    if s <= 0:
+        return n
+    kept = min(n, eng["window"]) if eng["slide_mem"] < 0 else eng["slide_mem"] * n
+    return (1 - s) * n + s * kept
+
+
+def read_and_pairs(q: float, a: float, eng: dict):
+    """(KV token-equivalents read, causal pairs) of q new tokens ending at context a, averaged over
+    full layers and sliding ones (each query sees at most `window` keys)."""
+    full = max(q * a - q * (q - 1) / 2, q)
+    s = eng.get("slide", 0.0)
+    if s <= 0:
+        return a, full
+    w = eng["window"]
+    lo = a - q + 1
+    every = q * (lo + a) / 2  # each query sees all keys before it
+    first = max(lo, w + 1)  # queries past the window see w keys: drop the rest
+    over = (first - w + a - w) * (a - first + 1) / 2 if a >= first else 0.0
+    return (1 - s) * a + s * min(a, w + q - 1), (1 - s) * full + s * max(every - over, q)
+
+
 def engine_dict(eng, buckets) -> dict:
     """The kernel's engine vector (framework/modes/serving/scheduler.py E_*) as named settings."""
     return {
@@ -85,6 +110,9 @@ def engine_dict(eng, buckets) -> dict:
         "admit_clip": float(eng[SK.E_ADMIT_CLIP]),
         "admit_retract": float(eng[SK.E_ADMIT_RETRACT]),
         "ready": bool(eng[SK.E_READY]),
+        "slide": float(eng[SK.E_SLIDE]),
+        "window": float(eng[SK.E_WINDOW]),
+        "slide_mem": float(eng[SK.E_SLIDE_MEM]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -103,7 +131,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         design = _no_call_launch(design) if decode_eager else design
     caps = design.kv_caps
     block = eng["block"]
-    blocks_for = lambda tokens: math.ceil(tokens / block)  # noqa: E731
+    blocks_for = lambda tokens: math.ceil(pool_tokens(tokens, eng) / block)  # noqa: E731
+    # the reserve counts full-layer tokens (SGLang's full pool): free pool tokens in those
+    full_share = 1.0
+    if eng.get("slide", 0.0) > 0:
+        full_share = (1 - eng["slide"]) + eng["slide"] * max(eng["slide_mem"], 0.0)
     reqs = [Req(i, float(p), float(o), target=float(p)) for i, (p, o) in enumerate(zip(prompt, output))]
     if eng.get("ready"):  # a disaggregated decode pool: the prompt's KV arrives with the request
         for r in reqs:
@@ -237,7 +269,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 )
                 if need > free:
                     break
-                if eng["admit_ratio"] > 0 and running and r.target + rest(r) >= free * block - reserve:
+                if (
+                    eng["admit_ratio"] > 0
+                    and running
+                    and r.target + rest(r) >= free * block / full_share - reserve
+                ):
                     break  # the admission reserve holds it back
                 reserve += rest(r)
                 free -= need
@@ -295,14 +331,14 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         pre = [0.0, 0.0, 0.0, 0.0]  # tokens, KV read, pairs, sequences of the prefilling sequences
         for r, q, dec in step:
             a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
-            pr = max(q * a - q * (q - 1) / 2, q)
+            rd, pr = read_and_pairs(q, a, eng)
             tokens += q
-            kv_read += a
+            kv_read += rd
             pairs += pr
             # logits: every decode token, and the last position of a prefill that ends here
             sampled += q if dec else float(a >= r.target)
             if not dec:
-                pre = [pre[0] + q, pre[1] + a, pre[2] + pr, pre[3] + 1.0]
+                pre = [pre[0] + q, pre[1] + rd, pre[2] + pr, pre[3] + 1.0]
         seqs = float(len(step))
         all_decode = all(dec for _, _, dec in step)
         if all_decode and eng["buckets"]:

@@ -44,7 +44,7 @@ from numba import njit
 from decodelab.core.kernel import K_HOST, N_ACC, step_core
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving.layout import *  # noqa: F403 -- the array layout is this module's interface
-from decodelab.modes.serving.parts import _blocks, _enqueue, held_tokens, max_held_tokens  # noqa: F401
+from decodelab.modes.serving.parts import _blocks, _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
 from decodelab.modes.serving.pick import (
     G_PADDED,
     G_PAIRS,
@@ -181,7 +181,7 @@ def serve(
             break
 
         # ---- the fused step's aggregates and cost
-        step_aggregates(seq, ix, n_sched, n_dec, caps, buckets, agg)
+        step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg)
         tokens = agg[G_TOKENS]
         padded = agg[G_PADDED]
         cc = call_cost if n_dec == n_sched else call_cost_mixed
@@ -237,7 +237,7 @@ def serve(
                     continue
                 gen[i] += 1.0  # the last prefill chunk emits a token
                 if preempt:  # the policy selects: free what it drops
-                    keep = _blocks(held_tokens(prompt[i], gen[i], caps), block)
+                    keep = kv_blocks(held_tokens(prompt[i], gen[i], caps), eng)
                     if keep < blocks[i]:
                         fb[F_FREE] += blocks[i] - keep
                         blocks[i] = keep
@@ -259,7 +259,7 @@ def serve(
                 if closed and issued < n:
                     arrival[issued] = t_end + think[issued]
                     issued += 1
-        kv = compact_running(seq, ix, cnt, caps, block)
+        kv = compact_running(seq, ix, cnt, caps, eng)
         if n_steps == steps.shape[0]:
             grown = np.zeros((2 * n_steps, N_STEP))
             grown[:n_steps] = steps

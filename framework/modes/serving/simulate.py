@@ -21,55 +21,11 @@ from decodelab.core import parallel
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
+from decodelab.modes.serving.engine_check import check_engine
 from decodelab.modes.serving.workload import requests, simulated_warmup
 from decodelab.errors import ConfigError, Infeasible
 
-ON_KV_FULL = ("queue", "preempt")
 PCTS = (50, 90, 99)
-
-
-def check_engine(e) -> None:
-    errors = []
-    for name in ("max_batch", "max_tokens_per_step", "kv_block_tokens"):
-        if getattr(e, name) < 1:
-            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
-    if e.chunk_size < 0:
-        errors.append(f"engine.chunk_size={e.chunk_size} must be >= 0 (0: whole prompts)")
-    if e.order not in SK.ORDERS:
-        errors.append(f"engine.order={e.order!r} is not one of: {', '.join(SK.ORDERS)}")
-    if e.on_kv_full not in ON_KV_FULL:
-        errors.append(f"engine.on_kv_full={e.on_kv_full!r} is not one of: {', '.join(ON_KV_FULL)}")
-    elif e.on_kv_full == "preempt" and e.chunk_size == 0:
-        errors.append(
-            "engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
-            "preempted request recomputes prompt + output, which can exceed the budget"
-        )
-    if e.host_iter_us is not None and not e.host_iter_us >= 0:
-        errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
-    if not e.host_per_req_us >= 0:
-        errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
-    if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
-        errors.append(
-            f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
-        )
-    if not 0.0 <= e.admit_ratio <= 1.0:
-        errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
-    elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
-        errors.append(
-            f"engine.admit_ratio={e.admit_ratio} needs engine.on_kv_full=preempt (queue reserves "
-            "each request's whole KV already)"
-        )
-    if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
-        errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
-    for name in ("admit_ratio_decay_steps", "admit_clip_tokens"):
-        if getattr(e, name) < 1:
-            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
-    if e.admit_retract_steps < 0:
-        errors.append(f"engine.admit_retract_steps={e.admit_retract_steps} must be >= 0")
-    if any(b < 1 for b in e.batch_buckets):
-        errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
-    if errors:
-        raise ConfigError("\n".join(errors))
 
 
 def kv_bytes_per_token_chip(design: Design) -> float:
@@ -147,6 +103,17 @@ def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.nda
     return np.maximum(prompt, n)
 
 
+def sliding_layers(eng: np.ndarray, design: Design, e) -> None:
+    """The sliding-window layers' share, window and pool rule (engine.swa_kv) into eng (layout.py
+    E_SLIDE, E_WINDOW, E_SLIDE_MEM); state layers stay costed as full-attention ones."""
+    rm = getattr(design, "kv_read_model", None)
+    if rm is None or rm[KC.R_SLIDE] <= 0 or rm[KC.R_WINDOW] <= 0:
+        return
+    eng[SK.E_SLIDE] = rm[KC.R_SLIDE]
+    eng[SK.E_WINDOW] = rm[KC.R_WINDOW]
+    eng[SK.E_SLIDE_MEM] = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
+
+
 def engine_inputs(
     cfg, design: Design, prompt, output, ready: bool = False
 ) -> Tuple[np.ndarray, np.ndarray, list]:
@@ -178,19 +145,19 @@ def engine_inputs(
             f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
             "(engine.chunk_size=0)"
         )
+    eng = np.zeros(SK.N_ENG)
+    eng[SK.E_BLOCK] = block
+    sliding_layers(eng, design, e)
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
-    if e.on_kv_full == "queue":
-        need = float(np.ceil(max_held(prompt, output, caps) / block).max())
-    else:
-        need = float(np.ceil((prompt + output - 1.0) / block).max())
+    held = max_held(prompt, output, caps) if e.on_kv_full == "queue" else prompt + output - 1.0
+    need = max(float(SK.kv_blocks(n, eng)) for n in np.unique(held))
     if need > cap_blocks:
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
             f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
             f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
         )
-    eng = np.zeros(SK.N_ENG)
     eng[SK.E_MAX_BATCH] = max_batch
     eng[SK.E_MAX_TOKENS] = e.max_tokens_per_step
     eng[SK.E_CHUNK] = e.chunk_size
@@ -198,7 +165,6 @@ def engine_inputs(
     eng[SK.E_MIXED] = 1.0 if e.mixed_steps else 0.0
     eng[SK.E_PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
     eng[SK.E_CAP_BLOCKS] = cap_blocks
-    eng[SK.E_BLOCK] = block
     eng[SK.E_CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
     eng[SK.E_OVERLAP] = 1.0 if e.overlap else 0.0
     # the engine loop's host work replaces the hardware's per-step host cost (see serving_hw)
@@ -248,11 +214,11 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
             "(framework/core/kv_costs.py) are in static runs only"
         )
     rm = getattr(design, "kv_read_model", None)
-    if rm is not None and (rm[KC.R_SLIDE] > 0 or rm[KC.R_STATE] > 0):
+    if rm is not None and rm[KC.R_STATE] > 0:
         notes.append(
-            "serving treats sliding-window and state layers as full-attention layers "
-            "(KV read and held grow with the whole context); the layer mix "
-            "(framework/core/kv_costs.py) is in static runs only"
+            "serving treats state layers as full-attention layers (KV read and held grow with "
+            "the whole context); their constant state (framework/core/kv_costs.py) is in static "
+            "runs only"
         )
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
     args = (

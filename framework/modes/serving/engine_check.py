@@ -1,0 +1,58 @@
+"""Checks of an engine config (`engine.*`, framework/core/schema_engine.py) before a serving run:
+one ConfigError listing every bad field with its allowed values."""
+
+from __future__ import annotations
+
+from decodelab.errors import ConfigError
+from decodelab.modes.serving import scheduler as SK
+
+ON_KV_FULL = ("queue", "preempt")
+SWA_KV = ("window", "full", "ratio")
+
+
+def check_engine(e) -> None:
+    errors = []
+    for name in ("max_batch", "max_tokens_per_step", "kv_block_tokens"):
+        if getattr(e, name) < 1:
+            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
+    if e.chunk_size < 0:
+        errors.append(f"engine.chunk_size={e.chunk_size} must be >= 0 (0: whole prompts)")
+    if e.order not in SK.ORDERS:
+        errors.append(f"engine.order={e.order!r} is not one of: {', '.join(SK.ORDERS)}")
+    if e.on_kv_full not in ON_KV_FULL:
+        errors.append(f"engine.on_kv_full={e.on_kv_full!r} is not one of: {', '.join(ON_KV_FULL)}")
+    elif e.on_kv_full == "preempt" and e.chunk_size == 0:
+        errors.append(
+            "engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
+            "preempted request recomputes prompt + output, which can exceed the budget"
+        )
+    if e.host_iter_us is not None and not e.host_iter_us >= 0:
+        errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
+    if not e.host_per_req_us >= 0:
+        errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
+    if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
+        errors.append(
+            f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
+        )
+    if not 0.0 <= e.admit_ratio <= 1.0:
+        errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
+    elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
+        errors.append(
+            f"engine.admit_ratio={e.admit_ratio} needs engine.on_kv_full=preempt (queue reserves "
+            "each request's whole KV already)"
+        )
+    if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
+        errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
+    for name in ("admit_ratio_decay_steps", "admit_clip_tokens"):
+        if getattr(e, name) < 1:
+            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
+    if e.admit_retract_steps < 0:
+        errors.append(f"engine.admit_retract_steps={e.admit_retract_steps} must be >= 0")
+    if e.swa_kv not in SWA_KV:
+        errors.append(f"engine.swa_kv={e.swa_kv!r} is not one of: {', '.join(SWA_KV)}")
+    if not 0.0 <= e.swa_full_tokens_ratio <= 1.0:
+        errors.append(f"engine.swa_full_tokens_ratio={e.swa_full_tokens_ratio} must be in [0, 1]")
+    if any(b < 1 for b in e.batch_buckets):
+        errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
+    if errors:
+        raise ConfigError("\n".join(errors))
