@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import cli, compose_cfg, one_client_cfg, runs_in
@@ -161,6 +162,10 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         ("sglang", "0.5.9", "sglang_0_5_8"),
         ("sglang", "0.5.11", "sglang_0_5_8"),
         ("SGLang", "", "sglang"),
+        ("TensorRT-LLM", "1.0.0rc3", "default"),  # other spellings of the family
+        ("tensorrt_llm", "", "default"),
+        ("TRT-LLM", "1.2.0rc5", "default"),
+        ("vLLM", "0.14.0", "vllm_0_14"),
     ],
 )
 def test_engine_column_picks_the_config(engine, version, name):
@@ -339,3 +344,45 @@ def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
         req, steps, *_ = S.simulate_serving(cfg, build(cfg))
         assert req[1, SK.R_FIRST_STEP] == 3  # request 0: steps 0-2; request 1's prefill: step 3
         assert steps[3, SK.T_START] == req[1, SK.R_ARRIVAL]
+
+
+def _row(**extra):
+    base = dict(model="Qwen/Qwen3-30B-A3B", engine="trtllm", engine_version="1.0.0rc3", precision="fp8", tp=2)
+    return pd.Series({**base, **extra})
+
+
+@pytest.mark.parametrize(
+    "extra, chips, stages, more",
+    [
+        ({}, 2, 1, []),  # no parallelism columns: the shipped CSVs' designs
+        ({"pp": 1, "dp": 1, "ep": 1}, 2, 1, []),  # ones change nothing
+        ({"pp": 2}, 2, 2, ["hardware.pipeline_parallel=2"]),
+        ({"dp": 4, "moe_ep": 8}, 8, 1, ["hardware.attention_dp=4", "hardware.moe_mapping=ep"]),
+        ({"ep": 2, "moe_tp": 1}, 2, 1, ["hardware.moe_mapping=ep"]),
+        ({"pp": float("nan"), "ep": ""}, 2, 1, []),  # empty cells
+    ],
+)
+def test_parallelism_columns_map_to_the_design(extra, chips, stages, more):
+    from decodelab.runs.validation import base_overrides
+
+    ov = base_overrides(_row(**extra))
+    assert f"hardware.tensor_parallel={chips}" in ov and f"hardware.n_chips={chips * stages}" in ov
+    assert [
+        o
+        for o in ov
+        if o.split("=")[0] in ("hardware.pipeline_parallel", "hardware.attention_dp", "hardware.moe_mapping")
+    ] == more
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [({"ep": 4}, "ep=4 with tp x dp = 2"), ({"pp": 0}, "pp=0 must be"), ({"moe_tp": 1}, "moe_tp=1 must be")],
+)
+def test_parallelism_the_model_cannot_map_is_one_error(tmp_path, extra, words):
+    row = {**_row(**extra).to_dict(), "isl": 128, "osl": 8, "concurrency": 1, "ttft_ms": 1, "tpot_ms": 1}
+    csv = tmp_path / "rows.csv"
+    pd.DataFrame([row]).to_csv(csv, index=False)
+    r = cli(tmp_path, "validate", "--no-track", "--csv", str(csv))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("error:")]
+    assert "data row 1" in line and words in line

@@ -107,9 +107,11 @@ def print_table(df, csv: Path) -> None:
             f"{g['ttft_worst_x']:.2f}x",
         )
     con.print(s)
+    unpredicted = int(df["tpot_pred"].isna().sum())
     con.print(
         f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}% (bias {bias(df, 'tpot'):+.1f}%), "
         f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%) over {len(df)} rows"
+        + (f" ({unpredicted} without a prediction, not counted)" if unpredicted else "")
     )
 
 

@@ -20,6 +20,7 @@ from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings,
     WARMUP_PER_CLIENT,
     _norm,
     aic_launched,
+    engine_family,
     launch_engine,
     predict_rows,
     row_workload,
@@ -132,7 +133,7 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
     not parse, or one older than every file's) the family's first file (alphabetically) listing
     none, else its first. `table`: engine_table(), read once by the caller."""
     table = engine_table() if table is None else table
-    fam = [t for t in table if t[1] == _norm(engine)]
+    fam = [t for t in table if t[1] == engine_family(engine)]
     if not fam:
         known = sorted({f"{f} ({n})" for n, f, _ in table})
         raise ValueError(f"engine {engine!r} has no config in conf/engine/ (known: {', '.join(known)})")
@@ -150,7 +151,7 @@ def version_notes(df) -> List[str]:
     table = engine_table()
     out = []
     for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
-        fam = [t for t in table if t[1] == _norm(str(eng))]
+        fam = [t for t in table if t[1] == engine_family(str(eng))]
         if any(ver in vs for _, _, vs in fam):
             continue
         near = _nearest_earlier(fam, ver)
@@ -217,17 +218,66 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
     version = row.get("engine_version", "")
     version = "" if not isinstance(version, str) else version
     tp = int(row["tp"])
+    par, chips, stages = parallel_overrides(row, tp)
     return [
         f"model={model}",
         f"engine={engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
-        f"hardware.n_chips={tp}",
-        f"hardware.tensor_parallel={tp}",
+        f"hardware.n_chips={chips * stages}",
+        f"hardware.tensor_parallel={chips}",
+        *par,
         "workload=decode" if static else "workload=closed_loop",
         f"workload.weight_dtype={w}",
         f"workload.kv_dtype={kv}",
         "workload.act_dtype=bf16",
     ]
+
+
+def _given(row, col: str) -> bool:
+    v = row.get(col)
+    return v is not None and not (isinstance(v, float) and v != v) and str(v).strip() != ""
+
+
+def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
+    """Optional parallelism columns beyond `tp` (AIConfigurator's names): `pp` pipeline stages,
+    `dp` data-parallel attention groups (the replica spans tp x dp GPUs, attention in dp groups of
+    tp), `ep` / `moe_ep` expert parallelism over all of them (whole experts per GPU). A value of 1
+    or an empty cell changes nothing; one the model cannot map is a ValueError naming it. Returns
+    (overrides, GPUs of a pipeline stage, stages)."""
+    out = []
+    vals = {}
+    for col in ("pp", "dp", "ep", "moe_ep", "moe_tp"):
+        if _given(row, col):
+            v = pd_int(row[col])
+            if v is None or v < 1:
+                raise ValueError(f"{col}={row[col]!r} must be a positive integer")
+            vals[col] = v
+    chips = tp * vals.get("dp", 1)
+    if vals.get("pp", 1) > 1:
+        out.append(f"hardware.pipeline_parallel={vals['pp']}")
+    if vals.get("dp", 1) > 1:
+        out.append(f"hardware.attention_dp={vals['dp']}")
+    ep = max(vals.get("ep", 1), vals.get("moe_ep", 1))
+    moe_tp = vals.get("moe_tp", chips // ep if ep > 1 else chips)
+    if ep > 1 and (ep != chips or moe_tp != 1):
+        raise ValueError(
+            f"ep={ep} with tp x dp = {chips} GPUs (moe_tp={moe_tp}): expert parallelism is modelled "
+            f"over all the replica's GPUs only (ep = tp x dp, moe_tp = 1) or not at all (ep = 1)"
+        )
+    if ep == 1 and moe_tp != chips:
+        raise ValueError(f"moe_tp={moe_tp} must be tp x dp = {chips} when ep = 1")
+    if ep > 1:
+        out.append("hardware.moe_mapping=ep")
+    return out, chips, vals.get("pp", 1)
+
+
+def pd_int(x):
+    """A whole number of a cell (3, 3.0, "3"), else None."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f == int(f) else None
 
 
 def read_rows(csv: Path, static: bool = False):
@@ -305,7 +355,8 @@ def summary(df, groups=GROUPS):
             ratio = d[f"{k}_pred"] / d[f"{k}_meas"]
             out[f"{k}_mape"] = mape(d, k)
             out[f"{k}_bias"] = bias(d, k)
-            out[f"{k}_worst_x"] = float(np.nanmax(np.maximum(ratio, 1.0 / ratio))) if len(d) else np.nan
+            worst = np.maximum(ratio, 1.0 / ratio).dropna()  # rows with no prediction: not counted
+            out[f"{k}_worst_x"] = float(worst.max()) if len(worst) else np.nan
         return out
 
     recs = [stats(df, "all", "all")]

@@ -72,6 +72,16 @@ def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s)
 
 
+# Other spellings of the engine families in measured CSVs (normalised: lower case, alphanumerics)
+ENGINE_ALIASES = {"tensorrtllm": "trtllm", "tensorrt": "trtllm", "trt": "trtllm", "trtllmpytorch": "trtllm"}
+
+
+def engine_family(engine: str) -> str:
+    """The family key of a CSV's engine cell (TensorRT-LLM, tensorrt_llm, TRT-LLM -> trtllm)."""
+    key = _norm(engine)
+    return ENGINE_ALIASES.get(key, key)
+
+
 def row_workload(row, static: bool = False) -> Dict[str, int]:
     """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
     batch of `concurrency` sequences)."""
@@ -162,7 +172,7 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         cache[key] = (cfg, design, mixed)
     cfg, design, mixed = cache[key]
     values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
-    family = _norm(str(row["engine"]))
+    family = engine_family(str(row["engine"]))
     values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
     if static or design is None:
         cfg = cfg.copy()
