@@ -1,0 +1,98 @@
+"""NVIDIA GB200 (conf/hardware/gb200.yaml): the config composes with its datasheet / AIConfigurator
+figures, its measured operator tables load, a memory-bound decode is faster than on an H100, and
+`decodelab validate` maps AIConfigurator's system name `gb200` to it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import compose_cfg
+from decodelab.core import attntable, optable
+from decodelab.runs.validation import hardware_config_name, run_validation
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return compose_cfg("hardware=gb200").hardware
+
+
+def test_composes_with_the_sourced_figures(hw):
+    # NVIDIA GB200 NVL72 datasheet per GPU (dense) = AIConfigurator systems/gb200.yaml
+    assert hw.name == "gb200" and hw.execution == "gpu" and hw.n_chips == 1
+    assert hw.peak_tflops_bf16 == 2500  # bfloat16_tc_flops 2.5e15
+    assert hw.peak_tflops_fp8 == 5000  # fp8_tc_flops 5e15
+    assert hw.peak_tflops_fp4 == 10000  # fp4_tc_flops 1e16
+    assert hw.memory.hbm.bandwidth_gb_s == 8000  # mem_bw 8e12
+    # mem_capacity 198674743296 B = 189471 MiB reported by nvidia-smi
+    assert hw.memory.hbm.capacity_gib == pytest.approx(189471 / 1024, abs=0.05)
+    assert hw.link_bw_gb_s == 900  # NVLink5, 1.8 TB/s bidirectional per GPU
+    assert hw.tdp_w == 1200  # power 1200 W
+    # the tables were measured on this chip: no rescaling of their times
+    assert hw.op_tables.hbm_gb_s == hw.memory.hbm.bandwidth_gb_s
+    assert hw.op_tables.peak_tflops_bf16 == hw.peak_tflops_bf16
+    assert hw.op_tables.peak_tflops_fp8 == hw.peak_tflops_fp8
+
+
+def test_own_tables_and_fitted_laws(hw):
+    """Every table is a gb200_* file that loads; the laws are fitted (GEMM efficiencies are
+    fractions of this chip's peaks); collectives hold 2 and 4 GPUs, as the measured tables do."""
+    assert hw.op_model == "fitted"
+    gemm = [hw.op_tables.gemm, *hw.op_tables.gemm_by_engine.values()]
+    ar = list(hw.op_tables.all_reduce_by_engine.values())
+    attn = [hw.op_tables.attention_decode, *hw.op_tables.attention_decode_by_engine.values()]
+    assert set(hw.op_tables.gemm_by_engine) == set(hw.op_tables.all_reduce_by_engine) == {"vllm", "sglang"}
+    for path in gemm + ar + attn:
+        assert path.startswith("operators/gb200_"), path
+    for path in gemm:
+        assert optable.check(path) is None
+    for path in ar:
+        assert optable.check(path, "all_reduce") is None
+        assert set(optable.collective_curves(path)) == {2, 4}
+    for path in attn:
+        assert attntable.check(path) is None
+    for dt in ("bf16", "fp8", "fp8_block"):
+        g = hw.op_fit.gemm[dt]
+        assert 0.4 < g.e_c < 1.0 and 0.5 < g.e_b < 1.0 and g.t0_us > 0, dt
+    for law in hw.op_fit.attention_decode.values():
+        assert 0 < law.bw_kv_tbs <= hw.memory.hbm.bandwidth_gb_s / 1000
+    assert set(hw.op_fit.all_reduce) == set(hw.op_fit.all_gather) == {"tp2", "tp4"}
+    assert hw.op_fit.sampler.sort.caveat  # the B200's law, said so in every run that uses it
+
+
+def test_decode_is_faster_than_on_h100():
+    from decodelab.api import evaluate
+
+    design = (
+        "tracking=off",
+        "model=qwen3_32b",
+        "workload=decode",
+        "workload.batch_size=1",
+        "workload.prompt_len=1024",
+        "workload.output_len=128",
+        "workload.weight_dtype=fp8_block",
+        "workload.kv_dtype=fp8",
+    )
+    tpot = {}
+    for name in ("h100_sxm", "gb200"):
+        r = evaluate(*design, f"hardware={name}")
+        assert r.status == "ok", r.reason
+        tpot[name] = r.metrics["tpot_ms"]
+    assert 0 < tpot["gb200"] < tpot["h100_sxm"]
+
+
+@pytest.mark.parametrize("system", ["gb200", "GB200", "NVIDIA GB200"])
+def test_system_name_maps_to_the_config(system):
+    assert hardware_config_name(system) == "gb200"
+
+
+def test_validate_runs_a_gb200_row(tmp_path):
+    head = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms,system\n"
+    row = "Qwen/Qwen3-32B,trtllm,1.3.0rc10,fp8,1,1024,64,1,50,10,gb200\n"
+    p = tmp_path / "gb200_row.csv"
+    p.write_text(head + row)
+    df = run_validation(p)
+    assert list(df.status) == ["ok"]
+    assert math.isfinite(df.tpot_pred[0]) and df.tpot_pred[0] > 0
+    assert math.isfinite(df.ttft_pred[0]) and df.ttft_pred[0] > 0
