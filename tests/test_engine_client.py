@@ -386,3 +386,61 @@ def test_parallelism_the_model_cannot_map_is_one_error(tmp_path, extra, words):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     (line,) = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("error:")]
     assert "data row 1" in line and words in line
+
+
+@pytest.mark.parametrize(
+    "hardware, engine, tp, budget, reserve_gib",
+    [
+        # SGLang 0.5.1 (server_args.py:353-415): 8192 tokens, 9.5 + tp / 2 GiB below 90 GiB of GPU memory
+        ("h100_sxm", "sglang", 2, 8192, 9.5 + 2 / 2),
+        ("h200_sxm", "sglang", 4, 8192, 12 + 4 / 2),  # 12 + tp / 2 below 160 GiB
+        ("b200_sxm", "sglang", 2, 16384, 32.0),  # 16384 tokens and 32 GiB from 160 GiB up
+        # SGLang 0.5.8: 512 MiB + 1.5 x chunk MiB + 2 x cuda_graph_max_bs MiB + tp / 8 GiB
+        ("h100_sxm", "sglang_0_5_8", 1, 8192, (512 + 1.5 * 8192 + 2 * 256) / 1024 + 1 / 8),
+        ("h100_sxm", "sglang_0_5_8", 4, 8192, (512 + 1.5 * 8192 + 2 * 512) / 1024 + 4 / 8),
+        ("gb200", "sglang_0_5_8", 2, 16384, (512 + 1.5 * 16384 + 2 * 512) / 1024 + 2 / 8),
+        ("a100_sxm", "vllm", 1, 2048, None),  # vLLM on an A100: 2048 tokens, 256 sequences
+        ("h100_sxm", "vllm", 1, 8192, None),
+    ],
+)
+def test_engine_defaults_follow_the_chip(hardware, engine, tp, budget, reserve_gib):
+    """By hand from the engines' sources: the step budget and (SGLang) the KV pool, the HBM less
+    the weights and the reserve mem_fraction_static leaves, for the run's chip and TP."""
+    cfg = compose_cfg(
+        f"hardware={hardware}",
+        f"hardware.n_chips={tp}",
+        f"engine={engine}",
+        "model=llama3_1_8b",
+        "workload=closed_loop",
+    )
+    assert cfg.engine.max_tokens_per_step == budget and cfg.engine.chunk_size == budget
+    if engine == "vllm":
+        assert cfg.engine.max_batch == (256 if hardware == "a100_sxm" else 1024)
+        return
+    design = build(cfg)
+    gib = 2.0**30
+    hbm = cfg.hardware.memory.hbm.capacity_gib
+    expect = (hbm - reserve_gib) * gib - design.weights_chip
+    assert design.memory["kv_pool_bytes"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_engine_default_by_chip_yields_to_an_override():
+    cfg = compose_cfg("hardware=b200_sxm", "engine=sglang", "engine.max_tokens_per_step=4096")
+    assert cfg.engine.max_tokens_per_step == 4096 and cfg.engine.chunk_size == 16384
+
+
+@pytest.mark.parametrize(
+    "call, value",
+    [
+        (("below", 50, 35, 1, 90, 2, 3), 2),
+        (("below", 10, 35, 1, 3), 1),
+        (("below", 200, 35, 1, 3), 3),
+        (("contains", "dgx_a100", "A100", 1, 2), 1),
+    ],
+)
+def test_chip_resolvers(call, value):
+    from decodelab.config import schema
+
+    assert getattr(schema, call[0])(*call[1:]) == value
+    with pytest.raises(ValueError, match="needs thresholds and values"):
+        schema.below(1, 2, 3)

@@ -142,6 +142,17 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
         ],
         [0, 0, 0],
     ),
+    # decode batches past the largest CUDA graph run eagerly, unpadded (engine.graph_overflow)
+    "graph_overflow": (
+        [
+            "workload=closed_loop",
+            "workload.concurrency=6",
+            "engine.batch_buckets=[1,2,4]",
+            "engine.eager_launch_us=50",
+            *SMALL,
+        ],
+        [0, 0, 0],
+    ),
     # sliding-window layers (gpt-oss: every other layer, window 128) under each pool rule, with
     # prompts and outputs past the window, preemption and (SGLang) the admission reserve
     **{
@@ -539,3 +550,30 @@ def test_sliding_window_pool_rules_order_capacity():
         ttft[rule] = float(np.nanmean(req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]))
         assert eng[SK.E_SLIDE] == 0.5 and eng[SK.E_WINDOW] == 128.0
     assert ttft["window"] < ttft["ratio"] < ttft["full"]
+
+
+def test_decode_batches_past_the_largest_graph():
+    """Six clients, CUDA graphs for batches 1, 2 and 4: a GPU engine runs all six decodes in one
+    eager, unpadded step (vLLM, SGLang, TensorRT-LLM run batches past their largest graph without
+    one), paying the host dispatch of its kernels that a graphed step does not; a static-graph
+    engine (`cap`) runs at most four."""
+    dec, host = {}, SK.T_CAUSE + K.CAUSES.index("host")
+    for overflow in ("eager", "cap"):
+        cfg, design, req, steps, mixed, eng = _run(
+            "hardware=h100_sxm",
+            "model=llama3_1_8b",
+            "workload=closed_loop",
+            "workload.concurrency=6",
+            "workload.n_requests=12",
+            "workload.prompt_len=64",
+            "workload.output_len=32",
+            "engine.batch_buckets=[1,2,4]",
+            f"engine.graph_overflow={overflow}",
+        )
+        dec[overflow] = steps[steps[:, SK.T_DECODE] == steps[:, SK.T_SEQS]]
+    assert dec["eager"][:, SK.T_SEQS].max() == 6 and dec["cap"][:, SK.T_SEQS].max() == 4
+    big = dec["eager"][dec["eager"][:, SK.T_SEQS] == 6]
+    four = dec["cap"][dec["cap"][:, SK.T_SEQS] == 4]
+    assert np.all(big[:, SK.T_PADDED] == 6) and np.all(four[:, SK.T_PADDED] == 4)
+    # the engine dispatches the eager step's kernels one by one (engine.eager_launch_us)
+    assert four[:, host].max() == 0.0 and big[:, host].min() > 0.0

@@ -102,19 +102,29 @@ def fp4_note(hw, dtype: str) -> List[str]:
 
 
 def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
-    """Per-chip KV pool of a serving engine: `engine.kv_mem_fraction` of the HBM the weights
-    leave free (weights are placed in HBM first; KV blocks live in HBM)."""
+    """Per-chip KV pool of a serving engine (weights are placed in HBM first; KV blocks live in
+    HBM): `engine.kv_mem_fraction` of the HBM the weights leave free (kv_mem_basis free), of the
+    whole HBM less the weights (total), or the HBM less the weights and the engine's reserve for
+    activations and graphs (reserve)."""
     f = cfg.engine.kv_mem_fraction
     if not 0.0 < f <= 1.0:
         raise ConfigError(f"engine.kv_mem_fraction={f} must be in (0, 1]")
     basis = getattr(cfg.engine, "kv_mem_basis", "free")
-    if basis not in ("free", "total"):
-        raise ConfigError(f"engine.kv_mem_basis={basis!r} is not one of: free, total")
+    if basis not in ("free", "total", "reserve"):
+        raise ConfigError(f"engine.kv_mem_basis={basis!r} is not one of: free, total, reserve")
     hbm = next((t for t in tiers if t.name == "hbm"), None)
     if hbm is None:
         return 0.0
     if basis == "total":  # vLLM gpu_memory_utilization: weights and KV share f of the whole HBM
         return max(0.0, f * hbm.capacity_gib * GIB - weight_bytes_chip)
+    if basis == "reserve":  # SGLang: mem_fraction_static = (HBM - reserved) / HBM for weights + KV
+        e = cfg.engine
+        reserve = e.kv_reserve_gib + e.kv_reserve_gib_per_gpu * parallel.replica_chips(cfg.hardware)
+        if not reserve >= 0.0:
+            raise ConfigError(
+                f"engine.kv_reserve_gib + kv_reserve_gib_per_gpu x GPUs = {reserve} must be >= 0"
+            )
+        return max(0.0, (hbm.capacity_gib - reserve) * GIB - weight_bytes_chip)
     return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip)
 
 

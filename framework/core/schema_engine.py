@@ -33,9 +33,15 @@ class EngineConfig:
     mixed_steps: bool = True  # fuse prefill chunks and decode tokens in one step
     graphs_decode_only: bool = True  # GPU: CUDA graphs replay decode-only steps; others launch eagerly
     batch_buckets: List[int] = field(default_factory=list)  # compiled batch sizes ([] = dynamic)
+    # A decode batch larger than the largest bucket: eager (GPU engines run it without a CUDA graph,
+    # unpadded, like a step with prefill work) | cap (static graphs: at most that many sequences run)
+    graph_overflow: str = "eager"
     on_kv_full: str = "queue"  # queue (reserve a request's whole KV at admission) | preempt
     kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
     kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
+    # | reserve: the HBM minus weights minus kv_reserve_gib + kv_reserve_gib_per_gpu x (tp x pp) (SGLang)
+    kv_reserve_gib: float = 0.0
+    kv_reserve_gib_per_gpu: float = 0.0
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are

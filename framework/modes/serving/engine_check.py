@@ -8,6 +8,7 @@ from decodelab.modes.serving import scheduler as SK
 
 ON_KV_FULL = ("queue", "preempt")
 SWA_KV = ("window", "full", "ratio")
+GRAPH_OVERFLOW = ("eager", "cap")
 
 
 def check_engine(e) -> None:
@@ -52,6 +53,10 @@ def check_engine(e) -> None:
         errors.append(f"engine.swa_kv={e.swa_kv!r} is not one of: {', '.join(SWA_KV)}")
     if not 0.0 <= e.swa_full_tokens_ratio <= 1.0:
         errors.append(f"engine.swa_full_tokens_ratio={e.swa_full_tokens_ratio} must be in [0, 1]")
+    if e.graph_overflow not in GRAPH_OVERFLOW:
+        errors.append(
+            f"engine.graph_overflow={e.graph_overflow!r} is not one of: {', '.join(GRAPH_OVERFLOW)}"
+        )
     if any(b < 1 for b in e.batch_buckets):
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:

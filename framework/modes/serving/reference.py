@@ -113,6 +113,7 @@ def engine_dict(eng, buckets) -> dict:
         "slide": float(eng[SK.E_SLIDE]),
         "window": float(eng[SK.E_WINDOW]),
         "slide_mem": float(eng[SK.E_SLIDE_MEM]),
+        "graph_max": float(eng[SK.E_GRAPH_MAX]),
         "buckets": [float(b) for b in buckets],
     }
 
@@ -345,13 +346,15 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
             padded = next((float(b) for b in sorted(eng["buckets"]) if b >= len(step)), seqs)
             tokens, kv_read, pairs, sampled = (x * padded / seqs for x in (tokens, kv_read, pairs, sampled))
             seqs = padded
+        # a decode batch past the largest CUDA graph runs eagerly, as a step with prefill work
+        graphed = all_decode and (eng.get("graph_max", 0.0) <= 0 or len(step) <= eng["graph_max"])
         cost = reference_step_agg(
-            design if all_decode else design_mixed, cfg, tokens, kv_read, pairs, seqs, sampled, *pre
+            design if graphed else design_mixed, cfg, tokens, kv_read, pairs, seqs, sampled, *pre
         )
         gpu = sum(cost[c] for c in CAUSES if c != "host")
         host = eng["host_iter"] + eng["host_req"] * len(step)  # the engine loop's host work
         # an eager step's kernels dispatched one by one by the host (engine.eager_launch_us)
-        dispatch = eng["eager_host"] if (not all_decode or eng["eager_decode"]) else 0.0
+        dispatch = eng["eager_host"] if (not graphed or eng["eager_decode"]) else 0.0
         if eng["overlap"]:  # hidden under the GPU's previous step, except what exceeds it
             host = max(0.0, host + dispatch - gpu)
         else:  # dispatched while the step's own kernels run

@@ -21,7 +21,8 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
   preempts the newest running sequence, which later recomputes its prompt + generated tokens;
 - a decode-only step runs at the smallest compiled batch bucket >= its sequences (static
   graphs; every per-sequence term scaled to the padded batch) and with `call_cost` (e.g. CUDA
-  graphs); a step with prefill work runs with `call_cost_mixed`;
+  graphs); a step with prefill work, or a decode-only step larger than E_GRAPH_MAX (> 0: the
+  largest CUDA graph; engine.graph_overflow=eager), runs unpadded with `call_cost_mixed`;
 - host work of the engine loop per step: host_iter + host_req x sequences (the caller passes
   `hw` with its per-step host cost moved into E_HOST_ITER). Without overlap the step lasts its
   GPU time + host work; with an overlap scheduler only max(0, host work - GPU time) is exposed.
@@ -96,6 +97,7 @@ def serve(
     eager_host = eng[E_EAGER_HOST]
     eager_decode = eng[E_EAGER_DECODE] > 0.0
     lookahead = eng[E_LOOKAHEAD] > 0.0
+    graph_max = eng[E_GRAPH_MAX]
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     n_calls = call_rep.shape[0]
     acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
@@ -184,7 +186,8 @@ def serve(
         step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg)
         tokens = agg[G_TOKENS]
         padded = agg[G_PADDED]
-        cc = call_cost if n_dec == n_sched else call_cost_mixed
+        graphed = n_dec == n_sched and (graph_max <= 0.0 or n_sched <= graph_max)
+        cc = call_cost if graphed else call_cost_mixed
         step_core(
             op_call,
             op_w,
@@ -213,7 +216,7 @@ def serve(
             if k != K_HOST:
                 gpu += row[k]
         host = row[K_HOST] + host_iter + host_req * n_sched
-        dispatch = eager_host if (n_dec < n_sched or eager_decode) else 0.0
+        dispatch = eager_host if (not graphed or eager_decode) else 0.0
         if overlap:  # the CPU prepares this step while the GPU runs the previous one
             host = max(0.0, host + dispatch - gpu)
         else:  # the forward's kernels run while the rest of them are dispatched

@@ -125,7 +125,7 @@ def engine_inputs(
     notes = []
     buckets = np.array(sorted(set(int(b) for b in e.batch_buckets)), dtype=np.float64)
     max_batch = e.max_batch
-    if len(buckets) and max_batch > buckets[-1]:
+    if len(buckets) and max_batch > buckets[-1] and e.graph_overflow == "cap":
         max_batch = int(buckets[-1])
         notes.append(f"engine.max_batch capped at the largest batch bucket ({max_batch})")
     per_tok = kv_bytes_per_token_chip(design)
@@ -159,6 +159,7 @@ def engine_inputs(
             f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
         )
     eng[SK.E_MAX_BATCH] = max_batch
+    eng[SK.E_GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
     eng[SK.E_MAX_TOKENS] = e.max_tokens_per_step
     eng[SK.E_CHUNK] = e.chunk_size
     eng[SK.E_ORDER] = SK.ORDERS.index(e.order)
