@@ -3,6 +3,7 @@ from a search path, in single runs and sweeps; mistakes in them are one clear li
 
 from __future__ import annotations
 
+import shutil
 from itertools import product
 
 import pytest
@@ -290,3 +291,26 @@ def test_missing_required_field_does_not_break_a_sweep(tmp_path):
     assert status["incomplete"]["status"] == "invalid"
     assert "model.ffn_dim" in status["incomplete"]["reason"]
     assert res.rc == 0, res.explain()
+
+
+def test_example_user_engine_sets_its_budget_by_chip(tmp_path):
+    """examples/user_conf/engine/my_vllm.yaml: vLLM's file with 16384 tokens a step from 100 GiB
+    of GPU memory up (docs/extending.md, "A serving engine")."""
+    for hw, budget in (("b200_sxm", 16384), ("h100_sxm", 8192)):
+        res = decodelab(
+            tmp_path,
+            searchpath(USER_CONF),
+            "engine=my_vllm",
+            f"hardware={hw}",
+            "model=llama3_1_8b",
+            "workload=closed_loop",
+            "workload.n_requests=8",
+            "workload.concurrency=2",
+            "tracking=off",
+        )
+        assert res.rc == 0, res.explain()
+        rec = read_result(the_run_dir(tmp_path))
+        assert rec["status"] == "ok", rec["reason"]
+        assert rec["config"]["engine"]["max_tokens_per_step"] == budget
+        assert rec["config"]["engine"]["chunk_size"] == budget
+        shutil.rmtree(tmp_path / "outputs")  # the next chip's run is then the only one
