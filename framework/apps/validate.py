@@ -1,6 +1,7 @@
 """Simulate every row of a measured serving CSV as the setting it was measured in (closed loop:
-`concurrency` clients, `isl` prompt and `osl` output tokens, `precision`, `tp`) and compare
-predicted with measured TTFT and TPOT; the table is printed and logged to MLflow as one run.
+`concurrency` clients, `isl` prompt and `osl` output tokens, `precision`, `tp`; optional
+`engine_version`, `system`, `pp`, `dp`, `ep` / `moe_ep`) and compare predicted with measured
+TTFT and TPOT; the table is printed and logged to MLflow as one run.
 
   decodelab validate                                  the shipped Llama-3.1-8B rows
   decodelab validate --csv rows.csv engine.chunk_size=2048
