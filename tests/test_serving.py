@@ -168,9 +168,10 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
                 "engine.chunk_size=64",
                 "engine.kv_mem_fraction=0.0025",
                 "workload.output_dist.kind=uniform",
-                "workload.output_dist.low=100",
-                "workload.output_dist.high=200",
+                "workload.output_dist.low=20",
+                "workload.output_dist.high=60",
                 *SMALL,
+                "workload.n_requests=10",
             ],
             [0, 0, 0],
         )
