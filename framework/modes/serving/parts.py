@@ -67,11 +67,6 @@ def max_held_tokens(p, o, caps):
 
 
 @njit(cache=True)
-def _blocks(tokens, block):
-    return np.ceil(tokens / block)
-
-
-@njit(cache=True)
 def mem_tokens(n, eng):
     """KV-pool token-equivalents (one token of every layer = 1) of a sequence holding n tokens:
     a sliding-window layer holds the window (E_SLIDE_MEM < 0) or E_SLIDE_MEM x n (layout.py)."""

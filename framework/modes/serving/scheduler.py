@@ -45,7 +45,7 @@ from numba import njit
 from decodelab.core.kernel import K_HOST, N_ACC, step_core
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving.layout import *  # noqa: F403 -- the array layout is this module's interface
-from decodelab.modes.serving.parts import _blocks, _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
+from decodelab.modes.serving.parts import _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
 from decodelab.modes.serving.pick import (
     G_PADDED,
     G_PAIRS,
