@@ -156,7 +156,11 @@ def engine_inputs(
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
             f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
-            f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
+            + (
+                f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
+                if e.kv_mem_basis == "free"
+                else f"(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md 3b)"
+            )
         )
     eng[SK.E_MAX_BATCH] = max_batch
     eng[SK.E_GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
