@@ -232,7 +232,7 @@ def test_auto_launch_is_aiconfigurators_where_the_version_dates_it():
     assert launch_engine(row, "vllm", "auto") == {} and launch_engine(row, "sglang", "auto") == {}
     assert launch_engine({**row, "engine_version": "0.12.0"}, "vllm", "auto") == {}
     assert launch_engine({**row, "engine_version": "0.13.0"}, "vllm", "auto") == {}
-    vllm_aic = {"max_tokens_per_step": 2540, "batch_buckets": []}
+    vllm_aic = {"max_tokens_per_step": 2540, "chunk_size": 2540, "batch_buckets": []}
     sglang_aic = {"mixed_steps": True, "max_tokens_per_step": 2524, "batch_buckets": []}
     assert launch_engine({**row, "engine_version": "0.14.0"}, "vllm", "auto") == vllm_aic
     assert launch_engine({**row, "engine_version": "0.19.0"}, "vllm", "auto") == vllm_aic

@@ -117,8 +117,8 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     c, isl = int(row["concurrency"]), int(row["isl"])
     if family == "trtllm":
         return {"max_tokens_per_step": c + isl + 1500}
-    if family == "vllm":
-        return {"max_tokens_per_step": c + isl + 1500, "batch_buckets": []}
+    if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
+        return {"max_tokens_per_step": c + isl + 1500, "chunk_size": c + isl + 1500, "batch_buckets": []}
     if family == "sglang":
         return {"mixed_steps": True, "max_tokens_per_step": isl + 1500, "batch_buckets": []}
     return {}
@@ -153,6 +153,9 @@ def composed(cache, key, overrides):
             name, value = k.split("=", 1)
             if name not in given:
                 OmegaConf.update(cfg, name, int(value))
+    # interpolations (the engines' defaults by chip) resolved once here, not at every field read of
+    # every row (OmegaConf parses an interpolation each time it is read)
+    OmegaConf.resolve(cfg)
     return cfg
 
 
