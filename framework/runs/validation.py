@@ -30,6 +30,7 @@ from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings,
 DEFAULT_CSV = "h100_llama31_8b_tp1.csv"
 COLUMNS = ("model", "engine", "precision", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")
 INT_COLUMNS = ("tp", "isl", "osl", "concurrency")
+PARALLEL_COLUMNS = ("pp", "dp", "ep", "moe_ep", "moe_tp")  # optional (parallel_overrides)
 # A row's `precision` -> (weight dtype, KV dtype). The rows do not record the KV dtype: a stated
 # assumption, not a fit. FP8 rows: FP8 weights and FP8 KV (AIConfigurator passes its KV quant mode
 # to the engine as kv_cache_dtype, generator/config/backend_config_mapping.yaml @095f58a5; NVIDIA's
@@ -180,7 +181,8 @@ def hardware_config_name(system: str) -> str:
 
 def check_rows(df, csv: Path) -> None:
     """One ValueError naming the first bad column or row: missing columns, no data rows,
-    non-positive or non-numeric sizes and measurements."""
+    non-positive or non-numeric sizes (the optional parallelism columns too, where not empty) and
+    measurements."""
     import pandas as pd
 
     missing = [c for c in COLUMNS if c not in df.columns]
@@ -188,10 +190,13 @@ def check_rows(df, csv: Path) -> None:
         raise ValueError(f"{csv.name} lacks columns: {', '.join(missing)} (needs {', '.join(COLUMNS)})")
     if df.empty:
         raise ValueError(f"{csv.name} has a header but no data rows")
-    for col in INT_COLUMNS + ("ttft_ms", "tpot_ms"):
+    optional = tuple(c for c in PARALLEL_COLUMNS if c in df.columns)
+    for col in INT_COLUMNS + optional + ("ttft_ms", "tpot_ms"):
         v = pd.to_numeric(df[col], errors="coerce")
-        whole = col in INT_COLUMNS
+        whole = col in INT_COLUMNS + optional
         bad = ~(v > 0) | (v.round() != v if whole else False)
+        if col in optional:  # an empty cell: the column's default, 1
+            bad &= df[col].notna() & (df[col].astype(str).str.strip() != "")
         if bad.any():
             n = int(bad.to_numpy().argmax())
             kind = "a positive integer" if whole else "a number > 0"
@@ -245,13 +250,7 @@ def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
     or an empty cell changes nothing; one the model cannot map is a ValueError naming it. Returns
     (overrides, GPUs of a pipeline stage, stages)."""
     out = []
-    vals = {}
-    for col in ("pp", "dp", "ep", "moe_ep", "moe_tp"):
-        if _given(row, col):
-            v = pd_int(row[col])
-            if v is None or v < 1:
-                raise ValueError(f"{col}={row[col]!r} must be a positive integer")
-            vals[col] = v
+    vals = {col: int(float(row[col])) for col in PARALLEL_COLUMNS if _given(row, col)}  # check_rows'd
     chips = tp * vals.get("dp", 1)
     if vals.get("pp", 1) > 1:
         out.append(f"hardware.pipeline_parallel={vals['pp']}")
@@ -269,15 +268,6 @@ def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
     if ep > 1:
         out.append("hardware.moe_mapping=ep")
     return out, chips, vals.get("pp", 1)
-
-
-def pd_int(x):
-    """A whole number of a cell (3, 3.0, "3"), else None."""
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return int(f) if f == int(f) else None
 
 
 def read_rows(csv: Path, static: bool = False):
