@@ -187,3 +187,38 @@ def test_validate_all_runs_every_shipped_csv(tmp_path):
     assert "over 42 rows" in out.stdout and "over 354 rows" in out.stdout
     bad = cli(tmp_path, "validate", "--all", "--csv", "x.csv", "--no-track")
     assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "--all" in bad.stderr
+
+
+def test_aiconfigurator_schema_and_rows_the_model_cannot_express(tmp_path):
+    """A CSV in AIConfigurator's own column names (silicon_sample.csv's, as its tools read them)
+    runs; a disaggregated row and a row of a model without a config are recorded with their reason,
+    not predicted, and do not stop the other rows."""
+    head = (
+        "id,model_path,system,backend,backend_version,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
+        "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_tp_size,"
+        "decode_tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+    )
+    rows = [
+        "a,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,trtllm,1.0.0rc3,agg,256,8,bfloat16,,2,1,1,1,1,1,,,50,7\n",
+        "b,Qwen/Qwen3-30B-A3B,h200_sxm,vllm,0.12.0,agg,256,8,bfloat16,fp8,2,2,1,1,2,1,,,50,7\n",
+        "c,Qwen/Qwen3-32B,h100_sxm,trtllm,1.0.0rc3,disagg,256,8,fp8,,,,,,,,1,1,50,7\n",
+        "d,foo/Bar-7B,h100_sxm,vllm,0.12.0,agg,256,8,bfloat16,,2,1,1,1,1,1,,,50,7\n",
+    ]
+    p = tmp_path / "silicon.csv"
+    p.write_text(head + "".join(rows))
+    df = run_validation(p)
+    assert list(df.status) == ["ok", "ok", "invalid", "invalid"]
+    assert list(df.precision) == ["bfloat16", "fp8", "fp8", "bfloat16"]  # moe_quant_mode where given
+    assert list(df.concurrency[:2]) == [2, 2] and list(df.tp[:2]) == [1, 2]  # batch_size, tp_size
+    assert "mode=disagg" in df.reason[2] and "'foo/Bar-7B' has no config" in df.reason[3]
+    assert df.tpot_pred[:2].notna().all() and df.tpot_pred[2:].isna().all()
+
+
+def test_a_csv_no_row_of_which_maps_is_one_error(tmp_path):
+    p = tmp_path / "rows.csv"
+    p.write_text(
+        "model,engine,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+        "foo/Bar-7B,vllm,bf16,1,256,8,2,50,7\nfoo/Baz-7B,vllm,bf16,1,256,8,2,50,7\n"
+    )
+    with pytest.raises(ValueError, match=r"rows.csv data row 1: model 'foo/Bar-7B' has no config"):
+        run_validation(p)

@@ -10,7 +10,9 @@ TTFT and TPOT; the table is printed and logged to MLflow as one run.
 
 The CSV needs the columns model, engine, precision, tp, isl, osl, concurrency, ttft_ms, tpot_ms
 (optional: engine_version picks among an engine's configs; `system` the hardware config, default
-h100_sxm). Each row runs with the conf/engine file whose family / versions match. docs/validation.md."""
+h100_sxm); AIConfigurator's silicon_sample.csv column names are read too. Each row runs with the
+conf/engine file whose family / versions match; a row the model cannot express is recorded with its
+reason, without a prediction. docs/validation.md."""
 
 from __future__ import annotations
 
@@ -77,11 +79,14 @@ def print_table(df, csv: Path) -> None:
     con.print(t)
     for line in version_notes(df):
         con.print(f"note: {line}")
-    for _, r in df[df["status"] != "ok"].iterrows():
-        con.print(
-            f"{r['status']} ({r['engine']} tp {r['tp']}, concurrency {r['concurrency']}, "
-            f"isl {r['isl']}, osl {r['osl']}): {r['reason']}"
+    for (status, reason), g in df[df["status"] != "ok"].groupby(["status", "reason"], sort=False):
+        r = g.iloc[0]
+        where = (
+            f"{_short_model(r['model'])} {r['engine']} tp {r['tp']}, concurrency {r['concurrency']}, "
+            f"isl {r['isl']}, osl {r['osl']}"
         )
+        many = f"{len(g)} rows, the first " if len(g) > 1 else ""
+        con.print(f"{status} ({many}{where}): {reason}")
     s = Table(title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio")
     for col in (
         "group",

@@ -17,6 +17,7 @@ from decodelab.paths import CONF_DIR, VALIDATION_DIR
 from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings, part of this module's API)
     AIC_LAUNCHED,
     REQUESTS_PER_CLIENT,
+    UNMAPPED,
     WARMUP_PER_CLIENT,
     _norm,
     aic_launched,
@@ -51,7 +52,31 @@ PRECISIONS = {
     "mxfp4": ("mxfp4", "bf16"),
     "int8_wo": ("int8", "bf16"),
     "int4_wo": ("int4", "bf16"),
+    # AIConfigurator's quant-mode names (aic-core sdk/common.py GEMMQuantMode / MoEQuantMode): 4-bit
+    # expert weights with FP8 activations (TensorRT-LLM's DeepSeek w4a8) and gpt-oss's MXFP4 experts
+    "w4afp8": ("int4", "fp8"),
+    "w4a16_mxfp4": ("mxfp4", "bf16"),
+    "w4a8_mxfp4_mxfp8": ("mxfp4", "bf16"),
 }
+# AIConfigurator's own column names (its silicon_sample.csv schema, as its tools read it:
+# tools/accuracy_tracking/run_silicon.py, cli_estimate's arguments): used where the CSV lacks
+# decodelab's name. `batch_size` is the aggregated run's concurrency ("max concurrent requests").
+# Without a `precision` column a row's precision is its moe_quant_mode (the experts hold most of an
+# MoE model's bytes) where given, else its gemm_quant_mode.
+ALIASES = {
+    "model_path": "model",
+    "backend": "engine",
+    "backend_version": "engine_version",
+    "tp_size": "tp",
+    "pp_size": "pp",
+    "attention_dp_size": "dp",
+    "moe_tp_size": "moe_tp",
+    "moe_ep_size": "moe_ep",
+    "batch_size": "concurrency",
+    "silicon_ttft_ms": "ttft_ms",
+    "silicon_tpot_ms": "tpot_ms",
+}
+AGG_MODES = ("agg", "")  # a `mode` column's aggregated (one engine serves prefill and decode) rows
 LAUNCHES = ("auto", "defaults", "aic")
 GROUPS = ("engine", "model", "tp", "concurrency")
 
@@ -152,6 +177,8 @@ def version_notes(df) -> List[str]:
     table = engine_table()
     out = []
     for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
+        if not cfg:
+            continue  # rows the model cannot express (read_rows): not run
         fam = [t for t in table if t[1] == engine_family(str(eng))]
         if any(ver in vs for _, _, vs in fam):
             continue
@@ -202,11 +229,13 @@ def check_rows(df, csv: Path) -> None:
             kind = "a positive integer" if whole else "a number > 0"
             x = df[col].iloc[n]
             shown = repr(x) if isinstance(x, str) else str(x)
-            raise ValueError(f"{csv.name} data row {n + 1}: {col}={shown} must be {kind}")
+            raise ValueError(f"{csv.name} data row {df.index[n] + 1}: {col}={shown} must be {kind}")
     for col in ("model", "engine", "precision"):
         bad = df[col].isna() | (df[col].astype(str).str.strip() == "")
         if bad.any():
-            raise ValueError(f"{csv.name} data row {int(bad.to_numpy().argmax()) + 1}: {col} is empty")
+            raise ValueError(
+                f"{csv.name} data row {df.index[int(bad.to_numpy().argmax())] + 1}: {col} is empty"
+            )
 
 
 def base_overrides(row, static: bool = False, engines=None) -> List[str]:
@@ -220,8 +249,7 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
         w = "fp8_block"
     system = row.get("system", "")
     system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
-    version = row.get("engine_version", "")
-    version = "" if not isinstance(version, str) else version
+    version = _version(row)
     tp = int(row["tp"])
     par, chips, stages = parallel_overrides(row, tp)
     return [
@@ -236,6 +264,11 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
         f"workload.kv_dtype={kv}",
         "workload.act_dtype=bf16",
     ]
+
+
+def _version(row) -> str:
+    v = row.get("engine_version", "")
+    return v if isinstance(v, str) else ""
 
 
 def _given(row, col: str) -> bool:
@@ -270,9 +303,38 @@ def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
     return out, chips, vals.get("pp", 1)
 
 
+def aic_columns(df):
+    """The CSV with AIConfigurator's column names (ALIASES) under decodelab's, where it lacks
+    decodelab's; `precision` from the quant-mode columns when it has none."""
+    df = df.rename(columns={a: c for a, c in ALIASES.items() if a in df.columns and c not in df.columns})
+    if "precision" not in df.columns and "gemm_quant_mode" in df.columns:
+        prec = df["gemm_quant_mode"]
+        if "moe_quant_mode" in df.columns:
+            moe = df["moe_quant_mode"]
+            prec = moe.where(moe.notna() & (moe.astype(str).str.strip() != ""), prec)
+        df = df.assign(precision=prec)
+    return df
+
+
+def _unmapped_mode(row) -> str:
+    """Why a row of a `mode` column is not an aggregated serving row ('' when it is)."""
+    mode = row.get("mode", "")
+    mode = "" if mode is None or (isinstance(mode, float) and mode != mode) else str(mode).strip().lower()
+    if mode in AGG_MODES:
+        return ""
+    return (
+        f"mode={mode}: validate maps aggregated serving rows (mode agg: one engine serves prefill and "
+        "decode) only; a disaggregated row's prefill and decode pools are not mapped"
+    )
+
+
 def read_rows(csv: Path, static: bool = False):
     """(the CSV as a DataFrame, its items (row number, design key, row) for
-    validation_predict.predict_rows); a bad file or row is one ValueError naming it."""
+    validation_predict.predict_rows); a bad file, column or value is one ValueError naming it, as
+    is a row whose engine has no config. A row the model cannot express (its model, chip, precision,
+    parallel split or mode has no config or mapping) is an item with the key (UNMAPPED, reason):
+    recorded with that reason, not predicted; when no row can be expressed, the first reason is the
+    error."""
     import pandas as pd
 
     try:
@@ -281,13 +343,27 @@ def read_rows(csv: Path, static: bool = False):
         raise ValueError(f"{csv.name} is empty (needs the columns {', '.join(COLUMNS)})")
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ValueError(f"{csv.name} is not a readable CSV ({type(e).__name__})")
-    check_rows(df, csv)
-    items, engines = [], engine_table()
-    for n, (_, row) in enumerate(df.iterrows(), start=1):
-        try:
-            items.append((n, tuple(base_overrides(row, static, engines)), row))
-        except ValueError as e:
-            raise ValueError(f"{csv.name} data row {n}: {e}")
+    df = aic_columns(df)
+    modes = [_unmapped_mode(row) for _, row in df.iterrows()] if "mode" in df.columns else [""] * len(df)
+    if len(df) and all(modes):
+        raise ValueError(f"{csv.name} data row 1: {modes[0]}")
+    check_rows(df[[not m for m in modes]] if any(modes) else df, csv)
+    items, engines, first = [], engine_table(), None
+    for n, ((_, row), why) in enumerate(zip(df.iterrows(), modes), start=1):
+        if not why:
+            try:
+                engine_config_name(str(row["engine"]), _version(row), engines)
+            except ValueError as e:
+                raise ValueError(f"{csv.name} data row {n}: {e}")
+            try:
+                items.append((n, tuple(base_overrides(row, static, engines)), row))
+                continue
+            except ValueError as e:
+                why = str(e)
+        first = first or (n, why)
+        items.append((n, (UNMAPPED, why), row))
+    if first is not None and all(key[0] == UNMAPPED for _, key, _ in items):
+        raise ValueError(f"{csv.name} data row {first[0]}: {first[1]}")
     return df, items
 
 
@@ -310,7 +386,15 @@ def run_validations(
     for i, csv in enumerate(csvs):
         items += [((i, n), key, row) for n, key, row in read_rows(csv, static)[1]]
     recs = predict_rows(items, list(overrides or []), static, launch, jobs)
-    return [pd.DataFrame([r for (num, _, _), r in zip(items, recs) if num[0] == i]) for i in range(len(csvs))]
+    out = []
+    for i in range(len(csvs)):
+        df = pd.DataFrame([r for (num, _, _), r in zip(items, recs) if num[0] == i])
+        for k in (
+            INT_COLUMNS
+        ):  # whole numbers (a column with empty cells, e.g. disaggregated rows', reads as floats)
+            df[k] = pd.to_numeric(df[k], errors="coerce").astype("Int64")
+        out.append(df)
+    return out
 
 
 def run_validation(

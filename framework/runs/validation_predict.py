@@ -128,6 +128,8 @@ _TP_KEYS = ("hardware.n_chips=", "hardware.tensor_parallel=")
 # A worker's compositions, kept across the chunks of one validate call (its token) and dropped at
 # the next call: worker processes outlive a call, configuration files need not.
 _WORKER: Dict[str, object] = {"token": None, "cache": {}}
+# The design key of a row the model cannot express: (UNMAPPED, reason) (validation.read_rows)
+UNMAPPED = "unmapped"
 
 
 def pinned_keys(overrides) -> set:
@@ -200,7 +202,7 @@ def record(row, key, res) -> dict:
     rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
     ver = row.get("engine_version", "")
     rec["engine_version"] = ver if isinstance(ver, str) else ""
-    rec["engine_config"] = key[1].split("=", 1)[1]
+    rec["engine_config"] = key[1].split("=", 1)[1] if key[0] != UNMAPPED else ""
     rec.update(
         status=res["status"],
         reason=res["reason"],
@@ -224,6 +226,9 @@ def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> Li
     out = []
     with C.context():
         for n, key, row in items:
+            if key[0] == UNMAPPED:
+                out.append((n, record(row, key, Result.invalid(key[1]))))
+                continue
             try:
                 out.append((n, record(row, key, predict(cache, key, row, overrides, pinned, static, launch))))
             except (ValueError,) + C.hydra_errors() as e:  # picklable, whatever raised it
