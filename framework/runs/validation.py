@@ -8,12 +8,18 @@ drained before the measurement, TTFT timed from each request's send)."""
 
 from __future__ import annotations
 
-import functools
-import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from decodelab.paths import CONF_DIR, VALIDATION_DIR
+from decodelab.paths import VALIDATION_DIR
+from decodelab.runs.validation_names import (  # noqa: F401 (part of this module's API)
+    engine_config_name,
+    engine_table,
+    hardware_config_name,
+    model_config_name,
+    version_notes,
+)
+from decodelab.runs.validation_names import _model_yaml
 from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings, part of this module's API)
     AIC_LAUNCHED,
     REQUESTS_PER_CLIENT,
@@ -85,125 +91,6 @@ def default_csv() -> Path:
     """The measured rows shipped with decodelab (decodelab/data/validation, copied from the public
     AIConfigurator project; provenance and licence in its README.md)."""
     return VALIDATION_DIR / DEFAULT_CSV
-
-
-# Tokens of a checkpoint name that do not change the architecture: release tags, tuning and
-# quantization suffixes (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
-# mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B).
-_VARIANT = re.compile(
-    r"^(instruct|chat|hf|it|base|thinking|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
-    r"fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|w4a8|pertensor|static|dynamic|bf16|fp16)$"
-)
-
-
-def _candidates(model: str) -> List[str]:
-    """Normalised keys of a model id, the full name first, then with variant tokens dropped."""
-    name = model.lower().split("/")[-1]
-    if name.startswith("meta-llama-"):
-        name = name[len("meta-") :]
-    parts = re.split(r"[-_]", name)
-    keys = [_norm(name)]
-    while len(parts) > 1 and _VARIANT.match(parts[-1]):
-        parts = parts[:-1]
-        keys.append(_norm("-".join(parts)))
-    core = [p for p in parts if not _VARIANT.match(p)]
-    keys.append(_norm("-".join(core)))
-    return list(dict.fromkeys(keys))
-
-
-@functools.lru_cache(maxsize=None)
-def _model_yaml(name: str) -> dict:
-    import yaml
-
-    return yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
-
-
-def model_config_name(model: str) -> str:
-    """conf/model/<name>.yaml whose name matches a model id (meta-llama/Llama-3.1-8B-Instruct ->
-    llama3_1_8b; Qwen/Qwen3-32B-FP8 -> qwen3_32b; mistralai/Mixtral-8x7B-v0.1 -> mixtral_8x7b)."""
-    names = {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    for key in _candidates(model):
-        if key in names:
-            return names[key]
-    raise ValueError(
-        f"model {model!r} has no config in conf/model/ (known: {', '.join(sorted(names.values()))})"
-    )
-
-
-def engine_table() -> List[Tuple[str, str, List[str]]]:
-    """(config name, family, versions) of every conf/engine file that names a family."""
-    import yaml
-
-    out = []
-    for p in sorted((CONF_DIR / "engine").glob("*.yaml")):
-        d = yaml.safe_load(p.read_text()) or {}
-        if d.get("family"):
-            out.append((p.stem, _norm(str(d["family"])), [str(v) for v in d.get("versions") or []]))
-    return out
-
-
-def _nearest_earlier(fam, version: str):
-    """(listed version, file) of `fam` (engine_table() rows of one family) with the latest listed
-    version not after `version` (PEP 440 order), or None (no version, unparsable, older than all)."""
-    v = version_of(version) if version else None
-    if v is None:
-        return None
-    earlier = [(w, name) for name, _, vs in fam for w in map(version_of, vs) if w is not None and w <= v]
-    return max(earlier) if earlier else None
-
-
-def engine_config_name(engine: str, version: str = "", table=None) -> str:
-    """The conf/engine file for a measured engine and version: the file of that family listing the
-    version; else the file listing the nearest earlier version (an engine keeps its defaults until a
-    release changes them: vLLM 0.14.1 runs with the file of 0.14.0); else (no version, one that does
-    not parse, or one older than every file's) the family's first file (alphabetically) listing
-    none, else its first. `table`: engine_table(), read once by the caller."""
-    table = engine_table() if table is None else table
-    fam = [t for t in table if t[1] == engine_family(engine)]
-    if not fam:
-        known = sorted({f"{f} ({n})" for n, f, _ in table})
-        raise ValueError(f"engine {engine!r} has no config in conf/engine/ (known: {', '.join(known)})")
-    for name, _, versions in fam:
-        if version and version in versions:
-            return name
-    near = _nearest_earlier(fam, version)
-    if near is not None:
-        return near[1]
-    return next((name for name, _, vs in fam if not vs), fam[0][0])
-
-
-def version_notes(df) -> List[str]:
-    """One line per (engine, version) of the table that no engine file lists: the file it ran with."""
-    table = engine_table()
-    out = []
-    for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
-        if not cfg:
-            continue  # rows the model cannot express (read_rows): not run
-        fam = [t for t in table if t[1] == engine_family(str(eng))]
-        if any(ver in vs for _, _, vs in fam):
-            continue
-        near = _nearest_earlier(fam, ver)
-        if near is not None:
-            why = f"no file lists it: that of the nearest earlier listed version, {near[0]}"
-        elif not ver:
-            why = "no version given: the family's default file"
-        else:
-            why = "no file lists it or an earlier version: the family's default file"
-        out.append(f"{eng} {ver}".strip() + f" ran with conf/engine/{cfg}.yaml ({why})")
-    return out
-
-
-def hardware_config_name(system: str) -> str:
-    """conf/hardware/<name>.yaml of a row's `system` (AIConfigurator's system names h100_sxm,
-    h200_sxm, b200_sxm, a100_sxm are decodelab's; H200, h200-sxm, NVIDIA H200 map too)."""
-    names = {_norm(p.stem): p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")}
-    key = _norm(system.replace("NVIDIA", "").replace("nvidia", ""))
-    for k in (key, key + "sxm"):
-        if k in names:
-            return names[k]
-    raise ValueError(
-        f"system {system!r} has no config in conf/hardware/ (known: {', '.join(sorted(names.values()))})"
-    )
 
 
 def check_rows(df, csv: Path) -> None:
