@@ -138,3 +138,38 @@ def test_repeated_identical_layer_launch(compose):
     a = evaluate(compose(*base, *hw), keep_steps=False)["metrics"]
     b = evaluate(compose(*base, *hw, "hardware.repeat_launch_us=1"), keep_steps=False)["metrics"]
     assert a["tpot_ms"] == b["tpot_ms"]
+
+
+@pytest.mark.parametrize("batch", [1, 4, 16, 64])
+def test_expert_read_follows_the_steps_tokens(compose, batch):
+    """The kernel reads the experts a step's own tokens activate, not those of the design's
+    workload.batch_size: a design built at batch 1 and costed at `batch` decode tokens reads
+    DeepSeek-R1's expected E (1 - (31/32)^n) + 1 experts per MoE layer (grid points: exact), as the
+    design built at that batch does."""
+    from decodelab.core import kernel as K
+    from decodelab.core.build import build
+
+    def decode_memory(built_at: int) -> float:
+        cfg = compose(*R1, f"workload.batch_size={built_at}")
+        d = build(cfg)
+        steps = K.request_steps(batch, 1024, 2)[1:2]  # one decode step of `batch` sequences
+        rows = K.simulate(d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, d.tier_bw, d.kv_frac, d.hw, steps)
+        return float(rows[0, K.K_MEM] + rows[0, K.K_EXCESS])
+
+    assert decode_memory(1) == pytest.approx(decode_memory(batch), rel=1e-9)
+
+
+def test_serving_moe_reads_the_experts_of_its_batch(compose):
+    """A serving run's decode steps hold many sequences: its TPOT does not depend on
+    workload.batch_size (a static-run field), which used to fix the experts read at one token's."""
+    base = (
+        "model=qwen3_30b_a3b",
+        "engine=vllm",
+        "workload=closed_loop",
+        "workload.concurrency=32",
+        "workload.prompt_len=256",
+        "workload.output_len=32",
+        "workload.n_requests=64",
+    )
+    tpot = [evaluate(compose(*base, f"workload.batch_size={b}"))["metrics"]["tpot_ms"] for b in (1, 32)]
+    assert tpot[0] == pytest.approx(tpot[1], rel=1e-9)

@@ -106,6 +106,21 @@ def route_op(m, act_bytes: float) -> Op:
     )
 
 
+def experts_units(spec: tuple, tokens: float) -> float:
+    """Experts (in units of 1/chips of an expert per chip) whose weights a step of `tokens` tokens
+    reads, for an op's `experts_read` spec (dense, per_unit, experts, k, shared, ep_chips)."""
+    _, _, e, k, s, chips = spec
+    if chips > 1:
+        return chips * busiest_chip_experts(int(e), int(k), tokens, int(chips)) + s
+    return expected_experts(int(e), int(k), tokens) + s
+
+
+def weight_read(spec: tuple, tokens: float) -> float:
+    """Weight bytes per chip an MoE expert op reads in a step of `tokens` tokens (spec: its
+    `experts_read`): the dense layers' share plus the activated experts'."""
+    return spec[0] + spec[1] * experts_units(spec, tokens)
+
+
 def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[Op]:
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
     decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping`."""
@@ -119,10 +134,8 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         fe = m.expert_ffn_dim / tp
         k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
         # experts whose weights a step reads, in units of 1/tp of an expert per chip
-        if moe_mapping in ("ep", "a2a") and tp > 1:
-            read = tp * busiest_chip_experts(e, k, tokens, tp) + s
-        else:
-            read = expected_experts(e, k, tokens) + s
+        ep_chips = tp if moe_mapping in ("ep", "a2a") and tp > 1 else 1
+        read = experts_units((0.0, 0.0, e, k, s, ep_chips), tokens)
         ops.append(
             Op(
                 "router",
@@ -135,13 +148,15 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         )
         ops.append(route_op(m, act_bytes))
     else:
-        fe = k = s = e = read = 0
+        fe = k = s = e = read = ep_chips = 0
 
     def mixed(name, per_dense_w, per_expert_w, dense_tok_flops, expert_tok_flops, act_in, act_out):
+        spec = (f_dense * per_dense_w * w_bytes, f_moe * per_expert_w * w_bytes, e, k, s, ep_chips)
         return Op(
             name,
             "gemm",
             repeat=m.n_layers,
+            experts_read=spec if n_moe else (),
             weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
             resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
             flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,

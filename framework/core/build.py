@@ -11,6 +11,7 @@ import numpy as np
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.components.kv_policy import KV_POLICIES
 from decodelab.components.models import ARCHITECTURES
+from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
@@ -128,6 +129,14 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
     return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip)
 
 
+def expert_read_ratios(op: Op) -> np.ndarray:
+    """An MoE expert op's weight read at each kernel M_GRID token count over its weight_bytes (the
+    read at the design's tokens_per_step): experts.weight_read of its `experts_read` spec."""
+    if not op.weight_bytes > 0:
+        return np.ones(K.N_MGRID)
+    return np.array([weight_read(op.experts_read, m) / op.weight_bytes for m in K.M_GRID])
+
+
 def build(
     cfg, host_round_trip_steps: Optional[int] = None, reserved: Optional[Dict[str, float]] = None
 ) -> Design:
@@ -212,6 +221,9 @@ def build(
             PATHS[op.path],
             *oplaw.law_columns(op, hw, w, tp, engine, smp),
         )
+        if op.experts_read and op_lin[i, K.L_LAW] == K.LAW_NONE:
+            op_lin[i, K.L_W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
+            op_lin[i, K.L_TAB : K.L_TAB + K.N_MGRID] = expert_read_ratios(op)
     call_cost = np.zeros((len(calls), K.N_CALL))
     stages = parallel.call_stages(ops, len(calls))
     for c, call in enumerate(calls):

@@ -74,6 +74,13 @@ def _table(op_lin, o, m):
 
 
 @njit(cache=True)
+def _weight_ratio(op_lin, o, m):
+    """Op o's weight read at m tokens over that at the design's tokens_per_step (L_W_TAB: linear
+    between the M_GRID points, constant beyond them)."""
+    return _table(op_lin, o, min(max(m, _M_GRID[0]), _M_GRID[N_MGRID - 1]))
+
+
+@njit(cache=True)
 def _attn_table(op_lin, o, seqs, kv):
     """Op o's tabulated decode attention time (whole call) for `seqs` sequences reading `kv` KV
     tokens: log-bilinear on the B_GRID x C_GRID powers of two, linear in the KV read beyond the
@@ -190,8 +197,9 @@ def _step_body(
                     acc_flops[c, A_LAW_COLL] += alpha + s_bytes * op_lin[o, L_C_INV_BW]
             if law == LAW_COLL:
                 continue  # the measured collective holds its memory traffic
+        w_scale = _weight_ratio(op_lin, o, tok) if op_lin[o, L_W_TAB] > 0.0 else 1.0
         for t in range(n_tiers):
-            acc_bytes[c, t] += op_w[o, t]
+            acc_bytes[c, t] += op_w[o, t] * w_scale
         acc_bytes[c, act_tier] += tok * op_lin[o, L_ACT_TOK] + ctx * op_lin[o, L_ACT_CTX]
         kv = ctx * op_lin[o, L_KV_READ_CTX] + tok * op_lin[o, L_KV_WRITE_TOK]
         if kv > 0.0:

@@ -70,7 +70,13 @@ L_G_TAB = 26
 # read beyond the grid, never below L_D_FLOOR x KV tokens (the KV read at the chip's HBM peak).
 L_D_TAB = 27
 L_D_FLOOR = 28
-L_TAB = 29
+# L_W_TAB = 1: an MoE expert op whose weight read depends on the step's tokens (the experts they
+# activate; components/models/experts.py weight_read): its weight bytes (op_w, at the design's
+# tokens_per_step) scale by the ratio tabulated at the M_GRID token counts in columns L_TAB ..
+# (linear between them, constant beyond them). Such an op has no law (LAW_NONE), so the columns
+# are its own.
+L_W_TAB = 29
+L_TAB = 30
 B_GRID = tuple(float(2**i) for i in range(12))  # 1 .. 2048 sequences
 C_GRID = tuple(float(2**i) for i in range(1, 18))  # 2 .. 131072 KV tokens per sequence
 N_BGRID, N_CGRID = len(B_GRID), len(C_GRID)

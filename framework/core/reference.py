@@ -7,10 +7,13 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Tuple
 
+import numpy as np
+
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.core import attntable, oplaw, optable, sampler
-from decodelab.core.build import engine_family, peak_flops
+from decodelab.core.build import engine_family, expert_read_ratios, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
+from decodelab.core.kernel_layout import M_GRID
 from decodelab.core.kv_costs import attention_efficiency
 from decodelab.core.schema import memory_tiers
 
@@ -196,8 +199,11 @@ def _group_step(
                 acc["law_coll"] += float(oplaw.collective_time(laws.coll, n_tok * op.coll_bytes_per_token))
                 if laws.gemm is None and laws.prefill is None:
                     continue  # the measured collective holds its own memory traffic
+        w_scale = 1.0  # an MoE expert op reads the experts its tokens activate (kernel L_W_TAB)
+        if op.experts_read and not oplaw.fitted(laws):
+            w_scale = float(np.interp(n_tok, M_GRID, expert_read_ratios(op)))
         for t in tiers:
-            acc["bytes"][t] += op.weight_bytes * w_frac[t]
+            acc["bytes"][t] += op.weight_bytes * w_frac[t] * w_scale
         acc["bytes"]["hbm"] += n_tok * op.act_bytes_per_token + ctx * op.act_bytes_per_ctx
         kv = ctx * op.kv_read_per_ctx + n_tok * op.kv_write_per_token
         for t in tiers:
