@@ -153,7 +153,9 @@ def test_expert_read_follows_the_steps_tokens(compose, batch):
         cfg = compose(*R1, f"workload.batch_size={built_at}")
         d = build(cfg)
         steps = K.request_steps(batch, 1024, 2)[1:2]  # one decode step of `batch` sequences
-        rows = K.simulate(d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, d.tier_bw, d.kv_frac, d.hw, steps)
+        rows = K.simulate(
+            d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, d.tier_bw, d.kv_frac, d.hw, steps
+        )
         return float(rows[0, K.K_MEM] + rows[0, K.K_EXCESS])
 
     assert decode_memory(1) == pytest.approx(decode_memory(batch), rel=1e-9)
