@@ -69,6 +69,9 @@ class Op:
     experts_read: tuple = ()  # MoE expert GEMMs: (dense bytes, bytes per expert unit, experts,
     # top-k, shared, expert-parallel chips): the weights a step reads depend on its tokens
     # (experts.weight_read); weight_bytes is their value at the design's tokens_per_step
+    replica: bool = False  # serving under data-parallel attention: the op runs on the tokens of
+    # every attention group (the FFN and the collectives around it), the rest on its own group's
+    # (attn_dp.py); the kernel multiplies its tokens by the groups' share (H_DP_TOKENS)
     call: int = -1  # kernel call index, set by the execution model
 
 

@@ -129,10 +129,101 @@ def test_infeasible_groups_recorded():
     assert r.status == "infeasible" and "tensor_parallel / attention_dp = 6 chips" in r.reason
 
 
-def test_serving_not_modelled_one_line():
-    cfg = compose_cfg(
-        "model=llama3_1_8b", "hardware=dgx_h100", "hardware.attention_dp=2", "workload=closed_loop"
+SERVE = ("workload.n_requests=12", "workload.prompt_len=300", "workload.output_len=12")
+
+
+def test_serving_groups_by_hand():
+    """One of the groups is simulated: ceil(c / groups) clients; the FFN sees c / ceil(c / groups)
+    times its tokens (fewer clients than groups leave groups idle); an open loop deals its requests
+    round-robin (x groups); MLA's data mapping has one group per chip; a static run has none."""
+    from decodelab.core import parallel
+
+    def scale(*o):
+        return parallel.dp_token_scale(compose_cfg("hardware=dgx_h100", *o))
+
+    gqa = ("model=llama3_1_8b", "hardware.attention_dp=4", "workload=closed_loop")
+    assert scale(*gqa, "workload.concurrency=16") == 4.0  # 4 clients a group
+    assert scale(*gqa, "workload.concurrency=6") == 3.0  # 2 clients in the busiest group
+    assert scale(*gqa, "workload.concurrency=2") == 2.0  # two groups idle
+    assert scale("model=llama3_1_8b", "hardware.attention_dp=4", "workload=open_loop") == 4.0
+    assert scale("model=llama3_1_8b", "hardware.attention_dp=4") == 1.0  # static
+    mla = (
+        "model=deepseek_v3",
+        "hardware.mla_mapping=data",
+        "workload=closed_loop",
+        "workload.concurrency=16",
     )
-    with pytest.raises(ConfigError) as e:
-        check_config(cfg)
-    assert "\n" not in str(e.value) and "workload.kind=static only" in str(e.value)
+    assert scale(*mla) == 8.0 and parallel.serving_groups(compose_cfg("hardware=dgx_h100", *mla)) == 8
+
+
+def test_serving_ops_by_hand():
+    """Serving, Llama-3.1-8B on 8 chips in 2 groups of 4: the attention block is one group's (2 KV
+    heads of 128 per chip, no share), the FFN and the collectives run on every group's tokens
+    (Op.replica), with the collective bytes of an even split per replica token: before the FFN
+    1/2 x 2 x 3/4 x 8192 + 1/2 x 8192 = 10240 B, after 7/8 x 8192 + 1/2 x 3/4 x 8192 = 10240 B."""
+    d = build(compose_cfg("model=llama3_1_8b", "hardware=dgx_h100", "hardware.attention_dp=2",
+                          "workload=closed_loop"))  # fmt: skip
+    ops = {op.name: op for op in d.ops}
+    assert ops["attention"].kv_read_per_ctx == 2 * 2 * 128 * 2 and not ops["attention"].replica
+    assert ops["attn_allreduce"].link_bytes_per_token == pytest.approx(6144 + 4096)
+    assert ops["mlp_allreduce"].link_bytes_per_token == pytest.approx(7168 + 3072)
+    replica = {name for name, op in ops.items() if op.replica}
+    assert replica == {"attn_allreduce", "gate_up_proj", "activation", "down_proj", "mlp_allreduce"}
+
+
+@pytest.mark.parametrize(
+    "o",
+    [
+        ("model=llama3_1_70b", "hardware=dgx_h100", "hardware.attention_dp=2", "workload.concurrency=5"),
+        ("model=qwen3_30b_a3b", "hardware=dgx_h100", "hardware.n_chips=4", "hardware.tensor_parallel=4",
+         "hardware.attention_dp=4", "workload.concurrency=8"),
+        ("model=deepseek_v3", "hardware=h200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8",
+         "hardware.attention_dp=8", "hardware.moe_mapping=a2a", "workload.concurrency=16"),
+    ],
+)  # fmt: skip
+def test_serving_kernel_matches_reference(o):
+    """Serving under data-parallel attention: the Numba scheduler equals its pure-Python reference
+    (the FFN's tokens scaled in both), and the replica's throughput is the groups' (Little's law:
+    concurrency = requests per second x end-to-end latency, within the run's ramp)."""
+    from decodelab.modes.serving import scheduler as SK
+    from decodelab.modes.serving import simulate as S
+    from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
+
+    cfg = compose_cfg(
+        "workload=closed_loop", "workload.weight_dtype=fp8", "workload.kv_dtype=fp8", *SERVE, *o
+    )
+    design = build(cfg)
+    req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
+    p = S.prepare(cfg, design)
+    ref = reference_serve(
+        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
+    )
+    cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+    np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
+    m = evaluate(cfg).metrics
+    assert m["requests_per_s"] * m["e2e_ms"] * 1e-3 == pytest.approx(cfg.workload.concurrency, rel=0.35)
+
+
+def test_sglang_group_settings_by_hand():
+    """SGLang under DP attention (server_args.py in both wheels): each group's chunked prefill and
+    step budget are 8192 // 2 = 4096 tokens, its new_token_ratio 0.7 x 0.3 = 0.21 (min 0.098 x 0.3),
+    and 0.5.1 reserves 4 GiB more per GPU; TensorRT-LLM keeps its file's values per group."""
+    from decodelab.components.placement import GIB
+    from decodelab.core.build import kv_pool_bytes
+    from decodelab.core.schema import memory_tiers
+    from decodelab.modes.serving import scheduler as SK
+    from decodelab.modes.serving import simulate as S
+
+    o = ("model=qwen3_30b_a3b", "hardware=dgx_h100", "hardware.n_chips=4", "hardware.tensor_parallel=4",
+         "workload=closed_loop", "workload.concurrency=8", *SERVE)  # fmt: skip
+    for engine, budget, ratio in (("sglang", 4096, 0.21), ("default", 8192, 0.0)):
+        cfg = compose_cfg(*o, f"engine={engine}", "hardware.attention_dp=2")
+        p = S.prepare(cfg, build(cfg))
+        assert p["eng"][SK.E_MAX_TOKENS] == budget and p["eng"][SK.E_ADMIT_RATIO] == pytest.approx(ratio)
+        if engine == "sglang":
+            assert p["eng"][SK.E_CHUNK] == 4096 and p["eng"][SK.E_ADMIT_MIN] == pytest.approx(0.098 * 0.3)
+    plain = compose_cfg(*o, "engine=sglang")
+    dp = compose_cfg(*o, "engine=sglang", "hardware.attention_dp=2")
+    tiers = memory_tiers(plain.hardware)
+    w = 10 * GIB
+    assert kv_pool_bytes(plain, tiers, w) - kv_pool_bytes(dp, tiers, w) == pytest.approx(4 * GIB)

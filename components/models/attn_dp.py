@@ -17,6 +17,15 @@ The slowest group sets the step: ceil(B/dp) sequences, so a batch smaller than d
 idle. dp = 1 is plain tensor parallelism (these functions are not called). MLA models take
 `hardware.mla_mapping=data` (mla_map.py: dp = tp); with dp = tp the bytes here equal its
 all-gather and reduce-scatter.
+
+In serving (`group_tokens`: layers.py, dense.py) each group runs its own scheduler over its own
+requests (TensorRT-LLM's attention DP: one executor per rank; SGLang's DP attention: one
+scheduler per DP rank; vLLM: one engine core per DP rank), and the groups meet in every layer's
+FFN. The simulation runs one group (framework/modes/serving: its share of the clients, its KV
+pool) with the groups balanced: the attention block costs that group's own tokens, the FFN and
+the collectives around it (`Op.replica`) every group's, i.e. its tokens times the groups' share
+(core/parallel.py dp_token_scale), with the collective bytes of an even split (1/dp of the
+replica's tokens per group).
 """
 
 from __future__ import annotations
@@ -45,6 +54,13 @@ def remap(ops: List[Op], dp: int, batch: float) -> None:
         if op.name in ATTENTION_OPS:
             for name in PER_SEQ_FIELDS:
                 setattr(op, name, getattr(op, name) * f)
+
+
+def mark_replica(ops: List[Op]) -> None:
+    """Serving: `ops` (the FFN and the collectives around it) run on every group's tokens; the
+    attention block keeps its group's own (module docstring, "In serving")."""
+    for op in ops:
+        op.replica = True
 
 
 def collectives(m, tp: int, dp: int, batch: float, act_bytes: float):

@@ -95,11 +95,15 @@ def build_ops(
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
     attention_dp: int = 1,
+    group_tokens: bool = False,
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
     attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
-    `moe_mapping` only to MoE models)."""
+    `moe_mapping` only to MoE models). `group_tokens`: serving under data-parallel attention
+    (attn_dp.py "In serving")."""
+    group_tokens = group_tokens and attention_dp > 1
+    share_batch = float(attention_dp) if group_tokens else tokens_per_step  # as layers.py
     d, L = m.d_model, m.n_layers
     h = m.n_heads // (tp // attention_dp)  # attention: tensor-parallel within a group
     kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
@@ -116,18 +120,18 @@ def build_ops(
     ]
     ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes)
     if tp > 1:
-        ops.append(
-            attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, tokens_per_step, act_bytes, 0)
-        )
-    ops += [
-        elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d),
+        ops.append(attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, share_batch, act_bytes, 0))
+    ffn_block = [
         gemm("gate_up_proj", d, n_up * ffn),
         elementwise("activation", "elementwise", n_up * ffn, ffn),
         gemm("down_proj", ffn, d),
     ]
+    ops += [elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d), *ffn_block]
     if tp > 1:
-        ops.append(attn_dp.collective_op("mlp_allreduce", m, tp, attention_dp, tokens_per_step, act_bytes, 1))
-    if attention_dp > 1:
+        ops.append(attn_dp.collective_op("mlp_allreduce", m, tp, attention_dp, share_batch, act_bytes, 1))
+    if group_tokens:
+        attn_dp.mark_replica(ffn_block + [op for op in ops if op.kind == "collective"])
+    elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     ops += [
         elementwise("residual_add", "elementwise", 2 * d, d),

@@ -141,31 +141,38 @@ def build_ops(
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
     attention_dp: int = 1,
+    group_tokens: bool = False,
 ) -> List[Op]:
     """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
     tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
     (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py; data-
     parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
-    `attention_dp` data-parallel groups (attn_dp.py)."""
+    `attention_dp` data-parallel groups (attn_dp.py). `group_tokens` (serving under data-parallel
+    attention): the attention block is costed on one group's own tokens and the FFN with its
+    collectives on every group's (Op.replica; attn_dp.py), balanced groups."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
     if is_mla(m) and attention_dp > 1:  # dp = tp (core/parallel.py checks it)
         mapping, attention_dp = "data", 1
+    groups = tp if mapping == "data" else attention_dp
+    group_tokens = group_tokens and groups > 1 and tp > 1
+    # the busiest group's share of the step's sequences: the workload batch's in a static step;
+    # serving costs one group's own tokens (share 1 in its attention) and 1/groups of the
+    # replica's in the collectives (a batch of `groups` sequences gives exactly that share)
+    share_batch = float(groups) if group_tokens else tokens_per_step
     h = mla_map.heads_per_chip(m, tp, mapping)
     ar_bytes = mla_map.collective_bytes(m, tp, mapping, act_bytes)
     coll = "all_gather" if mapping == "data" else "all_reduce"
     if attention_dp > 1:
         h = m.n_heads // (tp // attention_dp)
-        before, after, n_before, n_after = attn_dp.collectives(
-            m, tp, attention_dp, tokens_per_step, act_bytes
-        )
+        before, after, n_before, n_after = attn_dp.collectives(m, tp, attention_dp, share_batch, act_bytes)
         coll = "data_parallel_attention"  # no fitted law: the link roofline (core/oplaw.py)
     own_tokens = mapping == "data" or (attention_dp > 1 and attention_dp == tp)  # a chip's own
     if moe_mapping == "a2a" and own_tokens and tp > 1 and n_moe_layers(m):
         # MoE layers: dispatch before the experts, combine after (experts.a2a_bytes), in place of
         # the all-gather and reduce-scatter the dense layers keep (layer average, as the FFN ops)
         f_moe = n_moe_layers(m) / L
-        a2a = a2a_bytes(m, tp, tokens_per_step, act_bytes)
+        a2a = a2a_bytes(m, tp, share_batch, act_bytes)
         ar_bytes = (1.0 - f_moe) * ar_bytes + f_moe * a2a
         if attention_dp > 1:
             before, after = (1.0 - f_moe) * before + f_moe * a2a, (1.0 - f_moe) * after + f_moe * a2a
@@ -253,7 +260,7 @@ def build_ops(
             ),
             gemm("o_proj", h * v, d),
         ]
-        ops += mla_map.remap(ops[1:], m, tp, mapping, tokens_per_step, act_bytes)
+        ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
         kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
         ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, d if m.qkv_bias else 0)
@@ -271,7 +278,8 @@ def build_ops(
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
-    ops += ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step, moe_mapping)
+    ffn = ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step, moe_mapping)
+    ops += ffn
     if tp > 1:
         ops.append(
             Op(
@@ -285,7 +293,9 @@ def build_ops(
                 coll_bytes_per_token=d * act_bytes,
             )
         )
-    if attention_dp > 1:
+    if group_tokens:
+        attn_dp.mark_replica(ffn + [op for op in ops if op.kind == "collective"])
+    elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     v = m.vocab_size
     ops += [

@@ -121,6 +121,10 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
     if basis == "reserve":  # SGLang: mem_fraction_static = (HBM - reserved) / HBM for weights + KV
         e = cfg.engine
         reserve = e.kv_reserve_gib + e.kv_reserve_gib_per_gpu * parallel.replica_chips(cfg.hardware)
+        groups = parallel.serving_groups(cfg)
+        if groups > 1:  # the engine's own reserve under data-parallel attention
+            dpa = e.dp_attention
+            reserve += dpa.reserve_gib + dpa.reserve_gib_per_group * groups
         if not reserve >= 0.0:
             raise ConfigError(
                 f"engine.kv_reserve_gib + kv_reserve_gib_per_gpu x GPUs = {reserve} must be >= 0"
@@ -159,7 +163,7 @@ def build(
     moe_map = getattr(hw, "moe_mapping", "tp")
     ops = arch.build_ops(
         m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
-        **parallel.arch_kwargs(hw),
+        **parallel.arch_kwargs(hw), **parallel.group_kwargs(cfg),
     )  # fmt: skip
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)
@@ -221,6 +225,7 @@ def build(
             PATHS[op.path],
             *oplaw.law_columns(op, hw, w, tp, engine, smp),
         )
+        op_lin[i, K.L_REPLICA] = 1.0 if op.replica else 0.0
         if op.experts_read and op_lin[i, K.L_LAW] == K.LAW_NONE:
             op_lin[i, K.L_W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
             op_lin[i, K.L_TAB : K.L_TAB + K.N_MGRID] = expert_read_ratios(op)
@@ -262,6 +267,7 @@ def build(
     hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
     hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
+    hwv[K.H_DP_TOKENS] = 1.0  # a serving run sets its groups' share (modes/serving/simulate.py)
     parallel.fill_hw(hwv, cfg, ab)
     hbm = tiers[tier_names.index("hbm")]
     return Design(

@@ -157,6 +157,8 @@ def _step_body(
         acc_flops[c, A_ACTIVE] = 1.0
         if op_lin[o, L_SAMPLED] > 0.0:
             tok = sampled
+        if op_lin[o, L_REPLICA] > 0.0:
+            tok = tok * hw[H_DP_TOKENS]  # every attention group's tokens (serving, data-parallel)
         if law != LAW_NONE:
             acc_flops[c, A_LAW] = 1.0
             if law == LAW_GEMM:

@@ -76,7 +76,10 @@ L_D_FLOOR = 28
 # (linear between them, constant beyond them). Such an op has no law (LAW_NONE), so the columns
 # are its own.
 L_W_TAB = 29
-L_TAB = 30
+# L_REPLICA = 1: under data-parallel attention in serving, the op runs on every attention group's
+# tokens (Op.replica: the FFN and its collectives): its tokens are the step's x hw[H_DP_TOKENS]
+L_REPLICA = 30
+L_TAB = 31
 B_GRID = tuple(float(2**i) for i in range(12))  # 1 .. 2048 sequences
 C_GRID = tuple(float(2**i) for i in range(1, 18))  # 2 .. 131072 KV tokens per sequence
 N_BGRID, N_CGRID = len(B_GRID), len(C_GRID)
@@ -132,8 +135,11 @@ N_CALL = 9  # C_STAGE: where the call runs under pipeline parallelism (core/pipe
     H_P2P_BW,
     H_P2P_LAT,
     H_P2P_AG_TOK,
-) = range(20)
-N_HW = 20  # H_PP...: pipeline parallelism, filled and explained by core/parallel.py fill_hw
+    H_DP_TOKENS,
+) = range(21)
+N_HW = 21  # H_PP...: pipeline parallelism, filled and explained by core/parallel.py fill_hw;
+# H_DP_TOKENS: the replica's tokens per token of the simulated attention group (1 but in serving
+# under data-parallel attention: core/parallel.py dp_token_scale)
 
 # KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/):
 P_PROMPT_CAP, P_TOTAL_CAP, P_READ_CAP = range(3)

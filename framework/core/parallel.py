@@ -37,6 +37,50 @@ def arch_kwargs(hw) -> dict:
     return {"attention_dp": dp_of(hw)} if dp_of(hw) != 1 else {}
 
 
+def attention_groups(cfg) -> int:
+    """Data-parallel attention groups of a replica: hardware.attention_dp for GQA/MHA models;
+    tensor_parallel for an MLA model under mla_mapping=data or attention_dp > 1 (one chip each);
+    1 otherwise."""
+    hw = cfg.hardware
+    if cfg.model.kv_lora_rank > 0 and (dp_of(hw) > 1 or getattr(hw, "mla_mapping", "") == "data"):
+        return int(hw.tensor_parallel)
+    return dp_of(hw)
+
+
+def serving_groups(cfg) -> int:
+    """Attention groups a serving run splits its requests over (1 for a static run): each runs its
+    own scheduler; the simulation runs one of them (components/models/attn_dp.py "In serving")."""
+    if _kind(cfg.workload) == "static" or cfg.hardware.tensor_parallel <= 1:
+        return 1
+    if cfg.get("disagg") is not None and cfg.disagg.get("enabled"):
+        return 1  # a pool's steps keep the static share (modes/serving/disagg.py)
+    return attention_groups(cfg)
+
+
+def group_kwargs(cfg) -> dict:
+    """Model-component arguments of a serving run under data-parallel attention (none otherwise)."""
+    return {"group_tokens": True} if serving_groups(cfg) > 1 else {}
+
+
+def group_clients(concurrency: int, groups: int) -> int:
+    """Closed-loop clients of the simulated (busiest) group: ceil(concurrency / groups)."""
+    return -(-int(concurrency) // int(groups))
+
+
+def dp_token_scale(cfg) -> float:
+    """The replica's tokens per token of the simulated group, the factor on the FFN's tokens
+    (kernel H_DP_TOKENS): concurrency / ceil(concurrency / groups) in a closed loop (fewer clients
+    than groups leave groups idle), the groups in an open loop (each takes every groups-th
+    request); 1 without data-parallel attention in serving."""
+    g = serving_groups(cfg)
+    if g <= 1:
+        return 1.0
+    w = cfg.workload
+    if _kind(w) == "closed_loop":
+        return float(w.concurrency) / group_clients(w.concurrency, g)
+    return float(g)
+
+
 def microbatches(cfg) -> int:
     """Micro-batches of a pipelined step: workload.pp_microbatches, 0 = one per stage."""
     m = int(getattr(cfg.workload, "pp_microbatches", 0))
@@ -73,10 +117,10 @@ def check(e: List[str], cfg) -> None:
         )
     elif dp > 1 and cfg.speculative.get("enabled"):
         e.append(f"hardware.attention_dp={dp} is not modelled with speculative decoding (allowed: 1)")
-    elif dp > 1 and _kind(w) != "static":
+    elif dp > 1 and _kind(w) != "static" and cfg.get("disagg") is not None and cfg.disagg.get("enabled"):
         e.append(
-            f"hardware.attention_dp={dp} is modelled for workload.kind=static only (allowed with "
-            f"kind={_kind(w)}: 1): a serving step's sequences are not yet split over the groups"
+            f"hardware.attention_dp={dp} is not modelled with disaggregated pools (allowed with "
+            f"disagg={cfg.disagg.name}: 1)"
         )
     own = (mla == "data" and is_mla) or dp == tp  # tp = 1: nothing to dispatch
     if moe == "a2a" and cfg.model.n_experts > 0 and not own:

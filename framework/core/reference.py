@@ -10,7 +10,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab.core import attntable, oplaw, optable, sampler
+from decodelab.core import attntable, oplaw, optable, parallel, sampler
 from decodelab.core.build import engine_family, expert_read_ratios, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kernel_layout import M_GRID
@@ -152,6 +152,8 @@ def _group_step(
         active.add(op.call)
         if op.stage == "post":
             n_tok = sampled
+        if op.replica:  # serving under data-parallel attention: every group's tokens
+            n_tok *= parallel.dp_token_scale(cfg)
         if oplaw.fitted(laws):
             acc["law"] = True
             if laws.sampler is not None:  # the engine's sampler path (core/sampler.py)

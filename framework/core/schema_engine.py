@@ -22,6 +22,20 @@ class EngineSamplerConfig:
 
 
 @dataclass
+class EngineDpAttentionConfig:
+    """What the engine changes in each group's settings under data-parallel attention (a serving
+    run with hardware.attention_dp > 1, or an MLA model under mla_mapping=data, simulates one
+    group: core/parallel.py serving_groups). `split_budget`: the prefill chunk and the step's token
+    budget are the file's // groups; `reserve_gib` + `reserve_gib_per_group` x groups: more KV
+    reserve per GPU (kv_mem_basis reserve); `admit_scale`: admit_ratio and admit_ratio_min x this."""
+
+    split_budget: bool = False
+    reserve_gib: float = 0.0
+    reserve_gib_per_group: float = 0.0
+    admit_scale: float = 1.0
+
+
+@dataclass
 class EngineConfig:
     """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static."""
 
@@ -84,3 +98,4 @@ class EngineConfig:
     family: str = ""
     versions: List[str] = field(default_factory=list)
     sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # core/sampler.py
+    dp_attention: EngineDpAttentionConfig = field(default_factory=EngineDpAttentionConfig)

@@ -57,6 +57,15 @@ def check_engine(e) -> None:
         errors.append(
             f"engine.graph_overflow={e.graph_overflow!r} is not one of: {', '.join(GRAPH_OVERFLOW)}"
         )
+    dpa = e.dp_attention
+    for name in ("reserve_gib", "reserve_gib_per_group"):
+        if not getattr(dpa, name) >= 0:
+            errors.append(f"engine.dp_attention.{name}={getattr(dpa, name)} must be >= 0")
+    if not 0.0 <= dpa.admit_scale <= 1.0 / max(e.admit_ratio, 1e-9):
+        errors.append(
+            f"engine.dp_attention.admit_scale={dpa.admit_scale} must be >= 0 and keep "
+            f"admit_scale x engine.admit_ratio <= 1"
+        )
     if any(b < 1 for b in e.batch_buckets):
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:

@@ -22,7 +22,7 @@ from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
 from decodelab.modes.serving.engine_check import check_engine
-from decodelab.modes.serving.workload import requests, simulated_warmup
+from decodelab.modes.serving.workload import group_requests, group_workload, simulated_warmup
 from decodelab.errors import ConfigError, Infeasible
 
 PCTS = (50, 90, 99)
@@ -89,7 +89,7 @@ def design_args(cfg, design: Design, mixed: Design) -> tuple:
         *step_call_costs(cfg, design, mixed),
         design.tier_bw,
         design.kv_frac,
-        serving_hw(design),
+        serving_hw(design, cfg),
         design.kv_caps,
     )
 
@@ -123,6 +123,16 @@ def engine_inputs(
     e, w = cfg.engine, cfg.workload
     check_engine(e)
     notes = []
+    budget, chunk, admit = e.max_tokens_per_step, e.chunk_size, 1.0
+    groups = parallel.serving_groups(cfg)
+    if groups > 1:  # one attention group's own scheduler (engine.dp_attention)
+        admit = e.dp_attention.admit_scale
+        if e.dp_attention.split_budget:
+            budget, chunk = max(1, budget // groups), (max(1, chunk // groups) if chunk else 0)
+            notes.append(
+                f"data-parallel attention: each group's step budget {budget} and prefill chunk "
+                f"{chunk} tokens (engine.dp_attention.split_budget: the file's // {groups})"
+            )
     buckets = np.array(sorted(set(int(b) for b in e.batch_buckets)), dtype=np.float64)
     max_batch = e.max_batch
     if len(buckets) and max_batch > buckets[-1] and e.graph_overflow == "cap":
@@ -139,10 +149,10 @@ def engine_inputs(
             f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
             f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}"
         )
-    if not ready and e.chunk_size == 0 and prompt.max() > e.max_tokens_per_step:
+    if not ready and chunk == 0 and prompt.max() > budget:
         raise Infeasible(
             f"a prompt of {prompt.max():.0f} tokens exceeds engine."
-            f"max_tokens_per_step={e.max_tokens_per_step} with whole-prompt prefill "
+            f"max_tokens_per_step={budget} with whole-prompt prefill "
             "(engine.chunk_size=0)"
         )
     eng = np.zeros(SK.N_ENG)
@@ -164,8 +174,8 @@ def engine_inputs(
         )
     eng[SK.E_MAX_BATCH] = max_batch
     eng[SK.E_GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
-    eng[SK.E_MAX_TOKENS] = e.max_tokens_per_step
-    eng[SK.E_CHUNK] = e.chunk_size
+    eng[SK.E_MAX_TOKENS] = budget
+    eng[SK.E_CHUNK] = chunk
     eng[SK.E_ORDER] = SK.ORDERS.index(e.order)
     eng[SK.E_MIXED] = 1.0 if e.mixed_steps else 0.0
     eng[SK.E_PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
@@ -176,9 +186,9 @@ def engine_inputs(
     eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
     eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
     eng[SK.E_LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
-    eng[SK.E_ADMIT_RATIO] = e.admit_ratio
-    eng[SK.E_ADMIT_MIN] = e.admit_ratio_min
-    eng[SK.E_ADMIT_DECAY] = (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
+    eng[SK.E_ADMIT_RATIO] = admit * e.admit_ratio
+    eng[SK.E_ADMIT_MIN] = admit * e.admit_ratio_min
+    eng[SK.E_ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
     eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
     eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
     eng[SK.E_READY] = 1.0 if ready else 0.0
@@ -191,11 +201,14 @@ def engine_inputs(
     return eng, buckets, notes
 
 
-def serving_hw(design: Design) -> np.ndarray:
+def serving_hw(design: Design, cfg=None) -> np.ndarray:
     """The machine vector the scheduler runs with: the per-step host cost is the engine's
-    (E_HOST_ITER, E_HOST_REQ, overlap), so the kernel's own host term is zero."""
+    (E_HOST_ITER, E_HOST_REQ, overlap), so the kernel's own host term is zero; under data-parallel
+    attention the FFN's tokens are every group's (H_DP_TOKENS, core/parallel.py dp_token_scale)."""
     hw = design.hw.copy()
     hw[K.H_HOST_STEP] = 0.0
+    if cfg is not None:
+        hw[K.H_DP_TOKENS] = parallel.dp_token_scale(cfg)
     return hw
 
 
@@ -206,7 +219,8 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
             f"speculative.enabled=true with workload.kind={cfg.workload.kind!r}: "
             "speculative serving is not modelled; use workload.kind=static"
         )
-    arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
+    groups = parallel.serving_groups(cfg)  # data-parallel attention: one group is simulated
+    arrival, prompt, output = group_requests(cfg.workload, cfg.model.max_context, groups)
     think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)  # closed loop: per request
     if mixed is None:
         mixed, notes = mixed_design(cfg, design)
@@ -226,6 +240,13 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
             "runs only"
         )
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
+    if groups > 1:
+        more.append(
+            f"data-parallel attention: one of {groups} attention groups simulated (its own scheduler, "
+            f"KV pool and share of the requests), the FFN on {parallel.dp_token_scale(cfg):g}x its "
+            "tokens (every group's, balanced); requests, steps, batch and KV are the group's, "
+            "throughput the replica's"
+        )
     args = (
         *design_args(cfg, design, mixed),
         eng,
@@ -302,15 +323,16 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["queue_ms"] = float(np.mean(req[:, SK.R_START] - arrival)) * 1e3
     span = float(done.max() - arrival.min())
     busy = float(dur.sum())
+    g = parallel.dp_token_scale(cfg)  # the replica's requests per simulated group's (1: one scheduler)
     replicas = parallel.replicas(cfg.hardware)  # tensor_parallel x pipeline_parallel chips each
     m["makespan_s"] = span
     m["n_requests"] = float(len(req))
     m["n_steps"] = float(len(steps))
     m["n_preemptions"] = float(req[:, SK.R_PREEMPT].sum())
-    m["tok_s_aggregate"] = float(out_len.sum()) / span
+    m["tok_s_aggregate"] = g * float(out_len.sum()) / span
     m["tok_s_system"] = m["tok_s_aggregate"] * replicas
     m["tok_s_user"] = float(np.mean(1.0 / tpot))
-    m["requests_per_s"] = len(req) / span
+    m["requests_per_s"] = g * len(req) / span
     m["busy_pct"] = 100.0 * busy / span
     m["mixed_step_time_pct"] = 100.0 * float(np.sum(dur * steps[:, SK.T_MIXED])) / busy
     m["batch_mean"] = float(np.sum(steps[:, SK.T_SEQS] * dur)) / busy
@@ -335,14 +357,14 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
         m[f"mem_{name}_pct"] = 100.0 * used / design.memory["capacity"][name]
     # per chip, energy, cost over the makespan: gaps without a step idle (core/cost.py)
     m.update(
-        cost.cost_metrics(cfg.hardware, span, cost.busy_seconds(cum[-1]), float(out_len.sum()), replicas)
+        cost.cost_metrics(cfg.hardware, span, cost.busy_seconds(cum[-1]), g * float(out_len.sum()), replicas)
     )
     return m
 
 
 def evaluate_serving(cfg, design: Design, keep_steps: bool = True, mixed: Design = None) -> Result:
     req, steps, _, _, notes = simulate_serving(cfg, design, mixed)
-    warm = simulated_warmup(cfg.workload)
+    warm = simulated_warmup(group_workload(cfg.workload, parallel.serving_groups(cfg)))
     if warm:  # the benchmark client excludes its warm-up requests from the statistics
         req = req[warm:]
         notes.append(f"{warm} warm-up requests simulated ahead, excluded from the metrics")

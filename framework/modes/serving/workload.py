@@ -170,3 +170,29 @@ def requests(w, max_context: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         arrival = np.cumsum(rng.exponential(1.0 / w.arrival_rate, size=n))
         arrival -= arrival[0]  # the first request opens the run
     return arrival, prompt, output
+
+
+def group_workload(w, groups: int):
+    """The workload of one of `groups` data-parallel attention groups, each with its own scheduler
+    (components/models/attn_dp.py "In serving"): a closed loop's ceil(concurrency / groups)
+    clients with their share of the measured and warm-up requests (an open loop's requests are
+    dealt round-robin instead: group_requests). `w` itself when groups <= 1."""
+    if groups <= 1 or w.kind != "closed_loop":
+        return w
+    from omegaconf import OmegaConf
+
+    g = w.copy()
+    OmegaConf.set_readonly(g, False)
+    g.concurrency = -(-int(w.concurrency) // groups)
+    g.n_requests = -(-int(w.n_requests) // groups) if w.n_requests else 0
+    g.warmup_requests = -(-int(w.warmup_requests) // groups)
+    return g
+
+
+def group_requests(w, max_context: int, groups: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """requests() of one of `groups` attention groups: the group's closed loop (group_workload), or
+    every groups-th request of an open loop (round-robin dispatch)."""
+    arrival, prompt, output = requests(group_workload(w, groups), max_context)
+    if groups > 1 and w.kind != "closed_loop":
+        arrival, prompt, output = arrival[::groups], prompt[::groups], output[::groups]
+    return arrival, prompt, output
