@@ -136,6 +136,14 @@ def test_layer_types_period_and_unknown_kinds():
     assert any("linear_attention" in u for u in k.unexpressed) and "layer_pattern" not in k.values
 
 
+def test_qk_norm_from_use_qk_norm_else_the_model_type():
+    # MiniMax-M2 states it (use_qk_norm); Qwen3's is in its code; Llama has none
+    assert imp_of(base(model_type="minimax_m2", use_qk_norm=True)).values["qk_norm"] is True
+    assert imp_of(base(model_type="qwen3")).values["qk_norm"] is True
+    assert imp_of(base(model_type="qwen3", use_qk_norm=False)).values["qk_norm"] is False
+    assert imp_of(base(model_type="llama")).values["qk_norm"] is False
+
+
 def test_qwen_moe_experts_and_shared_expert():
     i = imp_of(
         base(

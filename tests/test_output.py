@@ -131,7 +131,9 @@ def test_compare_without_arguments_is_bounded_and_writes_nothing(small_store):
     assert "tpot" in out and "roofline" in out  # the headline metrics
     code, out, _ = run80(cwd, "compare", "--max", "3")
     assert code == 0 and "the most recent 3 runs" in out and "more runs match" in out
-    assert "workload.batch_size" in out and "hardware.name" in out  # what differs, side by side
+    # what differs, side by side: which swept keys differ among the 3 most recent runs depends on
+    # the order the sweep's runs finished in (the last three can share a chip, or a batch)
+    assert any(k in out for k in ("workload.batch_size", "hardware.name", "model.name")), out
 
 
 def test_plots_have_sane_sizes(tmp_path):

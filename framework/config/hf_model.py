@@ -324,8 +324,14 @@ def _misc(r: _Keys, imp: Imported) -> None:
         imp.set("qkv_bias", True, f"{mt}: q/k/v projections have bias=True (not in config.json)")
     else:
         imp.set("qkv_bias", False, "config.json has no attention_bias: assumed false")
-    qk = mt in QK_NORM_TYPES
-    imp.set("qk_norm", qk, f"{mt}: per-head q/k RMSNorm in the code" if qk else f"{mt}: no q/k norm assumed")
+    if "use_qk_norm" in r.d:  # stated by the config (MiniMax-M2)
+        qk = bool(r.get("use_qk_norm"))
+        imp.set("qk_norm", qk, f"config.json use_qk_norm {str(qk).lower()}")
+    else:
+        qk = mt in QK_NORM_TYPES
+        imp.set(
+            "qk_norm", qk, f"{mt}: per-head q/k RMSNorm in the code" if qk else f"{mt}: no q/k norm assumed"
+        )
     if r.has("max_position_embeddings"):
         imp.set("max_context", _int(r, "max_position_embeddings"), "config.json max_position_embeddings")
     else:
