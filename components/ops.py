@@ -69,6 +69,10 @@ class Op:
     experts_read: tuple = ()  # MoE expert GEMMs: (dense bytes, bytes per expert unit, experts,
     # top-k, shared, expert-parallel chips): the weights a step reads depend on its tokens
     # (experts.weight_read); weight_bytes is their value at the design's tokens_per_step
+    moe_block: tuple = ()  # an MoE layer's routed-expert block (components/models/experts.py):
+    # (role "head" | "tail", hidden, expert ffn, top-k, experts, moe_tp, moe_ep, MoE layer share,
+    # routed FLOPs per token of the head op, block / head op weights): a measured MoE table costs
+    # the whole block on its head op (framework/core/moetable.py), its tails inside it
     replica: bool = False  # serving under data-parallel attention: the op runs on the tokens of
     # every attention group (the FFN and the collectives around it), the rest on its own group's
     # (attn_dp.py); the kernel multiplies its tokens by the groups' share (H_DP_TOKENS)

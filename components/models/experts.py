@@ -164,6 +164,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         )
 
     ab = act_bytes
+    head_at = len(ops)
     ops += [
         mixed(
             "gate_up_proj",
@@ -191,4 +192,11 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
             d * ab,
         ),
     ]
+    if n_moe:  # the routed-expert block a measured MoE table costs whole (framework/core/moetable.py)
+        mtp, mep = (1, tp) if ep_chips > 1 else (tp, 1)
+        shape = (d, m.expert_ffn_dim, k, e, mtp, mep, f_moe)
+        routed = f_moe * k * 2.0 * d * n_up * fe  # the head op's routed-expert FLOPs per token
+        head, act, down = ops[head_at:]
+        head.moe_block = ("head", *shape, routed, (n_up + 1) / n_up)
+        act.moe_block = down.moe_block = ("tail", *shape, 0.0, 0.0)
     return ops

@@ -226,9 +226,9 @@ def build(
             *oplaw.law_columns(op, hw, w, tp, engine, smp),
         )
         op_lin[i, K.L_REPLICA] = 1.0 if op.replica else 0.0
-        if op.experts_read and op_lin[i, K.L_LAW] == K.LAW_NONE:
+        if op.experts_read:
             op_lin[i, K.L_W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
-            op_lin[i, K.L_TAB : K.L_TAB + K.N_MGRID] = expert_read_ratios(op)
+            op_lin[i, K.L_W_RATIO : K.L_W_RATIO + K.N_MGRID] = expert_read_ratios(op)
     call_cost = np.zeros((len(calls), K.N_CALL))
     stages = parallel.call_stages(ops, len(calls))
     for c, call in enumerate(calls):

@@ -63,13 +63,13 @@ _M_GRID = np.array(M_GRID)
 
 
 @njit(cache=True)
-def _table(op_lin, o, m):
+def _table(op_lin, o, m, col=L_TAB):
     """Op o's tabulated GEMM time beyond t0 at m tokens (linear between the M_GRID points and
-    along the last segment beyond them)."""
+    along the last segment beyond them), or another M_GRID row of its from column `col`."""
     j = 0
     while j < N_MGRID - 2 and m > _M_GRID[j + 1]:
         j += 1
-    a, b = op_lin[o, L_TAB + j], op_lin[o, L_TAB + j + 1]
+    a, b = op_lin[o, col + j], op_lin[o, col + j + 1]
     return a + (m - _M_GRID[j]) * (b - a) / (_M_GRID[j + 1] - _M_GRID[j])
 
 
@@ -77,7 +77,7 @@ def _table(op_lin, o, m):
 def _weight_ratio(op_lin, o, m):
     """Op o's weight read at m tokens over that at the design's tokens_per_step (L_W_TAB: linear
     between the M_GRID points, constant beyond them)."""
-    return _table(op_lin, o, min(max(m, _M_GRID[0]), _M_GRID[N_MGRID - 1]))
+    return _table(op_lin, o, min(max(m, _M_GRID[0]), _M_GRID[N_MGRID - 1]), L_W_RATIO)
 
 
 @njit(cache=True)

@@ -72,9 +72,9 @@ L_D_TAB = 27
 L_D_FLOOR = 28
 # L_W_TAB = 1: an MoE expert op whose weight read depends on the step's tokens (the experts they
 # activate; components/models/experts.py weight_read): its weight bytes (op_w, at the design's
-# tokens_per_step) scale by the ratio tabulated at the M_GRID token counts in columns L_TAB ..
-# (linear between them, constant beyond them). Such an op has no law (LAW_NONE), so the columns
-# are its own.
+# tokens_per_step) scale by the ratio tabulated at the M_GRID token counts in columns L_W_RATIO ..
+# (linear between them, constant beyond them), after the M_GRID columns of a GEMM or MoE table the
+# op may have (an attention op, whose table fills more columns, has no such ratio).
 L_W_TAB = 29
 # L_REPLICA = 1: under data-parallel attention in serving, the op runs on every attention group's
 # tokens (Op.replica: the FFN and its collectives): its tokens are the step's x hw[H_DP_TOKENS]
@@ -90,6 +90,7 @@ M_GRID = (
     + (8192.0, 16384.0)
 )
 N_MGRID = len(M_GRID)
+L_W_RATIO = L_TAB + N_MGRID
 N_LIN = L_TAB + max(N_MGRID, N_BGRID * N_CGRID)
 LAW_NONE, LAW_GEMM, LAW_ATTN, LAW_COLL, LAW_SKIP = 0.0, 1.0, 2.0, 3.0, 4.0
 

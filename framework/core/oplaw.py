@@ -30,7 +30,7 @@ from typing import List, Optional
 import numpy as np
 
 from decodelab.core import kernel as K
-from decodelab.core import attntable, optable
+from decodelab.core import attntable, moetable, optable
 from decodelab.core.oplaw_eval import (  # noqa: F401  the laws in their natural form, re-exported
     collective_time,
     decode_attention_time,
@@ -101,6 +101,11 @@ def check(hw) -> List[str]:
             problem = optable.check(path, kind) if path else None
             if problem:
                 e.append(f"hardware.op_tables.{field}: {problem}")
+    engines = getattr(getattr(hw, "op_tables", None), "moe_by_engine", None) or {}
+    for field, eng in [("moe", "")] + [(f"moe_by_engine.{x}", x) for x in engines]:
+        problem = moetable.check(op_table(hw, "moe", eng)) if op_table(hw, "moe", eng) else None
+        if problem:
+            e.append(f"hardware.op_tables.{field}: {problem}")
     engines = getattr(getattr(hw, "op_tables", None), "attention_decode_by_engine", None) or {}
     for field, eng in [("attention_decode", "")] + [(f"attention_decode_by_engine.{x}", x) for x in engines]:
         path = op_table(hw, "attention_decode", eng)
@@ -218,10 +223,18 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None) -> SimpleNamespa
         coll_table=None,
         decode_table=None,
         sampler=None,
+        moe_table=None,
         skip=False,
     )
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
+    if getattr(op, "moe_block", ()):  # the routed-expert block from a measured MoE table
+        paths = [] if table_mismatch(hw) else [op_table(hw, "moe", engine), op_table(hw, "moe")]
+        dt = gemm_dtype(op, w)
+        got = moetable.lookup(op, paths, dt, hbm_bw(hw), _peak(hw, dt), hw.bw_eff_max, hw.compute_eff_max)
+        if got is not None:
+            out.skip, out.moe_table = got
+            return out
     if getattr(op, "kind", "") == "sample":
         out.sampler = sampler
     fit = hw.op_fit
@@ -271,7 +284,9 @@ def _decode_table(op, hw, w, law_t0: float, engine: str = ""):
 
 
 def fitted(laws) -> bool:
-    return laws.skip or any(x is not None for x in (laws.gemm, laws.prefill, laws.coll, laws.sampler))
+    return laws.skip or any(
+        x is not None for x in (laws.gemm, laws.prefill, laws.coll, laws.sampler, laws.moe_table)
+    )
 
 
 # ---- the laws in natural form: core/oplaw_eval.py (re-exported above)
@@ -291,6 +306,12 @@ def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None) -> np.ndarra
     bw = hbm_bw(hw)
     if laws.skip:
         put(K.L_LAW, K.LAW_SKIP)
+        return row
+    if laws.moe_table is not None:  # an MoE block's measured time (core/moetable.py)
+        put(K.L_LAW, K.LAW_GEMM)
+        put(K.L_T0, laws.moe_table[0])
+        put(K.L_G_TAB, 1.0)
+        row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + K.N_MGRID] = laws.moe_table[1]
         return row
     if laws.sampler is not None:  # a GEMM law without its compute term: t0 + s_per_tok x tokens
         put(K.L_LAW, K.LAW_GEMM)
@@ -352,7 +373,7 @@ def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
     missed = []
     for op in ops:
         laws = laws_of(op, hw, w, tp, engine)
-        if op.kind == "gemm" and laws.gemm is None:
+        if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
             why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
             missed.append(f"{op.name} ({why})")
         if op.kind == "attention" and laws.prefill is None:

@@ -159,8 +159,8 @@ def _group_step(
             if laws.sampler is not None:  # the engine's sampler path (core/sampler.py)
                 acc["law_t"] += float(sampler.time(laws.sampler, n_tok)) - laws.sampler.t0
                 acc["law_t0"] += laws.sampler.t0
-            elif laws.gemm_table is not None:  # the measured table (core/optable.py)
-                t0, beyond = laws.gemm_table
+            elif laws.gemm_table is not None or laws.moe_table is not None:  # measured tables
+                t0, beyond = laws.gemm_table if laws.gemm_table is not None else laws.moe_table
                 acc["law_t"] += float(optable.table_time(t0, beyond, n_tok)) - t0
                 acc["law_t0"] += t0
             elif laws.gemm is not None:
@@ -202,7 +202,7 @@ def _group_step(
                 if laws.gemm is None and laws.prefill is None:
                     continue  # the measured collective holds its own memory traffic
         w_scale = 1.0  # an MoE expert op reads the experts its tokens activate (kernel L_W_TAB)
-        if op.experts_read and not oplaw.fitted(laws):
+        if op.experts_read:
             w_scale = float(np.interp(n_tok, M_GRID, expert_read_ratios(op)))
         for t in tiers:
             acc["bytes"][t] += op.weight_bytes * w_frac[t] * w_scale

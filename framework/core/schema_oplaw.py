@@ -94,6 +94,11 @@ class OpTablesConfig:
     # an engine's own decode attention table by engine family, same schema (its attention kernels:
     # vLLM's and SGLang's FlashAttention), `attention_decode` for other engines and shapes it lacks
     attention_decode_by_engine: Dict[str, str] = field(default_factory=dict)
+    # an MoE microbenchmark table (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts,
+    # moe_tp_size, moe_ep_size, latency_ms): an MoE layer's routed-expert block at a shape it holds is
+    # costed from it (core/moetable.py); `moe_by_engine` an engine's own, the same schema
+    moe: str = ""
+    moe_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its
