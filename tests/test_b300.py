@@ -1,0 +1,113 @@
+"""NVIDIA B300 SXM (conf/hardware/b300_sxm.yaml): the config composes with its datasheet / AIConfigurator
+figures, its measured operator tables load, a memory-bound decode is faster than on an H100, a model too
+large for a B200's HBM fits on it, and `decodelab validate` maps AIConfigurator's system name `b300_sxm`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import compose_cfg
+from decodelab.core import attntable, optable
+from decodelab.runs.validation import hardware_config_name, run_validation
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return compose_cfg("hardware=b300_sxm").hardware
+
+
+def test_composes_with_the_sourced_figures(hw):
+    # Blackwell Ultra datasheet per GPU (dense) = AIConfigurator systems/b300_sxm.yaml
+    assert hw.name == "b300_sxm" and hw.execution == "gpu" and hw.n_chips == 1
+    assert hw.peak_tflops_bf16 == 2250  # bfloat16_tc_flops 2.25e15
+    assert hw.peak_tflops_fp8 == 4500  # fp8_tc_flops 4.5e15
+    assert hw.peak_tflops_fp4 == 14000  # fp4_tc_flops 1.4e16
+    assert hw.memory.hbm.bandwidth_gb_s == 7750  # mem_bw 7.75e12 (62 TB/s / 8 GPUs)
+    # mem_capacity 288400343040 B = 275040 MiB reported by nvidia-smi
+    assert hw.memory.hbm.capacity_gib == pytest.approx(288400343040 / 2**30, abs=0.05)
+    assert hw.link_bw_gb_s == 900  # NVLink5, 1.8 TB/s bidirectional per GPU
+    assert hw.host_link_gb_s == 128  # PCIe Gen6, pcie_bw 128e9
+    assert hw.tdp_w == 1100  # power 1100 W
+    # the tables were measured on this chip: no rescaling of their times
+    assert hw.op_tables.hbm_gb_s == hw.memory.hbm.bandwidth_gb_s
+    assert hw.op_tables.peak_tflops_bf16 == hw.peak_tflops_bf16
+    assert hw.op_tables.peak_tflops_fp8 == hw.peak_tflops_fp8
+
+
+def test_own_tables_and_fitted_laws(hw):
+    """Every table is a b300_sxm_* file that loads; the laws are fitted (GEMM efficiencies are
+    fractions of this chip's peaks); collectives hold 2, 4 and 8 GPUs, as the measured tables do."""
+    assert hw.op_model == "fitted"
+    gemm = [hw.op_tables.gemm, *hw.op_tables.gemm_by_engine.values()]
+    ar = list(hw.op_tables.all_reduce_by_engine.values())
+    attn = [hw.op_tables.attention_decode, *hw.op_tables.attention_decode_by_engine.values()]
+    assert set(hw.op_tables.gemm_by_engine) == set(hw.op_tables.all_reduce_by_engine) == {"vllm", "sglang"}
+    for path in gemm + ar + attn:
+        assert path.startswith("operators/b300_sxm_"), path
+    for path in gemm:
+        assert optable.check(path) is None
+    for path in ar:
+        assert optable.check(path, "all_reduce") is None
+        assert set(optable.collective_curves(path)) == {2, 4, 8}
+    for path in attn:
+        assert attntable.check(path) is None
+    for dt in ("bf16", "fp8", "fp8_block"):
+        g = hw.op_fit.gemm[dt]
+        assert 0.4 < g.e_c < 1.0 and 0.5 < g.e_b < 1.0 and g.t0_us > 0, dt
+    for law in hw.op_fit.attention_decode.values():
+        assert 0 < law.bw_kv_tbs <= hw.memory.hbm.bandwidth_gb_s / 1000
+    tps = {"tp2", "tp4", "tp8"}
+    assert set(hw.op_fit.all_reduce) == set(hw.op_fit.all_gather) == tps
+    assert all(set(laws) == tps for laws in hw.op_fit.all_reduce_by_engine.values())
+    assert hw.op_fit.sampler.sort.caveat  # the B200's law, said so in every run that uses it
+
+
+DECODE = (
+    "tracking=off",
+    "workload=decode",
+    "workload.batch_size=1",
+    "workload.prompt_len=1024",
+    "workload.output_len=128",
+)
+
+
+def test_decode_is_faster_than_on_h100():
+    from decodelab.api import evaluate
+
+    design = (*DECODE, "model=qwen3_32b", "workload.weight_dtype=fp8_block", "workload.kv_dtype=fp8")
+    tpot = {}
+    for name in ("h100_sxm", "b300_sxm"):
+        r = evaluate(*design, f"hardware={name}")
+        assert r.status == "ok", r.reason
+        tpot[name] = r.metrics["tpot_ms"]
+    assert 0 < tpot["b300_sxm"] < tpot["h100_sxm"]
+
+
+def test_holds_a_model_a_b200_cannot():
+    """Qwen3-235B-A22B in FP8: ~220 GiB of weights, more than a B200's 179.1 GiB of HBM, less than
+    this chip's 268.6 GiB."""
+    from decodelab.api import evaluate
+
+    design = (*DECODE, "model=qwen3_235b_a22b", "workload.weight_dtype=fp8", "workload.kv_dtype=fp8")
+    assert evaluate(*design, "hardware=b200_sxm").status == "infeasible"
+    r = evaluate(*design, "hardware=b300_sxm")
+    assert r.status == "ok", r.reason
+    assert r.metrics["tpot_ms"] > 0
+
+
+@pytest.mark.parametrize("system", ["b300_sxm", "B300", "NVIDIA B300", "b300-sxm"])
+def test_system_name_maps_to_the_config(system):
+    assert hardware_config_name(system) == "b300_sxm"
+
+
+def test_validate_runs_a_b300_row(tmp_path):
+    head = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms,system\n"
+    row = "Qwen/Qwen3-32B,trtllm,1.3.0rc10,fp8,1,1024,64,1,50,10,b300_sxm\n"
+    p = tmp_path / "b300_row.csv"
+    p.write_text(head + row)
+    df = run_validation(p)
+    assert list(df.status) == ["ok"]
+    assert math.isfinite(df.tpot_pred[0]) and df.tpot_pred[0] > 0
+    assert math.isfinite(df.ttft_pred[0]) and df.ttft_pred[0] > 0
