@@ -47,6 +47,27 @@ def compose_cfg(*overrides: str):
     return copy.deepcopy(_compose_cached(("tracking=off",) + tuple(overrides)))
 
 
+def assert_serve_matches_reference(cfg):
+    """The Numba scheduler's requests equal its pure-Python reference's for `cfg` (a serving
+    config); returns the kernel's step rows."""
+    import numpy as np
+
+    from decodelab.core.build import build
+    from decodelab.modes.serving import scheduler as SK
+    from decodelab.modes.serving import simulate as S
+    from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
+
+    design = build(cfg)
+    req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
+    p = S.prepare(cfg, design)
+    ref = reference_serve(
+        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
+    )
+    cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+    np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
+    return steps
+
+
 def one_client_cfg(*overrides: str, p: int = 1000, o: int = 8):
     """A closed loop of one client sending one request of `p` prompt and `o` output tokens."""
     return compose_cfg(

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import assert_serve_matches_reference, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.checks import check_config
@@ -185,21 +185,10 @@ def test_serving_kernel_matches_reference(o):
     """Serving under data-parallel attention: the Numba scheduler equals its pure-Python reference
     (the FFN's tokens scaled in both), and the replica's throughput is the groups' (Little's law:
     concurrency = requests per second x end-to-end latency, within the run's ramp)."""
-    from decodelab.modes.serving import scheduler as SK
-    from decodelab.modes.serving import simulate as S
-    from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
-
     cfg = compose_cfg(
         "workload=closed_loop", "workload.weight_dtype=fp8", "workload.kv_dtype=fp8", *SERVE, *o
     )
-    design = build(cfg)
-    req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
-    p = S.prepare(cfg, design)
-    ref = reference_serve(
-        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
-    )
-    cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
-    np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
+    assert_serve_matches_reference(cfg)
     m = evaluate(cfg).metrics
     assert m["requests_per_s"] * m["e2e_ms"] * 1e-3 == pytest.approx(cfg.workload.concurrency, rel=0.35)
 

@@ -4,13 +4,11 @@ figures, its measured operator tables load, a memory-bound decode is faster than
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
 from conftest import compose_cfg
 from decodelab.core import attntable, optable
-from decodelab.runs.validation import hardware_config_name, run_validation
 
 
 @pytest.fixture(scope="module")
@@ -80,19 +78,3 @@ def test_decode_is_faster_than_on_h100():
         assert r.status == "ok", r.reason
         tpot[name] = r.metrics["tpot_ms"]
     assert 0 < tpot["gb200"] < tpot["h100_sxm"]
-
-
-@pytest.mark.parametrize("system", ["gb200", "GB200", "NVIDIA GB200"])
-def test_system_name_maps_to_the_config(system):
-    assert hardware_config_name(system) == "gb200"
-
-
-def test_validate_runs_a_gb200_row(tmp_path):
-    head = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms,system\n"
-    row = "Qwen/Qwen3-32B,trtllm,1.3.0rc10,fp8,1,1024,64,1,50,10,gb200\n"
-    p = tmp_path / "gb200_row.csv"
-    p.write_text(head + row)
-    df = run_validation(p)
-    assert list(df.status) == ["ok"]
-    assert math.isfinite(df.tpot_pred[0]) and df.tpot_pred[0] > 0
-    assert math.isfinite(df.ttft_pred[0]) and df.ttft_pred[0] > 0

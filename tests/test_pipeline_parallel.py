@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import compose_cfg
+from conftest import assert_serve_matches_reference, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core import parallel
 from decodelab.core.build import build
@@ -322,21 +322,12 @@ def test_serving_with_stages_matches_the_reference(workload, extra):
     composition of its aggregates (steady state, or GPipe for a prefill-only step); the Numba
     scheduler equals its pure-Python reference, which costs each step per stage."""
     from decodelab.modes.serving import scheduler as SK
-    from decodelab.modes.serving import simulate as S
-    from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 
     cfg = compose_cfg(
         "model=llama3_1_8b", "hardware=dgx_h100", "hardware.n_chips=4", "hardware.tensor_parallel=2",
         "hardware.pipeline_parallel=2", f"workload={workload}", *SERVE, *extra,
     )  # fmt: skip
-    design = build(cfg)
-    req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
-    p = S.prepare(cfg, design)
-    ref = reference_serve(
-        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
-    )
-    cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
-    np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
+    steps = assert_serve_matches_reference(cfg)
     assert np.all(steps[:, SK.T_DUR] > 0)
 
 
