@@ -56,6 +56,9 @@ def test_unknown_model_lists_the_known_ones():
         ("b300_sxm", "b300_sxm"),
         ("NVIDIA B300", "b300_sxm"),
         ("b300-sxm", "b300_sxm"),
+        ("gb300", "gb300"),
+        ("GB300", "gb300"),
+        ("NVIDIA GB300", "gb300"),
     ],
 )
 def test_system_column_maps_to_hardware_configs(system, name):
@@ -127,11 +130,13 @@ def test_rows_on_other_chips_and_models_run(tmp_path):
     ]
     rows.append("Qwen/Qwen3-30B-A3B-FP8,trtllm,1.0.0rc3,fp8,2,1024,64,4,100,8,h200_sxm\n")
     rows.append("Qwen/Qwen3-235B-A22B,trtllm,1.0.0rc3,nvfp4,4,1024,64,4,100,8,b200_sxm\n")
-    rows += [f"Qwen/Qwen3-32B,trtllm,1.3.0rc10,fp8,1,1024,64,1,50,10,{s}\n" for s in ("gb200", "b300_sxm")]
+    rows += [
+        f"Qwen/Qwen3-32B,trtllm,1.3.0rc10,fp8,1,1024,64,1,50,10,{s}\n" for s in ("gb200", "b300_sxm", "gb300")
+    ]
     p = tmp_path / "rows.csv"
     p.write_text(head + "".join(rows))
     df = run_validation(p)
-    assert list(df.status) == ["ok"] * 8
+    assert list(df.status) == ["ok"] * 9
     tpot = list(df.tpot_pred[:4])
     assert tpot[0] > tpot[1] > tpot[2] > tpot[3] > 0
     assert all(math.isfinite(x) and x > 0 for x in df.ttft_pred)
