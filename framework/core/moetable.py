@@ -31,7 +31,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from decodelab.core import kernel_layout as K
-from decodelab.core.optable import TableError, _read
+from decodelab.core.optable import TableError, _read, grid_row
 
 COLUMNS = (
     "moe_dtype",
@@ -89,29 +89,15 @@ def block_row(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int])
     c = curves(path).get((DTYPES.get(dtype, ""), *shape))
     if c is None or len(c[0]) < MIN_POINTS:
         return None
-    from scipy.optimize import isotonic_regression  # heavy: on use
-
-    m, t = c
-    smooth = np.exp(isotonic_regression(np.log(t)).x)
-    grid = np.asarray(K.M_GRID)
-    at = np.interp(grid, m, smooth)
-    big = grid > m[-1]
-    if big.any() and len(m) > 1:  # beyond the largest measured count: along the last segment
-        slope = max((smooth[-1] - smooth[-2]) / (m[-1] - m[-2]), 0.0)
-        at[big] = smooth[-1] + slope * (grid[big] - m[-1])
-    at.setflags(write=False)
-    return at
+    return grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
 
 
-def head_row(op, path: str, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float):
+def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff: float):
     """(t0, times beyond t0 at M_GRID) of an MoE block's head op: its MoE layer share of the
-    table's block time plus the roofline time of the block's dense and shared-expert part (per
-    token FLOPs and weights of the head op beyond its routed experts, times the block's over the
-    head's); None where the table does not hold the block."""
-    _, h, inter, k, e, mtp, mep, f_moe, routed, factor = op.moe_block
-    block = block_row(path, dtype, (int(h), int(inter), int(k), int(e), int(mtp), int(mep)))
-    if block is None:
-        return None
+    table's block time `block` (block_row) plus the roofline time of the block's dense and
+    shared-expert part (per token FLOPs and weights of the head op beyond its routed experts, times
+    the block's over the head's)."""
+    f_moe, routed, factor = op.moe_block[7:]
     m = np.asarray(K.M_GRID)
     spec = op.experts_read
     w_ds = factor * (spec[0] + spec[1] * spec[4]) if spec else 0.0  # dense layers + shared experts
@@ -126,11 +112,12 @@ def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: 
     """(skip, head row) of an MoE block op from the first of `paths` (the engine's own table, the
     chip's) that holds its block: a tail op is skipped (inside the head's time), a head op gets
     head_row; None where no table holds it (the roofline law)."""
-    _, h, inter, k, e, mtp, mep = op.moe_block[:7]
+    shape = tuple(int(x) for x in op.moe_block[1:7])  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
     for path in dict.fromkeys(p for p in paths if p):
-        if block_row(path, dtype, (int(h), int(inter), int(k), int(e), int(mtp), int(mep))) is None:
+        block = block_row(path, dtype, shape)
+        if block is None:
             continue
         if op.moe_block[0] == "tail":
             return True, None
-        return False, head_row(op, path, dtype, bw, peak, bw_eff, c_eff)
+        return False, head_row(op, block, bw, peak, bw_eff, c_eff)
     return None

@@ -163,11 +163,14 @@ def measured_row(path: str, dtype: str, n: float, k: float):
     """The table's GEMM time in seconds at (n, k) at the kernel's M_GRID token counts (read-only),
     or None where the table has no curve (the class law applies)."""
     c = curve(path, dtype, float(n), float(k))
-    if c is None:
-        return None
+    return None if c is None else grid_row(*c)
+
+
+def grid_row(m: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """A measured latency curve (tokens m ascending, seconds t) at the kernel's M_GRID token counts,
+    made non-decreasing and read-only (measured_row; core/moetable.py's MoE blocks too)."""
     from scipy.optimize import isotonic_regression  # heavy: on use
 
-    m, t = c
     grid = np.asarray(K.M_GRID)  # inside the fit rows' m range [1, 16384]
     # Measured curves are not monotone in m: kernel selection gives neighbouring m 3-6% apart and
     # block-scaled FP8 a sawtooth of tile boundaries (H100, n = k = 5120: 15.5 us at m = 64, 24.6

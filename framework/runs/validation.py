@@ -30,6 +30,7 @@ from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings,
     engine_family,
     launch_engine,
     predict_rows,
+    row_version,
     row_workload,
     version_of,
 )
@@ -136,7 +137,7 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
         w = "fp8_block"
     system = row.get("system", "")
     system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
-    version = _version(row)
+    version = row_version(row)
     tp = int(row["tp"])
     par, chips, stages = parallel_overrides(row, tp)
     return [
@@ -151,11 +152,6 @@ def base_overrides(row, static: bool = False, engines=None) -> List[str]:
         f"workload.kv_dtype={kv}",
         "workload.act_dtype=bf16",
     ]
-
-
-def _version(row) -> str:
-    v = row.get("engine_version", "")
-    return v if isinstance(v, str) else ""
 
 
 def _given(row, col: str) -> bool:
@@ -239,7 +235,7 @@ def read_rows(csv: Path, static: bool = False):
     for n, ((_, row), why) in enumerate(zip(df.iterrows(), modes), start=1):
         if not why:
             try:
-                engine_config_name(str(row["engine"]), _version(row), engines)
+                engine_config_name(str(row["engine"]), row_version(row), engines)
             except ValueError as e:
                 raise ValueError(f"{csv.name} data row {n}: {e}")
             try:

@@ -196,12 +196,17 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         return Result.infeasible(str(e))
 
 
+def row_version(row) -> str:
+    """A row's engine_version cell as text ("" when empty or not text)."""
+    v = row.get("engine_version", "")
+    return v if isinstance(v, str) else ""
+
+
 def record(row, key, res) -> dict:
     """A row of the validation table: the measured setting, its engine file, predicted vs measured."""
     m = res["metrics"]
     rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
-    ver = row.get("engine_version", "")
-    rec["engine_version"] = ver if isinstance(ver, str) else ""
+    rec["engine_version"] = row_version(row)
     rec["engine_config"] = key[1].split("=", 1)[1] if key[0] != UNMAPPED else ""
     rec.update(
         status=res["status"],
