@@ -346,6 +346,49 @@ def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
         assert steps[3, SK.T_START] == req[1, SK.R_ARRIVAL]
 
 
+def _closed_pair(lookahead: str):
+    """Two closed-loop clients released at t = 0 with prompts of 200 tokens; request 0 wants 3
+    tokens, request 1 eight, so request 0 ends at a step boundary while request 1 decodes on, and
+    its client's next request (request 2, 3 tokens) is issued at that boundary."""
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=2",
+        "workload.n_requests=3",
+        "workload.prompt_len=200",
+        "workload.output_len=3",
+        "engine.overlap=true",
+        f"engine.lookahead={lookahead}",
+        "engine.host_iter_us=1",
+        "engine.host_per_req_us=0",
+    )
+    p = S.prepare(cfg, build(cfg))
+    args = list(p["kernel_args"])
+    args[-2] = np.array([3.0, 8.0, 3.0])
+    req, steps, status = SK.serve(*args)
+    assert status == 0
+    return req, steps
+
+
+def test_a_request_issued_at_a_step_boundary_misses_the_step_scheduled_there():
+    """Step 0 prefills both prompts (first tokens), steps 1-2 decode both: request 0 ends with step
+    2 and its client issues request 2 at that boundary. The engine schedules the step after it in
+    the same loop before the client's reply can arrive, so request 2 arrives one ulp after the
+    boundary: without lookahead step 3 is request 1's decode alone and request 2 is prefilled in
+    step 4; with the overlap scheduler's lookahead (step 4 scheduled when step 3 starts, at the
+    boundary too) step 4 is request 1's decode alone as well, and request 2 waits for step 5."""
+    for lookahead, first in (("false", 4), ("true", 5)):
+        req, steps = _closed_pair(lookahead)
+        assert req[0, SK.R_DONE_STEP] == 2
+        assert req[2, SK.R_ARRIVAL] == np.nextafter(req[0, SK.R_DONE], np.inf)
+        assert req[2, SK.R_ARRIVAL] > steps[3, SK.T_START] == req[0, SK.R_DONE]
+        assert req[2, SK.R_FIRST_STEP] == first
+        for k in range(3, first):  # request 1's decode alone until then
+            assert steps[k, SK.T_SEQS] == 1 and steps[k, SK.T_PREFILL] == 0
+        assert steps[first, SK.T_PREFILL] == 200
+        ttft = req[2, SK.R_FIRST] - req[2, SK.R_ARRIVAL]
+        assert ttft == pytest.approx(steps[3 : first + 1, SK.T_DUR].sum(), rel=1e-12)
+
+
 def _row(**extra):
     base = dict(model="Qwen/Qwen3-30B-A3B", engine="trtllm", engine_version="1.0.0rc3", precision="fp8", tp=2)
     return pd.Series({**base, **extra})

@@ -387,7 +387,8 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 running.remove(r)
                 finished += 1
                 if eng["closed"] and issued < len(reqs):
-                    pending[issued] = t_end + float(think[issued])
+                    # strictly after this boundary's scheduling decision (scheduler.py docstring)
+                    pending[issued] = math.nextafter(t_end + float(think[issued]), math.inf)
                     issued += 1
         last_start, t, in_flight = t, t_end, True
     return reqs

@@ -7,7 +7,12 @@ sequence's own attention (the KV tokens it reads, its causal query-key pairs): `
 over the step's aggregates. Semantics (framework/modes/serving/reference.py is the pure-Python mirror):
 
 - arrivals enter a waiting queue ordered by `order` (fcfs: arrival order; sjf: shortest prefill
-  first); closed loop: a finished request's client issues the next request think[k] s later;
+  first); closed loop: a finished request's client issues the next request think[k] s later,
+  and it reaches the engine strictly after the step boundary its predecessor finished at (one
+  ulp later): an engine loop sends a step's outputs and schedules its next step in the same
+  thread, microseconds apart, while the client's reply (streamed response, new HTTP request,
+  front end) takes longer, so the step scheduled at that boundary never holds it; an idle
+  engine schedules it as soon as it arrives;
 - a step schedules, in order: decoding sequences (1 token each), sequences part-way through their
   prefill (a chunk each), then admits waiting requests head first while `max_batch` sequences,
   the token budget `max_tokens` and KV memory allow (the first that does not fit blocks the rest);
@@ -260,7 +265,9 @@ def serve(
                 blocks[i] = 0.0
                 n_done += 1
                 if closed and issued < n:
-                    arrival[issued] = t_end + think[issued]
+                    # the client's next request reaches the engine after this boundary's
+                    # scheduling decision, not in it (module docstring): one ulp later
+                    arrival[issued] = np.nextafter(t_end + think[issued], np.inf)
                     issued += 1
         kv = compact_running(seq, ix, cnt, caps, eng)
         if n_steps == steps.shape[0]:
