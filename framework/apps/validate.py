@@ -204,7 +204,8 @@ def add_arguments(p) -> None:
         default="auto",
         help="engine settings per row: auto (default) = AIConfigurator's launch rules for "
         "TensorRT-LLM rows (their engine file is AIConfigurator's launch config) and for vLLM from "
-        "0.14.0 and SGLang from 0.5.8 (versions released after its generator passed those rules), "
+        "0.12.0 and SGLang from 0.5.8 (versions its pipeline served after its generator passed those "
+        "rules), "
         "the engine files' defaults for older or undated vLLM and SGLang rows; defaults = every "
         "engine file's own defaults; aic = AIConfigurator's rules for every engine (max_num_tokens "
         "= concurrency + isl + 1500; SGLang mixed chunks; graphs for every batch size)",

@@ -33,12 +33,19 @@ WARMUP_PER_CLIENT = 2
 # for the measured version (conf/engine/default.yaml: KV fraction, CUDA-graph sizes and overlap from
 # aiconfigurator @961028348 cli/backends/trtllm.py:108-116 and extra_engine_args.1.0.0rc3.yaml.j2), so
 # its rows take the same generator's max_num_tokens rule too: one launch config, not half of one.
-# vLLM: the generator passed --max-num-batched-tokens from 2026-01-08 (ai-dynamo/aiconfigurator #238);
-# the vllm-0.14.0 wheel was built 2026-01-18 (its files' dates), 0.13.0's 2025-12-19. SGLang: it
-# passed --enable-mixed-chunk from 2026-01-19 (#257, #258); the sglang-0.5.8 wheel was built
-# 2026-01-23, 0.5.7's 2026-01-01. Earlier versions (the shipped vLLM 0.12.0 and SGLang 0.5.1.post1
-# rows) cannot be dated after those rules and keep their engine files' defaults: docs/validation.md.
-AIC_LAUNCHED = {"trtllm": "", "vllm": "0.14.0", "sglang": "0.5.8"}
+# vLLM: the generator passed --max-num-batched-tokens from 2026-01-08 (ai-dynamo/aiconfigurator #238).
+# The pipeline serves through Dynamo (its eval copies the generated configs into Dynamo's backend
+# folder), whose releases pin one engine version each: vLLM 0.12.0 is the pin of Dynamo v0.8.0 (its
+# release branch 2026-01-13, ai-dynamo/dynamo #5349 / #5402), v0.8.1 (#5590) and v0.8.1.post3 (#5932,
+# 2026-02-04), all after that rule; v0.7.0 (2025-11-24, #4550) pinned vLLM 0.11.0, before the
+# generator served vLLM at all (#144, 2025-12-04). So rows from vLLM 0.12.0 on take the rule (Dynamo
+# main carried 0.12.0 from 2025-12-03, #4736, so a December run without it cannot be excluded:
+# docs/validation.md). SGLang: it passed --enable-mixed-chunk from 2026-01-19 (#257, #258); Dynamo
+# v0.8.0 / v0.8.1 pinned SGLang 0.5.6.post2 (before and after that date), v0.9.0 0.5.8 (#5590), and
+# the sglang-0.5.8 wheel was built 2026-01-23: from 0.5.8. Earlier versions (the shipped SGLang
+# 0.5.1.post1 rows, from Dynamo's 2025 releases, before the generator served SGLang) keep their
+# engine files' defaults.
+AIC_LAUNCHED = {"trtllm": "", "vllm": "0.12.0", "sglang": "0.5.8"}
 
 
 def version_of(text):
