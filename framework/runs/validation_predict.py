@@ -43,8 +43,7 @@ WARMUP_PER_CLIENT = 2
 # docs/validation.md). SGLang: it passed --enable-mixed-chunk from 2026-01-19 (#257, #258); Dynamo
 # v0.8.0 / v0.8.1 pinned SGLang 0.5.6.post2 (before and after that date), v0.9.0 0.5.8 (#5590), and
 # the sglang-0.5.8 wheel was built 2026-01-23: from 0.5.8. Earlier versions (the shipped SGLang
-# 0.5.1.post1 rows, from Dynamo's 2025 releases, before the generator served SGLang) keep their
-# engine files' defaults.
+# 0.5.1.post1 rows among them) keep their engine files' defaults.
 AIC_LAUNCHED = {"trtllm": "", "vllm": "0.12.0", "sglang": "0.5.8"}
 
 
