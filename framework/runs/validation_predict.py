@@ -38,7 +38,8 @@ WARMUP_PER_CLIENT = 2
 # folder), whose releases pin one engine version each: vLLM 0.12.0 is the pin of Dynamo v0.8.0 (its
 # release branch 2026-01-13, ai-dynamo/dynamo #5349 / #5402), v0.8.1 (#5590) and v0.8.1.post3 (#5932,
 # 2026-02-04), all after that rule; v0.7.0 (2025-11-24, #4550) pinned vLLM 0.11.0, before the
-# generator served vLLM at all (#144, 2025-12-04). So rows from vLLM 0.12.0 on take the rule (Dynamo
+# generator served vLLM at all (#144, 2025-12-04); the generator and eval pipeline were aligned with
+# Dynamo 0.8.0 on 2026-01-24 (aiconfigurator #278). So rows from vLLM 0.12.0 on take the rule (Dynamo
 # main carried 0.12.0 from 2025-12-03, #4736, so a December run without it cannot be excluded:
 # docs/validation.md). SGLang: it passed --enable-mixed-chunk from 2026-01-19 (#257, #258); Dynamo
 # v0.8.0 / v0.8.1 pinned SGLang 0.5.6.post2 (before and after that date), v0.9.0 0.5.8 (#5590), and
