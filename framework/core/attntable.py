@@ -19,7 +19,7 @@ holds is costed from it:
      from HBM (TensorRT-LLM 1.2.0rc5's table, collected with a K-only cache pool, reached 4.9
      TB/s; the shipped tables never beat the peak, so this only guards a user's table).
 An op whose heads no table holds, or a chip the tables were not measured on (op_tables' chip
-fields), keeps the class law. The kernel (kernel._attn_table) and the Python reference
+fields), keeps the class law. The kernel (kernel_lookup._attn_table) and the Python reference
 (table_time) take the same values. Tables are in the operator-CSV schema of decodelab
 fit-hardware (batch_size, num_heads, num_key_value_heads, head_dim, window_size, kv_cache_dtype,
 step, latency_ms; `step` tokens already cached, so a sequence reads step + 1; CSV or Parquet).
