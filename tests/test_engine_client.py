@@ -15,7 +15,7 @@ from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
-from decodelab.runs.validation import engine_config_name, launch_engine, run_validation
+from decodelab.runs.validation import engine_config_name, launch_engine, launch_notes, run_validation
 
 HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -219,6 +219,13 @@ def test_rows_run_with_their_engine(tmp_path):
     # vLLM 0.12 exposes its host work (no overlap scheduler); TRT-LLM and SGLang hide theirs under
     # a GPU step this long, so those two may coincide on such a small row
     assert df["tpot_pred"].iloc[1] > df["tpot_pred"].iloc[0]
+    # each row says the launch it ran with (`--launch auto`: TensorRT-LLM and vLLM 0.12.0 on
+    # AIConfigurator's rules, SGLang 0.5.1.post1 on its file's defaults), and a note per launch
+    assert list(df["launch"]) == ["aic", "aic", "defaults"]
+    assert launch_notes(df) == [
+        "2 rows ran with AIConfigurator's launch rules: trtllm 1.0.0rc3, vllm 0.12.0",
+        "1 row ran with the engine files' defaults: sglang 0.5.1.post1",
+    ]
 
 
 def test_auto_launch_is_aiconfigurators_where_the_version_dates_it():

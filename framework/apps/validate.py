@@ -28,6 +28,7 @@ from decodelab.runs.validation import (
     LAUNCHES,
     bias,
     default_csv,
+    launch_notes,
     mape,
     run_validations,
     summary,
@@ -77,7 +78,7 @@ def print_table(df, csv: Path) -> None:
             f"{r['tpot_err_pct']:+.1f}%",
         )
     con.print(t)
-    for line in version_notes(df):
+    for line in version_notes(df) + launch_notes(df):
         con.print(f"note: {line}")
     for (status, reason), g in df[df["status"] != "ok"].groupby(["status", "reason"], sort=False):
         r = g.iloc[0]

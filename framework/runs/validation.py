@@ -321,3 +321,19 @@ def summary(df, groups=GROUPS):
         for v, d in df.groupby(g, sort=True):
             recs.append(stats(d, g, v))
     return pd.DataFrame(recs)
+
+
+LAUNCH_WORDS = {"aic": "AIConfigurator's launch rules", "defaults": "the engine files' defaults"}
+
+
+def launch_notes(df) -> List[str]:
+    """One line per launch the table's rows ran with (`launch` column), naming the engines and
+    versions of each: which rows AIConfigurator's rules set and which kept their engine files."""
+    if "launch" not in df.columns:
+        return []
+    out = []
+    for launch, g in df[df["launch"] != ""].groupby("launch", sort=True):
+        names = sorted({f"{e} {v}".strip() for e, v in zip(g["engine"], g["engine_version"])})
+        rows = f"{len(g)} row" + ("s" if len(g) != 1 else "")
+        out.append(f"{rows} ran with {LAUNCH_WORDS.get(launch, launch)}: {', '.join(names)}")
+    return out

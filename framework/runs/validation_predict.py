@@ -104,6 +104,13 @@ def row_workload(row, static: bool = False) -> Dict[str, int]:
     }
 
 
+def row_launch(row, family: str, launch: str) -> str:
+    """The launch a row runs with: `aic` or `defaults` (`auto` resolved by the row's version)."""
+    if launch == "auto":
+        return "aic" if aic_launched(family, row.get("engine_version", "")) else "defaults"
+    return launch
+
+
 def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
@@ -117,9 +124,7 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     2026-02-25), while its deployment rules changed (batch size raised to >= 512 in the budget until
     2026-04-01, + 500 after): the benchmark ones are how measured points are launched. `auto`: `aic`
     for a family and version in AIC_LAUNCHED, the engine files' defaults for the others."""
-    if launch == "auto":
-        launch = "aic" if aic_launched(family, row.get("engine_version", "")) else "defaults"
-    if launch != "aic":
+    if row_launch(row, family, launch) != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
     if family == "trtllm":
@@ -209,12 +214,14 @@ def row_version(row) -> str:
     return v if isinstance(v, str) else ""
 
 
-def record(row, key, res) -> dict:
-    """A row of the validation table: the measured setting, its engine file, predicted vs measured."""
+def record(row, key, res, launch: str = "") -> dict:
+    """A row of the validation table: the measured setting, its engine file and launch (`aic`,
+    `defaults`; empty for a row not run), predicted vs measured."""
     m = res["metrics"]
     rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
     rec["engine_version"] = row_version(row)
     rec["engine_config"] = key[1].split("=", 1)[1] if key[0] != UNMAPPED else ""
+    rec["launch"] = row_launch(row, engine_family(str(row["engine"])), launch) if rec["engine_config"] else ""
     rec.update(
         status=res["status"],
         reason=res["reason"],
@@ -242,7 +249,8 @@ def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> Li
                 out.append((n, record(row, key, Result.invalid(key[1]))))
                 continue
             try:
-                out.append((n, record(row, key, predict(cache, key, row, overrides, pinned, static, launch))))
+                res = predict(cache, key, row, overrides, pinned, static, launch)
+                out.append((n, record(row, key, res, launch)))
             except (ValueError,) + C.hydra_errors() as e:  # picklable, whatever raised it
                 out.append((n, ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e))))
                 break
