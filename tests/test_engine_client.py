@@ -15,7 +15,13 @@ from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
-from decodelab.runs.validation import engine_config_name, launch_engine, launch_notes, run_validation
+from decodelab.runs.validation import (
+    base_overrides,
+    engine_config_name,
+    launch_engine,
+    launch_notes,
+    run_validation,
+)
 
 HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -298,6 +304,43 @@ def test_malformed_csv_is_one_error_line(tmp_path, text, words):
     assert "Traceback" not in out.stderr and out.stdout == ""
     for w in words:
         assert w in lines[0], (w, lines[0])
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("model.fp8_checkpoint=foo", ["model.fp8_checkpoint='foo'", "tensor, block"]),
+        ("engine.max_batch=0", ["engine.max_batch=0", ">= 1"]),
+    ],
+)
+def test_an_override_no_row_can_run_with_is_one_error_line(tmp_path, override, words):
+    """An override every row composes with but no row can run with (a bad value) is one `error:`
+    line naming the field, exit status 2, not a table of invalid rows."""
+    csv = tmp_path / "rows.csv"
+    csv.write_text(HEADER + ROW + ROW.replace(",256,8,2,", ",512,8,2,"))
+    out = cli(tmp_path, "validate", "--csv", str(csv), "--no-track", override)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_fp8_checkpoint_override_picks_the_gemm_class():
+    """An `fp8` row runs the model file's checkpoint (Qwen3: block-scaled, fp8_block GEMMs) unless
+    the user's overrides set model.fp8_checkpoint; bf16 rows are untouched either way."""
+    row = pd.Series(
+        dict(model="Qwen/Qwen3-0.6B", engine="trtllm", engine_version="1.0.0rc3", precision="fp8", tp=1)
+    )
+    assert "workload.weight_dtype=fp8_block" in base_overrides(row)
+    assert "workload.weight_dtype=fp8" in base_overrides(row, fp8_checkpoint="tensor")
+    llama = pd.Series(dict(model=LLAMA, engine="trtllm", engine_version="1.0.0rc3", precision="fp8", tp=1))
+    assert "workload.weight_dtype=fp8" in base_overrides(llama)  # its file: per-tensor
+    assert "workload.weight_dtype=fp8_block" in base_overrides(llama, fp8_checkpoint="block")
+    bf16 = row.copy()
+    bf16["precision"] = "bf16"
+    assert "workload.weight_dtype=bf16" in base_overrides(bf16, fp8_checkpoint="block")
 
 
 def _two_requests(lookahead: str, frac: float):

@@ -249,6 +249,11 @@ def run(a) -> int:
         dfs = run_validations(csvs, overrides, static=a.static, launch=a.launch, jobs=a.jobs)
     except (ValueError,) + C.hydra_errors() as e:
         return errors(str(e).strip().splitlines()[0])
+    rows = [r for df in dfs for r in df.itertuples()]
+    if rows and all(r.status == "invalid" and r.engine_config for r in rows):
+        # every row composed and none is a valid design: the overrides given to all of them
+        # (a row-specific reason would leave some row valid)
+        return errors(rows[0].reason)
     for csv, df in zip(csvs, dfs):
         print_table(df, csv)
         steps = None

@@ -126,14 +126,18 @@ def check_rows(df, csv: Path) -> None:
             )
 
 
-def base_overrides(row, static: bool = False, engines=None) -> List[str]:
-    """Overrides that pick the design of a row (composed once per distinct design)."""
+def base_overrides(
+    row, static: bool = False, engines=None, fp8_checkpoint: Optional[str] = None
+) -> List[str]:
+    """Overrides that pick the design of a row (composed once per distinct design). An `fp8` row
+    runs the model file's `fp8_checkpoint` (block: fp8_block GEMMs), or `fp8_checkpoint` where the
+    user's overrides set `model.fp8_checkpoint`."""
     prec = str(row["precision"]).lower()
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
     model = model_config_name(str(row["model"]))
-    if prec == "fp8" and _model_yaml(model).get("fp8_checkpoint") == "block":
+    if prec == "fp8" and (fp8_checkpoint or _model_yaml(model).get("fp8_checkpoint")) == "block":
         w = "fp8_block"
     system = row.get("system", "")
     system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
@@ -211,7 +215,7 @@ def _unmapped_mode(row) -> str:
     )
 
 
-def read_rows(csv: Path, static: bool = False):
+def read_rows(csv: Path, static: bool = False, fp8_checkpoint: Optional[str] = None):
     """(the CSV as a DataFrame, its items (row number, design key, row) for
     validation_predict.predict_rows); a bad file, column or value is one ValueError naming it, as
     is a row whose engine has no config. A row the model cannot express (its model, chip, precision,
@@ -239,7 +243,7 @@ def read_rows(csv: Path, static: bool = False):
             except ValueError as e:
                 raise ValueError(f"{csv.name} data row {n}: {e}")
             try:
-                items.append((n, tuple(base_overrides(row, static, engines)), row))
+                items.append((n, tuple(base_overrides(row, static, engines, fp8_checkpoint)), row))
                 continue
             except ValueError as e:
                 why = str(e)
@@ -265,9 +269,13 @@ def run_validations(
 
     if launch not in LAUNCHES:
         raise ValueError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")
+    # the checkpoint an fp8 row runs: the model file's, or the user's model.fp8_checkpoint
+    ckpt = next(
+        (o.split("=", 1)[1] for o in reversed(overrides or []) if o.startswith("model.fp8_checkpoint=")), None
+    )
     items = []
     for i, csv in enumerate(csvs):
-        items += [((i, n), key, row) for n, key, row in read_rows(csv, static)[1]]
+        items += [((i, n), key, row) for n, key, row in read_rows(csv, static, ckpt)[1]]
     recs = predict_rows(items, list(overrides or []), static, launch, jobs)
     out = []
     for i in range(len(csvs)):
