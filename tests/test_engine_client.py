@@ -272,6 +272,16 @@ def test_validate_run_in_mlflow_says_how_the_rows_ran(tmp_path):
     assert run.data.metrics["rows"] == 1.0
 
 
+def _one_error_line(out, words):
+    """The command ended with one `error:` line holding every word, exit status 2, no traceback."""
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
 def _validate(tmp_path, text):
     csv = tmp_path / "rows.csv"
     csv.write_text(text)
@@ -298,12 +308,7 @@ ROW = f"{LLAMA},trtllm,1.0.0rc3,bf16,1,256,8,2,50.0,7.0\n"
 )
 def test_malformed_csv_is_one_error_line(tmp_path, text, words):
     out = _validate(tmp_path, text)
-    assert out.returncode == 2, out.stdout + out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    assert "Traceback" not in out.stderr and out.stdout == ""
-    for w in words:
-        assert w in lines[0], (w, lines[0])
+    _one_error_line(out, words)
 
 
 @pytest.mark.parametrize(
@@ -319,12 +324,7 @@ def test_an_override_no_row_can_run_with_is_one_error_line(tmp_path, override, w
     csv = tmp_path / "rows.csv"
     csv.write_text(HEADER + ROW + ROW.replace(",256,8,2,", ",512,8,2,"))
     out = cli(tmp_path, "validate", "--csv", str(csv), "--no-track", override)
-    assert out.returncode == 2, out.stdout + out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    assert "Traceback" not in out.stderr and out.stdout == ""
-    for w in words:
-        assert w in lines[0], (w, lines[0])
+    _one_error_line(out, words)
 
 
 def test_fp8_checkpoint_override_picks_the_gemm_class():
