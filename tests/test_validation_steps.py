@@ -6,17 +6,23 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from decodelab.runs.validation_steps import fit, step_split
+from decodelab.runs.validation_steps import decoding, fit, step_split
 
 
-def _rows(d_meas, i_meas, d_pred, i_pred, osls=(128, 256, 512), **key):
+def _rows(d_meas, i_meas, d_pred, i_pred, osls=(128, 256, 512), ttft=(100.0, 100.0), **key):
     base = dict(
         model="m", engine="vllm", engine_version="0.12.0", tp=2, precision="bf16", concurrency=8, isl=1024
     )
     base.update(key)
     return [
         dict(
-            base, osl=o, status="ok", tpot_meas=d_meas + i_meas / (o - 1), tpot_pred=d_pred + i_pred / (o - 1)
+            base,
+            osl=o,
+            status="ok",
+            tpot_meas=d_meas + i_meas / (o - 1),
+            tpot_pred=d_pred + i_pred / (o - 1),
+            ttft_meas=ttft[0],
+            ttft_pred=ttft[1],
         )
         for o in osls
     ]
@@ -26,6 +32,34 @@ def test_fit_recovers_step_and_interference_by_hand():
     # D = 10 ms, I = 1270 ms: TPOT 20 ms at osl 128 (10 + 1270 / 127), 15 ms at osl 255, 12.5 ms at osl 509
     d, i = fit([128, 255, 509], [20.0, 15.0, 12.5])
     assert d == pytest.approx(10.0, rel=1e-12) and i == pytest.approx(1270.0, rel=1e-12)
+
+
+def test_decoding_requests_by_littles_law_by_hand():
+    # 8 clients, osl 101, TPOT 10 ms: 1000 ms of decoding per 1000 + 1000 ms cycle -> 4 decode at once
+    assert decoding(8, 101, 1000.0, 10.0) == pytest.approx(4.0, rel=1e-12)
+    # no wait before the first token: all 16 decode; a 3000 ms TTFT against a 1000 ms span: a quarter
+    assert decoding(16, 101, 0.0, 10.0) == pytest.approx(16.0)
+    assert decoding(16, 101, 3000.0, 10.0) == pytest.approx(4.0)
+
+
+def test_groups_carry_the_mean_decoding_requests():
+    # D 10 ms, I 0: TPOT 10 ms at each osl; measured TTFT 1270 ms, predicted 0
+    s = step_split(pd.DataFrame(_rows(10.0, 0.0, 10.0, 0.0, osls=(128, 255), ttft=(1270.0, 0.0))))
+    # measured: 8 x 1270 / 2540 = 4 at osl 128, 8 x 2540 / 3810 = 16/3 at osl 255; predicted: 8 and 8
+    assert s.loc[0, "n_meas"] == pytest.approx((4.0 + 16.0 / 3.0) / 2)
+    assert s.loc[0, "n_pred"] == pytest.approx(8.0)
+
+
+def test_a_group_the_model_runs_fuller_than_measured_is_named(capsys):
+    from decodelab.apps.validate import print_steps
+
+    rows = _rows(10.0, 0.0, 10.0, 0.0, osls=(128, 255), ttft=(1270.0, 0.0)) + _rows(
+        5.0, 0.0, 5.0, 0.0, osls=(128, 255), tp=8
+    )
+    print_steps(step_split(pd.DataFrame(rows)))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: 1 group(s) decode more requests at once in the simulation than measured" in out
+    assert "vllm 0.12.0 TP2 c8 isl 1024 8.0 vs 4.7" in out and "TP8 c8" not in out
 
 
 def test_groups_with_two_or_more_osl_values_only():
@@ -53,5 +87,5 @@ def test_cli_prints_the_split(tmp_path):
 
     r = cli(tmp_path, "validate", "--no-track", "--steps")
     assert r.returncode == 0, r.stderr
-    assert "decode step D and interference I by group" in r.stdout
+    assert "decode step D and interference I by group" in r.stdout and "N meas" in r.stdout
     assert "over 14 groups" in r.stdout  # the 42 Llama rows: 14 (concurrency, isl) groups of 3 osl values

@@ -122,6 +122,17 @@ def print_table(df, csv: Path) -> None:
     )
 
 
+# A group whose simulated decoding requests exceed the measured ones by more than this factor is
+# named after the --steps table: a display threshold, not a model parameter.
+ADMISSION_GAP = 1.25
+
+
+def _label(r) -> str:
+    """A group's setting in a few words: engine version, TP, concurrency, isl."""
+    version = f" {r['engine_version']}" if r["engine_version"] else ""
+    return f"{r['engine']}{version} TP{int(r['tp'])} c{int(r['concurrency'])} isl {int(r['isl'])}"
+
+
 def print_steps(steps) -> None:
     """The decode step D and the interference I of each group (runs/validation_steps.py)."""
     from rich.table import Table
@@ -129,7 +140,8 @@ def print_steps(steps) -> None:
     con = _console()
     t = Table(
         title="decode step D and interference I by group: TPOT = D + I / (osl - 1), "
-        "least squares over the group's osl values (error = predicted / measured - 1)"
+        "least squares over the group's osl values (error = predicted / measured - 1); N: requests "
+        "decoding at once, concurrency x (osl - 1) TPOT / (TTFT + (osl - 1) TPOT), the group's mean"
     )
     for col in (
         "model",
@@ -144,6 +156,8 @@ def print_steps(steps) -> None:
         "err",
         "I meas",
         "I pred",
+        "N meas",
+        "N pred",
     ):
         t.add_column(col, justify="left" if col in ("model", "engine", "osl") else "right")
     for _, r in steps.iterrows():
@@ -155,6 +169,8 @@ def print_steps(steps) -> None:
             f"{r['d_err_pct']:+.1f}%",
             f"{r['i_meas_ms']:.0f}",
             f"{r['i_pred_ms']:.0f}",
+            f"{r['n_meas']:.1f}",
+            f"{r['n_pred']:.1f}",
         )
     con.print(t)
     if len(steps):
@@ -162,6 +178,15 @@ def print_steps(steps) -> None:
             f"decode step D: mean error {steps['d_err_pct'].mean():+.1f}%, "
             f"mean |error| {steps['d_err_pct'].abs().mean():.1f}% over {len(steps)} groups (D and I in ms)"
         )
+        over = steps[steps["n_pred"] > ADMISSION_GAP * steps["n_meas"]]
+        if len(over):
+            con.print(
+                f"note: {len(over)} group(s) decode more requests at once in the simulation than measured "
+                f"(N pred > {ADMISSION_GAP:g} x N meas: "
+                + ", ".join(f"{_label(r)} {r['n_pred']:.1f} vs {r['n_meas']:.1f}" for _, r in over.iterrows())
+                + "): the engine held fewer requests than the model lets it (a KV pool, batch cap or "
+                "admission rule the model lacks), not a slower step"
+            )
 
 
 def _log(df, csv: Path, a, overrides: List[str], steps=None) -> None:

@@ -11,7 +11,17 @@ with D the decode step at that load and I the interference one request sees over
 Least squares over the group's osl values gives (D, I) for the measured and for the simulated
 TPOT alike; D's error separates a wrong step cost (operators, host work) from a wrong schedule
 (how prefills land in decode spans), which the rows' TPOT errors mix. Groups with fewer than two
-osl values are left out."""
+osl values are left out.
+
+Beside them, each group's mean number of requests in their decode phase, by Little's law: a client
+spends (osl - 1) x TPOT of each TTFT + (osl - 1) x TPOT cycle decoding, so
+
+    N = concurrency x (osl - 1) x TPOT / (TTFT + (osl - 1) x TPOT)
+
+requests decode at once on average (measured and predicted, the mean over the group's rows). A
+predicted N well above the measured one says the engine ran fewer requests at once than the model
+lets it (a KV pool, batch cap or admission rule the model does not have), not that a step costs
+more; a D error with equal N says the opposite."""
 
 from __future__ import annotations
 
@@ -28,9 +38,17 @@ def fit(osl, tpot):
     return float(d), float(i)
 
 
+def decoding(concurrency, osl, ttft_ms, tpot_ms):
+    """Mean requests in their decode phase of a closed loop (Little's law): concurrency x the share
+    of each client's cycle, TTFT + (osl - 1) x TPOT, spent decoding. Arrays or floats."""
+    span = (np.asarray(osl, float) - 1.0) * np.asarray(tpot_ms, float)
+    return np.asarray(concurrency, float) * span / (np.asarray(ttft_ms, float) + span)
+
+
 def step_split(df):
     """One row per group with >= 2 osl values among the `ok` rows of a validation frame: rows,
-    osl values, D and I measured and predicted, and D's error in %."""
+    osl values, D and I measured and predicted, D's error in %, and the mean decoding requests N
+    measured and predicted."""
     import pandas as pd  # heavy: on use
 
     ok = df[df["status"] == "ok"] if "status" in df else df
@@ -49,7 +67,10 @@ def step_split(df):
             d_err_pct=100.0 * (dp / dm - 1.0),
             i_meas_ms=im,
             i_pred_ms=ip,
+            n_meas=float(decoding(g["concurrency"], g["osl"], g["ttft_meas"], g["tpot_meas"]).mean()),
+            n_pred=float(decoding(g["concurrency"], g["osl"], g["ttft_pred"], g["tpot_pred"]).mean()),
         )
         out.append(row)
     cols = GROUP + ["rows", "osl", "d_meas_ms", "d_pred_ms", "d_err_pct", "i_meas_ms", "i_pred_ms"]
+    cols += ["n_meas", "n_pred"]
     return pd.DataFrame(out, columns=cols)
