@@ -1,6 +1,7 @@
 """MoE layers' routed-expert blocks from measured MoE tables (framework/core/moetable.py, docs/model.md
 5d): the head op takes the table's block time at its shape, its tails run inside it, the dense and
-shared-expert part adds its roofline time; a shape the table lacks keeps the roofline law."""
+shared-expert part adds its roofline time; a shape or split the tables lack is carried from the nearest
+measured block, a dtype they lack keeps the roofline law."""
 
 from __future__ import annotations
 
@@ -64,12 +65,74 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
     np.testing.assert_allclose(got, f_moe * block + rest, rtol=1e-12)
 
 
-def test_shape_the_table_lacks_keeps_the_roofline():
-    """Qwen3-30B-A3B on 3 GPUs (moe_tp 3: not measured) and any MoE model on a roofline chip keep the
-    roofline law for every FFN op."""
+def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
+    """Qwen3-30B-A3B with an expert FFN of 760 (the tables hold 768) on 4 GPUs under TensorRT-LLM: the
+    head op takes the measured block of FFN 768 at moe_tp 4 times ideal(760) / ideal(768) = 760 / 768
+    at every token count (both the weights read and the FLOPs scale with the FFN width), its tails
+    run inside it, and the design's note names the block it came from."""
     d, at = _ops(
         "model=qwen3_30b_a3b", "hardware.n_chips=4", "hardware.tensor_parallel=4", "model.expert_ffn_dim=760"
     )
+    block = moetable.block_row(
+        "operators/h100_sxm_moe_trtllm_1.2.0rc5.parquet", "bf16", (2048, 768, 8, 128, 4, 1)
+    )
+    head = d.op_lin[at["gate_up_proj"]]
+    assert head[K.L_LAW] == K.LAW_GEMM and head[K.L_G_TAB] == 1.0
+    got = head[K.L_T0] + head[K.L_TAB : K.L_TAB + K.N_MGRID]
+    np.testing.assert_allclose(got, block * 760 / 768, rtol=1e-12)
+    assert all(d.op_lin[at[n], K.L_LAW] == K.LAW_SKIP for n in ("activation", "down_proj"))
+    assert any("MoE block carried from the nearest one measured (bfloat16, hidden 2048, expert FFN 768, "
+               "top-8 of 128, moe_tp 4, moe_ep 1" in n for n in d.notes)  # fmt: skip
+
+
+def test_nearest_block_same_gpus_then_split_and_shape(tmp_path):
+    """Wanted FFN 1536 at moe_tp 8 x moe_ep 1 (8 GPUs): 4 x 2 (same GPUs and shape, split 1 log2 step
+    away: distance 1) beats FFN 1024 at 8 x 1 (shape 0.58 steps, counted twice: 1.17); without it,
+    1 x 8 (split 3 steps) beats 4 x 1 (4 GPUs: 100); and FFN 1024 at 8 x 1 beats 4 x 1 too."""
+    rows = [
+        dict(
+            moe_dtype="bfloat16",
+            num_tokens=n,
+            hidden_size=4096,
+            inter_size=f,
+            topk=8,
+            num_experts=128,
+            moe_tp_size=tp,
+            moe_ep_size=ep,
+            latency_ms=0.01 * n * scale,
+        )
+        for n in (1, 2, 4, 8, 16, 32, 64, 128)
+        for f, tp, ep, scale in ((1536, 4, 2, 1.0), (1536, 1, 8, 0.8), (1536, 4, 1, 1.5), (1024, 8, 1, 0.9))
+    ]
+    for keep, want in (
+        (None, (1536, 4, 2)),
+        ({(1536, 1, 8), (1536, 4, 1)}, (1536, 1, 8)),
+        ({(1536, 4, 1), (1024, 8, 1)}, (1024, 8, 1)),
+    ):
+        sel = [
+            r for r in rows if keep is None or (r["inter_size"], r["moe_tp_size"], r["moe_ep_size"]) in keep
+        ]
+        path = tmp_path / f"t{len(sel)}_{want[0]}_{want[1]}.parquet"
+        pd.DataFrame(sel).to_parquet(path)
+        key = moetable.nearest(str(path), "bf16", (4096, 1536, 8, 128, 8, 1))
+        assert (key[2], key[5], key[6]) == want
+
+
+def test_ideal_block_time_by_hand():
+    """One rank of a block of hidden 4096, expert FFN 1536, top-8 of 128, moe_tp 8, BF16, at 4.8 TB/s
+    and 989 TFLOP/s: 1 token activates 8 experts of 3 x 4096 x 192 weights each, 37.7 MB, 7.86 us
+    (FLOPs 37.7 MFLOP, 0.04 us); 1024 tokens activate all 128 (604 MB, 126 us) and do 2 x 2.36 M x
+    8192 = 38.7 GFLOP (39.1 us): the read is longer."""
+    t = moetable.ideal("bfloat16", (4096, 1536, 8, 128, 8, 1), 4.8e12, 989e12)
+    m = list(K.M_GRID)
+    assert t[m.index(1.0)] == pytest.approx(8 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
+    assert t[m.index(1024.0)] == pytest.approx(128 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
+
+
+def test_dtype_no_table_holds_keeps_the_roofline():
+    """NVFP4 experts on the H100 (no H100 MoE table holds the dtype) and any MoE model on a roofline
+    chip keep the roofline law for every FFN op."""
+    d, at = _ops("model=qwen3_30b_a3b", "workload.weight_dtype=nvfp4")
     assert all(d.op_lin[at[n], K.L_LAW] == K.LAW_NONE for n in ("gate_up_proj", "activation", "down_proj"))
     sn = build(compose_cfg("hardware=sn40l_node8", "model=qwen3_30b_a3b"))
     assert all(sn.op_lin[i, K.L_LAW] == K.LAW_NONE for i, op in enumerate(sn.ops) if op.moe_block)
@@ -84,3 +147,36 @@ def test_bad_moe_table_is_one_line():
     assert "\n" not in str(e.value) and "hardware.op_tables.moe: operators/nope.parquet: no such file" in str(
         e.value
     )
+
+
+def test_a_block_that_repeats_a_split_on_fewer_gpus_is_left_out(tmp_path):
+    """moe_ep 2 measured as moe_ep 1 to within 2% at every token count (the split not applied: half
+    the weights and FLOPs per rank cannot take the same time) is left out, and a design on it is
+    carried from moe_ep 1 at ideal(ep 2) / ideal(ep 1); moe_ep 4, measured lower, stays."""
+    ns = (1, 2, 4, 8, 16, 32, 64, 128)
+    rows = [
+        dict(
+            moe_dtype="bfloat16",
+            num_tokens=n,
+            hidden_size=2880,
+            inter_size=2880,
+            topk=4,
+            num_experts=128,
+            moe_tp_size=1,
+            moe_ep_size=ep,
+            latency_ms=(0.05 + 0.01 * n) * scale,
+        )
+        for n in ns
+        for ep, scale in ((1, 1.0), (2, 1.01), (4, 0.5))
+    ]
+    path = tmp_path / "moe.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    keys = {k[6] for k in moetable.curves(str(path))}
+    assert keys == {1, 4}
+    row, key = moetable.near_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15)
+    assert key[6] == 1  # moe_ep 1 and 4 are both 1 log2 step of GPUs from 2 (distance 100): key order
+    one = moetable.block_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 1))
+    ratio = moetable.ideal("bfloat16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15) / moetable.ideal(
+        "bfloat16", (2880, 2880, 4, 128, 1, 1), 8e12, 2.25e15
+    )
+    np.testing.assert_allclose(row, one * ratio, rtol=1e-12)

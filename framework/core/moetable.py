@@ -17,10 +17,21 @@ experts.py) is costed at a step's tokens by
 (that part by the roofline law at the chip's achievable rates, its weights and FLOPs the
 block's over the head op's), and its activation and down ops inside it (LAW_SKIP). The table
 curve is made non-decreasing in tokens (isotonic regression of log latency, as core/optable.py),
-linear in tokens between the measured points and at the kernel's M_GRID. A shape, dtype or
-parallel split the table does not hold, or a chip other than the one it was measured on, keeps the
-roofline law. Tables: AIConfigurator @095f58a5 systems/data/<chip>/moe/<engine>/<version>/
-moe_perf.parquet, balanced rows, gated kernels (decodelab/data/operators/README.md).
+linear in tokens between the measured points and at the kernel's M_GRID. Tables: AIConfigurator
+@095f58a5 systems/data/<chip>/moe/<engine>/<version>/moe_perf.parquet, balanced rows, gated kernels
+(decodelab/data/operators/README.md).
+
+A shape or parallel split that no table holds exactly borrows the measured curve of the nearest
+one the same table holds in the same dtype (`nearest`: the same number of GPUs per expert layer
+first, then the nearest split and shape), scaled at each token count by the two
+blocks' ideal times on this chip (`ideal`: each rank's activated expert weights at the HBM peak or
+its FLOPs at the dtype's peak, whichever is longer): the measured utilisation carried to a
+neighbouring configuration, as AIConfigurator's cross-shape transfer does (its sdk/common.py
+TransferKind.XSHAPE). At a few tokens the measured blocks take several times their ideal time (routing,
+permutation and launch of several kernels), which the roofline law alone would miss (H200,
+TensorRT-LLM, Qwen3-235B-A22B's block in FP8 at moe_tp 8: 68 us measured at one token, ~4 us
+ideal). A dtype no table holds, or a chip other than the one the tables were measured on, keeps
+the roofline law.
 """
 
 from __future__ import annotations
@@ -56,6 +67,15 @@ DTYPES = {
 }
 MIN_POINTS = 8  # fewer measured token counts at a shape: the roofline law
 Key = Tuple[str, int, int, int, int, int, int]
+# Bytes per expert weight of a table dtype (block scales: 1/32 B per MXFP4 weight, 1/16 per NVFP4)
+WEIGHT_BYTES = {
+    "bfloat16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "int4_wo": 0.5,
+    "w4a16_mxfp4": 0.5 + 1.0 / 32,
+    "nvfp4": 0.5 + 1.0 / 16,
+}
 
 
 @lru_cache(maxsize=16)
@@ -69,7 +89,33 @@ def curves(path: str) -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     for key, d in df.groupby(keys, sort=False):
         d = d.groupby("num_tokens").latency_ms.median()
         out[(key[0], *map(int, key[1:]))] = (d.index.to_numpy(float), d.to_numpy(float) * 1e-3)
-    return out
+    drop = _unsplit(out)
+    return {k: v for k, v in out.items() if k not in drop}
+
+
+def _unsplit(out) -> set:
+    """Blocks whose curve is another split's: within 2% at every measured token count of a block of
+    the same dtype and shape on fewer GPUs (moe_tp x moe_ep), though each rank holds at most half
+    its expert weights and does at most half its FLOPs. A collector that did not apply the split
+    measures that; AIConfigurator's B200 vLLM 0.19.0 table holds gpt-oss's MXFP4 blocks at moe_ep 1,
+    2, 4, ... 128 with one curve (5.6 ms at 4096 tokens on 1 GPU and on 128). Such a block is
+    left out, so a design on that split is carried from a measured neighbour (near_row)."""
+    groups: Dict[tuple, list] = {}
+    for k in out:
+        groups.setdefault(k[:5], []).append(k)
+    drop = set()
+    for ks in groups.values():
+        for k in ks:
+            m, t = out[k]
+            for j in ks:
+                m2, t2 = out[j]
+                fewer = j[5] * j[6] < k[5] * k[6] and abs(t2[-1] - t[-1]) <= 0.02 * abs(
+                    t2[-1]
+                )  # cheap test first
+                if fewer and np.array_equal(m, m2) and np.allclose(t, t2, rtol=0.02):
+                    drop.add(k)
+                    break
+    return drop
 
 
 def check(path: str) -> Optional[str]:
@@ -92,6 +138,54 @@ def block_row(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int])
     return grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
 
 
+def ideal(dtype: str, shape, bw: float, peak: float) -> np.ndarray:
+    """Seconds of a routed-expert block at the kernel's M_GRID token counts at this chip's peaks,
+    one rank, balanced routing (as the tables were measured): n tokens make n x top-k expert
+    assignments, a rank holds experts / moe_ep experts of expert FFN / moe_tp columns each and
+    gets 1 / moe_ep of the assignments; it reads its min(experts, n x top-k) / moe_ep activated
+    experts' three (gate, up, down) matrices once and does 2 FLOPs per weight per assignment."""
+    h, f, k, e, tp, ep = (float(x) for x in shape)
+    n = np.asarray(K.M_GRID, float)
+    cols = 3.0 * h * f / tp  # weights of one expert on one rank
+    weights = np.minimum(e, n * k) / ep * cols * WEIGHT_BYTES.get(dtype, 2.0)
+    flops = 2.0 * cols * n * k / ep
+    return np.maximum(weights / bw, flops / peak)
+
+
+def _distance(a: Key, b: Key) -> float:
+    """How far measured block b is from wanted block a (same dtype), in log2 ratios: GPUs per
+    expert layer (moe_tp x moe_ep) first; then a step of the shape (hidden, expert FFN, top-k,
+    experts) counts twice a step of the split. The weights: leave-one-out over the shipped MoE
+    tables' 15,102 blocks (each predicted from its nearest other block, tokens 1-4096), median
+    error 9.4% (mean 15.2%; with shape and split weighted alike 11.4% / 16.6%, with the split ten
+    times the shape 18.3% / 27.2%), against 352% (433%) for the roofline law at 85% of peak."""
+    lg = np.log2
+    gpus = abs(lg(a[5] * a[6]) - lg(b[5] * b[6]))
+    split = abs(lg(a[5]) - lg(b[5]))
+    shape = sum(abs(lg(x) - lg(y)) for x, y in zip(a[1:5], b[1:5]))
+    return 100.0 * gpus + split + 2.0 * shape
+
+
+@lru_cache(maxsize=1024)
+def nearest(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int]) -> Optional[Key]:
+    """The table's measured block (its key) nearest to `shape` in `dtype` (_distance; ties: the
+    first in key order), or None where the table holds no block of the dtype with enough points."""
+    want = (DTYPES.get(dtype, ""), *shape)
+    have = sorted(k for k, c in curves(path).items() if k[0] == want[0] and len(c[0]) >= MIN_POINTS)
+    return min(have, key=lambda k: _distance(want, k)) if have else None
+
+
+def near_row(path: str, dtype: str, shape, bw: float, peak: float):
+    """(seconds at M_GRID, the measured key it was carried from) of a block the table does not
+    hold: the nearest measured block's curve x ideal(wanted) / ideal(measured) at each token count;
+    None where the table holds nothing of the dtype."""
+    key = nearest(path, dtype, tuple(shape))
+    if key is None:
+        return None
+    row = block_row(path, dtype, key[1:]) * ideal(key[0], shape, bw, peak) / ideal(key[0], key[1:], bw, peak)
+    return row, key
+
+
 def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff: float):
     """(t0, times beyond t0 at M_GRID) of an MoE block's head op: its MoE layer share of the
     table's block time `block` (block_row) plus the roofline time of the block's dense and
@@ -108,16 +202,47 @@ def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff
     return t0, at - t0
 
 
-def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float):
-    """(skip, head row) of an MoE block op from the first of `paths` (the engine's own table, the
-    chip's) that holds its block: a tail op is skipped (inside the head's time), a head op gets
-    head_row; None where no table holds it (the roofline law)."""
+def block_of(op, paths, dtype: str, bw: float, peak: float):
+    """(seconds at M_GRID, where from) of an MoE block op's routed-expert block: the first of
+    `paths` (the engine's own table, the chip's) that holds it exactly (where from: None), else
+    the first that holds its dtype, carried from its nearest block (near_row; where from: (path,
+    measured key)); None where no table holds the dtype (the roofline law)."""
     shape = tuple(int(x) for x in op.moe_block[1:7])  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
-    for path in dict.fromkeys(p for p in paths if p):
+    paths = list(dict.fromkeys(p for p in paths if p))
+    for path in paths:
         block = block_row(path, dtype, shape)
-        if block is None:
-            continue
-        if op.moe_block[0] == "tail":
-            return True, None
-        return False, head_row(op, block, bw, peak, bw_eff, c_eff)
+        if block is not None:
+            return block, None
+    for path in paths:
+        got = near_row(path, dtype, shape, bw, peak)
+        if got is not None:
+            return got[0], (path, got[1])
     return None
+
+
+def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float):
+    """(skip, head row) of an MoE block op from its block (block_of): a tail op is skipped (inside
+    the head's time), a head op gets head_row; None where no table holds its dtype (the roofline
+    law)."""
+    got = block_of(op, paths, dtype, bw, peak)
+    if got is None:
+        return None
+    if op.moe_block[0] == "tail":
+        return True, None
+    return False, head_row(op, got[0], bw, peak, bw_eff, c_eff)
+
+
+def carried_note(op, paths, dtype: str, bw: float, peak: float) -> Optional[str]:
+    """For an MoE head op whose block no table holds exactly: which measured block it was carried
+    from (for the design's note), else None."""
+    if not getattr(op, "moe_block", ()) or op.moe_block[0] != "head":
+        return None
+    got = block_of(op, paths, dtype, bw, peak)
+    if got is None or got[1] is None:
+        return None
+    path, key = got[1]
+    h, f, k, e, tp, ep = key[1:]
+    return (
+        f"{op.name}: MoE block carried from the nearest one measured ({key[0]}, hidden {h}, expert FFN {f}, "
+        f"top-{k} of {e}, moe_tp {tp}, moe_ep {ep}; {path.rsplit('/', 1)[-1]})"
+    )

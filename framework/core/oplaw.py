@@ -42,11 +42,7 @@ from decodelab.core.oplaw_eval import (  # noqa: F401  the laws in their natural
 OP_MODELS = ("roofline", "fitted")
 # Bytes per element the GEMM law streams, by weight dtype: (weight wb, activation ab per (m, k)
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
-GEMM_BYTES = {
-    "bf16": (2.0, 2.0),
-    "fp8": (1.0, 4.0),
-    "fp8_block": (1.0, 4.0),
-}  # fp8_block: 1x128 activation groups
+GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0), "fp8_block": (1.0, 4.0)}  # fp8_block: 1x128 groups
 ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
 _ATTN_KEY = re.compile(r"^(bf16|fp8)_hd(\d+)$")
 _TP_KEY = re.compile(r"^tp(\d+)$")
@@ -146,6 +142,11 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 )
 
 
+def _moe(hw, engine: str) -> list:
+    """The MoE tables to look an engine's block up in: its own, then the chip's (none off-chip)."""
+    return [] if table_mismatch(hw) else [op_table(hw, "moe", engine), op_table(hw, "moe")]
+
+
 def op_table(hw, kind: str, engine: str = "") -> str:
     """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode), "" where the chip has none; with `engine`,
     that engine's own table (op_tables.<kind>_by_engine.<engine>), "" where it has none."""
@@ -229,9 +230,8 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None) -> SimpleNamespa
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
     if getattr(op, "moe_block", ()):  # the routed-expert block from a measured MoE table
-        paths = [] if table_mismatch(hw) else [op_table(hw, "moe", engine), op_table(hw, "moe")]
-        dt = gemm_dtype(op, w)
-        got = moetable.lookup(op, paths, dt, hbm_bw(hw), _peak(hw, dt), hw.bw_eff_max, hw.compute_eff_max)
+        dt, mx = gemm_dtype(op, w), (hw.bw_eff_max, hw.compute_eff_max)
+        got = moetable.lookup(op, _moe(hw, engine), dt, hbm_bw(hw), _peak(hw, dt), *mx)
         if got is not None:
             out.skip, out.moe_table = got
             return out
@@ -367,11 +367,14 @@ def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None) -> np.ndarra
 
 
 def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
-    """One note naming the ops the fitted laws do not cover (costed by the roofline law)."""
+    """One note naming the ops the fitted laws do not cover (costed by the roofline law) and the
+    MoE blocks carried from a nearby measured one (core/moetable.py)."""
     if getattr(hw, "op_model", "roofline") != "fitted":
         return None
-    missed = []
+    missed, carried = [], []
     for op in ops:
+        dt = gemm_dtype(op, w)
+        carried.append(moetable.carried_note(op, _moe(hw, engine), dt, hbm_bw(hw), _peak(hw, dt)))
         laws = laws_of(op, hw, w, tp, engine)
         if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
             why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
@@ -394,6 +397,7 @@ def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
                 else ""
             )
         )
+    notes += [c for c in carried if c]
     if missed:
         notes.append("op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed)))
     return "; ".join(notes) or None
