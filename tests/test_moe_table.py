@@ -180,3 +180,33 @@ def test_a_block_that_repeats_a_split_on_fewer_gpus_is_left_out(tmp_path):
         "bfloat16", (2880, 2880, 4, 128, 1, 1), 8e12, 2.25e15
     )
     np.testing.assert_allclose(row, one * ratio, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "extra, rows",
+    [((), "w4a8_mxfp4_mxfp8"), (("engine.moe_mxfp4=w4a16",), "w4a16_mxfp4")],
+)
+def test_mxfp4_experts_run_with_the_engines_activations(extra, rows):
+    """gpt-oss-120b (MXFP4 experts, hidden 2880, expert FFN 2880, top-4 of 128, no dense layers or
+    shared experts) on one GB200 under TensorRT-LLM: its engine file runs MXFP4 experts with MXFP8
+    activations on a chip with FP4 units (engine.moe_mxfp4 w4a8), so the head op is the table's
+    w4a8_mxfp4_mxfp8 block; with w4a16 it is the w4a16_mxfp4 block, 3-4x slower there."""
+    d = build(compose_cfg("hardware=gb200", "model=gpt_oss_120b", "workload.weight_dtype=mxfp4", *extra))
+    head = d.op_lin[[op.name for op in d.ops].index("gate_up_proj")]
+    raw = pd.read_parquet(DATA_DIR / "operators/gb200_moe_trtllm_1.3.0rc10.parquet")
+    q = raw[(raw.moe_dtype == rows) & (raw.hidden_size == 2880) & (raw.num_experts == 128)
+            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
+    j = K.M_GRID.index(16.0)
+    assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
+
+
+def test_bad_moe_mxfp4_is_one_line():
+    from decodelab.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        build(
+            compose_cfg(
+                "hardware=gb200", "model=gpt_oss_120b", "workload.weight_dtype=mxfp4", "engine.moe_mxfp4=w8"
+            )
+        )
+    assert str(e.value) == "engine.moe_mxfp4='w8' is not one of: w4a16, w4a8"

@@ -15,7 +15,7 @@ from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs, oplaw, parallel, sampler
+from decodelab.core import kv_costs, oplaw, oplaw_note, parallel, sampler
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
@@ -100,6 +100,17 @@ def fp4_note(hw, dtype: str) -> List[str]:
         f"{hw.name} has no FP4 units (hardware.peak_tflops_fp4=0): {dtype} weights are read as "
         f"{DTYPE_BYTES[dtype]:g} B each and dequantized, the matrix math runs at the {rate} rate"
     ]
+
+
+MOE_MXFP4 = ("w4a16", "w4a8")
+
+
+def moe_mxfp4(cfg) -> str:
+    """engine.moe_mxfp4: the activations MXFP4 expert weights run with (w4a16: BF16, w4a8: MXFP8)."""
+    v = getattr(cfg.engine, "moe_mxfp4", "w4a16")
+    if v not in MOE_MXFP4:
+        raise ConfigError(f"engine.moe_mxfp4={v!r} is not one of: {', '.join(MOE_MXFP4)}")
+    return v
 
 
 def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
@@ -208,6 +219,7 @@ def build(
     op_w = np.zeros((len(ops), n_t))
     op_lin = np.zeros((len(ops), K.N_LIN))
     engine = engine_family(cfg)  # whose all-reduce kernel the collectives run (oplaw.laws_of)
+    mx = moe_mxfp4(cfg)
     smp = sampler.law(cfg, hw, m.vocab_size)  # the sampling op's law under the engine's sampler path
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
@@ -223,7 +235,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
-            *oplaw.law_columns(op, hw, w, tp, engine, smp),
+            *oplaw.law_columns(op, hw, w, tp, engine, smp, mx),
         )
         op_lin[i, K.L_REPLICA] = 1.0 if op.replica else 0.0
         if op.experts_read:
@@ -252,7 +264,7 @@ def build(
                 "cost one kernel per op (hardware.execution=gpu)"
             )
         call_cost[c, K.C_LAUNCH_EACH] = 0.0
-    for law_note in (oplaw.note(ops, hw, w, tp, engine), sampler.note(cfg, hw)):
+    for law_note in (oplaw_note.note(ops, hw, w, tp, engine, mx), sampler.note(cfg, hw)):
         if law_note:
             notes.append(law_note)
     pk = policy.kernel_params(cfg.kv_policy, m)

@@ -63,6 +63,7 @@ DTYPES = {
     "fp8_block": "fp8_block",
     "int4": "int4_wo",
     "mxfp4": "w4a16_mxfp4",
+    "mxfp4_w4a8": "w4a8_mxfp4_mxfp8",  # MXFP4 experts with MXFP8 activations (engine.moe_mxfp4: w4a8)
     "nvfp4": "nvfp4",
 }
 MIN_POINTS = 8  # fewer measured token counts at a shape: the roofline law
@@ -74,6 +75,7 @@ WEIGHT_BYTES = {
     "fp8_block": 1.0,
     "int4_wo": 0.5,
     "w4a16_mxfp4": 0.5 + 1.0 / 32,
+    "w4a8_mxfp4_mxfp8": 0.5 + 1.0 / 32,
     "nvfp4": 0.5 + 1.0 / 16,
 }
 

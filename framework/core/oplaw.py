@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 
@@ -57,7 +57,7 @@ _POSITIVE = ("bw_kv_tbs", "beta_gb_s")  # > 0; every other field >= 0
 
 
 def _peak(hw, dtype: str) -> float:
-    if dtype in ("fp8", "fp8_block") and hw.peak_tflops_fp8 > 0:
+    if dtype in ("fp8", "fp8_block", "mxfp4_w4a8") and hw.peak_tflops_fp8 > 0:
         return hw.peak_tflops_fp8 * 1e12
     return hw.peak_tflops_bf16 * 1e12
 
@@ -142,7 +142,7 @@ _TABLE_CHIP = (  # op_tables field: the chip's own value
 )
 
 
-def _moe(hw, engine: str) -> list:
+def moe_paths(hw, engine: str) -> list:
     """The MoE tables to look an engine's block up in: its own, then the chip's (none off-chip)."""
     return [] if table_mismatch(hw) else [op_table(hw, "moe", engine), op_table(hw, "moe")]
 
@@ -206,14 +206,20 @@ def gemm_dtype(op, w) -> str:
     return getattr(op, "gemm_dtype", "") or w.weight_dtype
 
 
-def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None) -> SimpleNamespace:
+def moe_dtype(dtype: str, moe_mxfp4: str) -> str:
+    """The MoE table dtype of an expert op's weights: MXFP4 experts run with MXFP8 activations
+    (`w4a8`, table rows w4a8_mxfp4_mxfp8) or BF16 ones (`w4a16`) by engine.moe_mxfp4."""
+    return "mxfp4_w4a8" if dtype == "mxfp4" and moe_mxfp4 == "w4a8" else dtype
+
+
+def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str = "w4a16") -> SimpleNamespace:
     """The fitted laws that cost `op` (None where the roofline law applies): gemm, prefill and
     decode attention, collective; `skip`: the op is inside a law-costed attention call. `engine`
     (engine.family) picks that engine's own all-reduce law and tables where the chip has them.
     `gemm_table`: (t0, times beyond t0 at kernel M_GRID) from the op's GEMM table
     (op_tables.gemm_by_engine.<engine>, else op_tables.gemm) at the op's shape, which
     then costs the GEMM in place of `gemm` (core/optable.py). `sampler`: the design's sampler law
-    (core/sampler.py law), which costs the sampling op where given."""
+    (core/sampler.py law), which costs the sampling op where given. `moe_mxfp4`: engine.moe_mxfp4."""
     out = SimpleNamespace(
         gemm=None,
         gemm_dtype="",
@@ -230,8 +236,8 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None) -> SimpleNamespa
     if getattr(hw, "op_model", "roofline") != "fitted":
         return out
     if getattr(op, "moe_block", ()):  # the routed-expert block from a measured MoE table
-        dt, mx = gemm_dtype(op, w), (hw.bw_eff_max, hw.compute_eff_max)
-        got = moetable.lookup(op, _moe(hw, engine), dt, hbm_bw(hw), _peak(hw, dt), *mx)
+        dt, mx = moe_dtype(gemm_dtype(op, w), moe_mxfp4), (hw.bw_eff_max, hw.compute_eff_max)
+        got = moetable.lookup(op, moe_paths(hw, engine), dt, hbm_bw(hw), _peak(hw, dt), *mx)
         if got is not None:
             out.skip, out.moe_table = got
             return out
@@ -295,10 +301,10 @@ def fitted(laws) -> bool:
 # ---- the kernel's per-op constants
 
 
-def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None) -> np.ndarray:
+def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str = "w4a16") -> np.ndarray:
     """The op's law columns of `op_lin` (kernel.L_LAW ...; all 0: the roofline law)."""
     row = np.zeros(K.N_LIN - K.L_LAW)
-    laws = laws_of(op, hw, w, tp, engine, sampler)
+    laws = laws_of(op, hw, w, tp, engine, sampler, moe_mxfp4)
 
     def put(col, v):
         row[col - K.L_LAW] = v
@@ -364,40 +370,3 @@ def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None) -> np.ndarra
             put(K.L_G_TAB, 1.0)
             row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + K.N_MGRID] = laws.coll_table
     return row
-
-
-def note(ops, hw, w, tp: int, engine: str = "") -> Optional[str]:
-    """One note naming the ops the fitted laws do not cover (costed by the roofline law) and the
-    MoE blocks carried from a nearby measured one (core/moetable.py)."""
-    if getattr(hw, "op_model", "roofline") != "fitted":
-        return None
-    missed, carried = [], []
-    for op in ops:
-        dt = gemm_dtype(op, w)
-        carried.append(moetable.carried_note(op, _moe(hw, engine), dt, hbm_bw(hw), _peak(hw, dt)))
-        laws = laws_of(op, hw, w, tp, engine)
-        if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
-            why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
-            missed.append(f"{op.name} ({why})")
-        if op.kind == "attention" and laws.prefill is None:
-            why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
-            missed.append(f"{op.name} ({why})")
-        if op.coll_kind and tp > 1 and laws.coll is None:
-            missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
-    notes = []
-    mismatch = table_mismatch(hw) if op_table(hw, "gemm") else []
-    if mismatch:
-        notes.append(
-            "hardware.op_tables.gemm was measured on another chip ("
-            + ", ".join(mismatch)
-            + "): its GEMM times are scaled by the op_fit.gemm laws' ratio of this chip to that one"
-            + (
-                "; its decode attention tables are not used (op_fit.attention_decode)"
-                if op_table(hw, "attention_decode")
-                else ""
-            )
-        )
-    notes += [c for c in carried if c]
-    if missed:
-        notes.append("op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed)))
-    return "; ".join(notes) or None

@@ -11,7 +11,7 @@ import numpy as np
 
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.core import attntable, oplaw, optable, parallel, sampler
-from decodelab.core.build import engine_family, expert_read_ratios, peak_flops
+from decodelab.core.build import engine_family, expert_read_ratios, moe_mxfp4, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.core.kernel_layout import M_GRID
 from decodelab.core.kv_costs import attention_efficiency
@@ -146,7 +146,7 @@ def _group_step(
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        laws = oplaw.laws_of(op, hw, w, tp, engine, smp)
+        laws = oplaw.laws_of(op, hw, w, tp, engine, smp, moe_mxfp4(cfg))
         if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)

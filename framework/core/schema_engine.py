@@ -57,6 +57,9 @@ class EngineConfig:
     kv_reserve_gib: float = 0.0
     kv_reserve_gib_per_gpu: float = 0.0
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
+    # The activations MXFP4 expert weights (gpt-oss) run with, which picks the measured MoE kernel
+    # (core/moetable.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
+    moe_mxfp4: str = "w4a16"
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
     # kept: vLLM's hybrid KV-cache manager) | full (as a full-attention layer's) | ratio (a pool of

@@ -1,0 +1,56 @@
+"""The design's note on its per-shape operator laws (core/oplaw.py): the ops the fitted laws do not
+cover (costed by the roofline law) and the MoE blocks carried from a nearby measured one
+(core/moetable.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from decodelab.core import moetable
+from decodelab.core.oplaw import (
+    _peak,
+    gemm_dtype,
+    hbm_bw,
+    laws_of,
+    moe_dtype,
+    moe_paths,
+    op_table,
+    table_mismatch,
+)
+
+
+def note(ops, hw, w, tp: int, engine: str = "", moe_mxfp4: str = "w4a16") -> Optional[str]:
+    """One note naming the ops the fitted laws do not cover (costed by the roofline law) and the
+    MoE blocks carried from a nearby measured one (core/moetable.py)."""
+    if getattr(hw, "op_model", "roofline") != "fitted":
+        return None
+    missed, carried = [], []
+    for op in ops:
+        dt = moe_dtype(gemm_dtype(op, w), moe_mxfp4)
+        carried.append(moetable.carried_note(op, moe_paths(hw, engine), dt, hbm_bw(hw), _peak(hw, dt)))
+        laws = laws_of(op, hw, w, tp, engine, moe_mxfp4=moe_mxfp4)
+        if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
+            why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
+            missed.append(f"{op.name} ({why})")
+        if op.kind == "attention" and laws.prefill is None:
+            why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
+            missed.append(f"{op.name} ({why})")
+        if op.coll_kind and tp > 1 and laws.coll is None:
+            missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
+    notes = []
+    mismatch = table_mismatch(hw) if op_table(hw, "gemm") else []
+    if mismatch:
+        notes.append(
+            "hardware.op_tables.gemm was measured on another chip ("
+            + ", ".join(mismatch)
+            + "): its GEMM times are scaled by the op_fit.gemm laws' ratio of this chip to that one"
+            + (
+                "; its decode attention tables are not used (op_fit.attention_decode)"
+                if op_table(hw, "attention_decode")
+                else ""
+            )
+        )
+    notes += [c for c in carried if c]
+    if missed:
+        notes.append("op_model=fitted: roofline law for " + ", ".join(dict.fromkeys(missed)))
+    return "; ".join(notes) or None
