@@ -539,3 +539,15 @@ def test_chip_resolvers(call, value):
     assert getattr(schema, call[0])(*call[1:]) == value
     with pytest.raises(ValueError, match="needs thresholds and values"):
         schema.below(1, 2, 3)
+
+
+def test_a_precision_naming_mxfp4_activations_sets_the_engines_moe_rows():
+    """AIConfigurator's gpt-oss quant modes name the experts' activations: w4a16_mxfp4 and
+    w4a8_mxfp4_mxfp8 set engine.moe_mxfp4 (which measured MoE rows cost the experts); plain mxfp4
+    leaves the engine file's choice for the chip."""
+    row = pd.Series(dict(model="openai/gpt-oss-120b", engine="trtllm", engine_version="1.0.0rc3", tp=1))
+    for prec, want in (("w4a16_mxfp4", "w4a16"), ("w4a8_mxfp4_mxfp8", "w4a8")):
+        got = base_overrides(pd.concat([row, pd.Series(dict(precision=prec))]))
+        assert f"engine.moe_mxfp4={want}" in got and "workload.weight_dtype=mxfp4" in got
+    plain = base_overrides(pd.concat([row, pd.Series(dict(precision="mxfp4"))]))
+    assert not any(o.startswith("engine.moe_mxfp4=") for o in plain)

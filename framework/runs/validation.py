@@ -65,6 +65,9 @@ PRECISIONS = {
     "w4a16_mxfp4": ("mxfp4", "bf16"),
     "w4a8_mxfp4_mxfp8": ("mxfp4", "bf16"),
 }
+# A precision that names the activations of MXFP4 experts sets engine.moe_mxfp4 (which measured MoE
+# rows cost them); plain `mxfp4` keeps the engine file's choice for the chip.
+MXFP4_ACTIVATIONS = {"w4a16_mxfp4": "w4a16", "w4a8_mxfp4_mxfp8": "w4a8"}
 # AIConfigurator's own column names (its silicon_sample.csv schema, as its tools read it:
 # tools/accuracy_tracking/run_silicon.py, cli_estimate's arguments): used where the CSV lacks
 # decodelab's name. `batch_size` is the aggregated run's concurrency ("max concurrent requests").
@@ -155,6 +158,7 @@ def base_overrides(
         f"workload.weight_dtype={w}",
         f"workload.kv_dtype={kv}",
         "workload.act_dtype=bf16",
+        *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
     ]
 
 
