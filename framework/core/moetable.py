@@ -111,10 +111,9 @@ def _unsplit(out) -> set:
             m, t = out[k]
             for j in ks:
                 m2, t2 = out[j]
-                fewer = j[5] * j[6] < k[5] * k[6] and abs(t2[-1] - t[-1]) <= 0.02 * abs(
-                    t2[-1]
-                )  # cheap test first
-                if fewer and np.array_equal(m, m2) and np.allclose(t, t2, rtol=0.02):
+                if j[5] * j[6] >= k[5] * k[6] or abs(t2[-1] - t[-1]) > 0.02 * abs(t2[-1]):
+                    continue  # not on fewer GPUs, or apart at the largest count (cheap test first)
+                if np.array_equal(m, m2) and np.allclose(t, t2, rtol=0.02):
                     drop.add(k)
                     break
     return drop
