@@ -259,3 +259,18 @@ def test_decodelab_grid_bad_input_is_one_error_line(tmp_path):
     )
     p, out, err, _, _, _ = run_measured(tmp_path, "grid", "workload.no_such_field=1,2", "-q")
     assert p.returncode == 2 and out == "" and len(err.splitlines()) == 1 and "no_such_field" in err, err
+
+
+def test_only_a_reference_to_the_swept_key_or_a_node_above_it_blocks_the_array_path():
+    """A resolver that reads one hardware field (the TensorRT-LLM engine file's moe_mxfp4 reads
+    hardware.peak_tflops_fp4) leaves a sweep of another hardware field on the array path; a
+    reference to the swept field, to a node above it, or a relative one that resolves to it does not."""
+    from decodelab.config.grid import _interpolated
+
+    key = "hardware.memory.hbm.bandwidth_gb_s"
+    assert not _interpolated({"engine": {"m": "${below:${hardware.peak_tflops_fp4},1,a,b}"}}, key)
+    assert _interpolated({"engine": {"m": "${below:${hardware.memory.hbm.bandwidth_gb_s},1,a,b}"}}, key)
+    assert _interpolated({"x": "${hardware.memory}"}, key) and _interpolated({"x": "${hardware}"}, key)
+    mem = {"hardware": {"memory": {"hbm": {"bandwidth_gb_s": 1, "copy": "${.bandwidth_gb_s}"}}}}
+    assert _interpolated(mem, key)
+    assert not _interpolated({"hardware": {"memory": {"hbm": {"c": "${.capacity_gib}"}}}}, key)

@@ -13,6 +13,7 @@ per-design path with the reason.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,19 +195,29 @@ def _settable(cfg, key: str) -> bool:
     return isinstance(v, (int, float, str, bool))
 
 
+_REF = re.compile(r"\$\{(\.*)([A-Za-z_][\w.]*)\}")  # a plain node reference ${a.b}, ${.a} (relative)
+
+
 def _interpolated(raw, key: str) -> bool:
-    """Does any string of the unresolved config interpolate `key` (or a node above it)?"""
-    stack, heads = [raw], [key]
-    parts = key.split(".")
-    heads = [".".join(parts[: i + 1]) for i in range(len(parts))]
+    """Does any string of the unresolved config interpolate `key` or a node above it (which copies
+    it)? Node references are read from every `${...}`, those inside a resolver's arguments too
+    (`${below:${hardware.peak_tflops_fp4},1,a,b}` reads hardware.peak_tflops_fp4, not the other
+    hardware fields); a relative one (`${.x}`) is taken from its own node."""
+    stack = [("", raw)]
     while stack:
-        x = stack.pop()
+        path, x = stack.pop()
         if isinstance(x, dict):
-            stack.extend(x.values())
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in x.items())
         elif isinstance(x, list):
-            stack.extend(x)
-        elif isinstance(x, str) and "${" in x and any(h in x for h in heads):
-            return True
+            stack.extend((path, v) for v in x)
+        elif isinstance(x, str) and "${" in x:
+            for dots, name in _REF.findall(x):
+                ref = name
+                if dots:  # relative: one dot is the string's own node, each more one level up
+                    base = path.split(".")[: max(len(path.split(".")) - len(dots), 0)]
+                    ref = ".".join(base + [name]) if base else name
+                if ref == key or key.startswith(ref + "."):
+                    return True
     return False
 
 
