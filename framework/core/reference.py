@@ -141,12 +141,12 @@ def _group_step(
         "prefill": (pre_tokens, pre_kv, pre_pairs),
         "decode": (tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs),
     }
-    engine = engine_family(cfg)
+    engine, mx = engine_family(cfg), moe_mxfp4(cfg)
     smp = sampler.law(cfg, hw, cfg.model.vocab_size)
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        laws = oplaw.laws_of(op, hw, w, tp, engine, smp, moe_mxfp4(cfg))
+        laws = oplaw.laws_of(op, hw, w, tp, engine, smp, mx)
         if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
