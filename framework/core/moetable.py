@@ -222,26 +222,23 @@ def block_of(op, paths, dtype: str, bw: float, peak: float):
 
 
 def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float):
-    """(skip, head row) of an MoE block op from its block (block_of): a tail op is skipped (inside
-    the head's time), a head op gets head_row; None where no table holds its dtype (the roofline
-    law)."""
+    """(skip, head row, where from) of an MoE block op from its block (block_of): a tail op is
+    skipped (inside the head's time), a head op gets head_row; where from as block_of's; None where
+    no table holds its dtype (the roofline law)."""
     got = block_of(op, paths, dtype, bw, peak)
     if got is None:
         return None
     if op.moe_block[0] == "tail":
-        return True, None
-    return False, head_row(op, got[0], bw, peak, bw_eff, c_eff)
+        return True, None, got[1]
+    return False, head_row(op, got[0], bw, peak, bw_eff, c_eff), got[1]
 
 
-def carried_note(op, paths, dtype: str, bw: float, peak: float) -> Optional[str]:
-    """For an MoE head op whose block no table holds exactly: which measured block it was carried
-    from (for the design's note), else None."""
-    if not getattr(op, "moe_block", ()) or op.moe_block[0] != "head":
+def carried_note(op, source) -> Optional[str]:
+    """For an MoE head op whose block was carried (lookup's where from, `source`, not None): which
+    measured block it came from (for the design's note), else None."""
+    if source is None or op.moe_block[0] != "head":
         return None
-    got = block_of(op, paths, dtype, bw, peak)
-    if got is None or got[1] is None:
-        return None
-    path, key = got[1]
+    path, key = source
     h, f, k, e, tp, ep = key[1:]
     return (
         f"{op.name}: MoE block carried from the nearest one measured ({key[0]}, hidden {h}, expert FFN {f}, "

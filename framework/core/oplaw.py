@@ -219,7 +219,9 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str =
     `gemm_table`: (t0, times beyond t0 at kernel M_GRID) from the op's GEMM table
     (op_tables.gemm_by_engine.<engine>, else op_tables.gemm) at the op's shape, which
     then costs the GEMM in place of `gemm` (core/optable.py). `sampler`: the design's sampler law
-    (core/sampler.py law), which costs the sampling op where given. `moe_mxfp4`: engine.moe_mxfp4."""
+    (core/sampler.py law), which costs the sampling op where given. `moe_table`: an MoE block op's
+    measured time, `moe_from`: None, or (table, measured key) where it was carried from a nearby
+    block (core/moetable.py). `moe_mxfp4`: engine.moe_mxfp4."""
     out = SimpleNamespace(
         gemm=None,
         gemm_dtype="",
@@ -231,6 +233,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str =
         decode_table=None,
         sampler=None,
         moe_table=None,
+        moe_from=None,
         skip=False,
     )
     if getattr(hw, "op_model", "roofline") != "fitted":
@@ -239,7 +242,7 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str =
         dt, mx = moe_dtype(gemm_dtype(op, w), moe_mxfp4), (hw.bw_eff_max, hw.compute_eff_max)
         got = moetable.lookup(op, moe_paths(hw, engine), dt, hbm_bw(hw), _peak(hw, dt), *mx)
         if got is not None:
-            out.skip, out.moe_table = got
+            out.skip, out.moe_table, out.moe_from = got
             return out
     if getattr(op, "kind", "") == "sample":
         out.sampler = sampler

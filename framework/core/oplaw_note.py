@@ -7,16 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from decodelab.core import moetable
-from decodelab.core.oplaw import (
-    _peak,
-    gemm_dtype,
-    hbm_bw,
-    laws_of,
-    moe_dtype,
-    moe_paths,
-    op_table,
-    table_mismatch,
-)
+from decodelab.core.oplaw import gemm_dtype, laws_of, op_table, table_mismatch
 
 
 def note(ops, hw, w, tp: int, engine: str = "", moe_mxfp4: str = "w4a16") -> Optional[str]:
@@ -26,9 +17,8 @@ def note(ops, hw, w, tp: int, engine: str = "", moe_mxfp4: str = "w4a16") -> Opt
         return None
     missed, carried = [], []
     for op in ops:
-        dt = moe_dtype(gemm_dtype(op, w), moe_mxfp4)
-        carried.append(moetable.carried_note(op, moe_paths(hw, engine), dt, hbm_bw(hw), _peak(hw, dt)))
         laws = laws_of(op, hw, w, tp, engine, moe_mxfp4=moe_mxfp4)
+        carried.append(moetable.carried_note(op, laws.moe_from))
         if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
             why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
             missed.append(f"{op.name} ({why})")
