@@ -86,11 +86,19 @@ def curves(path: str) -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     table at `path`, tokens ascending (cached per path)."""
     known = {v: v for v in DTYPES.values()}
     df = _read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
-    out = {}
     keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
-    for key, d in df.groupby(keys, sort=False):
-        d = d.groupby("num_tokens").latency_ms.median()
-        out[(key[0], *map(int, key[1:]))] = (d.index.to_numpy(float), d.to_numpy(float) * 1e-3)
+    med = df.groupby(keys + ["num_tokens"], sort=True).latency_ms.median()  # one pass: blocks sorted
+    idx = med.index
+    tokens, seconds = idx.get_level_values("num_tokens").to_numpy(float), med.to_numpy(float) * 1e-3
+    block = [idx.get_level_values(k).to_numpy() for k in keys]
+    same = np.ones(max(len(med) - 1, 0), bool)  # row i + 1 continues row i's block
+    for level in block:
+        same &= level[1:] == level[:-1]
+    starts = np.r_[0, np.flatnonzero(~same) + 1, len(med)]
+    out = {}
+    for a, b in zip(starts[:-1], starts[1:]):
+        key = (str(block[0][a]), *(int(level[a]) for level in block[1:]))
+        out[key] = (tokens[a:b], seconds[a:b])
     drop = _unsplit(out)
     return {k: v for k, v in out.items() if k not in drop}
 
