@@ -224,6 +224,14 @@ def build_ops(
                 path="decode",
                 attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
                 act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
+                # its shape for a measured MLA decode table (hardware.op_tables.mla_decode): h
+                # query heads over one latent "KV head" of lat + rope; the replicated mapping only
+                # (the others split the sequences or the latent's tokens the table holds whole)
+                **(
+                    dict(attn_heads=h, attn_kv_heads=1, attn_head_dim=lat + rope)
+                    if mapping == "replicated" or tp <= 1
+                    else {}
+                ),
             ),
             Op(
                 "v_absorb",

@@ -74,6 +74,26 @@ def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.nd
     return out
 
 
+GLITCH = 2.0  # a cell over this many times the time of each of its measured grid neighbours
+
+
+def without_glitches(grid: np.ndarray) -> np.ndarray:
+    """A measured grid (log s, NaN gaps) without its spikes: a cell more than GLITCH times the time
+    of each of its measured neighbours (half and twice its sequences, half and twice its context),
+    one of them with more work (twice the sequences or context), becomes a gap: doing more work in
+    under half the time is not a kernel's behaviour but a timing glitch. TensorRT-LLM 1.3.0rc20's
+    H200 MLA table has such a cell: 32 sequences of 4 tokens at 2.2 ms, where its neighbours take
+    15 us; made non-decreasing it would cost every larger call 2.2 ms."""
+    pad = np.full((grid.shape[0] + 2, grid.shape[1] + 2), np.nan)
+    pad[1:-1, 1:-1] = grid
+    larger = np.stack([pad[2:, 1:-1], pad[1:-1, 2:]])  # twice the sequences, twice the context
+    near = np.concatenate([larger, [pad[:-2, 1:-1], pad[1:-1, :-2]]])
+    top = np.max(np.where(np.isfinite(near), near, -np.inf), axis=0)
+    g = grid.copy()
+    g[np.isfinite(grid) & np.isfinite(larger).any(axis=0) & (grid > top + np.log(GLITCH))] = np.nan
+    return g
+
+
 def filled(grid: np.ndarray) -> Optional[np.ndarray]:
     """A measured B_GRID x C_GRID grid (log s, NaN gaps) completed and made non-decreasing:
     in each row, a gap before its first measured context takes that time, one between two
@@ -114,7 +134,7 @@ def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim:
         return None
     g = np.full((len(K.B_GRID), len(K.C_GRID)), np.nan)
     g[at[0], at[1]] = at[2]
-    g = filled(g)
+    g = filled(without_glitches(g))
     if g is None:
         return None
     flat = g.ravel().copy()

@@ -102,12 +102,13 @@ def check(hw) -> List[str]:
         problem = moetable.check(op_table(hw, "moe", eng)) if op_table(hw, "moe", eng) else None
         if problem:
             e.append(f"hardware.op_tables.{field}: {problem}")
-    engines = getattr(getattr(hw, "op_tables", None), "attention_decode_by_engine", None) or {}
-    for field, eng in [("attention_decode", "")] + [(f"attention_decode_by_engine.{x}", x) for x in engines]:
-        path = op_table(hw, "attention_decode", eng)
-        problem = attntable.check(path) if path else None
-        if problem:
-            e.append(f"hardware.op_tables.{field}: {problem}")
+    for kind in ("attention_decode", "mla_decode"):  # decode attention tables: GQA/MHA, MLA
+        engines = getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}
+        for field, eng in [(kind, "")] + [(f"{kind}_by_engine.{x}", x) for x in engines]:
+            path = op_table(hw, kind, eng)
+            problem = attntable.check(path) if path else None
+            if problem:
+                e.append(f"hardware.op_tables.{field}: {problem}")
     laws = [
         (g, k, law)
         for g in ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather", "sampler")
@@ -148,7 +149,7 @@ def moe_paths(hw, engine: str) -> list:
 
 
 def op_table(hw, kind: str, engine: str = "") -> str:
-    """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode), "" where the chip has none; with `engine`,
+    """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode | mla_decode | moe), "" where the chip has none; with `engine`,
     that engine's own table (op_tables.<kind>_by_engine.<engine>), "" where it has none."""
     tables = getattr(hw, "op_tables", None)
     if engine:
@@ -258,6 +259,8 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str =
     attn_fitted = key in fit.attention_prefill and key in fit.attention_decode
     if op.in_attention_call:
         out.skip = attn_fitted
+    elif op.attn_head_dim > 0 and op.path == "decode":  # MLA's latent attention: its table alone
+        out.decode_table = _decode_table(op, hw, w, np.inf, engine, "mla_decode")
     elif op.attn_head_dim > 0 and attn_fitted:
         out.prefill, out.decode = fit.attention_prefill[key], fit.attention_decode[key]
         out.decode_table = _decode_table(op, hw, w, out.decode.t0_us * 1e-6, engine)
@@ -278,23 +281,25 @@ def laws_of(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: str =
     return out
 
 
-def _decode_table(op, hw, w, law_t0: float, engine: str = ""):
+def _decode_table(op, hw, w, law_t0: float, engine: str = "", kind: str = "attention_decode"):
     """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token, t0) of the op's decode
-    attention (core/attntable.py) from `engine`'s own table (op_tables.attention_decode_by_engine)
-    where it holds the shape, else from op_tables.attention_decode; t0 (the part reported as
-    launch_sync) = min(the law's t0 `law_t0`, the fastest tabulated call). None: no table holds it,
-    or the chip is not the one the tables were measured on."""
+    attention (core/attntable.py) from `engine`'s own table (op_tables.<kind>_by_engine) where it
+    holds the shape, else from op_tables.<kind> (attention_decode: GQA/MHA; mla_decode: MLA's
+    attention over the latent); t0 (the part reported as launch_sync) = min(the law's t0 `law_t0`,
+    the fastest tabulated call). None: no table holds it, or the chip is not the one the tables were
+    measured on. The floor: the op's KV bytes per KV token at the HBM peak."""
     if w.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
         return None
-    paths = (op_table(hw, "attention_decode", engine), op_table(hw, "attention_decode"))
-    floor = 2.0 * op.attn_kv_heads * op.attn_head_dim * ATTN_DTYPES[w.kv_dtype] / hbm_bw(hw)  # the HBM peak
+    paths = (op_table(hw, kind, engine), op_table(hw, kind))
+    floor = op.kv_read_per_ctx / hbm_bw(hw)
     grid = attntable.for_op(paths, w.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
     return None if grid is None else (grid, floor, min(law_t0, float(np.exp(grid.min()))))
 
 
 def fitted(laws) -> bool:
     return laws.skip or any(
-        x is not None for x in (laws.gemm, laws.prefill, laws.coll, laws.sampler, laws.moe_table)
+        x is not None
+        for x in (laws.gemm, laws.prefill, laws.decode_table, laws.coll, laws.sampler, laws.moe_table)
     )
 
 
@@ -354,12 +359,13 @@ def law_columns(op, hw, w, tp: int, engine: str = "", sampler=None, moe_mxfp4: s
         put(K.L_D_SEQ, d.c_sk_ns * 1e-9 * kvh)
         put(K.L_D_CTX, 2.0 * kvh * hd * ATTN_DTYPES[w.kv_dtype] / (d.bw_kv_tbs * 1e12))
         put(K.L_D_P, d.p)
-        if laws.decode_table is not None:  # the measured table (core/attntable.py) in place of the law
-            grid, floor, t0 = laws.decode_table
-            put(K.L_D_T0, t0)
-            put(K.L_D_TAB, 1.0)
-            put(K.L_D_FLOOR, floor)
-            row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + grid.size] = grid
+    if laws.decode_table is not None:  # the measured table (core/attntable.py) in place of the law
+        grid, floor, t0 = laws.decode_table  # (MLA's decode-only attention: the table alone)
+        put(K.L_LAW, K.LAW_ATTN)
+        put(K.L_D_T0, t0)
+        put(K.L_D_TAB, 1.0)
+        put(K.L_D_FLOOR, floor)
+        row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + grid.size] = grid
     if laws.coll is not None:
         c = laws.coll
         if laws.gemm is None and laws.prefill is None:

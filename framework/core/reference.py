@@ -178,7 +178,8 @@ def _group_step(
                 )
                 acc["law_t"] += float(t) - a.t0_us * 1e-6
                 acc["law_t0"] += a.t0_us * 1e-6
-            if laws.decode is not None and op.path != "prefill" and tokens - pre_tokens >= 0.5:
+            decoding = op.path != "prefill" and tokens - pre_tokens >= 0.5
+            if (laws.decode is not None or laws.decode_table is not None) and decoding:
                 d = laws.decode
                 if laws.decode_table is not None:  # the measured table (core/attntable.py)
                     grid, floor, d_t0 = laws.decode_table

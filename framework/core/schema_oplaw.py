@@ -94,6 +94,12 @@ class OpTablesConfig:
     # an engine's own decode attention table by engine family, same schema (its attention kernels:
     # vLLM's and SGLang's FlashAttention), `attention_decode` for other engines and shapes it lacks
     attention_decode_by_engine: Dict[str, str] = field(default_factory=dict)
+    # MLA decode attention over the latent, the same schema with num_key_value_heads 1 and head_dim
+    # kv_lora_rank + qk_rope_head_dim (one latent per token, read once for keys and values): the
+    # absorbed-path attention of an MLA model (replicated mapping) at its heads per chip is costed
+    # from it; `mla_decode_by_engine` an engine's own, `mla_decode` for other engines
+    mla_decode: str = ""
+    mla_decode_by_engine: Dict[str, str] = field(default_factory=dict)
     # an MoE microbenchmark table (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts,
     # moe_tp_size, moe_ep_size, latency_ms): an MoE layer's routed-expert block at a shape it holds is
     # costed from it (core/moetable.py); `moe_by_engine` an engine's own, the same schema
