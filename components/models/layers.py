@@ -10,9 +10,11 @@ heads; W_UK is folded into the query (q_absorb) and W_UV applied after attention
 attention runs in the latent space: 2 h (2 kv_lora + rope) FLOPs per (query, key) pair.
 Under tensor parallel every chip holds and reads the whole latent (heads are split, the latent is
 not: the replication dense.py applies when tp > kv_heads); q_a_proj and kv_a_proj are
-replicated (vLLM's ReplicatedLinear), q_b/kv_b/o split by heads. Prefill uses the same absorbed
-path here (engines switch to the non-absorbed one for long prompts: 2 h (qk + v) per pair, 3.4x
-fewer attention FLOPs for DeepSeek-V3), so MLA prefill attention is overstated.
+replicated (vLLM's ReplicatedLinear), q_b/kv_b/o split by heads. Prefill takes the non-absorbed
+path, as vLLM and SGLang do: kv_b_decompress expands every context token's latent into per-head
+keys and values, then ordinary attention, 2 h (qk + v) FLOPs per pair (3.4x fewer than the
+absorbed path's for DeepSeek-V3). Decode attention's op carries its shape for a measured MLA table
+(hardware.op_tables.mla_decode, replicated mapping); prefill attention keeps the roofline.
 """
 
 from __future__ import annotations
