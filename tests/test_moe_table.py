@@ -138,6 +138,29 @@ def test_dtype_no_table_holds_keeps_the_roofline():
     assert all(sn.op_lin[i, K.L_LAW] == K.LAW_NONE for i, op in enumerate(sn.ops) if op.moe_block)
 
 
+def test_block_scaled_fp8_the_table_lacks_takes_the_fp8_block():
+    """TensorRT-LLM 1.3.0rc10's B300 table holds DeepSeek-V3's block (hidden 7168, expert FFN 2048,
+    top-8 of 256, moe_tp 8) in per-tensor FP8 but not block-scaled: a block-scaled FP8 design takes
+    the FP8 block as measured (the same weight bytes, ideal ratio 1) instead of the roofline law
+    (8 us per layer at one token, where the FP8 block measures ~55 us), and the note says so. The
+    note names a dtype no table holds (NVFP4 on the H100) for what it is, not "not a plain GEMM"."""
+    o = ("model=deepseek_v3", "hardware=b300_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8",
+         "workload.weight_dtype=fp8_block", "workload.kv_dtype=fp8")  # fmt: skip
+    d = build(compose_cfg(*o))
+    path = "operators/b300_sxm_moe_trtllm_1.3.0rc10.parquet"
+    shape = (7168, 2048, 8, 256, 8, 1)
+    assert moetable.block_row(path, "fp8_block", shape) is None
+    fp8 = moetable.block_row(path, "fp8", shape)
+    head = next(op for op in d.ops if op.name == "gate_up_proj")
+    block, source = moetable.block_of(head, [path], "fp8_block", 7.7e12, 4.5e15)
+    np.testing.assert_array_equal(block, fp8)
+    assert source == (path, ("fp8", *shape))
+    assert fp8[0] * 1e6 > 40.0
+    assert any("carried from the nearest one measured (fp8, hidden 7168" in n for n in d.notes)
+    d2 = build(compose_cfg("hardware=h100_sxm", "model=qwen3_30b_a3b", "workload.weight_dtype=nvfp4"))
+    assert any("gate_up_proj (no nvfp4 block in the MoE tables)" in n for n in d2.notes)
+
+
 def test_bad_moe_table_is_one_line():
     from decodelab.core.checks import check_config
     from decodelab.errors import ConfigError

@@ -21,6 +21,8 @@ def note(ops, hw, w, tp: int, engine: str = "", moe_mxfp4: str = "w4a16") -> Opt
         carried.append(moetable.carried_note(op, laws.moe_from))
         if op.kind == "gemm" and laws.gemm is None and laws.moe_table is None and not laws.skip:
             why = f"no gemm.{gemm_dtype(op, w)} law" if op.gemm_n > 0 else "not a plain GEMM"
+            if getattr(op, "moe_block", ()):
+                why = f"no {gemm_dtype(op, w)} block in the MoE tables"
             missed.append(f"{op.name} ({why})")
         if op.kind == "attention" and laws.prefill is None and laws.decode_table is None:
             why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
