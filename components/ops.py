@@ -94,11 +94,11 @@ def lm_head_dtype(w_bytes: float):
     return (HEAD_BYTES, "bf16") if w_bytes < HEAD_BYTES else (w_bytes, "")
 
 
-def op_builders(repeat: int, w_bytes: float, act_bytes: float):
+def op_builders(repeat: int, w_bytes: float, act_bytes: float, gemm_dtype: str = ""):
     """(gemm, elementwise): makers of per-layer ops with `repeat` invocations per step, as every
     dense-style model component writes them. gemm(name, k, n, bias): a k x n weight matrix
-    (+ bias) applied to each token; elementwise(name, kind, n_in, n_out, weights): ~4 FLOPs per
-    output element (norms, activations, residual adds)."""
+    (+ bias) applied to each token, of `gemm_dtype` ("" = the workload's); elementwise(name, kind,
+    n_in, n_out, weights): ~4 FLOPs per output element (norms, activations, residual adds)."""
 
     def gemm(name, k, n, bias=0):
         return Op(
@@ -110,6 +110,7 @@ def op_builders(repeat: int, w_bytes: float, act_bytes: float):
             act_bytes_per_token=(k + n) * act_bytes,
             gemm_n=n,
             gemm_k=k,
+            gemm_dtype=gemm_dtype,
         )
 
     def elementwise(name, kind, n_in, n_out, weights=0):

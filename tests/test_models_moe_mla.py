@@ -255,3 +255,25 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     t_pre = simulate(*design.arrays(), steps)[0].sum()
     t_abs = simulate(*design.arrays(), absorbed)[0].sum()
     assert t_pre < t_abs and np.isfinite(t_pre)
+
+
+def test_gpt_oss_mxfp4_quantizes_only_the_experts():
+    """gpt-oss ships MXFP4 experts and BF16 everything else (config.json quantization_config
+    modules_to_not_convert; model.expert_only_dtypes: [mxfp4]): under weight_dtype=mxfp4 the
+    attention projections are BF16 GEMMs, 2 bytes a weight (qkv: 2880 x (64 + 2 x 8) x 64 + its
+    bias 5120 = 14,751,744 weights, 29.5 MB), costed on the BF16 tables, while an expert weight is
+    4.25 bits; a bad entry or the field on a model without experts is one error line."""
+    from conftest import compose_cfg
+    from decodelab.errors import ConfigError
+
+    d = build(compose_cfg("model=gpt_oss_120b", "hardware=h200_sxm", "workload.weight_dtype=mxfp4"))
+    ops = {op.name: op for op in d.ops}
+    assert ops["qkv_proj"].gemm_dtype == "bf16" and ops["o_proj"].gemm_dtype == "bf16"
+    assert ops["qkv_proj"].weight_bytes == (2880 * 5120 + 5120) * 2.0
+    assert ops["lm_head"].gemm_dtype == "bf16"
+    assert ops["gate_up_proj"].gemm_dtype == ""  # the workload's, mxfp4
+    assert not any("qkv_proj" in n for n in d.notes)  # the BF16 GEMM law covers it
+    with pytest.raises(ConfigError, match=r"^model.expert_only_dtypes\[0\]='mxfp9' is not one of: "):
+        build(compose_cfg("model=gpt_oss_120b", "model.expert_only_dtypes=[mxfp9]"))
+    with pytest.raises(ConfigError, match="model.expert_only_dtypes is set but llama3_1_8b has no experts"):
+        build(compose_cfg("model=llama3_1_8b", "model.expert_only_dtypes=[mxfp4]"))

@@ -144,8 +144,10 @@ def build_ops(
     moe_mapping: str = "tp",
     attention_dp: int = 1,
     group_tokens: bool = False,
+    dense_w_bytes: float = 0.0,
 ) -> List[Op]:
-    """Per-chip operator list of one step; expert weights read are those `tokens_per_step`
+    """Per-chip operator list of one step (`dense_w_bytes` > 0: the weights outside the routed
+    experts in BF16 at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
     tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
     (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py; data-
     parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
@@ -180,7 +182,10 @@ def build_ops(
             before, after = (1.0 - f_moe) * before + f_moe * a2a, (1.0 - f_moe) * after + f_moe * a2a
         coll = "all_to_all"  # no fitted law: the link roofline (core/oplaw.py)
 
-    gemm, elementwise = op_builders(L, w_bytes, act_bytes)
+    expert_wb = w_bytes
+    if dense_w_bytes > 0:  # the checkpoint quantizes only the experts (model.expert_only_dtypes)
+        w_bytes = dense_w_bytes
+    gemm, elementwise = op_builders(L, w_bytes, act_bytes, "bf16" if dense_w_bytes > 0 else "")
 
     ops = [
         Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
@@ -288,7 +293,7 @@ def build_ops(
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
-    ffn = ffn_ops(m, tp, w_bytes, act_bytes, tokens_per_step, moe_mapping)
+    ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping)
     ops += ffn
     if tp > 1:
         ops.append(
@@ -323,7 +328,7 @@ def build_ops(
             "gemm",
             stage="post",
             weight_bytes=d * (v / tp) * lm_head_dtype(w_bytes)[0],
-            gemm_dtype=lm_head_dtype(w_bytes)[1],
+            gemm_dtype="bf16" if dense_w_bytes > 0 else lm_head_dtype(w_bytes)[1],
             flops_per_token=2.0 * d * v / tp,
             act_bytes_per_token=(d + v / tp) * act_bytes,
             link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,

@@ -353,9 +353,17 @@ def _dtype(r: _Keys, imp: Imported) -> None:
     method = str(q.get("quant_method", "")).lower() if isinstance(q, dict) else ""
     algo = str(q.get("quant_algo", "")).upper() if isinstance(q, dict) else ""
     if method == "mxfp4":
+        keep = [str(x) for x in (q.get("modules_to_not_convert") or [])]
+        if any("attn" in x for x in keep):  # gpt-oss: experts MXFP4, attention / router / embeddings BF16
+            imp.set(
+                "expert_only_dtypes",
+                ["mxfp4"],
+                "config.json quantization_config modules_to_not_convert: only the experts are MXFP4",
+            )
         imp.notes.append(
             "weights ship in MXFP4 (quantization_config; modules_to_not_convert stay 16-bit): "
-            "run with workload.weight_dtype=mxfp4 (every weight at 4.25 bits: a lower bound)"
+            "run with workload.weight_dtype=mxfp4"
+            + ("" if any("attn" in x for x in keep) else " (every weight at 4.25 bits: a lower bound)")
         )
     elif "NVFP4" in algo or method == "nvfp4":
         imp.notes.append("weights ship in NVFP4 (quantization_config): run with workload.weight_dtype=nvfp4")

@@ -50,7 +50,8 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         keys += MOE
     if "kv_lora_rank" in v:
         keys += MLA
-    keys += [k for k in ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint") if k in v]
+    extra = ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint", "expert_only_dtypes")
+    keys += [k for k in extra if k in v]
     keys += ["generation_defaults"] if "generation_defaults" in v else []
     lines = [
         f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",

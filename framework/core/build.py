@@ -172,9 +172,11 @@ def build(
 
     mapping = getattr(hw, "mla_mapping", "replicated")
     moe_map = getattr(hw, "moe_mapping", "tp")
+    expert_only = w.weight_dtype in (getattr(m, "expert_only_dtypes", None) or ())
     ops = arch.build_ops(
         m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
         **parallel.arch_kwargs(hw), **parallel.group_kwargs(cfg),
+        **({"dense_w_bytes": DTYPE_BYTES["bf16"]} if expert_only else {}),
     )  # fmt: skip
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)

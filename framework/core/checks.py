@@ -203,6 +203,10 @@ def _check_arch(e: List[str], m) -> None:
             f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
             "multi-head latent attention is arch=mla"
         )
+    for i, dt in enumerate(getattr(m, "expert_only_dtypes", None) or ()):
+        _choice(e, f"model.expert_only_dtypes[{i}]", dt, tuple(DTYPE_BYTES))
+    if (getattr(m, "expert_only_dtypes", None) or ()) and not m.n_experts > 0:
+        e.append(f"model.expert_only_dtypes is set but {m.name} has no experts (model.n_experts=0)")
     if m.arch == "hybrid" and not m.layer_pattern:
         e.append(
             f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "

@@ -46,6 +46,11 @@ class ModelConfig:
     # measured row in FP8 runs with workload.weight_dtype=fp8_block for a block checkpoint
     # (decodelab validate), whose GEMMs run other kernels (core/oplaw.py).
     fp8_checkpoint: str = "tensor"
+    # Weight dtypes in which the published checkpoint quantizes only the routed experts and keeps
+    # every other weight (attention projections, norms, router, embeddings, LM head) in BF16, e.g.
+    # gpt-oss's MXFP4 (its model card): under workload.weight_dtype in this list the non-expert
+    # weights are read and costed as BF16 GEMMs (components/models/layers.py)
+    expert_only_dtypes: List[str] = field(default_factory=list)
     # Mixture of experts (arch=moe)
     n_experts: int = 0
     experts_per_token: int = 0
