@@ -56,9 +56,7 @@ class Op:
     # Shapes the per-shape laws need (framework/core/oplaw.py; 0 / "" = not such an op):
     gemm_n: float = 0.0  # a plain GEMM: weight of n outputs x k inputs, per chip
     gemm_k: float = 0.0
-    attn_heads: float = (
-        0.0  # attention: query heads, KV heads, head dim, per chip (MLA decode: 1 latent head)
-    )
+    attn_heads: float = 0.0  # attention: query heads, KV heads, head dim, per chip (MLA: 1 KV head)
     attn_kv_heads: float = 0.0
     attn_head_dim: float = 0.0
     in_attention_call: bool = False  # the engine runs it inside the attention call of head dim

@@ -149,8 +149,9 @@ def moe_paths(hw, engine: str) -> list:
 
 
 def op_table(hw, kind: str, engine: str = "") -> str:
-    """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode | mla_decode | moe), "" where the chip has none; with `engine`,
-    that engine's own table (op_tables.<kind>_by_engine.<engine>), "" where it has none."""
+    """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode | mla_decode | moe), "" where
+    the chip has none; with `engine`, that engine's own table (op_tables.<kind>_by_engine.<engine>),
+    "" where it has none."""
     tables = getattr(hw, "op_tables", None)
     if engine:
         return str((getattr(tables, f"{kind}_by_engine", None) or {}).get(engine, "") or "")
