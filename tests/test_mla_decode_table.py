@@ -97,7 +97,7 @@ def test_mappings_that_split_the_sequences_or_the_latent_keep_the_roofline(mappi
     does not describe them; the op keeps the roofline, and the design note says so."""
     d, i = _attention(f"hardware.mla_mapping={mapping}")
     assert d.op_lin[i, K.L_D_TAB] == 0.0
-    assert any("attention (not replicated)" in n for n in d.notes)
+    assert any("attention (mla_mapping not replicated)" in n for n in d.notes)
 
 
 def test_every_shipped_mla_table_is_clean_and_no_row_beats_the_peak():

@@ -27,7 +27,11 @@ def note(ops, hw, w, tp: int, engine: str = "", moe_mxfp4: str = "w4a16") -> Opt
         if op.kind == "attention" and laws.prefill is None and laws.decode_table is None:
             why = f"no {w.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
             if op.path == "decode":  # MLA's latent attention
-                why = "no op_tables.mla_decode row at its heads" if op.attn_head_dim > 0 else "not replicated"
+                why = (
+                    "no op_tables.mla_decode row at its heads"
+                    if op.attn_head_dim > 0
+                    else "mla_mapping not replicated"
+                )
             missed.append(f"{op.name} ({why})")
         if op.coll_kind and tp > 1 and laws.coll is None:
             missed.append(f"{op.name} ({op.coll_kind} has no tp{tp} law)")
