@@ -90,11 +90,22 @@ def test_the_h200_spike_costs_nothing_else():
     assert attntable.table_time(g, 0.0, 32, 32 * 4) * 1e6 < 20.0
 
 
+def test_data_parallel_attention_in_serving_takes_the_table_at_all_heads():
+    """Serving under data-parallel attention (attention_dp = tp = 8) simulates one group's own
+    sequences, each chip attending all 128 heads over whole latents: the table's 128-head rows
+    (H200 TensorRT-LLM, one sequence of 4096 tokens)."""
+    d, i = _attention("hardware.attention_dp=8", "workload=closed_loop")
+    assert d.ops[i].attn_heads == 128 and d.op_lin[i, K.L_D_TAB] == 1.0
+    trt = OPS / "h200_sxm_generation_mla_trtllm_1.3.0rc20.parquet"
+    assert K._attn_table(d.op_lin, i, 1.0, 4096.0) == pytest.approx(_meas(trt, 128, 1, 4095), rel=1e-9)
+
+
 @pytest.mark.parametrize("mapping", ["context", "data"])
 def test_mappings_that_split_the_sequences_or_the_latent_keep_the_roofline(mapping):
-    """Decode context parallelism reads 1/tp of each latent and data-parallel attention serves
-    1/tp of the sequences: the table, measured over whole sequences at the heads it was given,
-    does not describe them; the op keeps the roofline, and the design note says so."""
+    """Decode context parallelism reads 1/tp of each latent, and a static data-parallel step
+    scales its per-sequence costs by the busiest chip's share of the batch: the table, measured
+    over whole sequences at the heads it was given, does not describe them; the op keeps the
+    roofline, and the design note says so."""
     d, i = _attention(f"hardware.mla_mapping={mapping}")
     assert d.op_lin[i, K.L_D_TAB] == 0.0
     assert any("attention (mla_mapping not replicated)" in n for n in d.notes)

@@ -232,11 +232,13 @@ def build_ops(
                 attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
                 act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
                 # its shape for a measured MLA decode table (hardware.op_tables.mla_decode): h
-                # query heads over one latent "KV head" of lat + rope; the replicated mapping only
-                # (the others split the sequences or the latent's tokens the table holds whole)
+                # query heads over one latent "KV head" of lat + rope, where the op sees whole
+                # sequences: the replicated mapping, and data-parallel attention in serving (one
+                # group's own sequences, all heads); not decode context parallelism (1/tp of each
+                # latent) nor a static data-parallel step (its per-sequence costs scaled by share)
                 **(
                     dict(attn_heads=h, attn_kv_heads=1, attn_head_dim=lat + rope)
-                    if mapping == "replicated" or tp <= 1
+                    if mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens)
                     else {}
                 ),
             ),

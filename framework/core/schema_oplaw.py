@@ -96,8 +96,8 @@ class OpTablesConfig:
     attention_decode_by_engine: Dict[str, str] = field(default_factory=dict)
     # MLA decode attention over the latent, the same schema with num_key_value_heads 1 and head_dim
     # kv_lora_rank + qk_rope_head_dim (one latent per token, read once for keys and values): the
-    # absorbed-path attention of an MLA model (replicated mapping) at its heads per chip is costed
-    # from it; `mla_decode_by_engine` an engine's own, `mla_decode` for other engines
+    # absorbed-path attention of an MLA model (replicated mapping; data in serving) at its heads
+    # per chip is costed from it; `mla_decode_by_engine` an engine's own, `mla_decode` for others
     mla_decode: str = ""
     mla_decode_by_engine: Dict[str, str] = field(default_factory=dict)
     # an MoE microbenchmark table (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts,
