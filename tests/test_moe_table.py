@@ -223,6 +223,28 @@ def test_mxfp4_experts_run_with_the_engines_activations(extra, rows):
     assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
 
 
+@pytest.mark.parametrize("engine", ["default", "sglang_0_5_8"])
+def test_b200_mxfp4_experts_take_the_1_3_0rc10_rows(engine):
+    """TensorRT-LLM 1.2.0rc5 measured no MXFP4 experts on the B200; the chip's table carries
+    1.3.0rc10's (the oldest version that measured them there). gpt-oss-120b on one B200 runs w4a8
+    under TensorRT-LLM and under SGLang 0.5.8 (its FlashInfer MXFP4 runner on Blackwell), whose own
+    0.5.9 table holds no MXFP4 block either: both take the 1.3.0rc10 w4a8 block (16 tokens: the
+    table's median latency), not the roofline law; on an H200 SGLang runs w4a16."""
+    d = build(
+        compose_cfg(
+            "hardware=b200_sxm", "model=gpt_oss_120b", "workload.weight_dtype=mxfp4", f"engine={engine}"
+        )
+    )
+    head = d.op_lin[[op.name for op in d.ops].index("gate_up_proj")]
+    assert head[K.L_G_TAB] == 1.0
+    raw = pd.read_parquet(DATA_DIR / "operators/b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
+    q = raw[(raw.moe_dtype == "w4a8_mxfp4_mxfp8") & (raw.hidden_size == 2880) & (raw.num_experts == 128)
+            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
+    j = K.M_GRID.index(16.0)
+    assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
+    assert compose_cfg("hardware=h200_sxm", f"engine={engine}").engine.moe_mxfp4 == "w4a16"
+
+
 def test_bad_moe_mxfp4_is_one_line():
     from decodelab.errors import ConfigError
 
