@@ -277,3 +277,6 @@ def test_gpt_oss_mxfp4_quantizes_only_the_experts():
         build(compose_cfg("model=gpt_oss_120b", "model.expert_only_dtypes=[mxfp9]"))
     with pytest.raises(ConfigError, match="model.expert_only_dtypes is set but llama3_1_8b has no experts"):
         build(compose_cfg("model=llama3_1_8b", "model.expert_only_dtypes=[mxfp4]"))
+    with pytest.raises(ConfigError, match=r"has no experts \(model.arch='dense', model.n_experts=8\)"):
+        build(compose_cfg("model=llama3_1_8b", "model.n_experts=8", "model.experts_per_token=2",
+                          "model.expert_ffn_dim=1024", "model.expert_only_dtypes=[mxfp4]"))  # fmt: skip

@@ -214,7 +214,8 @@ def _interpolated(raw, key: str) -> bool:
             for dots, name in _REF.findall(x):
                 ref = name
                 if dots:  # relative: one dot is the string's own node, each more one level up
-                    base = path.split(".")[: max(len(path.split(".")) - len(dots), 0)]
+                    parts = path.split(".")
+                    base = parts[: max(len(parts) - len(dots), 0)]
                     ref = ".".join(base + [name]) if base else name
                 if ref == key or key.startswith(ref + "."):
                     return True

@@ -354,7 +354,8 @@ def _dtype(r: _Keys, imp: Imported) -> None:
     algo = str(q.get("quant_algo", "")).upper() if isinstance(q, dict) else ""
     if method == "mxfp4":
         keep = [str(x) for x in (q.get("modules_to_not_convert") or [])]
-        if any("attn" in x for x in keep):  # gpt-oss: experts MXFP4, attention / router / embeddings BF16
+        experts_only = any("attn" in x for x in keep)  # gpt-oss: attention / router / embeddings BF16
+        if experts_only:
             imp.set(
                 "expert_only_dtypes",
                 ["mxfp4"],
@@ -363,7 +364,7 @@ def _dtype(r: _Keys, imp: Imported) -> None:
         imp.notes.append(
             "weights ship in MXFP4 (quantization_config; modules_to_not_convert stay 16-bit): "
             "run with workload.weight_dtype=mxfp4"
-            + ("" if any("attn" in x for x in keep) else " (every weight at 4.25 bits: a lower bound)")
+            + ("" if experts_only else " (every weight at 4.25 bits: a lower bound)")
         )
     elif "NVFP4" in algo or method == "nvfp4":
         imp.notes.append("weights ship in NVFP4 (quantization_config): run with workload.weight_dtype=nvfp4")

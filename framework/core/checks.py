@@ -203,10 +203,14 @@ def _check_arch(e: List[str], m) -> None:
             f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
             "multi-head latent attention is arch=mla"
         )
-    for i, dt in enumerate(getattr(m, "expert_only_dtypes", None) or ()):
+    expert_only = getattr(m, "expert_only_dtypes", None) or ()
+    for i, dt in enumerate(expert_only):
         _choice(e, f"model.expert_only_dtypes[{i}]", dt, tuple(DTYPE_BYTES))
-    if (getattr(m, "expert_only_dtypes", None) or ()) and not m.n_experts > 0:
-        e.append(f"model.expert_only_dtypes is set but {m.name} has no experts (model.n_experts=0)")
+    if expert_only and (m.arch == "dense" or not m.n_experts > 0):  # dense builds no experts
+        e.append(
+            f"model.expert_only_dtypes is set but {m.name} has no experts "
+            f"(model.arch={m.arch!r}, model.n_experts={m.n_experts})"
+        )
     if m.arch == "hybrid" and not m.layer_pattern:
         e.append(
             f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "
