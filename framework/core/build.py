@@ -15,7 +15,7 @@ from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs, oplaw, oplaw_note, parallel, sampler
+from decodelab.core import kv_costs, oplaw, oplaw_note, parallel, profile_reserve, sampler
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
@@ -113,11 +113,12 @@ def moe_mxfp4(cfg) -> str:
     return v
 
 
-def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
+def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float, profile_bytes: float = 0.0) -> float:
     """Per-chip KV pool of a serving engine (weights are placed in HBM first; KV blocks live in
-    HBM): `engine.kv_mem_fraction` of the HBM the weights leave free (kv_mem_basis free), of the
-    whole HBM less the weights (total), or the HBM less the weights and the engine's reserve for
-    activations and graphs (reserve)."""
+    HBM): `engine.kv_mem_fraction` of the HBM the weights and the start-up profile's activations
+    (`profile_bytes`: core/profile_reserve.py) leave free (kv_mem_basis free), of the whole HBM
+    less both (total), or the HBM less the weights and the engine's reserve for activations and
+    graphs (reserve: SGLang's own rule, which `profile_bytes` does not add to)."""
     f = cfg.engine.kv_mem_fraction
     if not 0.0 < f <= 1.0:
         raise ConfigError(f"engine.kv_mem_fraction={f} must be in (0, 1]")
@@ -128,7 +129,7 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
     if hbm is None:
         return 0.0
     if basis == "total":  # vLLM gpu_memory_utilization: weights and KV share f of the whole HBM
-        return max(0.0, f * hbm.capacity_gib * GIB - weight_bytes_chip)
+        return max(0.0, f * hbm.capacity_gib * GIB - weight_bytes_chip - profile_bytes)
     if basis == "reserve":  # SGLang: mem_fraction_static = (HBM - reserved) / HBM for weights + KV
         e = cfg.engine
         reserve = e.kv_reserve_gib + e.kv_reserve_gib_per_gpu * parallel.replica_chips(cfg.hardware)
@@ -141,7 +142,7 @@ def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float) -> float:
                 f"engine.kv_reserve_gib + kv_reserve_gib_per_gpu x GPUs = {reserve} must be >= 0"
             )
         return max(0.0, (hbm.capacity_gib - reserve) * GIB - weight_bytes_chip)
-    return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip)
+    return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip - profile_bytes)
 
 
 def expert_read_ratios(op: Op) -> np.ndarray:
@@ -206,8 +207,16 @@ def build(
     kv_need = w.batch_size * max_cached * kv_tok_chip
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         # (pipeline stages: the stage whose pool holds the fewest tokens bounds the whole pipeline)
-        w_chip, kv_tok_chip = min(loads, key=lambda x: kv_pool_bytes(cfg, tiers, x[0]) / max(x[1], 1e-30))
-        kv_need = kv_pool_bytes(cfg, tiers, w_chip)
+        prof = profile_reserve.reserve_bytes(cfg, ops, ab)
+        w_chip, kv_tok_chip = min(
+            loads, key=lambda x: kv_pool_bytes(cfg, tiers, x[0], prof) / max(x[1], 1e-30)
+        )
+        kv_need = kv_pool_bytes(cfg, tiers, w_chip, prof)
+        if prof > 0.0:
+            notes.append(
+                f"KV pool: {prof / GIB:.2f} GiB per chip kept for the engine's start-up profile "
+                "(engine.profile_reserve: core/profile_reserve.py)"
+            )
     placement = getattr(w, "kv_placement", "hbm")
     if placement not in KV_PLACEMENTS:
         raise ConfigError(f"workload.kv_placement={placement!r} is not one of: {', '.join(KV_PLACEMENTS)}")

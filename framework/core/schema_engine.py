@@ -56,6 +56,13 @@ class EngineConfig:
     # | reserve: the HBM minus weights minus kv_reserve_gib + kv_reserve_gib_per_gpu x (tp x pp) (SGLang)
     kv_reserve_gib: float = 0.0
     kv_reserve_gib_per_gpu: float = 0.0
+    # The engine's start-up memory profile (core/profile_reserve.py; kv_mem_basis free and total):
+    # before sizing the KV pool it runs one forward pass of max_tokens_per_step dummy tokens (and,
+    # if profile_sampler_bytes > 0, samples min(max_tokens_per_step, max_batch) rows with top-k /
+    # top-p), and the peak of those activations is not given to the pool. profile_sampler_bytes:
+    # bytes held per vocabulary entry of a sampled row at the sampler's peak.
+    profile_reserve: bool = False
+    profile_sampler_bytes: float = 0.0
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
     # The activations MXFP4 expert weights (gpt-oss) run with, which picks the measured MoE kernel
     # (core/moetable.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)

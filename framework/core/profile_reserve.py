@@ -1,0 +1,51 @@
+"""The memory a serving engine keeps out of its KV pool for the activations of its start-up
+profile (`engine.profile_reserve`; build.kv_pool_bytes, docs/model.md 3b).
+
+vLLM and TensorRT-LLM size the pool after one profiling forward pass and take its peak PyTorch
+allocation out of it:
+  - vLLM V1 (`Worker.determine_available_memory`, v1/worker/gpu_worker.py in the 0.12.0 wheel):
+    pool = gpu_memory_utilization x HBM - weights - peak activations - non-torch memory, the peak
+    taken over `profile_run` = a forward of max_num_batched_tokens dummy tokens, then
+    `_dummy_sampler_run`: logits of min(tokens, max_num_seqs) rows sampled with top-k and top-p
+    (v1/worker/gpu_model_runner.py);
+  - TensorRT-LLM's PyTorch flow (`KvCacheCreator`, _torch/pyexecutor/_util.py): dummy context
+    requests of max_num_tokens tokens in all; pool = free_gpu_memory_fraction x (HBM - peak
+    PyTorch allocation - memory outside PyTorch), the peak holding the weights and the activations.
+
+The peak of the forward is the residual stream of `tokens` tokens plus the largest working set
+of one layer operator (its activations read and written: `act_bytes_per_token` of the layer ops,
+e.g. SwiGLU's gate/up output and its product). The sampler's is `profile_sampler_bytes` per
+vocabulary entry of each sampled row, with the forward's hidden states still held. Memory
+outside PyTorch (CUDA context, NCCL and graph buffers) is not modelled (docs/model.md 3b)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+def forward_peak_bytes(ops: Iterable, tokens: int, d_model: int, act_bytes: float) -> float:
+    """Activations alive at the peak of a forward pass over `tokens` tokens on one chip: the
+    residual stream plus the largest per-token working set of a decoder-layer operator."""
+    work = max((o.act_bytes_per_token for o in ops if o.stage == "layer"), default=0.0)
+    return tokens * (work + d_model * act_bytes)
+
+
+def sampler_peak_bytes(rows: int, vocab: int, bytes_per_entry: float) -> float:
+    """Bytes the sampler holds at its peak over `rows` rows of `vocab` logits."""
+    return rows * vocab * bytes_per_entry
+
+
+def reserve_bytes(cfg, ops, act_bytes: float) -> float:
+    """Per-chip bytes the engine keeps out of its KV pool for its profile's activations (0 when
+    `engine.profile_reserve` is off)."""
+    e, m = cfg.engine, cfg.model
+    if not getattr(e, "profile_reserve", False):
+        return 0.0
+    tokens = int(e.max_tokens_per_step)
+    forward = forward_peak_bytes(ops, tokens, m.d_model, act_bytes)
+    per_entry = float(getattr(e, "profile_sampler_bytes", 0.0))
+    if not per_entry > 0.0:
+        return forward
+    rows = min(tokens, int(e.max_batch))
+    sampled = tokens * m.d_model * act_bytes + sampler_peak_bytes(rows, m.vocab_size, per_entry)
+    return max(forward, sampled)
