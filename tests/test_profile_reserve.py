@@ -33,6 +33,12 @@ def test_vllm_default_launch_reserve_by_hand():
     assert PR.reserve_bytes(cfg, ops, 2.0) == 4_440_195_072
 
 
+def test_vllm_0_19_triton_sampler_reserve_by_hand():
+    """vLLM 0.17-0.19 top-k / top-p in place from 8 rows up (14 bytes per entry): the same Qwen3-32B
+    TP2 defaults hold 83,886,080 + 1024 x 151936 x 14 = 83,886,080 + 2,178,154,496 B."""
+    assert _reserve(*QWEN_TP2, "engine=vllm_0_19") == 2_262_040_576
+
+
 def test_vllm_aiconfigurator_launch_reserve_by_hand():
     """The same model as AIConfigurator launches it for 128 clients at isl 4096 (max_num_seqs 128,
     max_num_batched_tokens 128 + 4096 + 1500 = 5724): forward 5724 x 87,040 B = 498,216,960 B,
