@@ -82,3 +82,28 @@ def test_design_pool_and_note():
     assert gap == pytest.approx(4_440_195_072, rel=1e-9)
     assert any("4.14 GiB per chip kept for the engine's start-up profile" in n for n in on.notes)
     assert not any("start-up profile" in n for n in off.notes)
+
+
+def test_pipeline_stages_only_the_last_samples():
+    """vLLM under pipeline parallelism (PP2, TP1): profile_run samples on the last rank only, so the
+    first stage keeps the forward's 8192 x (3 x 25600 x 2 + 5120 x 2) = 1,342,177,280 B and the last
+    also the sampler's 8192 x 10,240 + 1024 x 151936 x 28 B; the pool is the stage that holds the
+    fewest tokens, here the last (it also holds the LM head)."""
+    from decodelab.core import parallel
+
+    o = (
+        "model=qwen3_32b",
+        "workload=closed_loop",
+        "engine=vllm",
+        "hardware.n_chips=2",
+        "hardware.tensor_parallel=1",
+        "hardware.pipeline_parallel=2",
+    )
+    cfg = compose_cfg(*o)
+    d = build(cfg)
+    assert PR.reserve_bytes(cfg, d.ops, 2.0, samples=False) == 1_342_177_280
+    assert PR.reserve_bytes(cfg, d.ops, 2.0) == 83_886_080 + 4_356_308_992
+    loads = parallel.stage_loads(cfg, d.ops, 151936 * 5120 * 2.0, False)
+    tiers = memory_tiers(cfg.hardware)
+    last = kv_pool_bytes(cfg, tiers, loads[-1][0], 83_886_080 + 4_356_308_992)
+    assert d.memory["kv_pool_bytes"] == pytest.approx(last, rel=1e-12)

@@ -207,14 +207,14 @@ def build(
     kv_need = w.batch_size * max_cached * kv_tok_chip
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         # (pipeline stages: the stage whose pool holds the fewest tokens bounds the whole pipeline)
-        prof = profile_reserve.reserve_bytes(cfg, ops, ab)
-        w_chip, kv_tok_chip = min(
-            loads, key=lambda x: kv_pool_bytes(cfg, tiers, x[0], prof) / max(x[1], 1e-30)
-        )
-        kv_need = kv_pool_bytes(cfg, tiers, w_chip, prof)
-        if prof > 0.0:
+        # the start-up profile's activations per stage (the last one samples)
+        prof = [profile_reserve.reserve_bytes(cfg, ops, ab, i == len(loads) - 1) for i in range(len(loads))]
+        pools = [kv_pool_bytes(cfg, tiers, x[0], r) for x, r in zip(loads, prof)]
+        i = min(range(len(loads)), key=lambda j: pools[j] / max(loads[j][1], 1e-30))
+        (w_chip, kv_tok_chip), kv_need = loads[i], pools[i]
+        if prof[i] > 0.0:
             notes.append(
-                f"KV pool: {prof / GIB:.2f} GiB per chip kept for the engine's start-up profile "
+                f"KV pool: {prof[i] / GIB:.2f} GiB per chip kept for the engine's start-up profile "
                 "(engine.profile_reserve: core/profile_reserve.py)"
             )
     placement = getattr(w, "kv_placement", "hbm")

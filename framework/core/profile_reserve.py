@@ -35,16 +35,17 @@ def sampler_peak_bytes(rows: int, vocab: int, bytes_per_entry: float) -> float:
     return rows * vocab * bytes_per_entry
 
 
-def reserve_bytes(cfg, ops, act_bytes: float) -> float:
+def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     """Per-chip bytes the engine keeps out of its KV pool for its profile's activations (0 when
-    `engine.profile_reserve` is off)."""
+    `engine.profile_reserve` is off). `samples`: the chip runs the profile's sampler (under
+    pipeline parallelism only the last stage does: vLLM's profile_run samples on the last rank)."""
     e, m = cfg.engine, cfg.model
     if not getattr(e, "profile_reserve", False):
         return 0.0
     tokens = int(e.max_tokens_per_step)
     forward = forward_peak_bytes(ops, tokens, m.d_model, act_bytes)
     per_entry = float(getattr(e, "profile_sampler_bytes", 0.0))
-    if not per_entry > 0.0:
+    if not (samples and per_entry > 0.0):
         return forward
     rows = min(tokens, int(e.max_batch))
     sampled = tokens * m.d_model * act_bytes + sampler_peak_bytes(rows, m.vocab_size, per_entry)
