@@ -167,7 +167,8 @@ def engine_inputs(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
             f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
             + (
-                f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights)"
+                f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights"
+                + (" and the start-up profile's activations)" if e.profile_reserve else ")")
                 if e.kv_mem_basis == "free"
                 else f"(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md 3b)"
             )
