@@ -116,7 +116,8 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
     @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
     concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    vLLM: --max-num-seqs bs; SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500; vLLM and SGLang: CUDA graphs
+    vLLM: --max-num-seqs bs (it sizes the start-up profile's sampler: core/profile_reserve.py);
+    SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500; vLLM and SGLang: CUDA graphs
     captured for every batch size 1..bs (cuda_graph_batch_sizes, passed as --cudagraph-capture-sizes
     / --cuda-graph-bs since the generator gained them, #144, 2025-12-04), so no decode batch is padded.
     The generator's benchmark mode keeps these rules to date (rule_plugin/benchmark/{trtllm,vllm,
@@ -130,8 +131,8 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     if family == "trtllm":
         return {"max_tokens_per_step": c + isl + 1500}
     if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
-        b = c + isl + 1500  # max_num_seqs bs: sizes the start-up profile's sampler (core/profile_reserve.py)
-        return {"max_tokens_per_step": b, "chunk_size": b, "batch_buckets": [], "max_batch": c}
+        budget = c + isl + 1500
+        return {"max_tokens_per_step": budget, "chunk_size": budget, "batch_buckets": [], "max_batch": c}
     if family == "sglang":
         return {"mixed_steps": True, "max_tokens_per_step": isl + 1500, "batch_buckets": []}
     return {}
