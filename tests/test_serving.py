@@ -167,6 +167,7 @@ EXPLICIT = {  # hand-picked hard paths: preemption under a tiny pool, a static-g
                 "engine.kv_mem_basis=free",
                 "engine.chunk_size=64",
                 "engine.kv_mem_fraction=0.0025",
+                "engine.profile_reserve=false",  # the tiny pool as drawn (core/profile_reserve.py)
                 "workload.output_dist.kind=uniform",
                 "workload.output_dist.low=20",
                 "workload.output_dist.high=60",
