@@ -71,6 +71,7 @@ def test_pool_of_each_basis_less_the_reserve():
     tiers = memory_tiers(cfg.hardware)
     assert kv_pool_bytes(cfg, tiers, w, r) == kv_pool_bytes(cfg, tiers, w)
     assert _reserve(*QWEN_TP2, "engine=sglang") == 0.0
+    assert _reserve(*QWEN_TP2, "engine=sglang", "engine.profile_reserve=true") == 0.0  # its own reserve
     assert _reserve(*QWEN_TP2, "engine=vllm", "engine.profile_reserve=false") == 0.0
 
 

@@ -37,10 +37,11 @@ def sampler_peak_bytes(rows: int, vocab: int, bytes_per_entry: float) -> float:
 
 def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     """Per-chip bytes the engine keeps out of its KV pool for its profile's activations (0 when
-    `engine.profile_reserve` is off). `samples`: the chip runs the profile's sampler (under
+    `engine.profile_reserve` is off, and under kv_mem_basis reserve, whose reserve already stands
+    for the activations: build.kv_pool_bytes). `samples`: the chip runs the profile's sampler (under
     pipeline parallelism only the last stage does: vLLM's profile_run samples on the last rank)."""
     e, m = cfg.engine, cfg.model
-    if not getattr(e, "profile_reserve", False):
+    if not getattr(e, "profile_reserve", False) or getattr(e, "kv_mem_basis", "free") == "reserve":
         return 0.0
     tokens = int(e.max_tokens_per_step)
     forward = forward_peak_bytes(ops, tokens, m.d_model, act_bytes)
