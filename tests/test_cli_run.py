@@ -159,7 +159,7 @@ def test_cfg_job_prints_composed_config(tmp_path):
     cfg = yaml.safe_load(res.out)
     assert cfg["model"]["name"] == "llama3_1_8b" and cfg["model"]["n_layers"] == 32
     assert cfg["hardware"]["name"] == "h100_sxm"
-    assert cfg["hardware"]["memory"] == {"hbm": {"capacity_gib": 79.6, "bandwidth_gb_s": 3350.0}}
+    assert cfg["hardware"]["memory"] == {"hbm": {"capacity_gib": 79.22, "bandwidth_gb_s": 3350.0}}
     assert cfg["workload"]["batch_size"] == 1 and cfg["workload"]["prompt_len"] == 4096
     assert not (tmp_path / "outputs").exists()  # printing the config runs nothing
     res = decodelab(tmp_path, "--cfg", "job", "model=llama3_2_1b", "workload.batch_size=16")

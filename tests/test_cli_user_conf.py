@@ -67,7 +67,7 @@ def test_example_user_conf_via_searchpath(tmp_path):
         if k not in chip and k != "tensor_parallel":
             assert hw[k] == v, k
     assert hw["name"] == "my_chip" and hw["execution"] == "gpu" and hw["tensor_parallel"] == 1
-    assert hw["memory"] == {"hbm": {"capacity_gib": 140.4, "bandwidth_gb_s": 4800.0}}
+    assert hw["memory"] == {"hbm": {"capacity_gib": 139.8, "bandwidth_gb_s": 4800.0}}
     assert not db_path(tmp_path).exists()
     # more HBM bandwidth than an H100: the same model decodes faster on my_chip
     base = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "tracking=off", "quiet=true")
@@ -100,7 +100,7 @@ def test_user_chip_and_system_in_a_sweep(tmp_path):
     x8 = runs["my_chip_x8"]
     assert x8.data.tags["status"] == "ok"
     assert x8.data.params["hardware.tensor_parallel"] == "8"
-    assert x8.data.params["hardware.memory.hbm.capacity_gib"] == "140.4"  # from my_chip
+    assert x8.data.params["hardware.memory.hbm.capacity_gib"] == "139.8"  # from my_chip
     assert x8.data.params["hardware.launch_us"] == "4.0"  # from h100_sxm
     assert x8.data.metrics["tpot_ms"] < runs["my_chip"].data.metrics["tpot_ms"]
 

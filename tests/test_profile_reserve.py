@@ -60,8 +60,8 @@ def test_pool_of_each_basis_less_the_reserve():
     weights - reserve); SGLang's reserve basis and an engine with the profile off: unchanged."""
     w, r = 30 * GIB, 2 * GIB
     for engine, expect in (
-        ("vllm", 0.9 * 79.6 * GIB - w - r),
-        ("default", 0.8 * (79.6 * GIB - w - r)),
+        ("vllm", 0.9 * 79.22 * GIB - w - r),
+        ("default", 0.8 * (79.22 * GIB - w - r)),
     ):
         cfg = compose_cfg(*QWEN_TP2, f"engine={engine}")
         tiers = memory_tiers(cfg.hardware)

@@ -101,7 +101,7 @@ def _hw(name):
 def test_h200_shares_the_h100_die_and_differs_in_memory():
     h100, h200 = _hw("h100_sxm"), _hw("h200_sxm")
     assert h200.peak_tflops_bf16 == h100.peak_tflops_bf16 and h200.peak_tflops_fp8 == h100.peak_tflops_fp8
-    assert h200.memory.hbm.bandwidth_gb_s == 4800 and h200.memory.hbm.capacity_gib == pytest.approx(140.4)
+    assert h200.memory.hbm.bandwidth_gb_s == 4800 and h200.memory.hbm.capacity_gib == pytest.approx(139.8)
     assert h200.link_bw_gb_s == h100.link_bw_gb_s  # NVLink4 on both
 
 
