@@ -35,7 +35,7 @@ def test_decode_is_faster_than_on_h100(chip):
 
 @pytest.mark.parametrize("chip, smaller", [("b300_sxm", "b200_sxm"), ("gb300", "gb200")])
 def test_holds_a_model_the_smaller_chip_cannot(chip, smaller):
-    """Qwen3-235B-A22B in FP8: ~220 GiB of weights, more than a B200's 178.35 or a GB200's 185.0 GiB
+    """Qwen3-235B-A22B in FP8: ~220 GiB of weights, more than a B200's 178.35 or a GB200's 184.31 GiB
     of HBM, less than a B300's 268.6 or a GB300's 277.5 GiB."""
     design = (*DECODE, "model=qwen3_235b_a22b", "workload.weight_dtype=fp8")
     assert evaluate(*design, f"hardware={smaller}").status == "infeasible"

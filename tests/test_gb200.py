@@ -22,7 +22,9 @@ def test_composes_with_the_sourced_figures(hw):
     assert hw.peak_tflops_fp8 == 5000  # fp8_tc_flops 5e15
     assert hw.peak_tflops_fp4 == 10000  # fp4_tc_flops 1e16
     assert hw.memory.hbm.bandwidth_gb_s == 8000  # mem_bw 8e12
+    # HBM as the CUDA runtime reports it (a vLLM start-up log: 184.31 GiB), 738 MiB under AIConfigurator's
     # mem_capacity 198674743296 B = 189471 MiB reported by nvidia-smi
-    assert hw.memory.hbm.capacity_gib == pytest.approx(189471 / 1024, abs=0.05)
+    assert hw.memory.hbm.capacity_gib == pytest.approx(184.31)
+    assert 189471 - hw.memory.hbm.capacity_gib * 1024 == pytest.approx(738, abs=1)
     assert hw.link_bw_gb_s == 900  # NVLink5, 1.8 TB/s bidirectional per GPU
     assert hw.tdp_w == 1200  # power 1200 W
