@@ -41,11 +41,11 @@ def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     for the activations: build.kv_pool_bytes). `samples`: the chip runs the profile's sampler (under
     pipeline parallelism only the last stage does: vLLM's profile_run samples on the last rank)."""
     e, m = cfg.engine, cfg.model
-    if not getattr(e, "profile_reserve", False) or getattr(e, "kv_mem_basis", "free") == "reserve":
+    if not e.profile_reserve or e.kv_mem_basis == "reserve":
         return 0.0
     tokens = int(e.max_tokens_per_step)
     forward = forward_peak_bytes(ops, tokens, m.d_model, act_bytes)
-    per_entry = float(getattr(e, "profile_sampler_bytes", 0.0))
+    per_entry = float(e.profile_sampler_bytes)
     if not (samples and per_entry > 0.0):
         return forward
     rows = min(tokens, int(e.max_batch))
