@@ -14,10 +14,10 @@ from decodelab.errors import ConfigError
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
 
-# Llama-3.1-8B (the default model), TP1: embedding + 32 layers x 10 calls (input norm, QKV, RoPE/KV
-# write, attention, O, residual norm, gate/up, activation, down, residual add) + final norm + LM
-# head + sampling = 324 kernel calls per step.
-CALLS = 1 + 32 * 10 + 3
+# Llama-3.1-8B (the default model), TP1, the default engine: embedding + 32 layers x 9 calls (input
+# norm with the residual add, QKV, RoPE/KV write, attention, O, residual norm, gate/up, activation,
+# down) + final norm + LM head + sampling = 292 kernel calls per step.
+CALLS = 1 + 32 * 9 + 3
 
 
 def _steps(*ov, p=1000, o=4):
@@ -37,8 +37,8 @@ def _host(steps):
 @pytest.mark.parametrize("overlap", ["false", "true"])
 def test_eager_dispatch_golden(overlap):
     """One client, one 1000-token prompt. With eager_launch_us 0 the prefill step is its GPU time
-    g (no per-call launch either). At 1000 us per call the host needs 324 x 1 ms = 324 ms, far
-    over g: the step lasts exactly 324 ms, overlap or not. At 1e-4 us per call (32.4 ns) it hides
+    g (no per-call launch either). At 1000 us per call the host needs 292 x 1 ms = 292 ms, far
+    over g: the step lasts exactly 292 ms, overlap or not. At 1e-4 us per call (29.2 ns) it hides
     under the GPU. Decode-only steps replay a CUDA graph: unchanged."""
     g, dec0, _ = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=0")
     big, dec1, steps = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=1000")
@@ -54,7 +54,7 @@ def test_eager_dispatch_golden(overlap):
 def test_dispatch_adds_to_the_loop_host_work_under_overlap():
     """Overlap: the step lasts max(GPU, host_iter + dispatch); without overlap the loop's own host
     work adds to the step and only the dispatch beyond the GPU time shows (issued while the
-    forward's kernels run). host_iter 50 ms, 100 us per call -> dispatch 32.4 ms."""
+    forward's kernels run). host_iter 50 ms, 100 us per call -> dispatch 29.2 ms."""
     g, _, _ = _steps("engine.overlap=false", "engine.eager_launch_us=0")
     d = CALLS * 100e-6
     on, _, _ = _steps("engine.overlap=true", "engine.eager_launch_us=100", "engine.host_iter_us=50000")
@@ -64,7 +64,7 @@ def test_dispatch_adds_to_the_loop_host_work_under_overlap():
 
 
 def test_without_cuda_graphs_every_step_is_dispatched():
-    """optimizations.cuda_graphs=false: decode steps launch eagerly too, each 324 x 1 ms."""
+    """optimizations.cuda_graphs=false: decode steps launch eagerly too, each 292 x 1 ms."""
     _, dec, _ = _steps("optimizations.cuda_graphs=false", "engine.eager_launch_us=1000")
     np.testing.assert_allclose(dec, CALLS * 1e-3, rtol=1e-12)
 

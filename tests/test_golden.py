@@ -19,6 +19,9 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.core.kernel import CAUSES
 
 GIB = 2**30
+# The Kernel Looping paper's TensorRT-LLM (~10 kernels per Llama decoder layer): the residual add a
+# kernel of its own, as the claims' sweeps run it (conf/engine/default.yaml)
+PAPER = "engine.fused_add_norm=false"
 
 # ---- Llama-3.1-8B by hand -------------------------------------------------------------------
 L8, D8, H8, KV8, HD8, FFN8, V8 = 32, 4096, 32, 8, 128, 14336, 128256
@@ -227,14 +230,19 @@ def test_peak_flops_a100_has_no_fp8_units(compose):
 
 
 def test_kernel_calls_per_step_gpu(compose):
-    # one kernel per operator: embedding + 10 per layer + final norm, LM head, sampling
-    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))["metrics"]
+    # one kernel per operator: embedding + 10 per layer + final norm, LM head, sampling, the
+    # Kernel Looping paper's TensorRT-LLM (the residual add a kernel of its own: PAPER)
+    roof = ("hardware.op_model=roofline", PAPER)
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", *roof))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 10 * 32 + 3 == 324  # "~320 launches per token"
+    # the default engine (TensorRT-LLM's PyTorch flow) adds the residual into the next RMSNorm
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))["metrics"]
+    assert m["n_kernel_calls_per_step"] == 1 + 9 * 32 + 3 == 292
     # TP8 adds the two all-reduces of every layer
-    m = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100", "hardware.op_model=roofline"))["metrics"]
+    m = evaluate(compose("model=llama3_1_70b", "hardware=dgx_h100", *roof))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 12 * 80 + 3 == 964
     # CUDA graphs on: the 2 us sync per call only
-    on = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))["metrics"]
+    on = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", *roof))["metrics"]
     assert on["tpot_launch_sync_ms"] == pytest.approx(324 * 2e-3, rel=1e-9)
     # off: launches are asynchronous, so a 4 us launch hides under every 8B kernel that runs
     # longer than 4 us (body + 2 us sync); only the sampling kernel is shorter, ~1 us exposed
@@ -244,6 +252,7 @@ def test_kernel_calls_per_step_gpu(compose):
             "hardware=h100_sxm",
             "hardware.op_model=roofline",
             "optimizations.cuda_graphs=false",
+            PAPER,
         )
     )["metrics"]
     assert 0 < off["tpot_launch_sync_ms"] - on["tpot_launch_sync_ms"] < 4e-3
@@ -255,21 +264,24 @@ def test_kernel_calls_per_step_gpu(compose):
             "hardware.op_model=roofline",
             "hardware.launch_us=1000",
             "optimizations.cuda_graphs=false",
+            PAPER,
         )
     )["metrics"]
     assert slow["tpot_ms"] == pytest.approx(324 * 1.0 + 0.1, rel=1e-9)
     # the fitted operator laws (docs/model.md 5d): RoPE + KV write run inside the attention call
-    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", PAPER))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 9 * 32 + 3 == 292
+    m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]
+    assert m["n_kernel_calls_per_step"] == 1 + 8 * 32 + 3 == 260
 
 
 def test_qk_norm_is_one_call_per_layer(compose):
     """Qwen3's per-head q/k RMSNorm (model.qk_norm): one elementwise call per layer after the QKV
     GEMM, 2 x head_dim weights per layer. By hand for Qwen3-32B on one H100 (64 layers, 64 query
-    and 8 KV heads of 128): 1 + 11 * 64 + 3 = 708 calls (10 + qk_norm per layer, roofline law),
-    one token moves (64 + 8) x 128 x 2 elements x 2 B = 36,864 B plus 2 x 128 x 2 B of weights."""
-    on = compose("model=qwen3_32b", "hardware=h100_sxm", "hardware.op_model=roofline")
-    off = compose("model=qwen3_32b", "hardware=h100_sxm", "hardware.op_model=roofline", "model.qk_norm=false")
+    and 8 KV heads of 128): 1 + 11 * 64 + 3 = 708 calls (10 + qk_norm per layer, roofline law, the
+    Kernel Looping paper's TensorRT-LLM: PAPER), one token moves (64 + 8) x 128 x 2 elements x 2 B = 36,864 B plus 2 x 128 x 2 B of weights."""
+    roof = ("hardware=h100_sxm", "hardware.op_model=roofline", PAPER)
+    on, off = compose("model=qwen3_32b", *roof), compose("model=qwen3_32b", *roof, "model.qk_norm=false")
     m_on, m_off = evaluate(on)["metrics"], evaluate(off)["metrics"]
     assert m_on["n_kernel_calls_per_step"] == 1 + 11 * 64 + 3 == 708
     assert m_on["n_kernel_calls_per_step"] - m_off["n_kernel_calls_per_step"] == 64
@@ -279,6 +291,40 @@ def test_qk_norm_is_one_call_per_layer(compose):
     assert op.weight_bytes == 2 * 128 * 2
     assert not [o for o in build(off).ops if o.name == "qk_norm"]
     assert m_on["tpot_ms"] > m_off["tpot_ms"]
+
+
+def test_engine_kernels_fused_add_norm_and_separate_rope(compose):
+    """The engine's decoder-layer kernels (engine.fused_add_norm, engine.separate_rope;
+    components/models/dense.py). By hand for Qwen3-32B BF16 on one H100 (d = 5120, 64 layers, 64
+    query and 8 KV heads of 128, fitted laws: RoPE + KV write inside the attention call):
+    - the default engine (TensorRT-LLM's PyTorch flow) runs the residual add inside the next input
+      RMSNorm: no residual_add op, the input norm reads the layer output and the residual and writes
+      both, 4 x 5120 x 2 B = 40,960 B and 4 x 2 x 5120 = 40,960 FLOPs per token, as the post-attention
+      add + norm; 1 + 9 x 64 + 3 = 580 calls per step (644 with the add a kernel of its own);
+    - SGLang also runs RoPE as its own kernel after the q/k norm: it reads and writes q and k,
+      2 x (64 + 8) x 128 x 2 B = 36,864 B and 6 x 72 x 128 = 55,296 FLOPs per token, and the call
+      inside attention keeps only the KV write (no RoPE FLOPs): 1 + 10 x 64 + 3 = 644 calls."""
+    base = ("model=qwen3_32b", "hardware=h100_sxm")
+    ops = {o.name: o for o in build(compose(*base)).ops}
+    assert "residual_add" not in ops and "rope" not in ops
+    assert ops["input_norm"].act_bytes_per_token == ops["residual_norm"].act_bytes_per_token == 40_960
+    assert ops["input_norm"].flops_per_token == 40_960
+    assert evaluate(compose(*base))["metrics"]["n_kernel_calls_per_step"] == 1 + 9 * 64 + 3 == 580
+    paper = {o.name: o for o in build(compose(*base, PAPER)).ops}
+    assert paper["input_norm"].act_bytes_per_token == 2 * 5120 * 2 and "residual_add" in paper
+    assert evaluate(compose(*base, PAPER))["metrics"]["n_kernel_calls_per_step"] == 1 + 10 * 64 + 3 == 644
+    sg = build(compose(*base, "engine=sglang")).ops
+    names = [o.name for o in sg]
+    assert names.index("rope") == names.index("qk_norm") + 1 and "residual_add" not in names
+    rope, rkw = sg[names.index("rope")], sg[names.index("rope_kv_write")]
+    assert (rope.kind, rope.repeat, rope.in_attention_call) == ("elementwise", 64, False)
+    assert rope.act_bytes_per_token == 2 * (64 + 8) * 128 * 2 == 36_864
+    assert rope.flops_per_token == 6 * 72 * 128 == 55_296
+    assert rkw.flops_per_token == 0.0 and rkw.kv_write_per_token == 2 * 8 * 128 * 2
+    assert evaluate(compose(*base, "engine=sglang"))["metrics"]["n_kernel_calls_per_step"] == 644
+    # a dataflow chip's kernels are its execution model's: the engine's fields do not apply
+    sn = compose("model=llama3_1_8b", "hardware=sn40l_socket", "engine=sglang")
+    assert "residual_add" in {o.name for o in build(sn).ops}
 
 
 def test_prefill_computes_logits_at_the_last_prompt_position_only(compose):

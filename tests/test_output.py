@@ -150,3 +150,19 @@ def test_plots_have_sane_sizes(tmp_path):
     many = Image.open(breakdown_plot([m] * 72, [label] * 72, tmp_path / "c2.png")).size
     assert 600 <= one[0] <= 1600 and 150 <= one[1] <= 600, one
     assert 600 <= many[0] <= 1800 and 1200 <= many[1] <= 2600, many  # was 8,987 x 440 px
+
+
+def test_latency_histogram_of_identical_requests():
+    """Requests whose latencies agree to a few ulps (identical requests of a closed loop) get a 1 ms
+    wide histogram range instead of numpy's "too many bins for data range"; any real spread keeps
+    the data's own range."""
+    import numpy as np
+
+    from decodelab.output.serving import _hist_range
+
+    x = 18.75
+    v = np.array([x, np.nextafter(x, 20.0), np.nextafter(np.nextafter(x, 20.0), 20.0)])
+    lo, hi = _hist_range(v)
+    assert (lo, hi) == (x - 0.5, v[-1] + 0.5)
+    np.histogram(v, bins=5, range=(lo, hi))  # does not raise
+    assert _hist_range(np.array([10.0, 12.5, 11.0])) == (10.0, 12.5)

@@ -35,7 +35,7 @@ from typing import List
 
 from decodelab.components.ops import PER_SEQ_FIELDS, Op
 
-ATTENTION_OPS = ("qkv_proj", "qk_norm", "rope_kv_write", "attention", "o_proj")
+ATTENTION_OPS = ("qkv_proj", "qk_norm", "rope", "rope_kv_write", "attention", "o_proj")
 
 
 def share(dp: int, batch: float) -> float:

@@ -4,7 +4,10 @@ Operator list follows the ~10 kernels per decoder layer an inference engine such
 TensorRT-LLM issues (Kernel Looping paper, shared/reference/hardware.md): input norm, QKV GEMM,
 (per-head q/k RMSNorm for `qk_norm` models), RoPE + KV write, attention, output projection,
 all-reduce, residual add + norm, gate/up GEMM, activation, down projection, all-reduce, residual
-add. Per-chip costs under tensor parallel `tp`:
+add. Two of those kernels are the engine's choice (the engine file's kernel fields, passed in as
+plain flags): `fused_add_norm` runs the residual add inside the next layer's input RMSNorm (one
+kernel per layer fewer), `separate_rope` runs RoPE as a kernel of its own after the q/k norm
+instead of inside the attention call. Per-chip costs under tensor parallel `tp`:
 heads, KV heads (replicated when tp > kv_heads), FFN columns and vocabulary are split `tp` ways;
 each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
 """
@@ -49,22 +52,46 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim * kv_bytes
 
 
-def gqa_attention_ops(m, h: int, kvh: int, gemm, elementwise, act_bytes: float, kv_bytes: float, o_bias=0.0):
+def input_norm(elementwise, d: int, fused_add_norm: bool) -> Op:
+    """A layer's input RMSNorm; `fused_add_norm`: with the previous layer's residual add inside it
+    (reads the layer output and the residual, writes both: the same kernel as the post-attention
+    residual add + norm). Layer 0 has no add to fuse and the final norm takes the last layer's, so
+    the add's count per step stays one per layer."""
+    n = 2 * d if fused_add_norm else d
+    return elementwise("input_norm", "norm", n, n, weights=d)
+
+
+def gqa_attention_ops(
+    m, h: int, kvh: int, gemm, elementwise, act_bytes: float, kv_bytes: float, o_bias=0.0, separate_rope=False
+):
     """A GQA/MHA attention block on one chip (`h` query and `kvh` KV heads): QKV GEMM, per-head
     q/k RMSNorm for `qk_norm` models (Qwen3 q_norm / k_norm: one kernel per layer), RoPE + KV write
-    (inside the attention call), attention, output projection (bias `o_bias`)."""
+    (inside the attention call), attention, output projection (bias `o_bias`). `separate_rope`:
+    RoPE is a kernel of its own (reads and writes q and k, 6 FLOPs per element), the attention
+    call keeps only the KV write."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
     qkv_out = (h + 2 * kvh) * hd
+    qk = (h + kvh) * hd  # q and k elements of one token, this chip
     kv_tok = 2.0 * kvh * hd * kv_bytes  # K and V of one token, one layer, this chip
     ops = [gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0)]
     if m.qk_norm:
-        ops.append(elementwise("qk_norm", "norm", (h + kvh) * hd, (h + kvh) * hd, weights=2 * hd))
+        ops.append(elementwise("qk_norm", "norm", qk, qk, weights=2 * hd))
+    if separate_rope:
+        ops.append(
+            Op(
+                "rope",
+                "elementwise",
+                repeat=L,
+                flops_per_token=6.0 * qk,
+                act_bytes_per_token=2.0 * qk * act_bytes,
+            )
+        )
     return ops + [
         Op(
             "rope_kv_write",
             "elementwise",
             repeat=L,
-            flops_per_token=6.0 * (h + kvh) * hd,
+            flops_per_token=0.0 if separate_rope else 6.0 * qk,
             act_bytes_per_token=2.0 * qkv_out * act_bytes,
             kv_write_per_token=kv_tok,
             in_attention_call=True,
@@ -96,12 +123,15 @@ def build_ops(
     moe_mapping: str = "tp",
     attention_dp: int = 1,
     group_tokens: bool = False,
+    fused_add_norm: bool = False,
+    separate_rope: bool = False,
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
     attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
     `moe_mapping` only to MoE models). `group_tokens`: serving under data-parallel attention
-    (attn_dp.py "In serving")."""
+    (attn_dp.py "In serving"). `fused_add_norm`, `separate_rope`: the engine's kernels (module
+    docstring)."""
     group_tokens = group_tokens and attention_dp > 1
     share_batch = float(attention_dp) if group_tokens else tokens_per_step  # as layers.py
     d, L = m.d_model, m.n_layers
@@ -116,9 +146,9 @@ def build_ops(
         Op(
             "embedding", "embed", stage="pre", flops_per_token=0.0, act_bytes_per_token=2.0 * d * w_bytes
         ),  # gather one row, write it
-        elementwise("input_norm", "norm", d, d, weights=d),
+        input_norm(elementwise, d, fused_add_norm),
     ]
-    ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes)
+    ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, separate_rope=separate_rope)
     if tp > 1:
         ops.append(attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, share_batch, act_bytes, 0))
     ffn_block = [
@@ -133,8 +163,9 @@ def build_ops(
         attn_dp.mark_replica(ffn_block + [op for op in ops if op.kind == "collective"])
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
+    if not fused_add_norm:
+        ops.append(elementwise("residual_add", "elementwise", 2 * d, d))
     ops += [
-        elementwise("residual_add", "elementwise", 2 * d, d),
         Op(
             "final_norm",
             "norm",

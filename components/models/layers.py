@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip
+from decodelab.components.models.dense import gqa_attention_ops, input_norm, kv_heads_per_chip
 from decodelab.components.models import attn_dp, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
@@ -145,6 +145,8 @@ def build_ops(
     attention_dp: int = 1,
     group_tokens: bool = False,
     dense_w_bytes: float = 0.0,
+    fused_add_norm: bool = False,
+    separate_rope: bool = False,
 ) -> List[Op]:
     """Per-chip operator list of one step (`dense_w_bytes` > 0: the weights outside the routed
     experts in BF16 at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
@@ -153,7 +155,9 @@ def build_ops(
     parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
     `attention_dp` data-parallel groups (attn_dp.py). `group_tokens` (serving under data-parallel
     attention): the attention block is costed on one group's own tokens and the FFN with its
-    collectives on every group's (Op.replica; attn_dp.py), balanced groups."""
+    collectives on every group's (Op.replica; attn_dp.py), balanced groups. `fused_add_norm`,
+    `separate_rope`: the engine's kernels (components/models/dense.py; `separate_rope` concerns
+    GQA/MHA attention, MLA attention keeps its own RoPE)."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
     if is_mla(m) and attention_dp > 1:  # dp = tp (core/parallel.py checks it)
@@ -189,7 +193,7 @@ def build_ops(
 
     ops = [
         Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
-        elementwise("input_norm", "norm", d, d, weights=d),
+        input_norm(elementwise, d, fused_add_norm),
     ]
     if is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
@@ -280,7 +284,8 @@ def build_ops(
         ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
         kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
-        ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, d if m.qkv_bias else 0)
+        o_bias = d if m.qkv_bias else 0
+        ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
     if tp > 1:
         ops.append(
             Op(
@@ -315,8 +320,9 @@ def build_ops(
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     v = m.vocab_size
+    if not fused_add_norm:
+        ops.append(elementwise("residual_add", "elementwise", 2 * d, d))
     ops += [
-        elementwise("residual_add", "elementwise", 2 * d, d),
         Op(
             "final_norm",
             "norm",

@@ -153,6 +153,17 @@ def expert_read_ratios(op: Op) -> np.ndarray:
     return np.array([weight_read(op.experts_read, m) / op.weight_bytes for m in K.M_GRID])
 
 
+def engine_kernels(cfg) -> Dict[str, bool]:
+    """The engine's decoder-layer kernels (engine.fused_add_norm, engine.separate_rope) for a GPU
+    design; a dataflow chip's kernels are its execution model's fusion (components/execution)."""
+    if cfg.hardware.execution == "dataflow":
+        return {"fused_add_norm": False, "separate_rope": False}
+    return {
+        "fused_add_norm": bool(cfg.engine.fused_add_norm),
+        "separate_rope": bool(cfg.engine.separate_rope),
+    }
+
+
 def build(
     cfg, host_round_trip_steps: Optional[int] = None, reserved: Optional[Dict[str, float]] = None
 ) -> Design:
@@ -178,6 +189,7 @@ def build(
         m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
         **parallel.arch_kwargs(hw), **parallel.group_kwargs(cfg),
         **({"dense_w_bytes": DTYPE_BYTES["bf16"]} if expert_only else {}),
+        **engine_kernels(cfg),
     )  # fmt: skip
     ops, calls, notes = execution.assign_calls(ops, hw, opt)
     notes += fp4_note(hw, w.weight_dtype)

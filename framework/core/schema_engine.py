@@ -37,7 +37,8 @@ class EngineDpAttentionConfig:
 
 @dataclass
 class EngineConfig:
-    """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static."""
+    """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static,
+    but for the kernel fields (fused_add_norm, separate_rope), which every mode's forward pass takes."""
 
     name: str = "default"
     max_batch: int = 2048  # sequences in flight
@@ -93,6 +94,13 @@ class EngineConfig:
     # part over the GPU step is exposed, without it the part over the forward's own GPU time.
     # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
     eager_launch_us: Optional[float] = None
+    # The kernels of the engine's decoder layer (components/models/dense.py), in every mode (its
+    # forward pass) of a GPU design (a dataflow chip's are its execution model's): fused_add_norm, the residual add after the MLP runs inside the next layer's
+    # input RMSNorm (one kernel per layer fewer than the Kernel Looping paper's ~10); separate_rope,
+    # RoPE is a kernel of its own after the q/k norm rather than inside the attention call (or a
+    # fused q/k-norm + RoPE kernel). GQA/MHA attention; MLA keeps its own RoPE.
+    fused_add_norm: bool = False
+    separate_rope: bool = False
     # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
     # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
     # ratio x the clipped output the running sequences still expect; the ratio starts at

@@ -6,7 +6,7 @@ callback logs whatever `write_outputs` returns, so these become the run's artifa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -65,6 +65,15 @@ def timeline_table(res: Dict[str, Any]):
     return df
 
 
+def _hist_range(v: np.ndarray) -> Tuple[float, float]:
+    """The histogram's x range: the data's, widened to 1 ms around them when the values agree to
+    within float resolution (identical requests; numpy cannot cut a range of a few ulps into bins)."""
+    lo, hi = float(np.min(v)), float(np.max(v))
+    if not hi - lo > 1e-9 * max(1.0, abs(hi)):
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi
+
+
 def latency_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     import matplotlib
 
@@ -75,7 +84,7 @@ def latency_plot(res: Dict[str, Any], path: Path, title: str) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
     for ax, col, name in zip(axes, ("ttft_ms", "tpot_ms", "e2e_ms"), ("TTFT", "TPOT", "end-to-end")):
         v = df[col].to_numpy()
-        ax.hist(v, bins=min(50, max(5, len(v) // 10)), color="#4c72b0", alpha=0.85)
+        ax.hist(v, bins=min(50, max(5, len(v) // 10)), range=_hist_range(v), color="#4c72b0", alpha=0.85)
         for p, ls in ((50, "-"), (90, "--"), (99, ":")):
             x = np.percentile(v, p)
             ax.axvline(x, color="#c44e52", ls=ls, lw=1, label=f"p{p} {x:.1f}")
