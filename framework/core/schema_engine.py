@@ -95,10 +95,11 @@ class EngineConfig:
     # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
     eager_launch_us: Optional[float] = None
     # The kernels of the engine's decoder layer (components/models/dense.py), in every mode (its
-    # forward pass) of a GPU design (a dataflow chip's are its execution model's): fused_add_norm, the residual add after the MLP runs inside the next layer's
-    # input RMSNorm (one kernel per layer fewer than the Kernel Looping paper's ~10); separate_rope,
-    # RoPE is a kernel of its own after the q/k norm rather than inside the attention call (or a
-    # fused q/k-norm + RoPE kernel). GQA/MHA attention; MLA keeps its own RoPE.
+    # forward pass) of a GPU design (a dataflow chip's are its execution model's): fused_add_norm,
+    # the residual add after the MLP runs inside the next layer's input RMSNorm (one kernel per
+    # layer fewer than the Kernel Looping paper's ~10); separate_rope, RoPE is a kernel of its own
+    # after the q/k norm rather than inside the attention call (or a fused q/k-norm + RoPE kernel).
+    # GQA/MHA attention; MLA keeps its own RoPE.
     fused_add_norm: bool = False
     separate_rope: bool = False
     # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
