@@ -158,3 +158,17 @@ def test_user_claims_from_a_directory(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("claim: {id: U2}\nhydra: {sweeper: {params: {model: llama3_1_8b}}}\n")
     assert app.main([str(tmp_path), "--no-track"]) == 2
     assert "claim U2 has no figures" in capsys.readouterr().err
+
+
+def test_user_claim_with_config_keys_outside_the_params_is_an_error(tmp_path, capsys):
+    """A claim sweep file's own config keys (here `engine: {fused_add_norm: false}` and a group
+    choice in `defaults`) would be applied by `decodelab -m` but not by `decodelab claims`, which
+    runs the params on the primary config: one line naming them, exit status 2, nothing run."""
+    from decodelab.apps import claims as app
+
+    text = USER_CLAIM.replace("  - _self_\n", "  - override engine: vllm\n  - _self_\n")
+    (tmp_path / "u1.yaml").write_text(text + "engine:\n  fused_add_norm: false\n")
+    assert app.main([str(tmp_path / "u1.yaml"), "--no-track"]) == 2
+    err = capsys.readouterr().err
+    assert "sets engine, defaults entry {'override engine': 'vllm'} outside hydra.sweeper.params" in err
+    assert len([x for x in err.splitlines() if x.startswith("error:")]) == 1

@@ -41,8 +41,23 @@ def sweep_jobs(path: Path) -> List[Dict[str, str]]:
 
 
 def load_sweep(path: Path) -> Tuple[dict, List[Dict[str, str]]]:
-    """(claim block, jobs) of a claim sweep file."""
+    """(claim block, jobs) of a claim sweep file. `decodelab claims` runs the jobs of
+    `hydra.sweeper.params` on the primary config, so a file that also sets config keys of its own
+    (top-level keys besides `defaults`, `claim` and `hydra`, or a `defaults` entry besides `config`,
+    `_self_` and Hydra's own) is a SweepError naming them rather than a silent ignore (`decodelab -m`
+    would apply them)."""
     raw = OmegaConf.load(path)
+    extra = [str(k) for k in raw.keys() if k not in ("defaults", "claim", "hydra")]
+    defaults = raw.get("defaults")
+    for d in OmegaConf.to_container(defaults) if defaults is not None else []:
+        hydra_own = isinstance(d, dict) and all(str(k).startswith(("hydra/", "override hydra/")) for k in d)
+        if d not in ("config", "_self_") and not hydra_own:
+            extra.append(f"defaults entry {d}")
+    if extra:
+        raise SweepError(
+            f"{path.name}: sets {', '.join(extra)} outside hydra.sweeper.params, which `decodelab "
+            "claims` would not apply; give each as a param there (one value: a fixed override)"
+        )
     params = OmegaConf.to_container(raw.hydra.sweeper.params, resolve=False)
     claim = OmegaConf.to_container(raw.claim, resolve=False)
     return claim, expand({k: str(v) for k, v in params.items()})
