@@ -61,6 +61,12 @@ def input_norm(elementwise, d: int, fused_add_norm: bool) -> Op:
     return elementwise("input_norm", "norm", n, n, weights=d)
 
 
+def residual_add(elementwise, d: int, fused_add_norm: bool) -> List[Op]:
+    """The residual add after the MLP as a kernel of its own, or none when the engine runs it inside
+    the next input norm (`input_norm`)."""
+    return [] if fused_add_norm else [elementwise("residual_add", "elementwise", 2 * d, d)]
+
+
 def gqa_attention_ops(
     m, h: int, kvh: int, gemm, elementwise, act_bytes: float, kv_bytes: float, o_bias=0.0, separate_rope=False
 ):
@@ -163,8 +169,7 @@ def build_ops(
         attn_dp.mark_replica(ffn_block + [op for op in ops if op.kind == "collective"])
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
-    if not fused_add_norm:
-        ops.append(elementwise("residual_add", "elementwise", 2 * d, d))
+    ops += residual_add(elementwise, d, fused_add_norm)
     ops += [
         Op(
             "final_norm",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, input_norm, kv_heads_per_chip
+from decodelab.components.models.dense import gqa_attention_ops, input_norm, kv_heads_per_chip, residual_add
 from decodelab.components.models import attn_dp, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
@@ -320,8 +320,7 @@ def build_ops(
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     v = m.vocab_size
-    if not fused_add_norm:
-        ops.append(elementwise("residual_add", "elementwise", 2 * d, d))
+    ops += residual_add(elementwise, d, fused_add_norm)
     ops += [
         Op(
             "final_norm",
