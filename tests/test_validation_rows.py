@@ -201,8 +201,46 @@ def test_validate_all_runs_every_shipped_csv(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("mean absolute percentage error") == 2
     assert "over 42 rows" in out.stdout and "over 354 rows" in out.stdout
+    assert out.stdout.count("output tok/s") == 2 and "tok/s bias" in out.stdout
     bad = cli(tmp_path, "validate", "--all", "--csv", "x.csv", "--no-track")
     assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "--all" in bad.stderr
+
+
+def test_output_rate_by_littles_law_by_hand():
+    """The output rate a row's TTFT and TPOT imply (runs/validation_predict.output_rate): 8 clients,
+    osl 101: a request every 1000 + 100 x 10 = 2000 ms per client, so 8 x 101 tokens per 2 s = 404
+    tok/s measured; predicted TTFT 500 ms and TPOT 11 ms: 1600 ms, 505 tok/s, +25%. The summary's
+    tok/s MAPE and bias are those of the rows' rates; a row without a prediction is not counted."""
+    from decodelab.runs.validation import summary
+    from decodelab.runs.validation_predict import output_rate, record
+
+    row = dict(
+        model="m",
+        engine="vllm",
+        engine_version="",
+        precision="bf16",
+        tp=2,
+        concurrency=8,
+        isl=1024,
+        osl=101,
+        ttft_ms=1000.0,
+        tpot_ms=10.0,
+    )
+    assert output_rate(row, 1000.0, 10.0) == pytest.approx(404.0, rel=1e-12)
+    key = ("ok", "engine=vllm")
+    rec = record(row, key, {"status": "ok", "reason": "", "metrics": {"ttft_ms": 500.0, "tpot_ms": 11.0}})
+    assert rec["tput_meas"] == pytest.approx(404.0) and rec["tput_pred"] == pytest.approx(505.0)
+    assert rec["tput_err_pct"] == pytest.approx(25.0)
+    # a second row, 20% slow on both: -1/6 of the rate; a third without a prediction
+    slow = record(row, key, {"status": "ok", "reason": "", "metrics": {"ttft_ms": 1200.0, "tpot_ms": 12.0}})
+    none = record(row, key, {"status": "infeasible", "reason": "x", "metrics": {}})
+    assert slow["tput_err_pct"] == pytest.approx(-100.0 / 6.0) and math.isnan(none["tput_err_pct"])
+    import pandas as pd
+
+    s = summary(pd.DataFrame([rec, slow, none]), groups=()).iloc[0]
+    assert s["tput_mape"] == pytest.approx((25.0 + 100.0 / 6.0) / 2)
+    assert s["tput_bias"] == pytest.approx((25.0 - 100.0 / 6.0) / 2)
+    assert s["tput_worst_x"] == pytest.approx(1.25)
 
 
 def test_aiconfigurator_schema_and_rows_the_model_cannot_express(tmp_path):

@@ -1,7 +1,8 @@
 """Simulate every row of a measured serving CSV as the setting it was measured in (closed loop:
 `concurrency` clients, `isl` prompt and `osl` output tokens, `precision`, `tp`; optional
 `engine_version`, `system`, `pp`, `dp`, `ep` / `moe_ep`) and compare predicted with measured
-TTFT and TPOT; the table is printed and logged to MLflow as one run.
+TTFT and TPOT (and the output rate they imply); the table is printed and logged to MLflow as
+one run.
 
   decodelab validate                                  the shipped Llama-3.1-8B rows
   decodelab validate --csv rows.csv engine.chunk_size=2048
@@ -88,7 +89,10 @@ def print_table(df, csv: Path) -> None:
         )
         many = f"{len(g)} rows, the first " if len(g) > 1 else ""
         con.print(f"{status} ({many}{where}): {reason}")
-    s = Table(title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio")
+    s = Table(
+        title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio; "
+        "tok/s: the output rate TTFT and TPOT imply, concurrency x osl / (TTFT + (osl - 1) TPOT)"
+    )
     for col in (
         "group",
         "value",
@@ -99,6 +103,8 @@ def print_table(df, csv: Path) -> None:
         "TTFT MAPE",
         "TTFT bias",
         "TTFT worst",
+        "tok/s MAPE",
+        "tok/s bias",
     ):
         s.add_column(col, justify="left" if col in ("group", "value") else "right")
     for _, g in summary(df).iterrows():
@@ -112,12 +118,15 @@ def print_table(df, csv: Path) -> None:
             f"{g['ttft_mape']:.1f}%",
             f"{g['ttft_bias']:+.1f}%",
             f"{g['ttft_worst_x']:.2f}x",
+            f"{g['tput_mape']:.1f}%",
+            f"{g['tput_bias']:+.1f}%",
         )
     con.print(s)
     unpredicted = int(df["tpot_pred"].isna().sum())
     con.print(
         f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}% (bias {bias(df, 'tpot'):+.1f}%), "
-        f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%) over {len(df)} rows"
+        f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%), "
+        f"output tok/s {mape(df, 'tput'):.1f}% (bias {bias(df, 'tput'):+.1f}%) over {len(df)} rows"
         + (f" ({unpredicted} without a prediction, not counted)" if unpredicted else "")
     )
 
@@ -205,6 +214,8 @@ def _log(df, csv: Path, a, overrides: List[str], steps=None) -> None:
                 "ttft_mape_pct": mape(df, "ttft"),
                 "tpot_bias_pct": bias(df, "tpot"),
                 "ttft_bias_pct": bias(df, "ttft"),
+                "tput_mape_pct": mape(df, "tput"),
+                "tput_bias_pct": bias(df, "tput"),
                 "rows": float(len(df)),
             },
             {"validation.csv": df, **({"validation_steps.csv": steps} if steps is not None else {})},

@@ -304,7 +304,8 @@ def run_validation(
 
 
 def mape(df, key: str) -> float:
-    """Mean absolute percentage error of `key` (ttft or tpot) over the rows."""
+    """Mean absolute percentage error of `key` (ttft, tpot or tput: output tokens per second,
+    validation_predict.output_rate) over the rows."""
     return float(df[f"{key}_err_pct"].abs().mean())
 
 
@@ -314,13 +315,14 @@ def bias(df, key: str) -> float:
 
 
 def summary(df, groups=GROUPS):
-    """One row per group value (and `all`): rows, MAPE, bias and worst ratio of TPOT and TTFT."""
+    """One row per group value (and `all`): rows, MAPE, bias and worst ratio of TPOT, TTFT and the
+    output rate they imply (tput)."""
     import numpy as np
     import pandas as pd
 
     def stats(d, group, value):
         out = {"group": group, "value": str(value), "rows": len(d)}
-        for k in ("tpot", "ttft"):
+        for k in ("tpot", "ttft", "tput"):
             ratio = d[f"{k}_pred"] / d[f"{k}_meas"]
             out[f"{k}_mape"] = mape(d, k)
             out[f"{k}_bias"] = bias(d, k)
