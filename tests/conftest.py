@@ -86,6 +86,30 @@ def compose_raw(*overrides: str):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
+# Fixtures that take 10-70 s to build, once per process that uses them. pytest-xdist (`-n auto`,
+# pyproject.toml) gives every test that uses one the same group (`--dist loadgroup`), so one worker
+# builds each, instead of each worker that happens to draw one of its tests. Tests without them are
+# spread as before.
+SHARED_FIXTURE_GROUPS = {
+    "claim_rows": "claim_rows",  # every claim sweep (test_claims, test_coe, test_numbers, ...)
+    "mixed": "grid_mixed",  # test_grid: 1,000 designs through the per-design path
+    "smollm": "smollm",  # test_fidelity: the real model and its passkey runs
+    "accept_rows": "smollm",
+    "small_store": "small_store",  # test_output: a sweep into a store
+    "joblib_sweep": "joblib_sweep",  # a joblib multirun (test_cli_multirun, test_output)
+    "default_run": "default_run",  # `decodelab` with no arguments, in a subprocess
+    "infeasible_run": "infeasible_run",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the node ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        groups = {g for f, g in SHARED_FIXTURE_GROUPS.items() if f in getattr(item, "fixturenames", ())}
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
+
+
 @pytest.fixture(scope="session")
 def claim_rows():
     """Every claim figure (decodelab.runs.claims.run_claims), computed once per test session."""
