@@ -86,7 +86,7 @@ def compose_raw(*overrides: str):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-# Fixtures that take 10-70 s to build, once per process that uses them. pytest-xdist (`-n auto`,
+# Fixtures that take 5-70 s to build, once per process that uses them. pytest-xdist (`-n auto`,
 # pyproject.toml) gives every test that uses one the same group (`--dist loadgroup`), so one worker
 # builds each, instead of each worker that happens to draw one of its tests. Tests without them are
 # spread as before.
