@@ -207,12 +207,13 @@ def test_validate_all_runs_every_shipped_csv(tmp_path):
 
 
 def test_output_rate_by_littles_law_by_hand():
-    """The output rate a row's TTFT and TPOT imply (runs/validation_predict.output_rate): 8 clients,
+    """The output rate a row's TTFT and TPOT imply (runs/validation_steps.output_rate): 8 clients,
     osl 101: a request every 1000 + 100 x 10 = 2000 ms per client, so 8 x 101 tokens per 2 s = 404
     tok/s measured; predicted TTFT 500 ms and TPOT 11 ms: 1600 ms, 505 tok/s, +25%. The summary's
     tok/s MAPE and bias are those of the rows' rates; a row without a prediction is not counted."""
     from decodelab.runs.validation import summary
-    from decodelab.runs.validation_predict import output_rate, record
+    from decodelab.runs.validation_predict import record
+    from decodelab.runs.validation_steps import output_rate
 
     row = dict(
         model="m",
@@ -226,7 +227,7 @@ def test_output_rate_by_littles_law_by_hand():
         ttft_ms=1000.0,
         tpot_ms=10.0,
     )
-    assert output_rate(row, 1000.0, 10.0) == pytest.approx(404.0, rel=1e-12)
+    assert output_rate(8, 101, 1000.0, 10.0) == pytest.approx(404.0, rel=1e-12)
     key = ("ok", "engine=vllm")
     rec = record(row, key, {"status": "ok", "reason": "", "metrics": {"ttft_ms": 500.0, "tpot_ms": 11.0}})
     assert rec["tput_meas"] == pytest.approx(404.0) and rec["tput_pred"] == pytest.approx(505.0)

@@ -305,7 +305,7 @@ def run_validation(
 
 def mape(df, key: str) -> float:
     """Mean absolute percentage error of `key` (ttft, tpot or tput: output tokens per second,
-    validation_predict.output_rate) over the rows."""
+    validation_steps.output_rate) over the rows."""
     return float(df[f"{key}_err_pct"].abs().mean())
 
 

@@ -20,6 +20,7 @@ from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
+from decodelab.runs.validation_steps import output_rate
 
 # The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
 # --request-count 10*c --warmup-request-count 2*c (aiconfigurator @961028348
@@ -232,25 +233,12 @@ def record(row, key, res, launch: str = "") -> dict:
         ttft_pred=m.get("ttft_ms", float("nan")),
         tpot_pred=m.get("tpot_ms", float("nan")),
     )
-    for side in ("meas", "pred"):
-        rec[f"tput_{side}"] = output_rate(row, rec[f"ttft_{side}"], rec[f"tpot_{side}"])
+    for side in ("meas", "pred"):  # the output rate TTFT and TPOT imply (validation_steps.output_rate)
+        rate = output_rate(row["concurrency"], row["osl"], rec[f"ttft_{side}"], rec[f"tpot_{side}"])
+        rec[f"tput_{side}"] = float(rate)
     for k in ("ttft", "tpot", "tput"):
         rec[f"{k}_err_pct"] = 100.0 * (rec[f"{k}_pred"] / rec[f"{k}_meas"] - 1.0)
     return rec
-
-
-def output_rate(row, ttft_ms: float, tpot_ms: float) -> float:
-    """Output tokens per second of all `concurrency` clients that a row's TTFT and TPOT imply:
-    in a closed loop each client has one request in flight, so it completes a request every
-    TTFT + (osl - 1) x TPOT (the means over requests, so the mean request latency; Little's law)
-    and the deployment emits concurrency x osl tokens in that time. The same quantity measured and
-    predicted: how much a design serves, independent of how the time splits into TTFT and TPOT."""
-    try:
-        osl, c = float(row["osl"]), float(row["concurrency"])  # NaN for a row the model cannot express
-    except (TypeError, ValueError):  # pd.NA, text
-        return float("nan")
-    latency_ms = ttft_ms + (osl - 1) * tpot_ms
-    return 1000.0 * c * osl / latency_ms if latency_ms > 0 else float("nan")
 
 
 Item = Tuple[object, tuple, object]  # (sort key: row number, or (CSV index, row number); design key; row)

@@ -38,11 +38,28 @@ def fit(osl, tpot):
     return float(d), float(i)
 
 
+def cycle_ms(osl, ttft_ms, tpot_ms):
+    """A closed-loop client's cycle, TTFT + (osl - 1) x TPOT: one request at a time and no think
+    time, so the mean request latency (TTFT and TPOT being means over requests). Arrays or floats."""
+    return np.asarray(ttft_ms, float) + (np.asarray(osl, float) - 1.0) * np.asarray(tpot_ms, float)
+
+
 def decoding(concurrency, osl, ttft_ms, tpot_ms):
     """Mean requests in their decode phase of a closed loop (Little's law): concurrency x the share
-    of each client's cycle, TTFT + (osl - 1) x TPOT, spent decoding. Arrays or floats."""
+    of each client's cycle spent decoding. Arrays or floats."""
     span = (np.asarray(osl, float) - 1.0) * np.asarray(tpot_ms, float)
-    return np.asarray(concurrency, float) * span / (np.asarray(ttft_ms, float) + span)
+    return np.asarray(concurrency, float) * span / cycle_ms(osl, ttft_ms, tpot_ms)
+
+
+def output_rate(concurrency, osl, ttft_ms, tpot_ms):
+    """Output tokens per second of all `concurrency` clients of a closed loop that TTFT and TPOT
+    imply (Little's law): each client completes a request of `osl` tokens per cycle. How much a
+    design serves, whatever the split of the time into TTFT and TPOT; NaN where the cycle is not
+    positive or not known. Arrays or floats."""
+    cycle = cycle_ms(osl, ttft_ms, tpot_ms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = 1000.0 * np.asarray(concurrency, float) * np.asarray(osl, float) / cycle
+    return np.where(cycle > 0, rate, np.nan)
 
 
 def step_split(df):
