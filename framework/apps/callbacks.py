@@ -25,7 +25,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from decodelab.core.result import config_hash
+from decodelab.output.flat import flat_params
 from decodelab.output.table import TABLE_FILE, table_row, write_table
+from decodelab.tracking.recorder import log_record
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RECORDED_FILE, RUN_ID_FILE
 
@@ -206,12 +208,13 @@ class MLflowCallback(Callback):
                 run_id = run_id or origin
             else:
                 run_id = self._safe(
-                    tracking.log_result,
+                    log_record,
                     config.tracking,
                     ret["record"],
                     ret["name"],
                     ret["files"].values(),
                     parent,
+                    flat_params,
                 )
         if run_id:
             (out_dir / RUN_ID_FILE).write_text(run_id)

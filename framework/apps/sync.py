@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import List
 
 from decodelab.apps.common import run_module
+from decodelab.output.flat import flat_params
 from decodelab.tracking.sync import sync, tracking_keys, tracking_override_errors
 
 
@@ -45,7 +46,7 @@ def run(a) -> int:
             file=sys.stderr,
         )
         return 2
-    rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each)
+    rep = sync(dirs, over.get("tracking", {}), dedupe=not a.each, params=flat_params)
     print(
         f"sync: {rep.uploaded} uploaded, {rep.already} already in the tracker (marked), "
         f"{rep.replaced_partial} unfinished runs replaced, {rep.skipped_disabled} with tracking "

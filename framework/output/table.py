@@ -12,7 +12,8 @@ API (stable; other modules and the grid evaluator write through it):
         design params as plain dotted columns (`hardware.name`, `workload.batch_size`; not
         `tracking`, `quiet`, `claim`; an optional feature with `enabled: false` keeps only its
         switch), `status`, `reason`, `config_hash`, `code_version`, every metric by its name,
-        then `extra` (`job`, `run_id`, `reused_from`, `dir`, ...). Lists become JSON text.
+        then `extra` (`job`, `run_id`, `reused_from`, `dir`, ...). The params are flattened by
+        decodelab.output.flat (lists as JSON text), as in MLflow and load_results.
     write_table(path, rows, row_group_size=ROW_GROUP) -> Path
         Write rows to one Parquet file: `rows` is a pandas DataFrame, an iterable of flat dicts,
         or an iterable of chunks (DataFrames or lists of dicts). Streams; returns the path.
@@ -35,46 +36,20 @@ With one schema throughout (the common case) the file is written once, without a
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
+from decodelab.output.flat import flat_params
+
 TABLE_FILE = "results.parquet"
 ROW_GROUP = 50_000  # rows per Parquet row group (and per buffered batch)
-NOT_PARAMS = ("tracking", "quiet", "claim")  # config keys that are not design params
 CORE_COLUMNS = ("status", "reason", "config_hash", "code_version")
-
-
-def _flatten(d: Dict[str, Any], prefix: str, out: Dict[str, Any]) -> None:
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            _flatten(v, key + ".", out)
-        elif isinstance(v, (list, tuple)):
-            out[key] = json.dumps(v, default=str)
-        else:
-            out[key] = v
-
-
-def design_columns(cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
-    """A resolved config as flat dotted columns (design params only)."""
-    out: Dict[str, Any] = {}
-    for g, v in cfg_dict.items():
-        if g in NOT_PARAMS:
-            continue
-        if isinstance(v, dict) and v.get("enabled") is False:
-            out[f"{g}.enabled"] = False
-        elif isinstance(v, dict):
-            _flatten(v, g + ".", out)
-        else:
-            out[g] = v
-    return out
 
 
 def table_row(record: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
     """One result record as a flat row (see the module docstring)."""
-    row = design_columns(record.get("config") or {})
+    row = flat_params(record.get("config") or {})
     row.update(
         status=record.get("status"),
         reason=record.get("reason") or "",

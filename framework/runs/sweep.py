@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from decodelab.config import plan as SP
+from decodelab.output.flat import flat_params
 from decodelab.output.progress import progress_bar
 from decodelab.output.table import TABLE_FILE, TableWriter, table_row
 from decodelab.runs import best
@@ -122,6 +123,7 @@ def run_sweep(
                 "overrides": " ".join(plan.command_line)[:5000],
                 "children": children,
             },
+            params=flat_params,
         )
         out.parent = rec.parent
         if tr.get("resume", True):

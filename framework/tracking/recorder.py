@@ -5,6 +5,9 @@
 - Child runs are written one after another by the calling process with the same tags, params
   and metrics as the Hydra callback's (tracking.run_payload / log_payload); after each, a
   `mlflow_run_id` file next to the result marks it recorded (what `decodelab sync` skips).
+- A design's params are flattened by the function the caller passes (`params`:
+  decodelab.output.flat.flat_params, which this layer may not import), the same one the results
+  table and load_results use; without it, tracking.store.run_payload's own.
 - The first tracker error stops all further attempts (no timeout per result while a server is
   down): results stay on disk, unmarked, for `decodelab sync`.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RUN_ID_FILE
@@ -23,6 +26,34 @@ from decodelab.tracking.store import PARENT_FILE, RUN_ID_FILE
 def tracking_ns(tr: Dict) -> SimpleNamespace:
     """A tracking config (dict) with the attribute access tracking.py expects."""
     return SimpleNamespace(**{"artifact_root": "", "experiment": "decodelab", **tr})
+
+
+Params = Callable[[Dict[str, Any]], Dict[str, Any]]  # a resolved config -> flat params
+
+
+def payload(record: Dict[str, Any], params: Optional[Params] = None):
+    """tracking.store.run_payload(record) (tags, params, metrics), with the params flattened by
+    `params` when given; of a batch-fill design `workload.batch_size` is the batch simulated."""
+    tags, old, metrics = tracking.run_payload(record)
+    if params is None:
+        return tags, old, metrics
+    from mlflow.entities import Param
+
+    flat = {k: str(v) for k, v in params(record["config"]).items()}
+    filled = record["metrics"].get("batch_size")
+    if flat.get("workload.batch_fill") == "True" and filled:
+        flat["workload.batch_size"] = str(int(filled))
+    return tags, [Param(k, v[:6000]) for k, v in flat.items()], metrics
+
+
+def log_record(
+    tr, record: Dict, name: str, files: Iterable[str] = (), parent: Optional[str] = None, params=None
+) -> str:
+    """One MLflow run for one result record (tracking.store.log_result, params by `params`)."""
+    client = tracking._client(tr.uri)
+    return tracking.log_payload(
+        client, tracking.experiment_id(tr), name, payload(record, params), files, parent
+    )
 
 
 def short_error(e: BaseException) -> str:
@@ -39,9 +70,12 @@ class Recorder:
         sweep_dir: Optional[Path],
         parent_name: Optional[str],
         parent_tags: Optional[Dict[str, str]] = None,
+        params: Optional[Params] = None,
     ) -> None:
-        """parent_name None: no parent run (results of single runs)."""
+        """parent_name None: no parent run (results of single runs); params: how a design's
+        config becomes its MLflow params (decodelab.output.flat.flat_params)."""
         self.tr = tracking_ns(tr)
+        self.params = params
         self.sweep_dir = Path(sweep_dir) if sweep_dir else None
         self.error: Optional[str] = None
         self.n_recorded = 0
@@ -182,7 +216,7 @@ class Recorder:
         t0 = time.perf_counter()
         try:
             run_id = tracking.log_payload(
-                self.client, self.exp, rec["name"], tracking.run_payload(rec), files, self.parent
+                self.client, self.exp, rec["name"], payload(rec, self.params), files, self.parent
             )
         except Exception as e:
             self.error = short_error(e)

@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Tuple
 from decodelab.core.labels import run_label
 from decodelab.tracking.store import RUN_ID_FILE
 from decodelab.core.schema import TrackingConfig
-from decodelab.tracking.recorder import Recorder
-from decodelab.tracking.recorder import short_error
+from decodelab.tracking.recorder import Params, Recorder, short_error
+from decodelab.tracking.sqlite import store_lock
 from decodelab.tracking.store import runs_by_hash
 
 # MLflow's own copies of logged files (a local artifact store under outputs/): never results
@@ -108,10 +108,13 @@ def _tracking(record: dict, overrides: Dict) -> Dict:
     return {**asdict(TrackingConfig()), **record.get("config", {}).get("tracking", {}), **overrides}
 
 
-def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True) -> SyncReport:
+def sync(
+    dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True, params: Optional[Params] = None
+) -> SyncReport:
     """Upload the unmarked results under dirs. `dedupe=False` (a single run recording itself
     in the background) uploads even when the same design is already in the tracker: each
-    single run is its own MLflow run, as when it records in the foreground."""
+    single run is its own MLflow run, as when it records in the foreground. `params`: how a
+    design's config becomes its MLflow params (decodelab.output.flat.flat_params)."""
     rep = SyncReport()
     groups: Dict[Tuple, List[Tuple[Path, dict]]] = {}
     for f in pending(dirs):
@@ -138,32 +141,31 @@ def sync(dirs: List[Path], overrides: Optional[Dict] = None, dedupe: bool = True
             # another sync (a single run's background one) may have uploaded some meanwhile
             items = [(f, rec) for f, rec in items if not (f.parent / RUN_ID_FILE).exists()]
             if items:
-                _sync_group(uri, exp, sweep, items, recorded, dedupe, rep)
+                _sync_group(uri, exp, sweep, items, recorded, dedupe, rep, params)
     return rep
 
 
 @contextmanager
 def _store_lock(uri: str):
-    """One sync at a time writes a SQLite store (a lock file beside it): a user's sync and a
-    single run's background one never both upload, or create the store, at once. Tracking
+    """One sync at a time writes a SQLite store, under the store's one lock (tracking/sqlite.py,
+    the lock its creation takes too): a user's sync and a single run's background one never both
+    upload, or create the store, at once; a lock held too long is one StoreError line. Tracking
     servers order their own writes."""
     if not uri.startswith("sqlite:///"):
         yield
         return
-    import fcntl
-
-    lock = Path(uri[len("sqlite:///") :]).parent / ".decodelab_sync.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+    with store_lock(Path(uri[len("sqlite:///") :])):
         yield
 
 
-def _sync_group(uri: str, exp: str, sweep: str, items, recorded, dedupe: bool, rep: SyncReport) -> None:
+def _sync_group(
+    uri: str, exp: str, sweep: str, items, recorded, dedupe: bool, rep: SyncReport, params=None
+) -> None:
     """Upload one (tracker, experiment, sweep) group's results into `rep`."""
     tr = items[0][1]["_tracking"]
     sweep_dir = Path(sweep) if sweep else None
-    r = Recorder(tr, sweep_dir, f"sync {sweep_dir.name}" if sweep_dir else None, {"kind": "sync"})
+    name = f"sync {sweep_dir.name}" if sweep_dir else None
+    r = Recorder(tr, sweep_dir, name, {"kind": "sync"}, params=params)
     # without dedupe (a single run recording itself) neither the experiment's hashes are
     # needed nor may RUNNING runs of the same design be deleted: another process may be
     # writing one of them right now
