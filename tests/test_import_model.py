@@ -139,13 +139,14 @@ def test_layer_types_period_and_unknown_kinds():
         base(num_hidden_layers=6, layer_types=["sliding_attention", "full_attention"] * 3, sliding_window=64)
     )
     assert j.values["layer_pattern"] == ["sliding", "full"]
-    k = imp_of(base(layer_types=["linear_attention", "full_attention"] * 2))
-    assert any("linear_attention" in u for u in k.unexpressed) and "layer_pattern" not in k.values
+    with pytest.raises(decodelab.errors.ConfigError, match="layer_types has linear_attention"):
+        imp_of(base(layer_types=["linear_attention", "full_attention"] * 2))
 
 
 def test_qk_norm_from_use_qk_norm_else_the_model_type():
     # MiniMax-M2 states it (use_qk_norm); Qwen3's is in its code; Llama has none
-    assert imp_of(base(model_type="minimax_m2", use_qk_norm=True)).values["qk_norm"] is True
+    m2 = base(model_type="minimax_m2", use_qk_norm=True, tie_word_embeddings=False)
+    assert imp_of(m2).values["qk_norm"] is True
     assert imp_of(base(model_type="qwen3")).values["qk_norm"] is True
     assert imp_of(base(model_type="qwen3", use_qk_norm=False)).values["qk_norm"] is False
     assert imp_of(base(model_type="llama")).values["qk_norm"] is False
@@ -291,3 +292,118 @@ def test_generation_config_beside_config_json_gives_the_sampling_defaults(tmp_pa
     (ckpt / "generation_config.json").unlink()
     r = cli(tmp_path, "import-model", str(ckpt / "config.json"), "--name", "q32b", "--stdout")
     assert r.rc == 0 and "generation_defaults" not in r.out
+
+
+# ------------------------------------------------------------------------------ published counts
+
+CONFIGS = ROOT / "tests" / "data" / "hf_configs"
+# (config, published total, published active or None), in billions: the model card or paper
+# (tests/data/hf_configs/README.md gives each source). Totals agree within 1%; the published
+# active counts are rounded to two digits (37B, 3.3B), so within 2%.
+PUBLISHED = [
+    ("Llama-3.1-8B", 8.03, None),
+    ("Llama-3.2-1B", 1.24, None),  # tied
+    ("Mistral-7B-v0.1", 7.24, None),
+    ("Qwen2.5-7B", 7.61, None),
+    ("Qwen2.5-0.5B", 0.49, None),  # tied
+    ("gemma-2-2b", 2.61, None),  # tied by default, alternating sliding / full
+    ("gemma-2-9b", 9.24, None),
+    ("gemma-3-1b-pt", 1.00, None),  # five sliding layers in six
+    ("Phi-3-mini-4k-instruct", 3.82, None),
+    ("Mixtral-8x7B-v0.1", 46.7, 12.9),
+    ("DeepSeek-V3", 671.0, 37.0),  # without the 14B MTP module
+    ("Qwen3-30B-A3B", 30.5, 3.3),
+    ("OLMo-2-0425-1B", 1.48, None),
+]
+
+
+def import_file(name: str):
+    path = CONFIGS / f"{name}.json"
+    return hf_model.from_config(hf_model.load_json(str(path)), "m", str(path))
+
+
+@pytest.mark.parametrize("name, total, active", PUBLISHED)
+def test_parameter_counts_match_the_published_ones(name, total, active):
+    imp = import_file(name)
+    p = hf_yaml.parameters(imp)  # components/models ARCHITECTURES[arch].param_counts, as core/build.py
+    assert p["total"] / 1e9 == pytest.approx(total, rel=0.01), name
+    if active is not None:
+        assert p["active"] / 1e9 == pytest.approx(active, rel=0.02), name
+    assert imp.unexpressed == []
+
+
+def test_gemma2_2b_ties_by_default_and_alternates_sliding_and_full_layers(tmp_path):
+    """Issue 40 item 6: config.json has no tie_word_embeddings (Gemma2Config ties by default) and no
+    layer_types (Gemma2Config builds sliding on even layers, full on odd): 2.61B, not the 3.20B of
+    an untied head (+ 256000 x 2304 = 0.59B) with every layer sliding."""
+    imp = import_file("gemma-2-2b")
+    v = imp.values
+    assert v["tied_embeddings"] is True and "gemma2 default true" in imp.why["tied_embeddings"]
+    assert (v["arch"], v["layer_pattern"], v["sliding_window"]) == ("hybrid", ["sliding", "full"], 4096)
+    assert v["head_dim"] == 256 and v["ffn_act"] == "swiglu"  # 8 x 256 = 2048 != 2304: head_dim given
+    assert any(n.startswith("attn_logit_softcapping=50.0") for n in imp.notes)
+    assert any(n.startswith("final_logit_softcapping=30.0") for n in imp.notes)
+    # by hand: embed 256000 x 2304 = 589,824,000; layer q/o 2 x 2304 x 2048 + k/v 2 x 2304 x 1024 =
+    # 14,155,776, MLP 3 x 2304 x 9216 = 63,700,992, 2 norms 4,608; x 26 + final norm 2304
+    assert hf_yaml.parameters(imp)["total"] == 589_824_000 + 26 * 77_861_376 + 2304 == 2_614_222_080
+    out = tmp_path / "model" / "gemma2_2b.yaml"
+    out.parent.mkdir()
+    out.write_text(hf_yaml.to_yaml(imp, hf_yaml.parameters(imp)))
+    r = decodelab.evaluate("model=gemma2_2b", searchpath(tmp_path), "hardware=h100_sxm", "tracking=off")
+    assert r.ok, r.reason
+
+
+def test_gemma3_text_config_left_to_the_transformers_defaults():
+    """Gemma-3-4B's config.json sets only six text_config keys; Gemma3TextConfig supplies the heads,
+    head_dim, vocabulary and the 5:1 sliding pattern, each marked in its YAML comment."""
+    d = {
+        "model_type": "gemma3",
+        "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                        "num_hidden_layers": 34, "sliding_window": 1024},
+        "vision_config": {"hidden_size": 1152},
+    }  # fmt: skip
+    imp = imp_of(d)
+    v = imp.values
+    assert (v["n_heads"], v["n_kv_heads"], v["head_dim"], v["vocab_size"]) == (8, 4, 256, 262208)
+    assert v["layer_pattern"] == ["sliding"] * 5 + ["full"] and v["sliding_window"] == 1024
+    assert v["tied_embeddings"] is True and v["qk_norm"] is True
+    assert "not in config.json: the gemma3_text default" in imp.why["n_heads"]
+    assert any("vocab_size=262208" in n for n in imp.notes)
+
+
+# ------------------------------------------------------------------------------ refusals
+
+REFUSED = [
+    (base(num_key_value_heads=8), "num_key_value_heads=8 must divide num_attention_heads=4 (allowed: 1, 2, 4)"),
+    (base(num_attention_heads=6, num_key_value_heads=4, hidden_size=384), "num_key_value_heads=4 must divide"),
+    (base(num_local_experts=8, num_experts_per_tok=10), "num_experts_per_tok=10 must be in [1, num_local_experts=8]"),
+    ({"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "state_size": 16, "vocab_size": 50280},
+     "model_type=mamba is a state-space (Mamba) model"),
+    (base(model_type="qwen3_next", layer_types=["linear_attention"] * 3 + ["full_attention"]),
+     "model_type=qwen3_next is a hybrid with linear-attention layers"),
+    (base(model_type="llama", ssm_state_size=128), "has ssm_state_size (a state-space / linear-attention layer)"),
+    (base(layer_types=["mamba", "attention"] * 2), "layer_types has mamba: import-model writes attention layers"),
+    (base(model_type="newarch", tie_word_embeddings=False, expert_gate_bias=True),
+     "model_type=newarch is not known to import-model and has fields it cannot map: expert_gate_bias"),
+    (base(model_type="newarch"), "has no tie_word_embeddings and model_type=newarch has no default known"),
+    ({k: w for k, w in base().items() if k != "num_attention_heads"}, "has no num_attention_heads (required"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("d, message", REFUSED)
+def test_what_cannot_be_represented_is_refused(tmp_path, d, message):
+    with pytest.raises(decodelab.errors.ConfigError) as e:
+        imp_of(d)
+    assert message in str(e.value)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    res = cli(tmp_path, "import-model", str(p), "--stdout")
+    lines = res.err.strip().splitlines()
+    assert res.rc == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.err
+    assert "Traceback" not in res.text and res.out == ""
+
+
+def test_unknown_model_type_with_only_mapped_keys_reads_as_llama():
+    imp = imp_of(base(model_type="newarch", tie_word_embeddings=True, rope_theta=1e6, rms_norm_eps=1e-6))
+    assert imp.values["arch"] == "dense" and imp.values["tied_embeddings"] is True
+    assert any("newarch is not known to import-model: read as a Llama-like decoder" in n for n in imp.notes)

@@ -4,7 +4,11 @@ config.json key of every field in its comment; a generation_config.json beside i
 sampling defaults (`generation_defaults`, docs/model.md 5e).
 
 The config.json keys it did not read are listed, and what the model schema cannot express is
-named (neither is an error). Use the model from its config directory:
+named (neither is an error); a key config.json omits takes its family's transformers default
+(config/hf_families.py). What it cannot represent is refused with one `error:` line, exit status 2:
+KV heads that do not divide the heads, more experts per token than experts, a state-space or
+linear-attention model, an unknown model_type with keys it cannot map, a missing required key.
+Use the model from its config directory:
 
   decodelab import-model ~/models/Qwen3-32B/config.json          # -> my_conf/model/qwen3_32b.yaml
   decodelab model=qwen3_32b 'hydra.searchpath=[file://my_conf]' hardware=dgx_h100

@@ -12,9 +12,15 @@ repeats to the layer list, components/models/layers.py) + `sliding_window`, arch
 `tie_word_embeddings`, `attention_bias`, `hidden_act`, `max_position_embeddings`. A multimodal
 config's language model is read from `text_config`.
 
+A key config.json omits takes the default of the family's transformers configuration class
+(config/hf_families.py): Gemma ties its embeddings, Gemma-2 alternates sliding and full layers,
+Gemma-3 slides five layers in six; soft-capping is noted (it moves no bytes).
+
 Every key read is named in the comment of the field it sets; keys not read are reported, and what
-the schema cannot express is named with its reason. A missing required key or a file that is not
-a JSON object raises ConfigError (one line)."""
+the schema cannot express is named with its reason. What it cannot represent is refused with one
+line (ConfigError): a missing required key, a file that is not a JSON object, more KV heads than
+heads or KV heads that do not divide them, more experts per token than experts, a state-space /
+linear-attention model, an unknown model_type with keys it cannot map."""
 
 from __future__ import annotations
 
@@ -24,15 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
+from decodelab.config import hf_families as fam
+from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema import ModelConfig
 from decodelab.errors import ConfigError
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai")  # gate + up + down projections
 GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
-GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
-QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
-QK_NORM_TYPES = ("qwen3", "qwen3_moe")  # per-head q_norm / k_norm in the code (modeling_qwen3*.py)
 SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
 FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
 # keys whose mechanism the schema has no field for (when set to a value that changes the model)
@@ -73,16 +78,21 @@ class Imported:
 
 class _Keys:
     """config.json as read: `get` marks a key used; null counts as absent (HF writes null for
-    'not set')."""
+    'not set'). `defaults`: the family's transformers defaults for keys the file omits (not for
+    keys it sets to null); `defaulted` records those read."""
 
-    def __init__(self, d: dict):
-        self.d, self.used = d, set()
+    def __init__(self, d: dict, defaults: Dict[str, Any] = None):
+        self.d, self.used, self.defaulted = d, set(), set()
+        self.defaults = {k: v for k, v in (defaults or {}).items() if k not in d}
 
     def has(self, k: str) -> bool:
-        return self.d.get(k) is not None
+        return self.d.get(k) is not None or k in self.defaults
 
     def get(self, k: str, default=None):
         self.used.add(k)
+        if k in self.defaults:
+            self.defaulted.add(k)
+            return self.defaults[k]
         v = self.d.get(k)
         return default if v is None else v
 
@@ -123,17 +133,18 @@ def _int(r: _Keys, k: str, need_positive: bool = True) -> int:
 
 
 def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
-    """Map a parsed config.json onto ModelConfig fields."""
+    """Map a parsed config.json onto ModelConfig fields; ConfigError for what it cannot represent."""
     outer = None
     if not any(k in d for k in REQUIRED) and isinstance(d.get("text_config"), dict):
         outer, d = d, d["text_config"]  # multimodal: the language model's shapes
-    r = _Keys(d)
+    mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
+    fam.refuse_state_space(mt, d, path)
+    r = _Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
     if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):
         missing.append("intermediate_size")
     if missing:
         raise ConfigError(f"{path} has no {', '.join(missing)} (required to write a model YAML)")
-    mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
     r.used.add("model_type")
     imp = Imported(name=name, path=path, model_type=mt)
     if outer is not None:
@@ -142,14 +153,28 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     _moe(r, imp)
     _mla(r, imp)
     _layers(r, imp)
-    _misc(r, imp)
+    _misc(r, imp, outer)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
+    unknown = fam.check_unknown(mt, imp.unused, path)
+    imp.notes += [unknown] if unknown else []
+    _mark_defaults(r, imp)
     arch = "mla" if "kv_lora_rank" in imp.values else None
     if imp.values.get("layer_pattern"):
         arch = arch or "hybrid"
     arch = arch or ("moe" if imp.values.get("n_experts") else "dense")
     imp.set("arch", arch, "decodelab architecture of these fields (components/models/)")
     return imp
+
+
+def _mark_defaults(r: _Keys, imp: Imported) -> None:
+    """A field set from a family default says so in its comment, and the notes list the defaults."""
+    for k in sorted(r.defaulted):
+        src = f"{k} {r.defaults[k]} (not in config.json: the {imp.model_type} default in transformers)"
+        for f, why in imp.why.items():
+            imp.why[f] = re.sub(rf"config\.json {re.escape(k)}\b", src, why)
+    if r.defaulted:
+        shown = ", ".join(f"{k}={r.defaults[k]}" for k in sorted(r.defaulted))
+        imp.notes.append(f"not in config.json, taken from transformers' {imp.model_type} defaults: {shown}")
 
 
 def _shape(r: _Keys, imp: Imported) -> None:
@@ -160,6 +185,12 @@ def _shape(r: _Keys, imp: Imported) -> None:
     imp.set("n_heads", h, "config.json num_attention_heads")
     if r.has("num_key_value_heads"):
         kv = _int(r, "num_key_value_heads")
+        if kv > h or h % kv:
+            divisors = ", ".join(str(x) for x in range(1, h + 1) if h % x == 0)
+            raise ConfigError(
+                f"config.json num_key_value_heads={kv} must divide num_attention_heads={h} "
+                f"(allowed: {divisors})"
+            )
         imp.set("n_kv_heads", kv, f"config.json num_key_value_heads ({h // kv} query heads per KV head)")
     else:
         imp.set("n_kv_heads", h, "config.json has no num_key_value_heads: MHA (= num_attention_heads)")
@@ -183,8 +214,11 @@ def _moe(r: _Keys, imp: Imported) -> None:
     k_key, k = r.first("num_experts_per_tok", "experts_per_token", "moe_topk")
     if not k:
         raise ConfigError(f"{imp.path} has {key}={n} but no num_experts_per_tok (experts per token)")
-    imp.set("n_experts", int(n), f"config.json {key}")
-    imp.set("experts_per_token", int(k), f"config.json {k_key}")
+    n, k = _int(r, key), _int(r, k_key)
+    if k > n:
+        raise ConfigError(f"config.json {k_key}={k} must be in [1, {key}={n}] (experts chosen per token)")
+    imp.set("n_experts", n, f"config.json {key}")
+    imp.set("experts_per_token", k, f"config.json {k_key}")
     r.get("experts_per_token")  # gpt-oss repeats num_experts_per_tok under this name
     if r.has("moe_intermediate_size"):
         e_ffn, src = int(r.get("moe_intermediate_size")), "config.json moe_intermediate_size"
@@ -254,37 +288,45 @@ def _period(kinds: List[str]) -> List[str]:
     return kinds
 
 
-def _layers(r: _Keys, imp: Imported) -> None:
-    n = imp.values["n_layers"]
-    window = r.get("sliding_window", 0)
-    kinds, why = None, ""
+def _kinds(r: _Keys, imp: Imported, n: int, window: int):
+    """(kind of every layer or None, where it came from), as transformers builds `layer_types`."""
     if r.has("layer_types"):
         raw = list(r.get("layer_types"))
-        kinds, bad = [], sorted({t for t in raw if t not in SLIDING and t not in FULL})
+        bad = sorted({str(t) for t in raw if t not in SLIDING and t not in FULL})
         if bad:
-            imp.unexpressed.append(
-                f"layer_types {', '.join(bad)}: no such layer kind in the schema (full, sliding, state "
-                "with a fixed state size); costed as full attention"
+            allowed = ", ".join(sorted(set(SLIDING) | set(FULL)))
+            raise ConfigError(
+                f"config.json layer_types has {', '.join(bad)}: import-model writes attention layers only "
+                f"(allowed: {allowed})"
             )
-        kinds = [SLIDING.get(t, "full") for t in raw]
-        if len(kinds) != n:
-            imp.notes.append(f"layer_types lists {len(kinds)} layers for num_hidden_layers={n}")
-        why = "config.json layer_types"
-    elif "use_sliding_window" in r.d:
+        if len(raw) != n:
+            imp.notes.append(f"layer_types lists {len(raw)} layers for num_hidden_layers={n}")
+        return [SLIDING.get(t, "full") for t in raw], "config.json layer_types"
+    if "use_sliding_window" in r.d:
         if r.get("use_sliding_window") and window:
             mwl = int(r.get("max_window_layers", n))
             kinds = ["full"] * min(mwl, n) + ["sliding"] * max(n - mwl, 0)
-            why = f"config.json use_sliding_window true: layers from max_window_layers={mwl} on slide"
-        else:
-            r.get("max_window_layers")
-            if window:
-                imp.notes.append(f"sliding_window={window} is off (use_sliding_window false)")
-    elif r.has("sliding_window_pattern") and window:
+            return kinds, f"config.json use_sliding_window true: layers from max_window_layers={mwl} on slide"
+        r.get("max_window_layers")
+        if window:
+            imp.notes.append(f"sliding_window={window} is off (use_sliding_window false)")
+        return None, ""
+    if r.has("sliding_window_pattern") and window:
         p = int(r.get("sliding_window_pattern"))
         kinds = (["sliding"] * (p - 1) + ["full"]) * (n // p + 1)
-        kinds, why = kinds[:n], f"config.json sliding_window_pattern {p}: {p - 1} sliding, 1 full"
-    elif window:
-        kinds, why = ["sliding"] * n, "config.json sliding_window without layer_types: every layer slides"
+        return kinds[:n], f"config.json sliding_window_pattern {p}: {p - 1} sliding, 1 full"
+    if window and imp.model_type in fam.ALTERNATING:
+        why = f"{imp.model_type} without layer_types: sliding on even layers, full on odd (transformers default)"
+        return ["sliding", "full"] * (n // 2) + ["sliding"] * (n % 2), why
+    if window:
+        return ["sliding"] * n, "config.json sliding_window without layer_types: every layer slides"
+    return None, ""
+
+
+def _layers(r: _Keys, imp: Imported) -> None:
+    n = imp.values["n_layers"]
+    window = r.get("sliding_window", 0)
+    kinds, why = _kinds(r, imp, n, window)
     if not kinds or "sliding" not in kinds:
         return
     max_ctx = r.get("max_position_embeddings", 0)
@@ -294,12 +336,11 @@ def _layers(r: _Keys, imp: Imported) -> None:
     if "kv_lora_rank" in imp.values:
         imp.unexpressed.append("sliding-window MLA layers: arch=mla has no layer pattern; costed as full")
         return
-    pattern = _period(kinds)
-    imp.set("layer_pattern", pattern, why)
+    imp.set("layer_pattern", _period(kinds), why)
     imp.set("sliding_window", int(window), "config.json sliding_window")
 
 
-def _misc(r: _Keys, imp: Imported) -> None:
+def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
     mt = imp.model_type
     _, act = r.first("hidden_act", "hidden_activation", "activation_function")
     act = str(act or "silu")
@@ -316,7 +357,7 @@ def _misc(r: _Keys, imp: Imported) -> None:
         tied = bool(r.get("tie_word_embeddings"))
         imp.set("tied_embeddings", tied, f"config.json tie_word_embeddings {str(tied).lower()}")
     else:
-        imp.set("tied_embeddings", False, "config.json has no tie_word_embeddings: assumed false")
+        imp.set("tied_embeddings", *fam.tie(mt, outer, imp.path))
     if "attention_bias" in r.d:
         b = bool(r.get("attention_bias"))
         imp.set("qkv_bias", b, f"config.json attention_bias {str(b).lower()}")
@@ -340,48 +381,8 @@ def _misc(r: _Keys, imp: Imported) -> None:
         imp.set(
             "n_mtp_modules", int(r.get("num_nextn_predict_layers")), "config.json num_nextn_predict_layers"
         )
+    imp.notes += fam.softcap_notes(r.get, r.has)
     for k, what in GAPS.items():
         if r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
             imp.unexpressed.append(f"{k}={r.d[k]!r}: {what}")
-    _dtype(r, imp)
-
-
-def _dtype(r: _Keys, imp: Imported) -> None:
-    """Precisions are workload fields (workload.weight_dtype / kv_dtype): a note, not a field."""
-    _, td = r.first("torch_dtype", "dtype")
-    q = r.get("quantization_config") or {}
-    method = str(q.get("quant_method", "")).lower() if isinstance(q, dict) else ""
-    algo = str(q.get("quant_algo", "")).upper() if isinstance(q, dict) else ""
-    if method == "mxfp4":
-        keep = [str(x) for x in (q.get("modules_to_not_convert") or [])]
-        experts_only = any("attn" in x for x in keep)  # gpt-oss: attention / router / embeddings BF16
-        if experts_only:
-            imp.set(
-                "expert_only_dtypes",
-                ["mxfp4"],
-                "config.json quantization_config modules_to_not_convert: only the experts are MXFP4",
-            )
-        imp.notes.append(
-            "weights ship in MXFP4 (quantization_config; modules_to_not_convert stay 16-bit): "
-            "run with workload.weight_dtype=mxfp4"
-            + ("" if experts_only else " (every weight at 4.25 bits: a lower bound)")
-        )
-    elif "NVFP4" in algo or method == "nvfp4":
-        imp.notes.append("weights ship in NVFP4 (quantization_config): run with workload.weight_dtype=nvfp4")
-    elif (method == "fp8" or "FP8" in algo) and isinstance(q, dict) and q.get("weight_block_size"):
-        imp.set(
-            "fp8_checkpoint",
-            "block",
-            f"config.json quantization_config weight_block_size {q['weight_block_size']}: block-scaled FP8",
-        )
-        imp.notes.append(
-            "weights ship in block-scaled FP8 (quantization_config): run with workload.weight_dtype=fp8_block"
-        )
-    elif method == "fp8" or "FP8" in algo:
-        imp.notes.append("weights ship in FP8 (quantization_config): run with workload.weight_dtype=fp8")
-    elif method in ("awq", "gptq") and q.get("bits") == 4:
-        imp.notes.append(f"weights ship in 4-bit {method.upper()}: run with workload.weight_dtype=int4")
-    elif method:
-        imp.notes.append(f"quantization_config quant_method={method}: not mapped; set workload.weight_dtype")
-    elif td:
-        imp.notes.append(f"weights in {td} (workload.weight_dtype=bf16 is the default)")
+    fam.dtype(r, imp)
