@@ -23,7 +23,6 @@ each one transfer of `collective_latency_us` plus its bytes over the chip link.
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Optional, Tuple
 
@@ -109,9 +108,10 @@ def copy_batch(batch: int, copies: int) -> int:
 def mtp_draft(model):
     """The MTP module as a model: the target's shape with one decoder layer; DeepSeek-V3 ships
     one module and reuses it for every drafted token (each costs one pass of it)."""
-    d = copy.deepcopy(model)
-    d.n_layers = 1
-    d.first_dense_layers = 0  # DeepSeek-V3's MTP layer is an MoE layer
-    d.layer_pattern = list(getattr(model, "layer_pattern", []))[-1:]  # hybrid: the last kind
-    d.name = f"{model.name}_mtp"
-    return d
+    return {
+        **model,
+        "n_layers": 1,
+        "first_dense_layers": 0,  # DeepSeek-V3's MTP layer is an MoE layer
+        "layer_pattern": list(model.get("layer_pattern") or [])[-1:],  # hybrid: the last kind
+        "name": f"{model.name}_mtp",
+    }

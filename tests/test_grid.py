@@ -113,10 +113,10 @@ def test_the_decode_walk_is_cheaper_where_exact(mixed):
 )
 def test_closed_form_sums_equal_the_row_by_row_walk(overrides):
     from decodelab.config import compose as C
-    from decodelab.core.grid import plain
+    from decodelab.core.tree import freeze
     from omegaconf import OmegaConf
 
-    cfg = plain(OmegaConf.to_container(C.compose(overrides), resolve=True))
+    cfg = freeze(OmegaConf.to_container(C.compose(overrides), resolve=True))
     d = build(cfg)
     w = cfg.workload
     steps = kv_costs.attended_rows(K.request_steps(w.batch_size, w.prompt_len, w.output_len), w.prompt_len, d)

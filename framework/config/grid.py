@@ -24,7 +24,7 @@ import numpy as np
 from decodelab.config import plan as P
 from decodelab.config.sweepfile import SweepError
 from decodelab.config.diagnose import describe, search_dirs
-from decodelab.core.grid import Plain, plain, with_fields
+from decodelab.core.tree import Tree, freeze, replace
 
 
 @dataclass
@@ -135,7 +135,7 @@ class Choice:
     jobs: np.ndarray
     keys: List[str]
     values: List[np.ndarray]
-    base: Optional[Plain] = None
+    base: Optional[Tree] = None
     per_design: str = ""  # why every design of the choice takes the per-design path
 
 
@@ -157,7 +157,7 @@ def choice_of(grid: Grid, gidx: Tuple[int, ...]) -> Choice:
     c = Choice(groups, jobs, keys, [])
     composer = P.composer(grid.source)
     base_cfg = composer.base(groups)
-    base = plain(OmegaConf.to_container(base_cfg, resolve=True))
+    base = freeze(OmegaConf.to_container(base_cfg, resolve=True))
     raw = OmegaConf.to_container(base_cfg, resolve=False)
     typed = []
     for k, i in zip(keys, faxes):
@@ -229,8 +229,8 @@ def _same_as_hydra(composer, groups, grid: Grid, faxes, base, typed) -> bool:
     for j in (0, -1):
         job = list(groups) + [grid.axes[i].strings[j] for i in faxes]
         cfg = composer.config(job)
-        mine = with_fields(base, {grid.axes[i].key: typed[k][j] for k, i in enumerate(faxes)})
-        if OmegaConf.to_container(cfg, resolve=True) != mine:
+        mine = replace(base, {grid.axes[i].key: typed[k][j] for k, i in enumerate(faxes)})
+        if freeze(OmegaConf.to_container(cfg, resolve=True)) != mine:
             return False
     return True
 

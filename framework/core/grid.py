@@ -1,6 +1,6 @@
 """Static decode designs of one choice of components, evaluated as arrays (`decodelab grid`).
 
-In: the choice's config as plain nested dicts (`Plain`, no OmegaConf), the swept fields' dotted
+In: the choice's config as plain nested dicts (a core.tree.Tree, no OmegaConf), the swept fields' dotted
 keys and a table of their values per design. Designs that differ only in memory-tier bandwidths
 share one `build` (validation, operator list, placement) and are costed together by one
 `grid_kernel.decode_grid` call; every other distinct combination of swept values is built once on
@@ -11,7 +11,6 @@ caller evaluates it with the per-design path (`decodelab.evaluate`).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -23,41 +22,8 @@ from decodelab.core import kernel as K
 from decodelab.core.build import Design, build
 from decodelab.core.metrics import rate_metrics
 from decodelab.core.schema import memory_tiers
+from decodelab.core.tree import Tree, missing_keys, replace
 from decodelab.errors import ConfigError, Infeasible
-
-
-class Plain(dict):
-    """A config as nested dicts with attribute access (what core.build reads)."""
-
-    def __getattr__(self, key):
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def copy(self):  # a node copy, as OmegaConf's
-        return copy.deepcopy(self)
-
-
-def plain(x):
-    if isinstance(x, dict):
-        return Plain({k: plain(v) for k, v in x.items()})
-    if isinstance(x, list):
-        return [plain(v) for v in x]
-    return x
-
-
-def with_fields(cfg: Plain, fields: Dict[str, object]) -> Plain:
-    """A copy of cfg with dotted fields set (only the dicts on each path are copied)."""
-    out = Plain(cfg)
-    for key, value in fields.items():
-        parts = key.split(".")
-        node = out
-        for p in parts[:-1]:
-            node[p] = Plain(node[p])
-            node = node[p]
-        node[parts[-1]] = value
-    return out
 
 
 def per_design_reason(cfg) -> Optional[str]:
@@ -76,14 +42,6 @@ def per_design_reason(cfg) -> Optional[str]:
     if cfg.hardware.get("pipeline_parallel", 1) != 1:  # core/pipeline.py: a max over stages
         return "pipeline parallelism"
     return None
-
-
-def _missing(x) -> bool:
-    if isinstance(x, dict):
-        return any(_missing(v) for v in x.values())
-    if isinstance(x, list):
-        return any(_missing(v) for v in x)
-    return isinstance(x, str) and x == "???"
 
 
 def bandwidth_keys(cfg) -> Dict[str, str]:
@@ -122,11 +80,11 @@ class Block:
             col[idx] = v
 
 
-def evaluate_block(base: Plain, keys: List[str], values: List[np.ndarray]) -> Block:
+def evaluate_block(base: Tree, keys: List[str], values: List[np.ndarray]) -> Block:
     """Every design of one choice of components: design i sets keys[j] = values[j][i]."""
     n = len(values[0]) if values else 1
     out = Block.empty(n)
-    if _missing(base) or any(np.any(np.asarray(v, dtype=object) == "???") for v in values):
+    if missing_keys(base) or any(np.any(np.asarray(v, dtype=object) == "???") for v in values):
         out.path_reason[:] = "a mandatory value (???) is missing"
         return out
     patch = {k: t for k, t in bandwidth_keys(base).items() if k in keys}
@@ -142,7 +100,7 @@ def evaluate_block(base: Plain, keys: List[str], values: List[np.ndarray]) -> Bl
 
 
 def _evaluate_group(base, first, patch, bw_values, idx, out: Block) -> None:
-    cfg = with_fields(base, first)
+    cfg = replace(base, first)
     why = per_design_reason(cfg)
     bws = [np.asarray(v, dtype=np.float64) for v in bw_values]
     if why is None and any(not np.all(v > 0) for v in bws):  # check_config's message, per design
@@ -177,7 +135,7 @@ def _evaluate_group(base, first, patch, bw_values, idx, out: Block) -> None:
         v = bws[tiers.index("hbm")]
         for bw in np.unique(v):
             key = "hardware.memory.hbm.bandwidth_gb_s"
-            sel[v == bw] = build(with_fields(cfg, {key: float(bw)})).kv_prefill_s
+            sel[v == bw] = build(replace(cfg, {key: float(bw)})).kv_prefill_s
     prefill += w.batch_size * sel
     out.status[idx], out.notes[idx], out.rows[idx] = "ok", "; ".join(d.notes), rows
     out.put(idx, grid_metrics(cfg, d, prefill, decode, hbm_bw, sel))

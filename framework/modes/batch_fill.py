@@ -3,11 +3,11 @@ speculative decoding, the draft's weights and KV too)."""
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
 
 from decodelab.core import kv_costs
 from decodelab.core.build import build
 from decodelab.errors import Infeasible
+from decodelab.modes.resolve import with_fields
 from decodelab.modes.speculative import draft_cfg
 
 
@@ -17,10 +17,7 @@ def resolve_batch(cfg):
     Infeasible when not even one sequence fits."""
     if not getattr(cfg.workload, "batch_fill", False):
         return cfg
-    probe = cfg.copy()
-    OmegaConf.set_readonly(probe, False)
-    probe.workload.batch_size = 1
-    probe.workload.batch_fill = False
+    probe = with_fields(cfg, {"workload.batch_size": 1, "workload.batch_fill": False})
     try:
         d = build(probe)
         b = d.max_batch
@@ -37,5 +34,4 @@ def resolve_batch(cfg):
             f"batch_fill: not one sequence's KV slot fits in HBM next to the weights "
             f"of {cfg.model.name} on {cfg.hardware.name}"
         )
-    probe.workload.batch_size = b
-    return probe
+    return with_fields(probe, {"workload.batch_size": b})

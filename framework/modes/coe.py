@@ -8,10 +8,10 @@ through an HBM expert cache and adds up routing, switching and execution per bat
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Dict
 
-from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from decodelab.components import coe as C
@@ -20,6 +20,7 @@ from decodelab.errors import ConfigError, Infeasible
 from decodelab.core.build import build
 from decodelab.core.result import Result
 from decodelab.core.schema import memory_tiers
+from decodelab.modes.resolve import with_fields
 from decodelab.modes.single import evaluate_single
 
 DEFAULT_PLOT_SWEEP = "c12_latency_vs_experts.yaml"
@@ -49,15 +50,17 @@ def check_coe(c, hw) -> None:
 
 def _sub_cfg(cfg, model, batch: int, prompt_len: int, output_len: int):
     """A plain single-model config: `model` on the same hardware, options and dtypes."""
-    d = cfg.copy()
-    OmegaConf.set_readonly(d, False)
-    d.model = model
-    d.workload.batch_size, d.workload.prompt_len, d.workload.output_len = batch, prompt_len, output_len
-    if "kind" in d.workload:  # serving simulations: one static batch here
-        d.workload.kind = "static"
-    d.coe.enabled = False
-    d.speculative.enabled = False
-    return d
+    fields = {
+        "model": model,
+        "workload.batch_size": batch,
+        "workload.prompt_len": prompt_len,
+        "workload.output_len": output_len,
+        "coe.enabled": False,
+        "speculative.enabled": False,
+    }
+    if "kind" in cfg.workload:  # serving simulations: one static batch here
+        fields["workload.kind"] = "static"
+    return with_fields(cfg, fields)
 
 
 _MEMO: Dict[str, Any] = {}  # resolved sub-config -> (result, design): sweeps over n_experts
@@ -65,7 +68,7 @@ _MEMO: Dict[str, Any] = {}  # resolved sub-config -> (result, design): sweeps ov
 
 
 def _run(cfg, what: str):
-    key = OmegaConf.to_yaml(cfg, resolve=True)
+    key = json.dumps(cfg, sort_keys=True, default=str)
     if key not in _MEMO:
         res = evaluate_single(cfg, keep_steps=False)
         if len(_MEMO) >= 64:

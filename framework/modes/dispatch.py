@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from decodelab.core.result import Result
 from decodelab.modes.coe import evaluate_coe
+from decodelab.errors import ConfigError
+from decodelab.modes.resolve import resolved
 from decodelab.modes.single import evaluate_single
 
 
 def evaluate(cfg, keep_steps: bool = True) -> Result:
-    """Run one design. Returns a Result (status, reason, metrics, notes, steps, times, ...)."""
+    """Run one design. Returns a Result (status, reason, metrics, notes, steps, times, ...).
+    `cfg` is resolved once here (modes/resolve.py): the modes and the core read plain values."""
+    try:
+        cfg = resolved(cfg)
+    except ConfigError as e:
+        return Result.invalid(str(e))
     if getattr(cfg, "coe", None) is not None and cfg.coe.enabled:  # Composition of Experts
         return evaluate_coe(cfg, keep_steps)
     return evaluate_single(cfg, keep_steps)

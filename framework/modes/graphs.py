@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from omegaconf import OmegaConf
-
 from decodelab.core.build import build
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.modes.resolve import with_fields
 
 
 def pick_graph(menu: List[List[int]], seq: int, name: str = "model") -> Tuple[int, int]:
@@ -40,12 +39,8 @@ def resolve_graph(cfg):
     if not getattr(w, "static_graph", False):
         return cfg, None
     seq, batch = pick_graph(list(cfg.model.static_graphs), w.prompt_len + w.output_len, cfg.model.name)
-    out = cfg.copy()
-    OmegaConf.set_readonly(out, False)
-    out.workload.batch_size = batch
-    out.workload.batch_fill = False
-    slots = out.copy()
-    slots.workload.prompt_len = seq - w.output_len  # static shape: every slot holds max-sequence KV
-    slots.speculative.enabled = False
+    out = with_fields(cfg, {"workload.batch_size": batch, "workload.batch_fill": False})
+    # static shape: every slot holds max-sequence KV
+    slots = with_fields(out, {"workload.prompt_len": seq - w.output_len, "speculative.enabled": False})
     build(slots)  # Infeasible when the graph's slots do not fit
     return out, (seq, batch)

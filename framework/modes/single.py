@@ -4,7 +4,6 @@ the serving simulation (workload.kind closed_loop / open_loop; disaggregated poo
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from decodelab.core.build import build
@@ -12,28 +11,16 @@ from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.batch_fill import resolve_batch
 from decodelab.modes.graphs import resolve_graph
+from decodelab.modes.resolve import resolved
 from decodelab.modes.serving.disagg import evaluate_disagg
 from decodelab.modes.serving.simulate import evaluate_serving
 from decodelab.modes.speculative import evaluate_speculative
 from decodelab.modes.static import evaluate_static
 
 
-def engine_resolved(cfg):
-    """The config with its engine's interpolations resolved, once (the engines' defaults by chip,
-    `${below:...}`: OmegaConf parses an interpolation at every read, and a serving run reads the
-    engine fields many times); a copy, only when the engine has interpolations to resolve."""
-    if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("engine"), DictConfig):
-        return cfg
-    if not any(OmegaConf.is_interpolation(cfg.engine, k) for k in cfg.engine):
-        return cfg
-    cfg = cfg.copy()
-    OmegaConf.resolve(cfg.engine)
-    return cfg
-
-
 def evaluate_single(cfg, keep_steps: bool = True) -> Result:
     try:
-        cfg = engine_resolved(cfg)
+        cfg = resolved(cfg)  # plain values from here on (modes/resolve.py)
         cfg, graph = resolve_graph(cfg)  # workload.static_graph: the graph fixes the batch
         cfg = resolve_batch(cfg)  # workload.batch_fill: the largest batch that fits
         if cfg.disagg.enabled:  # prefill and decode pools of their own (modes/serving/disagg.py)

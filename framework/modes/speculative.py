@@ -11,7 +11,6 @@ import math
 from typing import Dict
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from decodelab.components import speculative as spec
 from decodelab.components.placement import GIB
@@ -21,6 +20,7 @@ from decodelab.core.build import Design, build
 from decodelab.core.metrics import metrics
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.modes.resolve import with_fields
 
 
 def _check(s) -> None:
@@ -54,19 +54,17 @@ def draft_cfg(cfg):
     on its own tensor-parallel degree with batch / copies sequences per copy."""
     s = cfg.speculative
     _check(s)
-    d = cfg.copy()
-    OmegaConf.set_readonly(d, False)
-    d.model = spec.mtp_draft(cfg.model) if s.method == "mtp" else cfg.speculative.draft
-    d.speculative.enabled = False
+    model = spec.mtp_draft(cfg.model) if s.method == "mtp" else cfg.speculative.draft
+    fields = {"model": model, "speculative.enabled": False}
     if s.method == "draft":
         tp, copies, problem = spec.draft_parallelism(
-            d.model, cfg.hardware.tensor_parallel, s.draft_tp, s.draft_copies
+            model, cfg.hardware.tensor_parallel, s.draft_tp, s.draft_copies
         )
         if problem:
             raise ConfigError(problem)
-        d.hardware.tensor_parallel = tp
-        d.workload.batch_size = spec.copy_batch(cfg.workload.batch_size, copies)
-    return d
+        fields["hardware.tensor_parallel"] = tp
+        fields["workload.batch_size"] = spec.copy_batch(cfg.workload.batch_size, copies)
+    return with_fields(cfg, fields)
 
 
 def joint_memory(a: Dict, b: Dict) -> Dict:

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from decodelab.components.placement import GIB
 from decodelab.core import cost
@@ -35,6 +34,7 @@ from decodelab.core import kernel as K
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.simulate import (
     PCTS,
@@ -82,14 +82,11 @@ def check_disagg(cfg) -> None:
 def pool_config(cfg, name: str):
     """The run's config with the pool's hardware and one instance: tensor_parallel chips."""
     pool = cfg.disagg[name]
-    c = cfg.copy()
-    OmegaConf.set_readonly(c, False)
-    OmegaConf.set_struct(c, False)
-    if pool.hardware is not None:
-        c.hardware = pool.hardware
-    c.hardware.tensor_parallel = pool.tensor_parallel
-    c.hardware.n_chips = pool.tensor_parallel
-    return c
+    fields = {} if pool.hardware is None else {"hardware": pool.hardware}
+    fields.update(
+        {"hardware.tensor_parallel": pool.tensor_parallel, "hardware.n_chips": pool.tensor_parallel}
+    )
+    return with_fields(cfg, fields)
 
 
 def pool_design(cfg, name: str) -> Tuple[object, Design, Design, list]:

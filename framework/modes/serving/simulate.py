@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from decodelab.components.placement import GIB
 from decodelab.core import cost
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs as KC
 from decodelab.core import parallel
+from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
@@ -43,10 +43,7 @@ def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
         cfg.engine.graphs_decode_only and cfg.hardware.execution == "gpu" and cfg.optimizations.cuda_graphs
     ):
         return design, []
-    c = cfg.copy()
-    OmegaConf.set_readonly(c, False)
-    c.optimizations.cuda_graphs = False
-    return build(c), [
+    return build(with_fields(cfg, {"optimizations.cuda_graphs": False})), [
         "steps with prefill work launch kernels eagerly (CUDA graphs replay "
         "decode-only steps: engine.graphs_decode_only)"
     ]

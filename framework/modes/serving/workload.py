@@ -18,6 +18,7 @@ from typing import Tuple
 import numpy as np
 
 from decodelab.errors import ConfigError
+from decodelab.modes.resolve import with_fields
 from decodelab.paths import DATA_DIR, SOURCE_ROOT, resolve_user_path
 
 KINDS = ("static", "closed_loop", "open_loop")
@@ -179,14 +180,14 @@ def group_workload(w, groups: int):
     dealt round-robin instead: group_requests). `w` itself when groups <= 1."""
     if groups <= 1 or w.kind != "closed_loop":
         return w
-    from omegaconf import OmegaConf
-
-    g = w.copy()
-    OmegaConf.set_readonly(g, False)
-    g.concurrency = -(-int(w.concurrency) // groups)
-    g.n_requests = -(-int(w.n_requests) // groups) if w.n_requests else 0
-    g.warmup_requests = -(-int(w.warmup_requests) // groups)
-    return g
+    return with_fields(
+        w,
+        {
+            "concurrency": -(-int(w.concurrency) // groups),
+            "n_requests": -(-int(w.n_requests) // groups) if w.n_requests else 0,
+            "warmup_requests": -(-int(w.warmup_requests) // groups),
+        },
+    )
 
 
 def group_requests(w, max_context: int, groups: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
