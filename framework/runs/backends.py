@@ -92,13 +92,21 @@ class Backend:
             yield from self._joblib(plan, work, args, fn)
 
     def _joblib(self, plan, work, args, fn):
+        """Chunks as workers finish them. Not `with Parallel(...)`: outside it an abort (Ctrl-C,
+        the generator closed early) kills the workers instead of starting a fresh pool."""
         import warnings
         from joblib import Parallel, delayed
 
         with warnings.catch_warnings():  # an interrupted sweep leaves tasks unused: expected
             warnings.filterwarnings("ignore", message=".*tasks have been successfully executed")
-            with Parallel(n_jobs=self.jobs, return_as="generator_unordered") as par:
-                yield from par(delayed(fn)(plan.source, items, *args) for items in work)
+            warnings.filterwarnings("ignore", message=".*tasks which were still being processed")
+            chunks = Parallel(n_jobs=self.jobs, return_as="generator_unordered")(
+                delayed(fn)(plan.source, items, *args) for items in work
+            )
+            try:
+                yield from chunks
+            finally:
+                chunks.close()
 
     def _dask(self, plan, work, args, fn):
         from dask.distributed import as_completed

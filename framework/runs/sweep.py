@@ -29,7 +29,7 @@ from decodelab.output.table import TABLE_FILE, TableWriter, table_row
 from decodelab.runs import best
 from decodelab.runs.backends import Backend
 from decodelab.runs.resume import Stored, on_disk, reused_record
-from decodelab.runs.summary import finish_parent
+from decodelab.runs.summary import best_tags, finish_parent, summary_metrics
 from decodelab.tracking.recorder import Recorder
 from decodelab.tracking.store import RUN_ID_FILE
 
@@ -135,55 +135,73 @@ def run_sweep(
         t_eval = bar.add_task("designs", total=len(plan.jobs))
         t_log = bar.add_task("recorded in MLflow", total=len(plan.jobs)) if rec and stream else None
         stop = _Interrupt()
+        batches = workers.map(plan, chunks(plan, jobs), stored.origins, plots)
         try:
-            for batch in workers.map(plan, chunks(plan, jobs), stored.origins, plots):
+            for batch in stop.waiting(batches):
                 for r in batch:
-                    full = _reuse(plan, r, stored) if "skipped" in r else r
-                    if rec is not None and stream:
-                        full["run_id"] = _child(rec, full)
-                    out.records.append(_slim(full))
-                    table.write(
-                        table_row(
-                            full,
-                            job=full["index"],
-                            run_id=full.get("run_id") or "",
-                            reused_from=full.get("reused_from") or "",
-                            dir=full.get("dir") or "",
-                        )
-                    )
+                    stop.check()  # Ctrl-C: nothing is recorded after it
+                    _record(plan, r, stored, rec if stream else None, out, table)
                 bar.advance(t_eval, len(batch))
                 if t_log is not None:
                     bar.update(t_log, completed=len(out.records))
-                if stop.requested:
-                    raise KeyboardInterrupt
         except KeyboardInterrupt:
             out.interrupted = True
         finally:
+            batches.close()  # cancels the work not done yet (kills local workers)
             stop.restore()
     SP.reset()
     out.records.sort(key=lambda r: r["index"])
-    if rec is not None and not stream:
-        chosen = sorted(best.children(out.records, children))
-        bar = progress_bar(progress and bool(chosen))
-        t_child = bar.add_task("child runs", total=len(chosen))
-        with bar:
-            for i in chosen:
-                r = out.records[i]
-                if not r.get("here"):  # a design of this directory is already under this parent
-                    r["run_id"] = _child(rec, _full(r))
-                bar.advance(t_child)
+    if rec is not None and not stream and not out.interrupted:
+        _children(rec, out, children, progress)
     out.seconds = time.perf_counter() - t0
     if rec is not None:
-        if finish_parent(plan, out, rec) and not stream:
+        if _finish(plan, out, rec) and not stream:
             for r in out.records:  # the parent's table holds them: `decodelab sync` skips them
                 marker = Path(r["dir"]) / RUN_ID_FILE
                 if not r.get("run_id") and not marker.exists():
                     marker.write_text(rec.parent)
         out.recorded, out.tracker_error = rec.n_recorded, rec.error
         out.record_seconds = rec.seconds
-    else:
+    elif not out.interrupted:
         finish_parent(plan, out, None)
     return out
+
+
+def _finish(plan, out: Outcome, rec: Recorder) -> bool:
+    """The parent run's summary; of an interrupted sweep at once (KILLED, its table, no plots)."""
+    if not out.interrupted:
+        return finish_parent(plan, out, rec)
+    return rec.finish("KILLED", summary_metrics(plan, out), [str(out.table)], best_tags(out))
+
+
+def _record(plan, r: dict, stored: Stored, rec: Optional[Recorder], out: Outcome, table) -> None:
+    """One design's row in the table (and its child run, when they are written as they come)."""
+    full = _reuse(plan, r, stored) if "skipped" in r else r
+    if rec is not None:
+        full["run_id"] = _child(rec, full)
+    out.records.append(_slim(full))
+    table.write(
+        table_row(
+            full,
+            job=full["index"],
+            run_id=full.get("run_id") or "",
+            reused_from=full.get("reused_from") or "",
+            dir=full.get("dir") or "",
+        )
+    )
+
+
+def _children(rec: Recorder, out: Outcome, children: str, progress: bool) -> None:
+    """The child runs of the designs `children` chooses, once the sweep is done."""
+    chosen = sorted(best.children(out.records, children))
+    bar = progress_bar(progress and bool(chosen))
+    t_child = bar.add_task("child runs", total=len(chosen))
+    with bar:
+        for i in chosen:
+            r = out.records[i]
+            if not r.get("here"):  # a design of this directory is already under this parent
+                r["run_id"] = _child(rec, _full(r))
+            bar.advance(t_child)
 
 
 def _reuse(plan, r: dict, stored: Stored) -> dict:
@@ -252,21 +270,47 @@ FILES = (
 
 
 class _Interrupt:
-    """Ctrl-C stops the sweep after the chunk at hand is recorded (a second one at once)."""
+    """Ctrl-C (SIGINT) stops the sweep at once: while this process waits for the workers it
+    raises KeyboardInterrupt there; while it records a design it lets that design finish and
+    `check()` raises before the next one. A second Ctrl-C raises wherever it lands."""
 
     def __init__(self) -> None:
         import signal
         import threading
 
         self.requested = False
+        self.blocked = False  # waiting for the workers: safe to stop right there
         self._old = None
         if threading.current_thread() is threading.main_thread():
             self._old = signal.signal(signal.SIGINT, self._handle)
 
     def _handle(self, *_):
-        if self.requested:
+        if self.requested or self.blocked:
+            self.requested = True
             raise KeyboardInterrupt
         self.requested = True
+
+    def waiting(self, it):
+        """The items of `it`, waited for with Ctrl-C raising at once. A worker pool's error
+        after Ctrl-C (its workers got the signal too) counts as the interrupt."""
+        it = iter(it)
+        while True:
+            self.blocked = True
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            except Exception:
+                if self.requested:
+                    raise KeyboardInterrupt from None
+                raise
+            finally:
+                self.blocked = False
+            yield item
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
 
     def restore(self) -> None:
         import signal

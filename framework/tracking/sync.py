@@ -6,7 +6,9 @@ directory, and a `mlflow_run_id` file beside it once its MLflow run exists. Sync
 (default: outputs/), takes every result.json without that marker and logs it exactly as the
 Hydra callback would (framework/tracking/store.py), to the tracker named in the result's own config
 unless `tracking.*` overrides are given, then writes the marker. Results of one sweep directory
-go under that sweep's parent run (created now if the tracker never saw it).
+go under that sweep's parent run (created now if the tracker never saw it). A parent its sweep
+left RUNNING (killed) ends FINISHED only if the sweep reached its end, else KILLED; a KILLED
+parent (an interrupted sweep) stays KILLED.
 
 Idempotent: a marked result is never sent again, and a result whose config hash is already in a
 finished run of the experiment is only marked (so a crash between logging and marking does not
@@ -91,6 +93,18 @@ def sweep_dir_of(result: Path) -> Optional[Path]:
     if any((d / n).exists() for n in ("multirun.yaml", "sweep.json", "mlflow_parent_run_id")):
         return d
     return None
+
+
+def sweep_ended(sweep_dir: Path) -> bool:
+    """Whether a sweep directory's sweep reached its end: its results table was closed (a sweep
+    killed before leaves none) and, for `decodelab sweep`, every job of its plan has a result."""
+    if not (sweep_dir / "results.parquet").is_file():
+        return False
+    try:
+        n_jobs = int(json.loads((sweep_dir / "sweep.json").read_text())["n_jobs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return True  # a `decodelab -m` multirun: its table is written once all jobs ran
+    return sum(1 for _ in sweep_dir.glob("*/result.json")) >= n_jobs
 
 
 def _label(record: dict, result: Path) -> str:
@@ -194,8 +208,11 @@ def _sync_group(
             rep.uploaded += 1
             if h:
                 done[h] = run_id
-    if sweep_dir is not None and r.parent_status in (None, "RUNNING"):
-        r.finish()  # a parent made now, or left running; a KILLED or FAILED one keeps its status
+    if sweep_dir is not None and r.parent_status is None:
+        r.finish()  # a parent made now
+    elif sweep_dir is not None and r.parent_status == "RUNNING":  # its sweep died before its end
+        r.finish("FINISHED" if sweep_ended(sweep_dir) else "KILLED")
+    # a KILLED or FAILED parent keeps its status
     if not r.ok:
         left = sum(1 for f, _ in items if not (f.parent / RUN_ID_FILE).exists())
         rep.failed += left
