@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from decodelab.tracking.sqlite import StoreError, check_sqlite, prepare_sqlite, store_lock, tune_sqlite  # noqa: F401
+from decodelab.tracking.local_store import open_store
+from decodelab.tracking.sqlite import DIR_MODE, StoreError, prepare_sqlite, store_lock, tune_sqlite  # noqa: F401
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # A tracking server that went away should not stall a run or a sweep for minutes (MLflow's
@@ -38,14 +39,23 @@ def _client(uri: str):
     path = Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
     if path is None or uri in _OPENED:
         return MlflowClient(tracking_uri=uri)
-    check_sqlite(path)
-    with store_lock(path):  # MLflow creates and migrates the store here: one process at a time
-        client = MlflowClient(tracking_uri=uri)
+    open_store(path)  # checked within seconds, or created complete under the store's lock
     _OPENED.add(uri)
-    return client
+    return MlflowClient(tracking_uri=uri)
 
 
-_OPENED: set = set()  # SQLite URIs this process has opened (created / migrated) under the lock
+_OPENED: set = set()  # SQLite URIs this process has checked or created (local_store.open_store)
+
+
+def _artifact_root(root: str) -> str:
+    """The experiment's artifact location as a URI; a local root we create is 0700."""
+    path = Path(root).resolve()
+    try:
+        path.mkdir(parents=True, mode=DIR_MODE)
+        os.chmod(path, DIR_MODE)
+    except FileExistsError:  # the user's, or another process's: left as it is
+        pass
+    return path.as_uri()
 
 
 def experiment_id(tracking) -> str:
@@ -55,9 +65,7 @@ def experiment_id(tracking) -> str:
     exp = client.get_experiment_by_name(tracking.experiment)
     if exp is not None:
         return exp.experiment_id
-    loc = None
-    if tracking.artifact_root:
-        loc = Path(tracking.artifact_root).resolve().as_uri()
+    loc = _artifact_root(tracking.artifact_root) if tracking.artifact_root else None
     try:
         return client.create_experiment(tracking.experiment, artifact_location=loc)
     except Exception:  # another process created it meanwhile

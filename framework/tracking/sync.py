@@ -28,7 +28,7 @@ from decodelab.core.labels import run_label
 from decodelab.tracking.store import RUN_ID_FILE
 from decodelab.core.schema import TrackingConfig
 from decodelab.tracking.recorder import Params, Recorder, short_error
-from decodelab.tracking.sqlite import store_lock
+from decodelab.tracking.sqlite import StoreError, store_lock
 from decodelab.tracking.store import runs_by_hash
 
 # MLflow's own copies of logged files (a local artifact store under outputs/): never results
@@ -151,11 +151,15 @@ def sync(
         groups.setdefault(key, []).append((f, {**rec, "_tracking": tr}))
     recorded: Dict[Tuple[str, str], Dict[str, str]] = {}
     for (uri, exp, sweep), items in groups.items():
-        with _store_lock(uri):
-            # another sync (a single run's background one) may have uploaded some meanwhile
-            items = [(f, rec) for f, rec in items if not (f.parent / RUN_ID_FILE).exists()]
-            if items:
-                _sync_group(uri, exp, sweep, items, recorded, dedupe, rep, params)
+        try:
+            with _store_lock(uri):
+                # another sync (a single run's background one) may have uploaded some meanwhile
+                items = [(f, rec) for f, rec in items if not (f.parent / RUN_ID_FILE).exists()]
+                if items:
+                    _sync_group(uri, exp, sweep, items, recorded, dedupe, rep, params)
+        except StoreError as e:  # the store's lock held too long: these wait for the next sync
+            rep.failed += len(items)
+            rep.errors.append(f"{uri} ({exp}): {short_error(e)}; {len(items)} results still to upload")
     return rep
 
 
