@@ -18,16 +18,19 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from decodelab.core.result import config_hash
+from decodelab.output.files import where_lines
 from decodelab.output.flat import flat_params
 from decodelab.output.table import TABLE_FILE, table_row, write_table
 from decodelab.tracking.recorder import log_record
+from decodelab.runs.summary import plots as sweep_plots
 from decodelab.tracking import store as tracking
 from decodelab.tracking.store import PARENT_FILE, RECORDED_FILE, RUN_ID_FILE
 
@@ -123,6 +126,47 @@ def _records(sweep_dir: Path):
             yield rec
 
 
+SWEEP_SYNTAX = ("range(", "choice(", "interval(", "glob(", "sort(", "shuffle(", "tag(")
+
+
+def swept_keys(config: DictConfig) -> List[str]:
+    """The keys a multirun sweeps: a sweep file's `hydra.sweeper.params` and the command line's
+    `key=a,b` / `key=range(...)` overrides."""
+    keys = list((config.hydra.sweeper.get("params") or {}).keys())
+    for o in config.hydra.overrides.task:
+        k, _, v = o.partition("=")
+        if ("," in v and not v.startswith(("[", "{"))) or v.startswith(SWEEP_SYNTAX):
+            keys.append(k.lstrip("+~"))
+    return list(dict.fromkeys(keys))
+
+
+def multirun_name(config: DictConfig) -> str:
+    """A multirun's parent run name: its sweep file (config name) and the keys it sweeps."""
+    name = str(config.hydra.job.config_name or "config")
+    keys = ", ".join(k.rsplit(".", 1)[-1] for k in swept_keys(config)) or "no swept keys"
+    return f"sweep {name}: {keys}" if name != "config" else f"sweep {keys}"
+
+
+def multirun_metrics(records: List[dict]) -> Dict[str, float]:
+    """The parent's summary: n_<status>, n_designs, best_<metric> (tracking.sweep_metrics) and
+    median_<metric> over the ok designs."""
+    import statistics
+
+    out = tracking.sweep_metrics(records)
+    ok = [r["metrics"] for r in records if r.get("status") == "ok"]
+    for key in tracking.BEST:
+        vals = [float(m[key]) for m in ok if isinstance(m.get(key), (int, float))]
+        if vals:
+            out[f"median_{key}"] = statistics.median(vals)
+    return out
+
+
+def _plots(config: DictConfig, sweep_dir: Path, records: List[dict], table: Optional[Path]) -> List[Path]:
+    """pareto.png and <metric>_vs_<param>.png in the sweep directory, as `decodelab sweep` has."""
+    plan = SimpleNamespace(sweep_dir=sweep_dir, name=sweep_dir.name, varied=swept_keys(config))
+    return sweep_plots(plan, SimpleNamespace(records=records, table=table))
+
+
 class MLflowCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.tracking.enabled and not background(config.tracking):
@@ -139,7 +183,7 @@ class MLflowCallback(Callback):
         run_id = self._safe(
             tracking.start_run,
             config.tracking,
-            f"sweep {sweep_dir.name}",
+            multirun_name(config),
             {
                 "sweep": "true",
                 "sweep_dir": str(sweep_dir),
@@ -169,20 +213,16 @@ class MLflowCallback(Callback):
         except Exception as e:  # the results stay in each job's result.json
             log.warning("results.parquet not written (%s: %s)", type(e).__name__, str(e)[:300])
             table = None
-        if not config.tracking.enabled:
-            return
         f = sweep_dir / PARENT_FILE
-        if f.exists():
-            parent = f.read_text().strip()
-            if table:
-                self._safe(_log_artifact, config.tracking, parent, table)
-            self._safe(
-                tracking.end_run,
-                config.tracking,
-                parent,
-                "FINISHED",
-                tracking.sweep_metrics(_records(sweep_dir)),
-            )
+        parent = f.read_text().strip() if f.exists() and config.tracking.enabled else None
+        if parent:
+            records = list(_records(sweep_dir))
+            plots = self._safe(_plots, config, sweep_dir, records, table) or []
+            for path in [table, *plots]:
+                if path:
+                    self._safe(_log_artifact, config.tracking, parent, path)
+            self._safe(tracking.end_run, config.tracking, parent, "FINISHED", multirun_metrics(records))
+        print(*where_lines(sweep_dir, config.tracking, parent, table), sep="\n")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not config.tracking.enabled or job_return is None:

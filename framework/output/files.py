@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -195,12 +195,14 @@ LEGEND = (
 )
 
 
-def where_lines(out_dir: Path, tracking) -> list:
-    """Where a run's results went: its directory, and the MLflow store with how to open it."""
-    lines = [f"results: {out_dir}"]
+def where_lines(out_dir: Path, tracking, run_id: Optional[str] = None, table: Optional[Path] = None) -> list:
+    """Where a run's or a sweep's results went: its directory (or results table), and the MLflow
+    store, experiment and (sweep parent) run with how to open them. `tracking`: a config node
+    or a dict."""
+    lines = [f"results: {table or out_dir}"]
     if tracking is not None and tracking.get("enabled", False):
-        uri = str(tracking.uri)
+        uri, exp = str(tracking.get("uri")), tracking.get("experiment", "decodelab")
         view = uri if uri.startswith("http") else f"mlflow ui --backend-store-uri {uri}"
-        lines.append(f"MLflow:  {uri}, experiment '{tracking.experiment}'")
+        lines.append(f"MLflow:  {uri}, experiment '{exp}'" + (f", run {run_id}" if run_id else ""))
         lines.append(f"view:    {view} (the experiment's Runs tab)")
     return lines
