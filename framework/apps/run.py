@@ -4,10 +4,12 @@ MLflow logging happens in the Hydra callback (framework/apps/callbacks.py), not 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Dict
 
 import hydra
+import hydra._internal.hydra as hydra_run
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -18,6 +20,7 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.core.labels import run_label
 from decodelab.output.files import print_result, where_lines, write_outputs
 from decodelab.apps.callbacks import recorded_run
+from decodelab.config import safety
 
 CONF_DIR = str(paths.CONF_DIR)
 
@@ -41,6 +44,23 @@ def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
     return {"record": res.record(cfg_dict), "files": files, "name": name, "res": res}
 
 
+class DataOnlyCallbacks(hydra_run.Callbacks):
+    """Hydra's callbacks, instantiated only from a config that is data: Hydra.run and
+    Hydra.multirun compose the config and instantiate its `hydra.callbacks` straight away (the
+    launcher and sweeper next), so the composed config is checked here first (the safety net
+    behind decodelab.config.check's scan of the files and overrides): one error line, exit 2."""
+
+    def __init__(self, config: Any = None) -> None:
+        if config is not None:
+            try:
+                safety.check_config(config)
+            except safety.CodeInConfig as e:
+                sys.exit(errors(str(e)))  # SystemExit passes Hydra's run_and_report
+        super().__init__(config)
+
+
+hydra_run.Callbacks = DataOnlyCallbacks  # what Hydra.run / multirun instantiate (hydra-core 1.3)
+
 EXIT_STATUS = [0]  # set by a single run with invalid input; decodelab.apps.cli exits with it
 
 
@@ -50,7 +70,14 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
     done = None
     if str(hc.mode) == "RunMode.MULTIRUN":
         done = recorded_run(cfg, Path(hc.sweep.dir))  # resuming: this design is in the tracker
-    ret = run_design(cfg, Path(hc.runtime.output_dir))
+    try:
+        ret = run_design(cfg, Path(hc.runtime.output_dir))
+    except OSError as e:  # a full disk, a directory made read-only meanwhile: one line, exit 2
+        EXIT_STATUS[0] = errors(
+            f"{e.filename or hc.runtime.output_dir}: cannot write results ({e.strerror or e}); "
+            "free space or choose another directory with hydra.run.dir=DIR"
+        )
+        return {}
     res = ret.pop("res")
     if done:
         # The job still writes its files (evaluating is ~10 ms of a job's ~0.3 s of Hydra), so
