@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from decodelab.config import compose as C
+from decodelab.config.composition import design_config
 from decodelab.config.plan import make_plan
 from decodelab.core.result import Result
 from decodelab.modes.dispatch import evaluate as _evaluate
@@ -37,7 +37,7 @@ def evaluate(*overrides: str, config_dir: Optional[str] = None, keep_steps: bool
     """Evaluate one design given by Hydra overrides (`model=...`, `workload.batch_size=8`). Never
     raises for a bad or infeasible design: the Result's status says so, with the reason. A config
     that does not compose (unknown option or key) raises Hydra's error."""
-    return _evaluate(C.compose(list(overrides), config_dir=config_dir), keep_steps=keep_steps)
+    return _evaluate(design_config(overrides, config_dir), keep_steps=keep_steps)
 
 
 def sweep(

@@ -13,7 +13,7 @@ from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
-from decodelab.apps import serving_bench
+from decodelab.apps import design_bench, serving_bench
 from decodelab.apps.common import best_time, errors, run_module
 from decodelab.config import compose as C
 
@@ -67,10 +67,11 @@ def run(a) -> int:
     t.add_row("pure-Python reference step", f"{r['reference_step_us']:.1f} us", "")
     t.add_row("Numba speedup over Python", f"{r['speedup_vs_python']:.0f}x", ">= 100x")
     serving_rows, serving_ok = serving_bench.rows(serving_bench.measure(cfg))
-    for row in serving_rows:
+    design_rows, design_ok = design_bench.rows(design_bench.measure(a.overrides))
+    for row in serving_rows + design_rows:
         t.add_row(*row)
     Console().print(t)
-    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0 and serving_ok
+    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0 and serving_ok and design_ok
     return 0 if ok else 1
 
 

@@ -13,7 +13,9 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config.compose import CONF_DIR
 from decodelab.config.diagnose import search_dirs
+from decodelab.config.fields import interpolated, node_kind, settable, typed_as
 from decodelab.core.labels import run_label
+from decodelab.core.tree import Tree, freeze, replace
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,45 @@ def is_hydra(override: str) -> bool:
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
+class PlainBase:
+    """A choice of config groups composed and resolved once (a Tree), with the node kind of each
+    field a plain value may be set on (config.fields): a field override becomes a dict update."""
+
+    def __init__(self, cfg) -> None:
+        from omegaconf import OmegaConf
+
+        self.cfg = cfg
+        self.tree = freeze(OmegaConf.to_container(cfg, resolve=True))
+        self.raw = OmegaConf.to_container(cfg, resolve=False)
+        self.kinds: Dict[str, str] = {}
+
+    def kind(self, key: str) -> str:
+        """The node kind a plain value may be set on ("" where Hydra must apply the override)."""
+        k = self.kinds.get(key)
+        if k is None:
+            plain = settable(self.tree, key) and not interpolated(self.raw, key)
+            k = self.kinds[key] = node_kind(self.cfg, key) if plain else ""
+        return k
+
+    def with_overrides(self, parsed) -> Optional[Tree]:
+        values = {}
+        for o in parsed:
+            if (
+                o.is_sweep_override()
+                or o.is_add()
+                or o.is_delete()
+                or o.is_force_add()
+                or o.package is not None
+            ):
+                return None
+            kind = self.kind(o.key_or_group)
+            v = typed_as(kind, o.value()) if kind else None
+            if v is None:
+                return None
+            values[o.key_or_group] = v
+        return replace(self.tree, values)
+
+
 class Composer:
     """Composed configs of one Source, cached per choice of config groups."""
 
@@ -80,6 +121,7 @@ class Composer:
         self._groups: Dict[str, bool] = {}
         self._base: Dict[Tuple[str, ...], object] = {}
         self._work: Dict[Tuple[str, ...], tuple] = {}
+        self._plain: Dict[Tuple[str, ...], PlainBase] = {}
 
     def is_group(self, override: str) -> bool:
         o = parse(override)
@@ -109,6 +151,18 @@ class Composer:
                 config_name=self.source.config_name, overrides=list(self.source.common) + list(groups)
             )
         return cfg
+
+    def plain(self, job: Sequence[str]):
+        """The resolved config (core.tree.Tree) of one job where its field overrides set scalars
+        no other field interpolates with values of the fields' own types, on the base resolved
+        once per choice of groups; None where Hydra must apply them (config() then)."""
+        groups, fields = self.split(job)
+        base = self._plain.get(groups)
+        if base is None:
+            if len(self._plain) >= 64:
+                self._plain.clear()
+            base = self._plain[groups] = PlainBase(self.base(groups))
+        return base.with_overrides([parse(o) for o in fields])
 
     def config(self, job: Sequence[str], reuse: bool = False):
         """The composed config of one job: what `decodelab -m` would give its task function.
@@ -179,12 +233,83 @@ def reset() -> None:
     _COMPOSERS.clear()
 
 
+class DetachedComposer(Composer):
+    """A Composer that keeps Hydra's config loader but no global Hydra context: nothing stays
+    initialised between calls (the command line and other compositions in the process start
+    afresh), and a base is composed by the loader itself, once per choice of config groups."""
+
+    MAX_BASES = 64  # distinct choices of config groups kept per process (a few 100 kB each)
+
+    def base(self, groups: Tuple[str, ...]):
+        cfg = self._base.get(groups)
+        if cfg is None:
+            from hydra.types import RunMode
+            from omegaconf import open_dict
+
+            if len(self._base) >= self.MAX_BASES:
+                self._base.clear()
+                self._work.clear()
+            cfg = self.loader.load_configuration(
+                config_name=self.source.config_name,
+                overrides=list(self.source.common) + list(groups),
+                run_mode=RunMode.RUN,
+                from_shell=False,
+            )
+            with open_dict(cfg):
+                del cfg["hydra"]
+            self._base[groups] = cfg
+        return cfg
+
+
+_DETACHED: Dict[Source, DetachedComposer] = {}
+
+
+def detached_composer(source: Source) -> DetachedComposer:
+    """The process's DetachedComposer of `source`: Hydra initialised once to build its loader
+    (any Hydra context open now is set aside for that and restored)."""
+    c = _DETACHED.get(source)
+    if c is None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        outer = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+        GlobalHydra.instance().clear()
+        try:
+            with hydra_context(source) as loader:
+                c = _DETACHED[source] = DetachedComposer(source, loader)
+        finally:
+            GlobalHydra.instance().clear()
+            if outer is not None:
+                GlobalHydra.instance().initialize(outer)
+    return c
+
+
+def design_config(overrides: Sequence[str], config_dir: Optional[str] = None):
+    """The config of one design (`decodelab.evaluate`): a Tree on the process's base of its
+    choice of groups (DetachedComposer.plain), or, where that does not apply or fails, Hydra's
+    full composition, whose error is raised as one line (config.compose.compose_or_error)."""
+    from decodelab.config.compose import compose_or_error
+
+    try:
+        common = tuple(o for o in overrides if is_hydra(o))
+        composer = detached_composer(Source(config_dir, "config", common))
+        tree = composer.plain([o for o in overrides if not is_hydra(o)])
+    except Exception:  # noqa: BLE001  (Hydra's full composition below names what is wrong)
+        tree = None
+    return tree if tree is not None else compose_or_error(list(overrides), config_dir=config_dir)
+
+
 def prepare(composer: Composer, job: Sequence[str]):
     """(config or None, resolved dict, run name, error) of one job; never raises."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    try:
+        tree = composer.plain(job)
+        if tree is not None:
+            return tree, tree.to_dict(), run_label(tree), None
+    except Exception:  # noqa: BLE001  (Hydra applies the overrides below and names what is wrong)
+        pass
     try:
         cfg = composer.config(job, reuse=True)
         return cfg, OmegaConf.to_container(cfg, resolve=True), run_label(cfg), None

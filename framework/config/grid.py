@@ -13,7 +13,6 @@ per-design path with the reason.
 from __future__ import annotations
 
 import itertools
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 from decodelab.config import plan as P
 from decodelab.config.sweepfile import SweepError
 from decodelab.config.diagnose import describe, search_dirs
+from decodelab.config.fields import get_field, interpolated, settable
 from decodelab.core.tree import Tree, freeze, replace
 
 
@@ -162,13 +162,13 @@ def choice_of(grid: Grid, gidx: Tuple[int, ...]) -> Choice:
     typed = []
     for k, i in zip(keys, faxes):
         a = grid.axes[i]
-        if not a.plain or not _settable(base, k):
+        if not a.plain or not settable(base, k):
             c.per_design = f"the override {a.strings[0]} does not set a plain value"
             break
-        if _interpolated(raw, k):
+        if interpolated(raw, k):
             c.per_design = f"another field interpolates {k}"
             break
-        ref = _get(base, k)
+        ref = get_field(base, k)
         vals = [float(v) if isinstance(ref, float) and type(v) is int else v for v in a.values]
         typed.append(vals)
     if not c.per_design:
@@ -178,48 +178,6 @@ def choice_of(grid: Grid, gidx: Tuple[int, ...]) -> Choice:
     if not c.per_design:
         c.base = base
     return c
-
-
-def _get(cfg, key: str):
-    node = cfg
-    for p in key.split("."):
-        node = node[p]
-    return node
-
-
-def _settable(cfg, key: str) -> bool:
-    try:
-        v = _get(cfg, key)
-    except (KeyError, TypeError):
-        return False
-    return isinstance(v, (int, float, str, bool))
-
-
-_REF = re.compile(r"\$\{(\.*)([A-Za-z_][\w.]*)\}")  # a plain node reference ${a.b}, ${.a} (relative)
-
-
-def _interpolated(raw, key: str) -> bool:
-    """Does any string of the unresolved config interpolate `key` or a node above it (which copies
-    it)? Node references are read from every `${...}`, those inside a resolver's arguments too
-    (`${below:${hardware.peak_tflops_fp4},1,a,b}` reads hardware.peak_tflops_fp4, not the other
-    hardware fields); a relative one (`${.x}`) is taken from its own node."""
-    stack = [("", raw)]
-    while stack:
-        path, x = stack.pop()
-        if isinstance(x, dict):
-            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in x.items())
-        elif isinstance(x, list):
-            stack.extend((path, v) for v in x)
-        elif isinstance(x, str) and "${" in x:
-            for dots, name in _REF.findall(x):
-                ref = name
-                if dots:  # relative: one dot is the string's own node, each more one level up
-                    parts = path.split(".")
-                    base = parts[: max(len(parts) - len(dots), 0)]
-                    ref = ".".join(base + [name]) if base else name
-                if ref == key or key.startswith(ref + "."):
-                    return True
-    return False
 
 
 def _same_as_hydra(composer, groups, grid: Grid, faxes, base, typed) -> bool:

@@ -155,7 +155,7 @@ def check_config(cfg) -> None:
     if hw.tdp_w > 0 and hw.idle_w > hw.tdp_w:
         e.append(f"hardware.idle_w={hw.idle_w} exceeds hardware.tdp_w={hw.tdp_w} of {hw.name}")
 
-    e += oplaw.check(hw)
+    e += tree.cached(hw, oplaw.check)  # the chip's operator tables: once per hardware node
     e += sampler.check(cfg)
     parallel.check(e, cfg)
 

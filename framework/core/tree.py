@@ -10,7 +10,7 @@ design (a probe batch, a draft model, a pool's hardware) asks for a changed copy
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping
+from typing import Any, Callable, List, Mapping, Tuple
 
 MISSING = "???"  # OmegaConf's mark of a required field left unset
 
@@ -18,7 +18,7 @@ MISSING = "???"  # OmegaConf's mark of a required field left unset
 class Tree(dict):
     """Nested read-only mapping with attribute access (what core.build and the modes read)."""
 
-    __slots__ = ()
+    __slots__ = ("_memo",)  # answers of leaf_keys per test (the values never change)
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -85,12 +85,55 @@ def _set(node: Mapping, parts, value) -> Tree:
     return Tree(d)
 
 
-def missing_keys(x: Any, prefix: str = "") -> List[str]:
+def missing_keys(x: Any) -> List[str]:
     """Dotted keys of the required fields left unset in x (as OmegaConf.missing_keys names them)."""
-    if isinstance(x, dict):
-        items = [(f"{prefix}.{k}" if prefix else str(k), v) for k, v in x.items()]
-    elif isinstance(x, (list, tuple)):
-        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(x)]
-    else:
-        return [prefix] if isinstance(x, str) and x == MISSING else []
-    return [k for key, v in items for k in missing_keys(v, key)]
+    return list(leaf_keys(x, _unset))
+
+
+def _unset(v: Any) -> bool:
+    return isinstance(v, str) and v == MISSING
+
+
+def leaf_keys(x: Any, test: Callable[[Any], bool]) -> Tuple[str, ...]:
+    """Dotted keys (relative to x) of the leaves for which test(leaf) holds. A Tree keeps its
+    answer per test: a design made by `replace` walks only the branches it changed."""
+    if isinstance(x, Tree):
+        memo = _memo(x)
+        got = memo.get(test)
+        if got is None:
+            got = memo[test] = tuple(
+                join_key(str(k), sub) for k, v in x.items() for sub in leaf_keys(v, test)
+            )
+        return got
+    if isinstance(x, Mapping):
+        return tuple(join_key(str(k), sub) for k, v in x.items() for sub in leaf_keys(v, test))
+    if isinstance(x, (list, tuple)):
+        return tuple(join_key(f"[{i}]", sub) for i, v in enumerate(x) for sub in leaf_keys(v, test))
+    return ("",) if test(x) else ()
+
+
+def cached(node: Any, fn: Callable[[Any], Any]) -> Any:
+    """fn(node), kept on a Tree node (whose values never change): a check or a derived value of
+    one node, e.g. a chip's operator tables, is worked out once for every design sharing it."""
+    if not isinstance(node, Tree):
+        return fn(node)
+    memo = _memo(node)
+    if fn not in memo:
+        memo[fn] = fn(node)
+    return memo[fn]
+
+
+def join_key(head: str, sub: str) -> str:
+    """`head` and a key below it: a.b, a[0]."""
+    if not sub:
+        return head
+    return f"{head}{sub}" if sub.startswith("[") else f"{head}.{sub}"
+
+
+def _memo(t: Tree) -> dict:
+    try:
+        return object.__getattribute__(t, "_memo")
+    except AttributeError:
+        memo: dict = {}
+        object.__setattr__(t, "_memo", memo)
+        return memo
