@@ -56,6 +56,26 @@ def workers(text: str) -> int:
 workers.__name__ = "worker count (an integer >= 1)"
 
 
+def designs(text: str) -> int:
+    """argparse type of --max-designs: a design count (an integer >= 1)."""
+    n = int(text)
+    if n < 1:
+        raise ValueError(text)
+    return n
+
+
+designs.__name__ = "design count (an integer >= 1)"
+
+
+def add_max_designs(ap) -> None:
+    """--max-designs: the most designs a sweep may expand to (it is counted before expanding)."""
+    ap.add_argument(
+        "--max-designs",
+        type=designs,
+        help="refuse a sweep of more designs than this (default: $DECODELAB_MAX_DESIGNS or 1,000,000)",
+    )
+
+
 def errors(text: str) -> int:
     """Print each line of `text` as `error: LINE` on stderr; exit status 2."""
     for line in str(text).strip().splitlines() or ["(no message)"]:

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import List
 
-from decodelab.apps.common import errors, run_module, workers
+from decodelab.apps.common import add_max_designs, errors, run_module, workers
 from decodelab.config.grid import make_grid
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.grid import GridOutcome, run_grid
@@ -60,6 +60,7 @@ def add_arguments(ap) -> None:
         help="worker processes over choices of components (default: CPU count; 1: in this process)",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_max_designs(ap)
 
 
 def run(a) -> int:
@@ -67,7 +68,7 @@ def run(a) -> int:
     has_target = first is not None and "=" not in first and not first.startswith(("~", "+"))
     sweep, overrides = (first, a.args[1:]) if has_target else (None, a.args)
     try:
-        grid = make_grid(sweep, overrides)
+        grid = make_grid(sweep, overrides, a.max_designs)
     except SweepError as e:
         return errors(str(e))
     out = run_grid(grid, jobs=a.jobs, progress=not a.quiet)

@@ -22,7 +22,7 @@ from typing import List, Optional
 
 import yaml
 
-from decodelab.apps.common import errors, is_override, narrow_table, run_module, workers
+from decodelab.apps.common import add_max_designs, errors, is_override, narrow_table, run_module, workers
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.paths import SWEEPS_DIR
@@ -54,6 +54,7 @@ def add_arguments(ap) -> None:
     ap.add_argument("--trials", type=workers, help="search space only: Optuna trials (default: the space's)")
     ap.add_argument("--top", type=int, default=10, help="designs in the summary table")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_max_designs(ap)
 
 
 def space_file(target: Optional[str]) -> Optional[Path]:
@@ -92,7 +93,7 @@ def run(a) -> int:
         return errors("--trials: only for a search space file (sweeps/search/*.yaml with params:)")
     try:
         slo = slo_from(a)
-        plan = make_plan(target, overrides)
+        plan = make_plan(target, overrides, a.max_designs)
         check_workload(plan.base_cfg)
     except (SloError, SweepError) as e:
         return errors(str(e))

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Dict, List
 
-from decodelab.apps.common import errors, narrow_table, run_module, workers
+from decodelab.apps.common import add_max_designs, errors, narrow_table, run_module, workers
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.backends import BACKENDS, BackendError
@@ -123,6 +123,7 @@ def add_arguments(ap) -> None:
         help="with --backend dask: the scheduler to use (tcp://host:8786); default: a local cluster of -j workers",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_max_designs(ap)
 
 
 def _children(text: str) -> str:
@@ -137,7 +138,7 @@ def run(a) -> int:
     has_target = first is not None and "=" not in first and not first.startswith(("~", "+"))
     sweep, overrides = (first, a.args[1:]) if has_target else (None, a.args)
     try:
-        plan = make_plan(sweep, overrides)
+        plan = make_plan(sweep, overrides, a.max_designs)
     except SweepError as e:
         return errors(str(e))
     if a.address and a.backend != "dask":

@@ -113,6 +113,8 @@ def describe(
     import yaml
     from hydra.errors import MissingConfigException, OverrideParseException
 
+    if isinstance(e, RecursionError):
+        return defaults_cycle(search_dirs)
     text = str(e).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     if isinstance(e, yaml.YAMLError):
@@ -163,6 +165,50 @@ def describe(
         value = override.partition("=")[2] if override and "=" in override else None
         return _field_problem(inner, ref_cfg, value)
     return first
+
+
+def _defaults_of(path: Path) -> List[str]:
+    """The config files a YAML's `defaults` list names (`name`, `/group/name`, `group: name`)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    out = []
+    for d in raw.get("defaults") or [] if isinstance(raw, dict) else []:
+        if isinstance(d, dict) and len(d) == 1:
+            ((g, n),) = d.items()
+            d = f"/{str(g).split('@')[0].replace('override ', '').strip()}/{n}"
+        if isinstance(d, str) and d != "_self_":
+            out.append(d)
+    return out
+
+
+def defaults_cycle(dirs: Sequence[str]) -> str:
+    """The line for a RecursionError while composing: a YAML whose defaults list includes itself,
+    directly or through other files (found by following the user's files' defaults lists)."""
+    roots = [Path(d) for d in dirs if Path(d).resolve() != Path(CONF_DIR).resolve()]
+    for root in roots:
+        for start in sorted(root.rglob("*.yaml")):
+            chain, here = [start], start
+            while True:
+                names = _defaults_of(here)
+                nxt = None
+                for n in names:
+                    rel = n.lstrip("/") if n.startswith("/") else str(here.parent.relative_to(root) / n)
+                    cand = [Path(r) / f"{rel}.yaml" for r in roots] + [Path(CONF_DIR) / f"{rel}.yaml"]
+                    nxt = next((c for c in cand if c.is_file()), None)
+                    if nxt is not None:
+                        break
+                if nxt is None:
+                    break
+                if nxt in chain:
+                    loop = " -> ".join(str(p) for p in chain[chain.index(nxt) :] + [nxt])
+                    return f"{nxt}: its defaults list includes itself ({loop}); remove the cycle"
+                chain.append(nxt)
+                here = nxt
+    return "a config's defaults list includes itself (a cycle through its defaults); remove the cycle"
 
 
 def search_dirs(config_dir: Optional[str], overrides: Sequence[str] = ()) -> List[str]:

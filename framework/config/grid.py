@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from decodelab.config import plan as P
-from decodelab.config.sweepfile import SweepError
+from decodelab.config.sweepfile import SweepError, check_count
 from decodelab.config.diagnose import describe, search_dirs
 from decodelab.config.fields import get_field, interpolated, settable
 from decodelab.core.tree import Tree, freeze, replace
@@ -63,9 +63,10 @@ class Grid:
         return itertools.product(*groups)
 
 
-def make_grid(target: Optional[str], overrides: List[str]) -> Grid:
-    """The axes of `decodelab grid [TARGET] OVERRIDES`. Raises SweepError on bad input (the
-    same checks as decodelab sweep, on the first job of each choice)."""
+def make_grid(target: Optional[str], overrides: List[str], max_designs: Optional[int] = None) -> Grid:
+    """The axes of `decodelab grid [TARGET] OVERRIDES`, counted before any is listed (at most
+    `max_designs`, sweepfile.check_count). Raises SweepError on bad input (the same checks as
+    decodelab sweep, on the first job of each choice)."""
     from hydra import compose
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -89,13 +90,16 @@ def make_grid(target: Optional[str], overrides: List[str]) -> Grid:
             params = OmegaConf.to_container(node, resolve=False) if node else {}
             parser = OverridesParser.create(config_loader=loader)
             parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + design)
-        except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
+            check_count(parsed, max_designs)
+        except (HydraException, OmegaConfBaseException, yaml.YAMLError, RecursionError) as e:
             bad = next((o for o in overrides if not P.parses(o)), None)
             dirs = search_dirs(source.config_dir, source.common)
             raise SweepError(
                 describe(e, loader=loader, override=bad, search_dirs=dirs, syntax=bad is not None)
             ) from None
         sweep_dir = Path(str(OmegaConf.select(probe, "hydra.sweep.dir"))).absolute()
+        if P.output_problem(sweep_dir):
+            raise SweepError(P.output_problem(sweep_dir))
         composer = P.Composer(source, loader)
         axes: "OrderedDict[str, Axis]" = OrderedDict()
         for o in parsed:

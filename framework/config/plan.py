@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -33,8 +34,10 @@ from decodelab.config.composition import (  # noqa: F401  (re-exported: plan.com
     prepare,
     reset,
 )
-from decodelab.config.sweepfile import SweepError, find_sweep  # noqa: F401  (re-exported)
+from decodelab.config.sweepfile import SweepError, check_count, find_sweep  # noqa: F401  (re-exported)
+from decodelab.config import values as V
 from decodelab.config.diagnose import describe, did_you_mean, listing, search_dirs
+from decodelab.config.values import user_file_problems
 
 
 @dataclass
@@ -53,10 +56,13 @@ class Plan:
 # --------------------------------------------------------------------------- planning
 
 
-def jobs_of(source: Source, overrides: Sequence[str], multirun: bool = True) -> Optional[List[List[str]]]:
+def jobs_of(
+    source: Source, overrides: Sequence[str], multirun: bool = True, limit: Optional[int] = None
+) -> Optional[List[List[str]]]:
     """The jobs `decodelab [-m] OVERRIDES` runs from `source`: with -m, the sweep file's
     `hydra.sweeper.params` and the command line expanded by Hydra's basic sweeper (None for
-    another sweeper, which expands its own); without, the one job. Raises SweepError."""
+    another sweeper, which expands its own), counted first (at most `limit` designs,
+    sweepfile.check_count); without, the one job. Raises SweepError."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
@@ -85,8 +91,9 @@ def jobs_of(source: Source, overrides: Sequence[str], multirun: bool = True) -> 
             params = OmegaConf.to_container(node, resolve=False) if node else {}
             parser = OverridesParser.create(config_loader=loader)
             parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + design)
+            check_count(parsed, limit)
             return BasicSweeper.split_arguments(parsed, None)[0]
-        except (HydraException, OmegaConfBaseException, yaml.YAMLError) as e:
+        except (HydraException, OmegaConfBaseException, yaml.YAMLError, RecursionError) as e:
             bad = next((o for o in overrides if not parses(o)), None)
             raise SweepError(
                 describe(e, loader=loader, override=bad, search_dirs=dirs, syntax=bad is not None)
@@ -113,14 +120,15 @@ def source_of(target: Optional[str], overrides: List[str]) -> "Source":
     return Source(source_dir, name, common)
 
 
-def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
-    """The jobs of `decodelab sweep [TARGET] OVERRIDES`. Raises SweepError on bad input."""
+def make_plan(target: Optional[str], overrides: List[str], max_designs: Optional[int] = None) -> Plan:
+    """The jobs of `decodelab sweep [TARGET] OVERRIDES` (at most `max_designs`, else
+    $DECODELAB_MAX_DESIGNS or sweepfile.MAX_DESIGNS). Raises SweepError on bad input."""
     from omegaconf import OmegaConf
 
     reset()
     source = source_of(target, overrides)
     name, common = source.config_name, source.common
-    jobs = jobs_of(source, overrides)
+    jobs = jobs_of(source, overrides, limit=max_designs)
     if jobs is None:
         raise SweepError("decodelab sweep runs Hydra's basic sweeper only (use decodelab -m for another)")
     with hydra_context(source) as loader:
@@ -128,6 +136,9 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
 
         probe = compose(config_name=name, overrides=list(common), return_hydra_config=True)
         sweep_dir = Path(str(OmegaConf.select(probe, "hydra.sweep.dir"))).absolute()
+        problem = output_problem(sweep_dir)
+        if problem:
+            raise SweepError(problem)
         composer = Composer(source, loader)
         _check(composer, jobs)
         first = composer.config(jobs[0])
@@ -158,6 +169,36 @@ def make_plan(target: Optional[str], overrides: List[str]) -> Plan:
     )
 
 
+def output_problem(path: Path) -> Optional[str]:
+    """Why results cannot be written under `path` (its first existing ancestor is a file, or not
+    writable), else None: said before anything runs, instead of a traceback half way."""
+    p = Path(path).absolute()
+    for parent in (p, *p.parents):
+        if not parent.exists():
+            continue
+        how = "choose another with hydra.run.dir=DIR / hydra.sweep.dir=DIR"
+        if not parent.is_dir():
+            return f"{path}: cannot write results there: {parent} is a file, not a directory; {how}"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"{path}: cannot write results there: {parent} is not writable; {how}"
+        return None
+    return None
+
+
+def app_output_problems(source: Source, multirun: bool) -> List[str]:
+    """The run (or multirun) directory of `decodelab [-m] ...` can be written (see output_problem)."""
+    from hydra import compose
+    from omegaconf import OmegaConf
+
+    with hydra_context(source):
+        probe = compose(
+            config_name=source.config_name, overrides=list(source.common), return_hydra_config=True
+        )
+        key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+        problem = output_problem(Path(str(OmegaConf.select(probe, key))))
+    return [problem] if problem else []
+
+
 def parses(override: str) -> bool:
     from hydra.errors import HydraException
 
@@ -183,7 +224,7 @@ def _check(comp: Composer, jobs: List[List[str]]) -> None:
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     import yaml
 
-    failing = (HydraException, OmegaConfBaseException, yaml.YAMLError)
+    failing = (HydraException, OmegaConfBaseException, yaml.YAMLError, RecursionError)
     dirs = search_dirs(comp.source.config_dir, comp.source.common)
     errors: List[str] = []
 
@@ -218,6 +259,12 @@ def _check(comp: Composer, jobs: List[List[str]]) -> None:
                     f"{p.key_or_group}={value}: no such option{did_you_mean(value, options)} "
                     f"({p.key_or_group} options: {listing(options)})"
                 )
+            elif not isinstance(value, (str, list)):
+                errors.append(
+                    f"{o}: {p.key_or_group} takes an option name, not {value!r} "
+                    f"({p.key_or_group} options: {listing(options)})"
+                )
+    errors += user_file_problems(comp, jobs)
     if errors:
         raise SweepError("\n".join(dict.fromkeys(errors)))
     if not composes(first_groups):  # which option's YAML (a user's file may be broken)?
@@ -230,12 +277,17 @@ def _check(comp: Composer, jobs: List[List[str]]) -> None:
         composes((o,), o)
     if errors:
         raise SweepError("\n".join(dict.fromkeys(errors)))
+    for groups in [first_groups] + [(o,) for o in sorted(seen - set(first_groups))]:
+        errors += V.resolved_problems(comp, groups, comp.base(groups))
     base = comp.base(first_groups)
     for o in sorted({o for job in jobs for o in comp.split(job)[1]}):
         try:
-            ConfigLoaderImpl._apply_overrides_to_config([parse(o)], copy.deepcopy(base))
+            cfg = copy.deepcopy(base)
+            ConfigLoaderImpl._apply_overrides_to_config([parse(o)], cfg)
         except failing as e:
             errors.append(describe(e, base, comp.loader, o, dirs))
+            continue
+        errors += V.override_problems(o, parse(o), base, cfg)
     if errors:
         raise SweepError("\n".join(dict.fromkeys(errors)))
 

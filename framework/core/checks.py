@@ -3,6 +3,7 @@ and what is allowed. Hydra's schema already rejected unknown fields and wrong ty
 
 from __future__ import annotations
 
+import math
 from typing import List
 
 from decodelab.components.models.experts import MOE_MAPPINGS
@@ -73,9 +74,26 @@ def schema_problems(cfg) -> List[str]:
     return e
 
 
+def nonfinite(x, prefix: str = "") -> List[str]:
+    """Dotted keys of the NaN and infinite numbers in a config (core.tree.leaf_keys: a design
+    made by tree.replace walks only what it changed). No field of the schemas means anything by
+    inf or nan (an unbounded value has its own spelling, e.g. 0 = unlimited), so each is refused
+    by name wherever it is read."""
+    return [tree.join_key(prefix, k) if prefix else k for k in tree.leaf_keys(x, _not_finite)]
+
+
+def _not_finite(v) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def finite_problems(cfg) -> List[str]:
+    """One line per NaN or infinite number of `cfg`."""
+    return [f"{k}: not a finite number (nan and inf are refused); give a number" for k in nonfinite(cfg)]
+
+
 def check_config(cfg) -> None:
     """Raise ConfigError listing every bad field (one line each)."""
-    e: List[str] = schema_problems(cfg)
+    e: List[str] = schema_problems(cfg) or finite_problems(cfg)
     if e:
         raise ConfigError("\n".join(e))
     m, hw, w, opt = cfg.model, cfg.hardware, cfg.workload, cfg.optimizations
@@ -209,6 +227,17 @@ def _check_arch(e: List[str], m) -> None:
         e.append(
             f"model.expert_only_dtypes is set but {m.name} has no experts "
             f"(model.arch={m.arch!r}, model.n_experts={m.n_experts})"
+        )
+    if m.experts_per_token > 0 and not m.n_experts > 0:
+        e.append(
+            f"model.experts_per_token={m.experts_per_token} is set but model.n_experts={m.n_experts} "
+            f"({m.name}): top-k routing needs experts (arch=moe with n_experts >= experts_per_token)"
+        )
+    if m.state_bytes_per_layer > 0 and "state" not in m.layer_pattern:
+        e.append(
+            f"model.state_bytes_per_layer={m.state_bytes_per_layer} is set but {m.name} has no state "
+            f"layers (model.arch={m.arch!r}): a Mamba / SSM model is arch=hybrid with layer_pattern "
+            "entries `state`"
         )
     if m.arch == "hybrid" and not m.layer_pattern:
         e.append(
