@@ -59,6 +59,7 @@ _numba_cache_dir()
 
 
 from decodelab.version import __version__  # noqa: E402  (after the Numba cache is set)
+from decodelab.errors import ConfigError, Infeasible  # noqa: E402  (light: no Hydra, no Numba)
 
 _API = ("evaluate", "sweep", "grid", "slo", "load_results", "Result")
 
@@ -72,4 +73,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'decodelab' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "ConfigError", "Infeasible", *_API]
