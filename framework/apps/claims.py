@@ -26,6 +26,7 @@ from typing import List
 
 from decodelab.apps.common import errors, run_module
 from decodelab.config import compose as C
+from decodelab.errors import ConfigError
 from decodelab.paths import SWEEPS_DIR
 from decodelab.runs.claims import key_of, load_sweep, run_claims, sweep_files
 from decodelab.tracking import store as tracking
@@ -81,6 +82,8 @@ def run(a) -> int:
         )
     except C.hydra_errors() as e:  # a misspelled key or a value a job's config rejects
         return errors(f"{' '.join(what_if)}: {str(e).strip().splitlines()[0]}")
+    except ConfigError as e:  # a figure naming an unknown metric: before the sweep runs
+        return errors(str(e))
     title = "decodelab claims (pass: within tolerance, default 15%; ranges: inside)"
     if paths:
         title = f"USER claims from {' '.join(paths)}\n" + title

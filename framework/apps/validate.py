@@ -68,15 +68,16 @@ def print_table(df, csv: Path) -> None:
     for col in cols:
         t.add_column(col, justify="left" if col in ("model", "engine") else "right")
     for _, r in df.iterrows():
+        ok = r["status"] == "ok"  # else no prediction: its status here, its reason in a note below
         t.add_row(
             *_setting(r),
             str(r["osl"]),
             f"{r['ttft_meas']:.1f}",
-            f"{r['ttft_pred']:.1f}",
-            f"{r['ttft_err_pct']:+.1f}%",
+            f"{r['ttft_pred']:.1f}" if ok else r["status"],
+            f"{r['ttft_err_pct']:+.1f}%" if ok else "-",
             f"{r['tpot_meas']:.2f}",
-            f"{r['tpot_pred']:.2f}",
-            f"{r['tpot_err_pct']:+.1f}%",
+            f"{r['tpot_pred']:.2f}" if ok else r["status"],
+            f"{r['tpot_err_pct']:+.1f}%" if ok else "-",
         )
     con.print(t)
     for line in version_notes(df) + launch_notes(df):
@@ -290,6 +291,11 @@ def run(a) -> int:
         # every row composed and none is a valid design: the overrides given to all of them
         # (a row-specific reason would leave some row valid)
         return errors(rows[0].reason)
+    if rows and all(r.status != "ok" for r in rows):  # nothing to compare: one line, not nan%
+        return errors(
+            f"{' '.join(map(str, csvs))}: none of the {len(rows)} rows can be simulated "
+            f"({rows[0].status}: {rows[0].reason})"
+        )
     for csv, df in zip(csvs, dfs):
         print_table(df, csv)
         steps = None

@@ -33,7 +33,9 @@ from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import compose as C
 from decodelab.config import plan as SP
+from decodelab.config.diagnose import did_you_mean, listing
 from decodelab.config.sweepfile import load_sweep
+from decodelab.errors import ConfigError
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
 from decodelab.output.progress import progress_bar
@@ -74,6 +76,22 @@ def check_claim(claim, path: Path) -> List[str]:
                 f"{path}: claim.figures[{i}].reduce={f['reduce']!r} is not one of: {', '.join(REDUCERS)}"
             )
     return e
+
+
+def check_metrics(claim: dict, path: Path, metrics) -> None:
+    """Every metric a claim's figures name is one a design of its sweep reports (ConfigError,
+    one line per unknown name): checked on the sweep's first ok design, before the rest runs."""
+    names = sorted(metrics)
+    e = []
+    for i, f in enumerate(claim.get("figures") or []):
+        for field, m in (("metric", f.get("metric")), ("times.metric", (f.get("times") or {}).get("metric"))):
+            if m is not None and m not in metrics:
+                e.append(
+                    f"{path}: claim.figures[{i}].{field}={m} is not a metric{did_you_mean(str(m), names)} "
+                    f"(metrics: {listing(names)})"
+                )
+    if e:
+        raise ConfigError("\n".join(e))
 
 
 def sweep_files(targets: List[str]) -> Tuple[List[Path], List[str]]:
@@ -181,16 +199,26 @@ def run_claims(
         todo = [(path, *load_sweep(path)) for path in (files if user else sorted(sweeps_dir.glob("*.yaml")))]
         todo = [t for t in todo if not ids or t[1]["id"] in ids]
         task = bar.add_task("claim designs", total=sum(len(jobs) for _, _, jobs in todo))
+
+        def run_job(job):
+            job = with_what_if(job, what_if or [])
+            if any(o.lstrip("+~").startswith("hydra") for o in job):  # search paths: Hydra
+                cfg = C.compose_in_context(job)
+            else:
+                cfg = composer.config(job, reuse=True)
+            bar.advance(task)
+            return evaluate(cfg, keep_steps=False)
+
+        done = {}  # each sweep up to its first ok design: its metrics name the figures' (checked)
         for path, claim, jobs in todo:
-            results = []
+            done[path] = []
             for job in jobs:
-                job = with_what_if(job, what_if or [])
-                if any(o.lstrip("+~").startswith("hydra") for o in job):  # search paths: Hydra
-                    cfg = C.compose_in_context(job)
-                else:
-                    cfg = composer.config(job, reuse=True)
-                results.append(evaluate(cfg, keep_steps=False))
-                bar.advance(task)
+                done[path].append(run_job(job))
+                if done[path][-1]["status"] == "ok":
+                    check_metrics(claim, path, done[path][-1]["metrics"])
+                    break
+        for path, claim, jobs in todo:
+            results = done[path] + [run_job(job) for job in jobs[len(done[path]) :]]
             if plots_dir is not None:
                 _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
             failed = sorted({f"{r['status']}: {r['reason']}" for r in results if r["status"] != "ok"})
