@@ -75,6 +75,23 @@ FILES = {
     "kv_trunc/a/result.json": '{"status": "ok", "metr',
     "kv_list/a/result.json": "[]",
     "empty_dir/.keep": "",
+    # issue 40: inputs that gave a traceback or were silently accepted
+    "afile": "not a directory\n",
+    "uc/hardware/empty_hw.yaml": "",
+    "uc/hardware/inf_hw.yaml": _hardware_yaml(name="inf_hw", peak_tflops_bf16=float("inf")),
+    "uc/model/cyc.yaml": "defaults:\n  - cyc\nname: cyc\n",
+    "uc/model/foo.yaml": _model_yaml(name="llama3_1_8b"),
+    "uc/model/mamba_dense.yaml": _model_yaml(name="mamba_dense", state_bytes_per_layer=4096),
+    "uc/model/topk.yaml": _model_yaml(name="topk", experts_per_token=4),
+    "uc/model/empty_model.yaml": "",
+    "uc/model/dupkey.yaml": _model_yaml(name="dupkey") + "n_layers: 3\n",
+    "uc/model/envm.yaml": _model_yaml(name="envm", d_model="${oc.env:DECODELAB_UNSET_X}"),
+    "uc/workload/nan_wl.yaml": "defaults:\n  - open_loop\n  - _self_\narrival_rate: .nan\n",
+    "sh/model/llama3_2_1b.yaml": _model_yaml(name="llama3_2_1b", n_layers=3),
+    "claim_metric.yaml": "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n"
+    "      model: llama3_2_1b\nclaim:\n  id: U1\n  figures:\n    - {name: f, metric: tok_s_usr, published: 1}\n",
+    "bigsweep.yaml": "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n"
+    "      workload.batch_size: range(1,100001)\n      workload.prompt_len: range(1,100001)\n",
 }
 
 
@@ -300,8 +317,132 @@ SUBCOMMANDS = [
     ("validate --bogus", ["--bogus"]),
 ]
 
+# issue 40: the tracebacks (an output path under a file, a defaults cycle, an empty YAML, a
+# deleted or null group, an unset environment variable, a claim naming an unknown metric)
+TRACEBACKS = [
+    ("hydra.run.dir={D}/afile/run", ["afile/run", "is a file, not a directory"]),
+    ("-m hydra.sweep.dir={D}/afile/m workload.batch_size=1,2", ["afile/m", "is a file"]),
+    ("sweep hydra.sweep.dir={D}/afile/s model=llama3_2_1b", ["afile/s", "is a file"]),
+    ("grid hydra.sweep.dir={D}/afile/g workload.batch_size=1,2", ["afile/g", "is a file"]),
+    ("slo --tpot-ms 50 workload=open_loop hydra.sweep.dir={D}/afile/o", ["afile/o", "is a file"]),
+    (f"{SP} model=cyc", ["uc/model/cyc.yaml", "includes itself"]),
+    (f"-m {SP} model=cyc,llama3_2_1b", ["uc/model/cyc.yaml", "includes itself"]),
+    (f"{SP} hardware=empty_hw", ["uc/hardware/empty_hw.yaml", "hardware.name", "required"]),
+    (f"{SP} model=empty_model", ["uc/model/empty_model.yaml", "required"]),
+    ("~model", ["model is required", "model=OPTION", "llama3_1_8b"]),
+    ("~hardware", ["hardware is required", "h100_sxm"]),
+    ("model=null", ["model=null", "option name", "llama3_1_8b"]),
+    ("hardware=null", ["hardware=null", "option name", "h100_sxm"]),
+    ("workload.prompt_len=${oc.env:DECODELAB_UNSET_VAR}", ["DECODELAB_UNSET_VAR", "not set"]),
+    ("sweep workload.prompt_len=${oc.env:DECODELAB_UNSET_VAR}", ["DECODELAB_UNSET_VAR", "not set"]),
+    (f"{SP} model=envm", ["model.d_model", "DECODELAB_UNSET_X", "not set"]),
+    (
+        "claims {D}/claim_metric.yaml --no-track",
+        ["claim_metric.yaml", "tok_s_usr", MEAN.format("tok_s_user")],
+    ),
+]
+
+NONFINITE = [  # inf and nan refused wherever a number is read
+    (f"{k}={v}", [f"{k}={v}", "not a finite number"])
+    for k, v in [
+        ("hardware.peak_tflops_bf16", "inf"),
+        ("hardware.peak_tflops_bf16", "-inf"),
+        ("hardware.peak_tflops_bf16", "nan"),
+        ("hardware.memory.hbm.bandwidth_gb_s", "inf"),
+        ("hardware.memory.hbm.capacity_gib", "nan"),
+        ("hardware.bw_eff_max", "nan"),
+        ("hardware.link_bw_gb_s", "inf"),
+        ("hardware.launch_us", "inf"),
+        ("hardware.price_per_chip_hour", "nan"),
+        ("speculative.acceptance", "nan"),
+    ]
+] + [
+    ("workload=open_loop workload.arrival_rate=inf", ["workload.arrival_rate=inf", "finite"]),
+    ("workload=open_loop workload.arrival_rate=nan", ["workload.arrival_rate=nan", "finite"]),
+    ("kv_policy=pyramidkv kv_policy.pyramid_beta=nan", ["kv_policy.pyramid_beta=nan", "finite"]),
+    ("-m hardware.peak_tflops_bf16=100,inf", ["hardware.peak_tflops_bf16=inf", "finite"]),
+    ("sweep hardware.peak_tflops_bf16=100,inf", ["hardware.peak_tflops_bf16=inf", "finite"]),
+    ("grid hardware.peak_tflops_bf16=100,nan", ["hardware.peak_tflops_bf16=nan", "finite"]),
+    (f"{SP} hardware=inf_hw", ["hardware.peak_tflops_bf16", "finite"]),
+    (f"{SP} workload=nan_wl", ["workload.arrival_rate", "finite"]),
+]
+
+SILENT = [  # were accepted without a word
+    ("+foo=bar", ["+foo:", "not a key of the config", "workload"]),
+    ("+worklod.batch_size=2", ["+worklod", MEAN.format("workload")]),
+    ("sweep +foo=1,2", ["+foo:", "not a key"]),
+    ("-m +foo=1,2", ["+foo:", "not a key"]),
+    (
+        "hydra.searchpath=[file://{D}/sh] model=llama3_2_1b",
+        ["sh/model/llama3_2_1b.yaml", "shipped model=llama3_2_1b", "rename"],
+    ),
+    ("--config-dir {D}/sh model=llama3_2_1b", ["sh/model/llama3_2_1b.yaml", "ignored", "rename"]),
+    ("sweep hydra.searchpath=[file://{D}/sh] model=llama3_2_1b", ["sh/model/llama3_2_1b.yaml", "rename"]),
+    (f"{SP} model=foo", ["uc/model/foo.yaml", "name: llama3_1_8b", "foo"]),
+    (f"grid {SP} model=foo", ["uc/model/foo.yaml", "name: llama3_1_8b"]),
+    (f"{SP} model=mamba_dense", ["model.state_bytes_per_layer=4096", "arch=hybrid"]),
+    (f"{SP} model=topk", ["model.experts_per_token=4", "n_experts=0"]),
+    ("model=mixtral_8x7b model.experts_per_token=9", ["model.experts_per_token=9", "n_experts=8"]),
+    (f"{SP} model=dupkey", ["dupkey.yaml", "n_layers"]),
+]
+
+COUNTS = [  # a sweep is counted (a product, nothing listed) before it expands
+    (
+        "-m workload.batch_size=range(1,100001) workload.prompt_len=range(1,100001)",
+        ["10,000,000,000 designs", "DECODELAB_MAX_DESIGNS"],
+    ),
+    (
+        "sweep workload.batch_size=range(1,100001) workload.prompt_len=range(1,100001)",
+        ["10,000,000,000", "--max-designs"],
+    ),
+    (
+        "grid workload.batch_size=range(1,100001) workload.prompt_len=range(1,100001)",
+        ["10,000,000,000", "--max-designs"],
+    ),
+    (
+        "slo --tpot-ms 50 workload=open_loop workload.seed=range(0,100000) workload.n_requests=range(1,100001)",
+        ["10,000,000,000"],
+    ),
+    ("sweep {D}/bigsweep.yaml", ["10,000,000,000 designs", "limit of 1,000,000"]),
+    ("sweep --max-designs 3 workload.batch_size=1,2,4,8", ["4 designs", "limit of 3"]),
+    ("grid --max-designs 1 workload.batch_size=1,2", ["2 designs", "limit of 1"]),
+    ("sweep --max-designs 0 model=llama3_2_1b", ["--max-designs", "integer >= 1"]),
+    ("grid --max-designs x model=llama3_2_1b", ["--max-designs", "integer >= 1"]),
+]
+
+DOMAIN = [  # compose, but out of range: one line from the design checks
+    ("hardware.n_chips=-8 hardware.tensor_parallel=1", ["hardware.n_chips=-8", "> 0"]),
+    ("hardware.peak_tflops_bf16=0", ["hardware.peak_tflops_bf16=0", "> 0"]),
+    ("hardware.bw_eff_max=1.5", ["hardware.bw_eff_max=1.5", "(0, 1]"]),
+    ("hardware.execution=tpu", ["hardware.execution", "gpu, dataflow"]),
+    ("hardware.tensor_parallel=16", ["tensor_parallel=16", "n_chips"]),
+    ("hardware.launch_us=-1", ["hardware.launch_us=-1", ">= 0"]),
+    ("hardware.memory.hbm.capacity_gib=0", ["hardware.memory.hbm", "capacity_gib > 0"]),
+    ("model.n_layers=0", ["model.n_layers=0", "> 0"]),
+    ("model.n_heads=-4", ["model.n_heads=-4", "> 0"]),
+    ("model.ffn_act=relu", ["model.ffn_act", "swiglu"]),
+    ("model.arch=mamba", ["model.arch", "dense"]),
+    ("model.n_kv_heads=5", ["model.n_kv_heads=5", "does not divide"]),
+    ("workload.kv_dtype=fp2", ["workload.kv_dtype", "fp8"]),
+    ("workload.act_dtype=int3", ["workload.act_dtype", "bf16"]),
+    ("optimizations.schedule_offloading=0", ["optimizations.schedule_offloading=0", ">= 1"]),
+    ("validate --csv {D}/missing.csv", ["missing.csv", "not a file"]),
+    ("validate -j 0", ["-j", "integer >= 1"]),
+    ("validate --launch bogus", ["--launch", "bogus"]),
+    ("claims {D}/missing_claims.yaml", ["missing_claims.yaml", "no such sweep file"]),
+    ("claims {D}/badsweep.yaml", ["badsweep.yaml", "not a claim sweep"]),
+    ("kvplot --bogus", ["DIR", "required"]),
+    ("bench --bogus", ["--bogus"]),
+    ("fit-hardware --bogus", ["OPERATOR_DIR_OR_CSV", "required"]),
+]
+
 CASES = (
-    GROUP_OPTIONS
+    TRACEBACKS
+    + NONFINITE
+    + SILENT
+    + COUNTS
+    + DOMAIN
+    + GROUP_OPTIONS
     + WRONG_TYPES
     + MISSPELLED
     + SYNTAX
@@ -383,3 +524,57 @@ def test_sync_skips_a_bad_result_and_uploads_the_rest(work, tmp_path):
     (line,) = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert str(good / "bad" / "result.json") in line
     assert (good / "ok" / "mlflow_run_id").is_file()
+
+
+# --------------------------------------------------------------------------- the Python API
+
+API = [  # (function, overrides, keyword arguments, what the one-line ConfigError names)
+    ("evaluate", ("model=gpt5",), {}, ["model=gpt5", "llama3_1_8b"]),
+    ("evaluate", ("worklaod.batch_size=2",), {}, [MEAN.format("workload")]),
+    ("sweep", ("model=llama3_2_1b",), {"jobs": 0}, ["jobs=0", "integer >= 1"]),
+    ("sweep", ("model=llama3_2_1b",), {"jobs": 2.5}, ["jobs=2.5", "integer >= 1"]),
+    ("grid", ("model=llama3_2_1b",), {"jobs": -1}, ["jobs=-1", "integer >= 1"]),
+    ("slo", ("workload=open_loop",), {"jobs": 0, "tpot_ms": 50}, ["jobs=0"]),
+    ("sweep", ("model=llama3_2_1b",), {"children": "bogus"}, ["children='bogus'", "pareto"]),
+    ("sweep", ("model=llama3_2_1b",), {"backend": "spark"}, ["backend='spark'", "local, dask"]),
+    ("sweep", ("model=gpt5",), {}, ["model=gpt5", "llama3_1_8b"]),
+    ("sweep", ("hardware.peak_tflops_bf16=1,inf",), {}, ["hardware.peak_tflops_bf16=inf", "finite"]),
+    (
+        "sweep",
+        ("workload.batch_size=range(1,100001)", "workload.prompt_len=range(1,100001)"),
+        {},
+        ["10,000,000,000"],
+    ),
+    ("grid", ("workload.batch_size=1,2",), {"max_designs": 0}, ["max_designs=0", ">= 1"]),
+    ("grid", ("workload.batch_size=1,2,3",), {"max_designs": 2}, ["3 designs", "limit of 2"]),
+    ("load_results", ("{D}/no_such_dir",), {}, ["no_such_dir", "no such file or directory"]),
+    ("load_results", ("{D}/empty_dir",), {}, ["empty_dir", "no results"]),
+]
+
+
+@pytest.mark.parametrize("fn, args, kwargs, patterns", API, ids=[f"{c[0]}-{i}" for i, c in enumerate(API)])
+def test_the_api_raises_one_config_error(work, tmp_path, monkeypatch, fn, args, kwargs, patterns):
+    """The same inputs through the Python API: one decodelab.ConfigError, one line, nothing run."""
+    import decodelab
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(decodelab.ConfigError) as e:
+        getattr(decodelab, fn)(*[a.replace("{D}", str(work)) for a in args], **kwargs)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1, msg
+    for pat in patterns:
+        assert pat.replace("{D}", str(work)) in msg, msg
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_sweep_is_counted_as_hydra_expands_it():
+    """sweepfile.check_count (a product of per-axis counts, range() by arithmetic) equals the
+    number of jobs Hydra's basic sweeper lists."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from decodelab.config.sweepfile import check_count
+
+    args = ["a=range(1,10,3)", "b=range(0,1,0.25)", "c=x,y", "a=range(2,7)", "d=5", "e=choice(1,2,3)"]
+    parsed = OverridesParser.create().parse_overrides(args)
+    assert check_count(parsed) == len(BasicSweeper.split_arguments(parsed, None)[0]) == 5 * 4 * 2 * 3
