@@ -6,6 +6,7 @@ groups, and each job's field overrides applied to a copy with Hydra's own overri
 from __future__ import annotations
 
 import copy
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -14,6 +15,7 @@ from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config.compose import CONF_DIR
 from decodelab.config.diagnose import search_dirs
 from decodelab.config.fields import interpolated, node_kind, settable, typed_as
+from decodelab.config.safety import CodeInConfig
 from decodelab.core.labels import run_label
 from decodelab.core.tree import Tree, freeze, replace
 
@@ -290,12 +292,47 @@ def design_config(overrides: Sequence[str], config_dir: Optional[str] = None):
     from decodelab.config.compose import compose_or_error
 
     try:
-        common = tuple(o for o in overrides if is_hydra(o))
-        composer = detached_composer(Source(config_dir, "config", common))
-        tree = composer.plain([o for o in overrides if not is_hydra(o)])
+        source = checked_source(config_dir, overrides)  # CodeInConfig (a ConfigError) passes
+        tree = detached_composer(source).plain([o for o in overrides if not is_hydra(o)])
+    except CodeInConfig:
+        raise
     except Exception:  # noqa: BLE001  (Hydra's full composition below names what is wrong)
         tree = None
     return tree if tree is not None else compose_or_error(list(overrides), config_dir=config_dir)
+
+
+_SOURCES: Dict[Source, tuple] = {}  # Source -> (fingerprint of its YAML files, user folders)
+
+
+def checked_source(config_dir: Optional[str], overrides: Sequence[str]) -> Source:
+    """The Source of a design's overrides after config.safety's checks: the overrides every
+    call, the user's folders when any YAML file of the search path changed (a file edited
+    between two calls in one session), which also drops the compositions cached from it."""
+    from decodelab.config import safety
+
+    common = tuple(o for o in overrides if is_hydra(o))
+    source = Source(config_dir, "config", common)
+    safety.check_overrides(overrides)
+    known = _SOURCES.get(source)
+    dirs = known[1] if known else safety.user_dirs(config_dir, list(common))
+    if known is None or known[0] != _fingerprint([CONF_DIR, *dirs]):
+        safety.check_sources(config_dir, list(common))
+        _DETACHED.pop(source, None)
+        dirs = safety.user_dirs(config_dir, list(common))
+        _SOURCES[source] = (_fingerprint([CONF_DIR, *dirs]), dirs)
+    return source
+
+
+def _fingerprint(dirs) -> tuple:
+    """(folder, file, mtime, size) of every YAML file under `dirs`."""
+    out = []
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            for f in files:
+                if f.endswith((".yaml", ".yml")):
+                    st = os.stat(os.path.join(root, f))
+                    out.append((root, f, st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 def prepare(composer: Composer, job: Sequence[str]):
