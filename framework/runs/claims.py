@@ -78,20 +78,27 @@ def check_claim(claim, path: Path) -> List[str]:
     return e
 
 
-def check_metrics(claim: dict, path: Path, metrics) -> None:
-    """Every metric a claim's figures name is one a design of its sweep reports (ConfigError,
-    one line per unknown name): checked on the sweep's first ok design, before the rest runs."""
-    names = sorted(metrics)
-    e = []
+def metric_refs(claim: dict) -> List[tuple]:
+    """(figure index, field, metric, `where`) of every metric a claim's figures read."""
+    out = []
     for i, f in enumerate(claim.get("figures") or []):
-        for field, m in (("metric", f.get("metric")), ("times.metric", (f.get("times") or {}).get("metric"))):
-            if m is not None and m not in metrics:
-                e.append(
-                    f"{path}: claim.figures[{i}].{field}={m} is not a metric{did_you_mean(str(m), names)} "
-                    f"(metrics: {listing(names)})"
-                )
-    if e:
-        raise ConfigError("\n".join(e))
+        out.append((i, "metric", f.get("metric"), f.get("where")))
+        times = f.get("times") or {}
+        if times.get("metric") is not None:
+            out.append((i, "times.metric", times["metric"], times.get("where")))
+    return out
+
+
+def unknown_metric(path: Path, ref: tuple, metrics) -> List[str]:
+    """One line if the design a figure reads (its first ok match) has no such metric."""
+    i, field, m, _ = ref
+    if m is None or m in metrics:
+        return []
+    names = sorted(metrics)
+    return [
+        f"{path}: claim.figures[{i}].{field}={m} is not a metric of its designs"
+        f"{did_you_mean(str(m), names)} (metrics: {listing(names)})"
+    ]
 
 
 def sweep_files(targets: List[str]) -> Tuple[List[Path], List[str]]:
@@ -209,14 +216,24 @@ def run_claims(
             bar.advance(task)
             return evaluate(cfg, keep_steps=False)
 
-        done = {}  # each sweep up to its first ok design: its metrics name the figures' (checked)
+        done = {}  # each sweep up to the first ok design each figure reads: its metrics checked
         for path, claim, jobs in todo:
-            done[path] = []
+            done[path], pending, e = [], metric_refs(claim), []
             for job in jobs:
-                done[path].append(run_job(job))
-                if done[path][-1]["status"] == "ok":
-                    check_metrics(claim, path, done[path][-1]["metrics"])
+                if not pending:
                     break
+                r = run_job(job)
+                done[path].append(r)
+                if r["status"] == "ok":
+                    e += [
+                        x
+                        for ref in pending
+                        if _matches(job, ref[3])
+                        for x in unknown_metric(path, ref, r["metrics"])
+                    ]
+                    pending = [ref for ref in pending if not _matches(job, ref[3])]
+            if e:
+                raise ConfigError("\n".join(e))
         for path, claim, jobs in todo:
             results = done[path] + [run_job(job) for job in jobs[len(done[path]) :]]
             if plots_dir is not None:
