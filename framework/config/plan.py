@@ -35,6 +35,7 @@ from decodelab.config.composition import (  # noqa: F401  (re-exported: plan.com
     reset,
 )
 from decodelab.config.sweepfile import SweepError, check_count, find_sweep  # noqa: F401  (re-exported)
+from decodelab.config import safety
 from decodelab.config import values as V
 from decodelab.config.diagnose import describe, did_you_mean, listing, search_dirs
 from decodelab.config.values import user_file_problems
@@ -117,6 +118,7 @@ def source_of(target: Optional[str], overrides: List[str]) -> "Source":
         raise SweepError(
             describe(e, override=next((o for o in overrides if not parses(o)), None), syntax=True)
         ) from None
+    safety.check_sources(source_dir, overrides, name)  # config files are data (config.safety)
     return Source(source_dir, name, common)
 
 
