@@ -1,9 +1,9 @@
 """Resume that never lies: what a sweep may reuse instead of evaluating, and the record it then
 writes for the design.
 
-The key is the config hash (decodelab.core.result.config_hash): the resolved design plus the
-code version (package version + a hash of core/, modes/, components/), so a result of other
-model code is never reused. A design is found
+The key is the config hash (decodelab.core.result.config_hash): the resolved design, the bytes
+of the files it names and the code version (package version + a hash of the package's code,
+shipped data and configs), so a result of other code or inputs is never reused. A design is found
 
 - in this sweep directory: `<sweep dir>/<job>/result.json` of an earlier invocation with the
   same hash (an interrupted sweep run again);
