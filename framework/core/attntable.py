@@ -27,13 +27,13 @@ step, latency_ms; `step` tokens already cached, so a sequence reads step + 1; CS
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from decodelab.core import kernel_layout as K
 from decodelab.core.optable import TableError, _read
+from decodelab.core.tablecache import table_cache
 
 COLUMNS = (
     "batch_size",
@@ -48,7 +48,7 @@ COLUMNS = (
 KV_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "bf16", "fp8": "fp8"}
 
 
-@lru_cache(maxsize=8)
+@table_cache(maxsize=8)
 def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(kv dtype, query heads, KV heads, head dim) -> (B_GRID index, C_GRID index, log seconds)
     of a decode attention table's full-attention rows at the kernel's grid points (mean of
@@ -125,7 +125,7 @@ def filled(grid: np.ndarray) -> Optional[np.ndarray]:
     return g
 
 
-@lru_cache(maxsize=256)
+@table_cache(maxsize=256)
 def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim: int):
     """The table's decode attention log seconds at the kernel's grid for these heads per chip
     (flattened B_GRID-major, read-only), or None where it has no such shape."""

@@ -36,13 +36,13 @@ the roofline law.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from decodelab.core import kernel_layout as K
 from decodelab.core.optable import TableError, _read, grid_row
+from decodelab.core.tablecache import table_cache
 
 COLUMNS = (
     "moe_dtype",
@@ -80,7 +80,7 @@ WEIGHT_BYTES = {
 }
 
 
-@lru_cache(maxsize=16)
+@table_cache(maxsize=16)
 def curves(path: str) -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     """(moe_dtype, hidden, expert FFN, top-k, experts, moe_tp, moe_ep) -> (tokens, seconds) of the
     table at `path`, tokens ascending (cached per path)."""
@@ -136,7 +136,7 @@ def check(path: str) -> Optional[str]:
     return None
 
 
-@lru_cache(maxsize=1024)
+@table_cache(maxsize=1024)
 def block_row(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int]) -> Optional[np.ndarray]:
     """Seconds of the routed-expert block at the kernel's M_GRID token counts (read-only), or None
     where the table lacks the dtype or the exact shape (hidden, expert FFN, top-k, experts, moe_tp,
@@ -175,7 +175,7 @@ def _distance(a: Key, b: Key) -> float:
     return 100.0 * gpus + split + 2.0 * shape
 
 
-@lru_cache(maxsize=1024)
+@table_cache(maxsize=1024)
 def nearest(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int]) -> Optional[Key]:
     """The table's measured block (its key) nearest to `shape` in `dtype` (_distance; ties: the
     first in key order), or None where the table holds no block of the dtype with enough points."""

@@ -25,13 +25,13 @@ decodelab fit-hardware (gemm_dtype, m, n, k, latency_ms; CSV or Parquet).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from decodelab.core import kernel_layout as K
 from decodelab.paths import resolve_user_path
+from decodelab.core.tablecache import table_cache
 
 COLUMNS = ("gemm_dtype", "m", "n", "k", "latency_ms")
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
@@ -65,7 +65,7 @@ def _read(path: str, columns, kind: str, dtype_col: str, dtypes: dict, need: str
     return df.assign(latency_ms=lat)
 
 
-@lru_cache(maxsize=8)
+@table_cache(maxsize=8)
 def curves(path: str) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray, Dict]]:
     """cube(...) of the table at `path` (cached per path)."""
     return cube(_read(path, COLUMNS, "a GEMM", "gemm_dtype", DTYPES, f"rows of {', '.join(DTYPES)}"))
@@ -158,7 +158,7 @@ def curve(path: str, dtype: str, n: float, k: float):
     return ms[ok], np.exp(logt[ok])
 
 
-@lru_cache(maxsize=4096)
+@table_cache(maxsize=4096)
 def measured_row(path: str, dtype: str, n: float, k: float):
     """The table's GEMM time in seconds at (n, k) at the kernel's M_GRID token counts (read-only),
     or None where the table has no curve (the class law applies)."""
@@ -223,7 +223,7 @@ AR_COLUMNS = ("allreduce_dtype", "num_gpus", "message_size", "latency_ms")
 AR_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "half": 2.0}
 
 
-@lru_cache(maxsize=8)
+@table_cache(maxsize=8)
 def collective_curves(path: str) -> Dict[int, Tuple[np.ndarray, np.ndarray]]:
     """num_gpus -> (bytes of the whole per-rank tensor, seconds) of an all-reduce table in the
     operator-CSV schema (allreduce_dtype, num_gpus, message_size = elements, latency_ms; 16-bit
@@ -240,7 +240,7 @@ def collective_curves(path: str) -> Dict[int, Tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-@lru_cache(maxsize=4096)
+@table_cache(maxsize=4096)
 def collective_row(path: str, n_gpus: int, bytes_per_token: float):
     """An all-reduce's seconds at the kernel's M_GRID token counts, the message being M_GRID x
     `bytes_per_token` bytes: log-log interpolation between the measured sizes, the smallest

@@ -1,0 +1,50 @@
+"""Operator tables are read once per process and per content (core.tablecache): a table edited
+in place during a session is read again on the next design, with nothing cleared by hand."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pandas as pd
+
+import decodelab
+from decodelab.core import tablecache
+from decodelab.paths import DATA_DIR
+
+GEMM = DATA_DIR / "operators" / "h100_sxm_gemm_trtllm_1.2.0rc5.parquet"  # hardware=h100_sxm's
+
+
+def _tpot(table) -> float:
+    r = decodelab.evaluate("hardware=h100_sxm", f"hardware.op_tables.gemm={table}", "workload.output_len=16")
+    assert r.status == "ok", r.reason
+    return r.metrics["tpot_ms"]
+
+
+def test_table_edited_in_place_is_read_again(tmp_path):
+    table = tmp_path / "my_gemm.parquet"
+    shutil.copy(GEMM, table)
+    before = _tpot(table)
+    assert _tpot(table) == before  # unchanged file: the cached table
+    df = pd.read_parquet(table)
+    df.assign(latency_ms=df.latency_ms * 2).to_parquet(table)
+    st = os.stat(table)
+    os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a later edit, whatever the clock
+    after = _tpot(table)
+    assert after > before * 1.2  # slower GEMMs: a longer step
+    tablecache.clear()
+    assert _tpot(table) == after  # what a fresh process reads
+
+
+def test_unchanged_tables_stay_cached(tmp_path, monkeypatch):
+    """The second design on an unchanged table reads no file."""
+    from decodelab.core import optable
+
+    table = tmp_path / "g.parquet"
+    shutil.copy(GEMM, table)
+    _tpot(table)
+    reads = []
+    real = optable._read
+    monkeypatch.setattr(optable, "_read", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    _tpot(table)
+    assert reads == []
