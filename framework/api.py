@@ -27,6 +27,7 @@ from decodelab.core.result import Result
 from decodelab.modes.dispatch import evaluate as _evaluate
 from decodelab.config.grid import make_grid
 from decodelab.errors import ConfigError
+from decodelab.output.flat import flat_params
 from decodelab.output.table import TABLE_FILE, read_table
 from decodelab.runs.best import DEFAULT_CHILDREN, parse_children
 from decodelab.runs.backends import BACKENDS
@@ -172,11 +173,7 @@ def _frame(records):
 
     rows = []
     for r in records:
-        row = (
-            {f"{k}": v for k, v in pd.json_normalize(r.get("config") or {}, sep=".").iloc[0].items()}
-            if r.get("config")
-            else {}
-        )
+        row = flat_params(r.get("config") or {})  # the results table's and MLflow's flattening
         row.update(
             status=r.get("status"),
             reason=r.get("reason", ""),

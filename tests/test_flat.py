@@ -79,7 +79,6 @@ def test_table_mlflow_and_load_results_flatten_alike(tmp_path):
     assert _params_of_run(tmp_path, rec3["config_hash"]) == _text(flat_params(rec3["config"]))
 
 
-@pytest.mark.xfail(strict=True, reason="framework/api.py _frame still uses pd.json_normalize")
 def test_load_results_of_result_files_flattens_alike(tmp_path):
     from decodelab.api import load_results
 

@@ -15,6 +15,7 @@ from typing import List
 from decodelab.apps.common import add_max_designs, errors, run_module, workers
 from decodelab.config.grid import make_grid
 from decodelab.config.sweepfile import SweepError
+from decodelab.output.files import where_lines
 from decodelab.runs.grid import GridOutcome, run_grid
 
 
@@ -43,6 +44,8 @@ def print_summary(grid, out: GridOutcome) -> None:
         console.print(
             f"[yellow]warning[/yellow]: the tracker failed ({out.tracker_error}); the table is in {out.path}"
         )
+    tracking = grid.tracking if out.parent and not out.tracker_error else None
+    console.print(*where_lines(out.path.parent, tracking, out.parent, out.path), sep="\n", soft_wrap=True)
 
 
 def add_arguments(ap) -> None:

@@ -18,6 +18,7 @@ from decodelab.config.sweepfile import SweepError
 from decodelab.runs.search import SAMPLERS, SLO_OBJECTIVES, SpaceError, load_space, run_search
 from decodelab.runs.slo import SloError
 from decodelab.tracking.recorder import Recorder
+from decodelab.output.flat import flat_params
 
 
 def write_outputs_of(result: dict) -> List[str]:
@@ -103,6 +104,7 @@ def log_search(
             "constraints": json.dumps(space.get("constraints") or {}),
             **({"slo": json.dumps(space["slo"])} if space.get("slo") else {}),
         },
+        params=flat_params,
     )
     rec.log_parent_params({f"space.{k}": v for k, v in space["params"].items()})
     for r in result["front"]:

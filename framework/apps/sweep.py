@@ -16,6 +16,7 @@ from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
 from decodelab.runs.backends import BACKENDS, BackendError
 from decodelab.runs.best import DEFAULT_CHILDREN, parse_children
+from decodelab.output.files import where_lines
 from decodelab.runs.sweep import SUMMARY_METRICS, Outcome, run_sweep
 
 
@@ -85,6 +86,8 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
             f"{'recorded' if out.tracking else 'done'}; run the same command again to do "
             "only the rest"
         )
+    tracking = plan.tracking if out.tracking and not out.tracker_error else None
+    console.print(*where_lines(out.sweep_dir, tracking, out.parent, out.table), sep="\n", soft_wrap=True)
 
 
 def add_arguments(ap) -> None:

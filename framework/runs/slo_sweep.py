@@ -27,6 +27,7 @@ from decodelab.runs.backends import Backend
 from decodelab.runs.items import run as run_job
 from decodelab.runs.slo import SLO, SloError, find_max_rate, search_result
 from decodelab.tracking.recorder import Recorder
+from decodelab.output.flat import flat_params
 
 X, Y = "goodput_tok_s_per_chip", "tok_s_per_user"  # the front: cost side, user side
 RANK = "goodput_tok_s_per_chip"
@@ -203,6 +204,7 @@ def _record(plan, slo: SLO, out: SloOutcome) -> None:
             "slo": json.dumps(slo.as_dict()),
             "overrides": " ".join(plan.command_line)[:5000],
         },
+        params=flat_params,
     )
     out.parent = rec.parent
     rec.log_parent_params({f"slo.{k}": v for k, v in slo.as_dict().items()})
