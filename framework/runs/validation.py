@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from decodelab.paths import VALIDATION_DIR
+from decodelab.runs import aic_rows
 from decodelab.runs.validation_names import (  # noqa: F401 (part of this module's API)
     engine_config_name,
+    engine_maps,
     engine_table,
     hardware_config_name,
     model_config_name,
@@ -219,15 +221,16 @@ def _unmapped_mode(row) -> str:
     )
 
 
-def read_rows(csv: Path, static: bool = False, fp8_checkpoint: Optional[str] = None):
-    """(the CSV as a DataFrame, its items (row number, design key, row) for
-    validation_predict.predict_rows); a bad file, column or value is one ValueError naming it, as
-    is a row whose engine has no config. A row the model cannot express (its model, chip, precision,
-    parallel split or mode has no config or mapping) is an item with the key (UNMAPPED, reason):
-    recorded with that reason, not predicted; when no row can be expressed, the first reason is the
-    error."""
+def _frame(csv: Path):
+    """(the CSV's rows in decodelab's columns, per row '' or the reason it is not run, whether a
+    row's engine without a config is refused (AIConfigurator's schema) rather than an error)."""
     import pandas as pd
 
+    if aic_rows.is_aic(csv):
+        df = aic_rows.frame(csv)
+        if df.empty:
+            raise ValueError(f"{csv.name} has a header but no data rows")
+        return df, list(df["refuse"]), True
     try:
         df = pd.read_csv(csv, comment="#")
     except pd.errors.EmptyDataError:
@@ -236,6 +239,17 @@ def read_rows(csv: Path, static: bool = False, fp8_checkpoint: Optional[str] = N
         raise ValueError(f"{csv.name} is not a readable CSV ({type(e).__name__})")
     df = aic_columns(df)
     modes = [_unmapped_mode(row) for _, row in df.iterrows()] if "mode" in df.columns else [""] * len(df)
+    return df, modes, False
+
+
+def read_rows(csv: Path, static: bool = False, fp8_checkpoint: Optional[str] = None):
+    """(the CSV as a DataFrame, its items (row number, design key, row) for
+    validation_predict.predict_rows); a bad file, column or value is one ValueError naming it, as
+    is a row whose engine has no config (in AIConfigurator's schema: a refused row). A row the model
+    cannot express (its model, chip, precision, parallel split or mode has no config or mapping) is
+    an item with the key (UNMAPPED, reason): recorded with that reason, not predicted; when no row
+    can be expressed, the first reason is the error."""
+    df, modes, lenient = _frame(csv)
     if len(df) and all(modes):
         raise ValueError(f"{csv.name} data row 1: {modes[0]}")
     check_rows(df[[not m for m in modes]] if any(modes) else df, csv)
@@ -245,7 +259,10 @@ def read_rows(csv: Path, static: bool = False, fp8_checkpoint: Optional[str] = N
             try:
                 engine_config_name(str(row["engine"]), row_version(row), engines)
             except ValueError as e:
-                raise ValueError(f"{csv.name} data row {n}: {e}")
+                if not lenient:
+                    raise ValueError(f"{csv.name} data row {n}: {e}")
+                why = str(e)
+        if not why:
             try:
                 items.append((n, tuple(base_overrides(row, static, engines, fp8_checkpoint)), row))
                 continue
@@ -283,7 +300,8 @@ def run_validations(
     recs = predict_rows(items, list(overrides or []), static, launch, jobs)
     out = []
     for i in range(len(csvs)):
-        df = pd.DataFrame([r for (num, _, _), r in zip(items, recs) if num[0] == i])
+        df = pd.DataFrame([{**r, "row": num[1]} for (num, _, _), r in zip(items, recs) if num[0] == i])
+        df["engine_map"] = engine_maps(df)
         for k in (
             INT_COLUMNS
         ):  # whole numbers (a column with empty cells, e.g. disaggregated rows', reads as floats)

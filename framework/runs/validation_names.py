@@ -97,6 +97,32 @@ def engine_config_name(engine: str, version: str = "", table=None) -> str:
     return next((name for name, _, vs in fam if not vs), fam[0][0])
 
 
+def mapping_note(table, engine: str, version: str) -> str:
+    """How a row's engine file was chosen ('' when a file of its family lists its version): the
+    nearest earlier listed version's, or the family's default file. `table`: engine_table()."""
+    fam = [t for t in table if t[1] == engine_family(str(engine))]
+    if any(version in vs for _, _, vs in fam):
+        return ""
+    near = _nearest_earlier(fam, version)
+    if near is not None:
+        return f"no file lists it: that of the nearest earlier listed version, {near[0]}"
+    if not version:
+        return "no version given: the family's default file"
+    return "no file lists it or an earlier version: the family's default file"
+
+
+def engine_maps(df) -> List[str]:
+    """Per row of a validation table: its engine file and, where no file lists its version, how
+    that file was chosen (mapping_note); '' for a row not run."""
+    table, memo, out = engine_table(), {}, []
+    for eng, ver, cfg in zip(df["engine"], df["engine_version"], df["engine_config"]):
+        if (eng, ver, cfg) not in memo:
+            note = mapping_note(table, eng, ver) if cfg else ""
+            memo[(eng, ver, cfg)] = f"{cfg} ({note})" if note else cfg
+        out.append(memo[(eng, ver, cfg)])
+    return out
+
+
 def version_notes(df) -> List[str]:
     """One line per (engine, version) of the table that no engine file lists: the file it ran with."""
     table = engine_table()
@@ -104,17 +130,9 @@ def version_notes(df) -> List[str]:
     for (eng, ver, cfg), _ in df.groupby(["engine", "engine_version", "engine_config"], sort=True):
         if not cfg:
             continue  # rows the model cannot express (read_rows): not run
-        fam = [t for t in table if t[1] == engine_family(str(eng))]
-        if any(ver in vs for _, _, vs in fam):
-            continue
-        near = _nearest_earlier(fam, ver)
-        if near is not None:
-            why = f"no file lists it: that of the nearest earlier listed version, {near[0]}"
-        elif not ver:
-            why = "no version given: the family's default file"
-        else:
-            why = "no file lists it or an earlier version: the family's default file"
-        out.append(f"{eng} {ver}".strip() + f" ran with conf/engine/{cfg}.yaml ({why})")
+        why = mapping_note(table, eng, ver)
+        if why:
+            out.append(f"{eng} {ver}".strip() + f" ran with conf/engine/{cfg}.yaml ({why})")
     return out
 
 

@@ -217,11 +217,17 @@ def row_version(row) -> str:
     return v if isinstance(v, str) else ""
 
 
+# Columns of an AIConfigurator row (runs/aic_rows.py) a record keeps: the CSV's data row, its id,
+# system and mode
+ROW_KEYS = ("row", "id", "system", "mode")
+
+
 def record(row, key, res, launch: str = "") -> dict:
     """A row of the validation table: the measured setting, its engine file and launch (`aic`,
     `defaults`; empty for a row not run), predicted vs measured."""
     m = res["metrics"]
     rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
+    rec.update({k: row[k] for k in ROW_KEYS if k in row.index})
     rec["engine_version"] = row_version(row)
     rec["engine_config"] = key[1].split("=", 1)[1] if key[0] != UNMAPPED else ""
     rec["launch"] = row_launch(row, engine_family(str(row["engine"])), launch) if rec["engine_config"] else ""

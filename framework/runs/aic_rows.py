@@ -1,0 +1,274 @@
+"""AIConfigurator's silicon_sample.csv schema read as decodelab validate rows (docs/validation.md
+"Reading AIConfigurator's silicon rows"): each row becomes decodelab's columns (model, engine,
+engine_version, system, precision, tp, pp, dp, moe_tp, moe_ep, isl, osl, concurrency, ttft_ms,
+tpot_ms) plus `refuse`, the one-line reason a row is not run ('' = it runs).
+
+The schema's quirks, each handled here:
+- `#` inside a field (`silicon_data_source` holds image names like `nvcr.io#nvidia/...`): only whole
+  lines starting with `#` are comments, never the rest of a line;
+- an empty `precision` is BF16 (the checkpoint's own dtype);
+- `moe_tp_size` / `moe_ep_size` filled on dense models (even `moe_ep_size` 0): ignored there;
+- `batch_size` is counted per attention-DP rank: the clients are batch_size x attention_dp_size, or
+  the `silicon_concurrency=N` that `silicon_data_source` records (the benchmark's client count);
+  when both are given and differ the parallel split is ambiguous and the row is refused;
+- a replica is tp_size x attention_dp_size GPUs per pipeline stage (x pp_size), its experts split
+  moe_tp_size x moe_ep_size ways over them (moe_tp x moe_ep = tp x attention_dp);
+- a disaggregated row (`mode` disagg) has empty tp/batch columns and `prefill_*` / `decode_*` pool
+  columns instead: read and described, not run (validate maps aggregated rows)."""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from pathlib import Path
+from typing import Dict, Tuple
+
+from decodelab.paths import VALIDATION_DIR
+from decodelab.runs.validation_names import _model_yaml, model_config_name
+
+# The column that marks the schema (AIConfigurator's measured TPOT)
+MARK = "silicon_tpot_ms"
+POOL_KEYS = (
+    "batch_size",
+    "num_workers",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+)
+CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+# Refusal kinds (the text before the first ': ' of a reason), counted on the console
+DISAGG = "mode=disagg"
+
+
+@functools.lru_cache(maxsize=None)
+def mapping() -> dict:
+    """framework/data/validation/aic_mapping.yaml: NVLink domains and unsupported model families."""
+    import yaml
+
+    return yaml.safe_load((VALIDATION_DIR / "aic_mapping.yaml").read_text()) or {}
+
+
+def is_aic(csv: Path) -> bool:
+    """Whether the CSV's header (its first line not starting with `#`) is AIConfigurator's schema."""
+    with open(csv, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.strip() and not line.lstrip().startswith("#"):
+                return MARK in [c.strip() for c in line.strip().split(",")]
+    return False
+
+
+def read_csv(csv: Path):
+    """The CSV as text cells: whole lines starting with `#` dropped, a `#` inside a field kept."""
+    import pandas as pd
+
+    with open(csv, encoding="utf-8") as f:
+        text = "".join(line for line in f if not line.lstrip().startswith("#"))
+    return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+
+
+def cell(row, col: str) -> str:
+    v = row.get(col, "")
+    return "" if v is None else str(v).strip()
+
+
+def number(row, col: str):
+    """A numeric cell as float, or None when empty or not a number."""
+    try:
+        return float(cell(row, col))
+    except ValueError:
+        return None
+
+
+def whole(row, col: str, default=None):
+    v = number(row, col)
+    return default if v is None else int(v)
+
+
+def pool(row, side: str) -> str:
+    """A disaggregated row's pool, e.g. `2 x (tp 8, adp 1, moe 1x8, batch 16)`."""
+    v = {k: whole(row, f"{side}_{k}") for k in POOL_KEYS}
+    workers = "?" if v["num_workers"] is None else v["num_workers"]
+    batch = "?" if v["batch_size"] is None else v["batch_size"]
+    return (
+        f"{workers} x (tp {v['tp_size']}, adp {v['attention_dp_size']}, "
+        f"moe {v['moe_tp_size']}x{v['moe_ep_size']}, batch {batch})"
+    )
+
+
+def disagg_reason(row) -> str:
+    """One line for a disaggregated row: its pools, and why validate does not run it."""
+    counts = [whole(row, f"{s}_num_workers") for s in ("prefill", "decode")]
+    why = (
+        "the pool sizes (prefill/decode_num_workers) are not recorded"
+        if None in counts
+        else "conf/disagg pools take tensor parallelism only (no attention DP, expert parallelism or "
+        "decode batch cap per pool)"
+    )
+    return (
+        f"{DISAGG}: prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}: not run, {why}; "
+        "validate maps aggregated rows (mode agg)"
+    )
+
+
+def family_reason(model_path: str) -> str:
+    """Why a model's family cannot be expressed ('' when it can): aic_mapping.yaml's list."""
+    name = model_path.lower().split("/")[-1]
+    for fam in mapping().get("unsupported_families") or []:
+        if str(fam["match"]).lower() in name:
+            return f"model family not modelled: {model_path}: {fam['why']}"
+    return ""
+
+
+def precision_of(row, model: str) -> str:
+    """The row's precision: empty = bf16; `fp4` of a model (conf/model name, '' if none) whose 4-bit checkpoint is MXFP4
+    (model.expert_only_dtypes lists mxfp4: gpt-oss) = mxfp4; without a `precision` column, the
+    moe_quant_mode where given, else the gemm_quant_mode."""
+    if "precision" not in row.index:
+        return cell(row, "moe_quant_mode") or cell(row, "gemm_quant_mode") or "bf16"
+    prec = cell(row, "precision").lower()
+    if not prec:
+        return "bf16"
+    if prec == "fp4" and model and "mxfp4" in (_model_yaml(model).get("expert_only_dtypes") or []):
+        return "mxfp4"
+    return prec
+
+
+def concurrency_of(row) -> Tuple[int, str]:
+    """(clients, '' or the reason they are ambiguous): batch_size x attention_dp_size, checked against
+    the silicon_concurrency that silicon_data_source records."""
+    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
+    recorded = int(m.group(1)) if m else None
+    bs, adp = whole(row, "batch_size"), whole(row, "attention_dp_size", 1)
+    per_rank = bs * adp if bs is not None else None
+    if recorded is None and per_rank is None:
+        return 0, "no concurrency: batch_size is empty and silicon_data_source records no silicon_concurrency"
+    if recorded is not None and per_rank is not None and recorded != per_rank:
+        return recorded, (
+            f"ambiguous concurrency: batch_size {bs} x attention_dp_size {adp} = {per_rank} clients, but "
+            f"silicon_data_source records silicon_concurrency={recorded} (an attention-DP size not recorded?)"
+        )
+    return (recorded if recorded is not None else per_rank), ""
+
+
+def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
+    """(decodelab's parallel columns, '' or why the split cannot be run): `tp` attention tensor
+    parallelism, `dp` attention-DP groups (a stage is tp x dp GPUs), `pp` stages; `moe_tp` / `moe_ep`
+    for MoE models only (ignored on dense ones, where the schema fills them anyway)."""
+    tp, pp, adp = whole(row, "tp_size", 1), whole(row, "pp_size", 1), whole(row, "attention_dp_size", 1)
+    out = {"tp": tp, "pp": pp, "dp": adp}
+    if min(tp, pp, adp) < 1:
+        return out, f"bad parallel split: tp_size {tp}, pp_size {pp}, attention_dp_size {adp} must be >= 1"
+    gpus, domain = tp * adp * pp, (mapping().get("nvlink_domain") or {}).get(system)
+    if domain and gpus > domain:
+        return out, (
+            f"multi-node: tp_size {tp} x attention_dp_size {adp} x pp_size {pp} = {gpus} GPUs, more than "
+            f"the {domain} of one {system} NVLink domain (the network between nodes is not modelled)"
+        )
+    if not int(_model_yaml(model).get("n_experts") or 0):
+        return out, ""
+    mtp, mep = whole(row, "moe_tp_size", tp * adp), whole(row, "moe_ep_size", 1)
+    if mtp * mep != tp * adp:
+        return out, (
+            f"inconsistent expert split: moe_tp_size {mtp} x moe_ep_size {mep} != tp_size {tp} x "
+            f"attention_dp_size {adp} GPUs"
+        )
+    if mtp > 1 and mep > 1:
+        return out, (
+            f"experts split both ways: moe_tp_size {mtp} x moe_ep_size {mep} is not modelled "
+            f"(hardware.moe_mapping tp splits every expert over all {tp * adp} GPUs, ep places whole experts)"
+        )
+    out.update(moe_tp=mtp, moe_ep=mep)
+    return out, ""
+
+
+def measured(row) -> Tuple[Dict[str, float], str]:
+    """isl, osl, ttft_ms, tpot_ms as floats, and '' or the first one that is not a number > 0."""
+    cols = {"isl": "isl", "osl": "osl", "ttft_ms": "silicon_ttft_ms", "tpot_ms": "silicon_tpot_ms"}
+    out = {k: number(row, c) for k, c in cols.items()}
+    bad = [c for k, c in cols.items() if not (out[k] or 0) > 0]
+    out = {k: float("nan") if v is None else v for k, v in out.items()}
+    return out, (f"bad measurement: {bad[0]}={cell(row, bad[0])!r} must be a number > 0" if bad else "")
+
+
+def model_of(model_path: str) -> Tuple[str, str]:
+    """(conf/model name or '', '' or why the model has none)."""
+    why = family_reason(model_path)
+    if why:
+        return "", why
+    try:
+        return model_config_name(model_path), ""
+    except ValueError as e:
+        return "", str(e)
+
+
+def to_row(row, n: int) -> dict:
+    """decodelab's row (validation.COLUMNS and the parallel columns) of AIConfigurator row `n`
+    (1-based data row of the CSV), with `refuse`: '' or the first reason it cannot run."""
+    model_path, system = cell(row, "model_path"), cell(row, "system")
+    conc, why_c = concurrency_of(row)
+    meas, why_m = measured(row)
+    mode = cell(row, "mode").lower() or "agg"
+    model, why = model_of(model_path)
+    out = {
+        "row": n,
+        "id": cell(row, "id"),
+        "model": model_path,
+        "engine": cell(row, "backend"),
+        "engine_version": cell(row, "backend_version"),
+        "system": system or "h100_sxm",
+        "mode": mode,
+        "precision": precision_of(row, model),
+        "concurrency": conc or float("nan"),
+        **meas,
+    }
+    par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
+    out.update(par)
+    if mode == "disagg":
+        why = disagg_reason(row)
+    elif mode != "agg":
+        why = f"mode={mode}: validate maps aggregated serving rows (mode agg) only"
+    out["refuse"] = why or why_m or why_c or why_p
+    return out
+
+
+def frame(csv: Path):
+    """The rows of an AIConfigurator CSV as decodelab's (to_row), one per data row, in order."""
+    import pandas as pd
+
+    raw = read_csv(csv)
+    return pd.DataFrame([to_row(row, n) for n, (_, row) in enumerate(raw.iterrows(), start=1)])
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a reason, for counting: its text before the first ': ' (or ' ('), numbers as N."""
+    head = re.split(r": | \(", str(reason), maxsplit=1)[0]
+    return re.sub(r"\d+(\.\d+)?", "N", head).strip()
+
+
+def refusals(df):
+    """The rows of a validation table without a prediction: row, id, setting, status (`refused`: not
+    run, read_rows; else the simulation's: infeasible, invalid), kind (reason_kind) and reason."""
+    bad = df[df["status"] != "ok"]
+    cols = [
+        c for c in ("row", "id", "model", "system", "engine", "engine_version", "mode") if c in bad.columns
+    ]
+    out = bad[cols + ["reason"]].copy()
+    status = ["refused" if not cfg else st for st, cfg in zip(bad["status"], bad["engine_config"])]
+    out.insert(len(cols), "status", status)
+    out.insert(len(cols) + 1, "kind", [reason_kind(r) for r in out["reason"]])
+    return out
+
+
+def refusal_counts(ref):
+    """(status, kind, rows, first row, its reason) per kind of refusal, most rows first."""
+    import pandas as pd
+
+    recs = [
+        {"status": st, "kind": kind, "rows": len(g), "row": g["row"].iloc[0], "reason": g["reason"].iloc[0]}
+        for (st, kind), g in ref.groupby(["status", "kind"], sort=False)
+    ]
+    cols = ["status", "kind", "rows", "row", "reason"]
+    return pd.DataFrame(recs, columns=cols).sort_values("rows", ascending=False, kind="stable")

@@ -1,0 +1,154 @@
+"""AIConfigurator's silicon_sample.csv schema read by `decodelab validate` (framework/runs/aic_rows.py,
+docs/validation.md "Reading AIConfigurator's silicon rows"): each quirk of the schema by a hand-worked
+row, the rows refused with their reason."""
+
+import math
+
+from decodelab.runs import aic_rows
+from decodelab.runs.validation import read_rows
+
+HEAD = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+    "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
+    + ",".join(f"{side}_{k}" for side in ("prefill", "decode") for k in aic_rows.POOL_KEYS)
+    + ",silicon_ttft_ms,silicon_tpot_ms\n"
+)
+NO_POOLS = "," * 13  # the 14 empty prefill_* / decode_* cells of an aggregated row
+
+
+def agg(
+    src="s",
+    model="Qwen/Qwen3-32B",
+    prec="fp8",
+    batch=8,
+    tp=1,
+    adp=1,
+    moe="1,1",
+    system="h100_sxm",
+    engine="vllm,0.18.0",
+    ttft=100.0,
+    tpot=10.0,
+):
+    return (
+        f"r,{src},{engine},{model},{system},{prec},agg,1024,128,fp8,fp8,{batch},{tp},1,{adp},{moe},"
+        f"{NO_POOLS},{ttft},{tpot}\n"
+    )
+
+
+def frame(tmp_path, *rows):
+    p = tmp_path / "silicon.csv"
+    p.write_text(HEAD + "".join(rows))
+    assert aic_rows.is_aic(p)
+    return aic_rows.frame(p)
+
+
+def test_a_hash_inside_a_field_is_kept(tmp_path):
+    """silicon_data_source holds image names like nvcr.io#nvidia/...: the `#` is text, not a comment
+    (pandas' comment='#' cut the line there and shifted every later column to NaN)."""
+    src = "source_file=x.csv; silicon_concurrency=8; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+    df = frame(
+        tmp_path, "# a comment line\n", agg(src=src, engine="trtllm,1.2.0rc6.post3", ttft=123.5, tpot=9.25)
+    )
+    r = df.iloc[0]
+    assert (r["engine"], r["engine_version"], r["mode"], r["refuse"]) == (
+        "trtllm",
+        "1.2.0rc6.post3",
+        "agg",
+        "",
+    )
+    assert (r["ttft_ms"], r["tpot_ms"], r["concurrency"], r["row"]) == (123.5, 9.25, 8, 1)
+
+
+def test_empty_precision_is_bf16_and_fp4_of_an_mxfp4_checkpoint_is_mxfp4(tmp_path):
+    df = frame(tmp_path, agg(prec=""), agg(model="openai/gpt-oss-120b", prec="fp4", moe="1,1"))
+    assert list(df.precision) == ["bf16", "mxfp4"]
+    _, items = read_rows(tmp_path / "silicon.csv")
+    assert "workload.weight_dtype=bf16" in items[0][1] and "workload.kv_dtype=bf16" in items[0][1]
+    assert "workload.weight_dtype=mxfp4" in items[1][1]
+
+
+def test_moe_columns_on_a_dense_model_are_ignored(tmp_path):
+    """Qwen3-32B rows carry moe_tp_size 1 and moe_ep_size 0: a dense model runs tensor parallel only."""
+    df = frame(tmp_path, agg(tp=2, batch=16, moe="1,0"))
+    r = df.iloc[0]
+    assert r["refuse"] == "" and r["tp"] == 2 and r["dp"] == 1
+    assert "moe_tp" not in df.columns and "moe_ep" not in df.columns
+    _, items = read_rows(tmp_path / "silicon.csv")
+    key = items[0][1]
+    assert "hardware.tensor_parallel=2" in key and not any("moe_mapping" in k for k in key)
+
+
+def test_batch_size_is_per_attention_dp_rank(tmp_path):
+    """DeepSeek-R1, tp 1 x attention DP 8, experts 1 x 8: batch_size 16 per rank = 128 clients on
+    8 GPUs (tensor_parallel 8 in attention groups of 1, whole experts per GPU); a recorded
+    silicon_concurrency that disagrees makes the split ambiguous: refused."""
+    ds = dict(model="deepseek-ai/DeepSeek-R1", system="b200_sxm", engine="trtllm,1.2.0rc6.post3")
+    df = frame(
+        tmp_path,
+        agg(batch=16, adp=8, moe="1,8", src="silicon_concurrency=128", **ds),
+        agg(batch=16, adp=8, moe="1,8", **ds),
+        agg(batch=56, adp=1, tp=4, moe="4,1", src="silicon_concurrency=224", **ds),
+    )
+    assert list(df.concurrency) == [128, 128, 224]
+    assert list(df.refuse[:2]) == ["", ""] and df.refuse[2].startswith(
+        "ambiguous concurrency: batch_size 56 x"
+    )
+    _, items = read_rows(tmp_path / "silicon.csv")
+    key = items[0][1]
+    for k in (
+        "hardware.n_chips=8",
+        "hardware.tensor_parallel=8",
+        "hardware.attention_dp=8",
+        "hardware.moe_mapping=ep",
+    ):
+        assert k in key
+
+
+def test_splits_the_model_cannot_run_are_refused_with_a_reason(tmp_path):
+    ds = dict(model="deepseek-ai/DeepSeek-V3", system="h200_sxm")
+    df = frame(
+        tmp_path,
+        agg(tp=16, moe="4,4", **ds),  # two HGX boards
+        agg(tp=1, adp=8, moe="2,4", **ds),  # experts split both ways
+        agg(tp=1, moe="2,1", model="openai/gpt-oss-120b"),  # 2 x 1 expert shards on 1 GPU
+        agg(model="Qwen/Qwen3-Next-80B-A3B-Instruct"),
+    )
+    kinds = [aic_rows.reason_kind(r) for r in df.refuse]
+    assert kinds == [
+        "multi-node",
+        "experts split both ways",
+        "inconsistent expert split",
+        "model family not modelled",
+    ]
+    assert "16 GPUs, more than the 8 of one h200_sxm NVLink domain" in df.refuse[0]
+    assert "Gated DeltaNet" in df.refuse[3]
+
+
+def test_a_disaggregated_row_lists_its_pools(tmp_path):
+    pools = (
+        "1,1,1,1,8,1,8,4,5,8,1,1,1,8"  # prefill: 1 worker, tp 1 x adp 8; decode: 5 workers of tp 8, batch 4
+    )
+    row = (
+        "d,silicon_concurrency=20,sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,8192,1024,"
+        f"fp8,fp8_block,,,,,,,{pools},900.5,20.25\n"
+    )
+    df = frame(tmp_path, row, agg())
+    r = df.iloc[0]
+    assert r["refuse"].startswith(
+        "mode=disagg: prefill 1 x (tp 1, adp 8, moe 1x8, batch 1), decode 5 x (tp 8, adp 1, moe 1x8, batch 4)"
+    )
+    assert (r["concurrency"], r["ttft_ms"], r["tpot_ms"], r["isl"]) == (20, 900.5, 20.25, 8192)
+    assert math.isnan(r["tp"])  # no agg columns on a disaggregated row
+
+
+def test_deepseek_v3_1_is_deepseek_v3s_shapes(compose):
+    """conf/model/deepseek_v3_1.yaml (HF deepseek-ai/DeepSeek-V3.1, the V3 architecture): the
+    671,026,404,352 parameters its source line states, every shape field equal to DeepSeek-V3's."""
+    from decodelab.components.models import layers
+
+    v31, v3 = compose("model=deepseek_v3_1").model, compose("model=deepseek_v3").model
+    assert layers.param_counts(v31)["total"] == 671_026_404_352
+    assert {k: v for k, v in v31.items() if k not in ("name", "source")} == {
+        k: v for k, v in v3.items() if k not in ("name", "source")
+    }
+    assert aic_rows.model_of("nvidia/DeepSeek-V3.1-NVFP4") == ("deepseek_v3_1", "")
