@@ -1,11 +1,15 @@
 """AIConfigurator's silicon_sample.csv schema read by `decodelab validate` (framework/runs/aic_rows.py,
 docs/validation.md "Reading AIConfigurator's silicon rows"): each quirk of the schema by a hand-worked
-row, the rows refused with their reason."""
+row, the rows refused with their reason, and another predictor's numbers beside ours (--peer)."""
 
 import math
 
+import pandas as pd
+import pytest
+
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import read_rows
+from decodelab.runs.validation_peer import peer_stats, read_peer
 
 HEAD = (
     "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
@@ -139,6 +143,73 @@ def test_a_disaggregated_row_lists_its_pools(tmp_path):
     )
     assert (r["concurrency"], r["ttft_ms"], r["tpot_ms"], r["isl"]) == (20, 900.5, 20.25, 8192)
     assert math.isnan(r["tp"])  # no agg columns on a disaggregated row
+
+
+def test_peer_mape_on_the_rows_both_predict(tmp_path):
+    """Three rows: ours predicts rows 1 and 2 (+10% and -20% TPOT), the peer rows 2 and 3 (+5%, x);
+    the peer column is taken on row 2 only: ours 20%, the peer's 5%."""
+    df = pd.DataFrame(
+        {
+            "row": [1, 2, 3],
+            "id": ["a", "b", "c"],
+            "status": ["ok", "ok", "refused"],
+            "tpot_meas": [10.0, 20.0, 30.0],
+            "tpot_pred": [11.0, 16.0, float("nan")],
+            "ttft_meas": [100.0, 200.0, 300.0],
+            "ttft_pred": [150.0, 100.0, float("nan")],
+        }
+    )
+    p = tmp_path / "peer.csv"
+    p.write_text("row,tpot_ms,ttft_ms\n2,21.0,260\n3,33.0,300\n")
+    s = peer_stats(read_peer(p, df))
+    assert s["tpot_both"] == 1 and s["tpot_mape_both"] == pytest.approx(20.0)
+    assert s["tpot_peer_mape"] == pytest.approx(5.0) and s["ttft_peer_mape"] == pytest.approx(30.0)
+    p.write_text("id,tpot_ms\nb,22.0\n")
+    s = peer_stats(read_peer(p, df))
+    assert s["tpot_peer_mape"] == pytest.approx(10.0) and s["ttft_both"] == 0
+    p.write_text("name,tpot_ms\nb,22.0\n")
+    with pytest.raises(ValueError, match="needs a `row`"):
+        read_peer(p, df)
+
+
+def test_validate_peer_on_a_tiny_csv(tmp_path):
+    """End to end: two Llama-3.1-8B rows run, a disaggregated one is counted by reason, the peer's
+    MAPE is printed beside ours."""
+    from conftest import cli
+
+    rows = [
+        agg(
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            prec="",
+            batch=4,
+            engine="trtllm,1.0.0rc3",
+            ttft=60,
+            tpot=7,
+        ),
+        agg(
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            prec="",
+            batch=8,
+            engine="trtllm,1.0.0rc3",
+            ttft=80,
+            tpot=8,
+        ),
+        "d,s,trtllm,1.0.0rc3,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,fp8,,,,,,,"
+        + "," * 13
+        + ",50,7\n",
+    ]
+    csv = tmp_path / "silicon.csv"
+    csv.write_text(HEAD + "".join(rows))
+    peer = tmp_path / "peer.csv"
+    peer.write_text("row,tpot_ms,ttft_ms\n1,7.7,66\n2,8.8,88\n")
+    out = cli(
+        tmp_path, "validate", "--csv", str(csv), "--peer", str(peer), "--no-track", "-j", "1", "--out", "o"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "TPOT peer" in out.stdout and "10.0%" in out.stdout  # the peer is 10% off on both rows
+    assert "mode=disagg" in out.stdout and "over 2 rows run of 3" in out.stdout
+    refused = pd.read_csv(tmp_path / "o" / "silicon_refused.csv")
+    assert list(refused.row) == [3] and list(refused.kind) == ["mode=disagg"]
 
 
 def test_deepseek_v3_1_is_deepseek_v3s_shapes(compose):

@@ -25,7 +25,9 @@ from typing import List
 from decodelab.apps.common import errors, run_module, workers
 from decodelab.config import compose as C
 from decodelab.paths import VALIDATION_DIR
+from decodelab.runs import aic_rows
 from decodelab.runs.validation import (
+    GROUPS,
     LAUNCHES,
     bias,
     default_csv,
@@ -35,6 +37,7 @@ from decodelab.runs.validation import (
     summary,
     version_notes,
 )
+from decodelab.runs.validation_peer import peer_summary, read_peer
 from decodelab.tracking import store as tracking
 
 
@@ -90,26 +93,49 @@ def print_table(df, csv: Path) -> None:
         )
         many = f"{len(g)} rows, the first " if len(g) > 1 else ""
         con.print(f"{status} ({many}{where}): {reason}")
-    s = Table(
-        title="by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio; "
-        "tok/s: the output rate TTFT and TPOT imply, concurrency x osl / (TTFT + (osl - 1) TPOT)"
+    print_groups(df, GROUPS, con)
+    unpredicted = int(df["tpot_pred"].isna().sum())
+    con.print(
+        f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}% (bias {bias(df, 'tpot'):+.1f}%), "
+        f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%), "
+        f"output tok/s {mape(df, 'tput'):.1f}% (bias {bias(df, 'tput'):+.1f}%) over {len(df)} rows"
+        + (f" ({unpredicted} without a prediction, not counted)" if unpredicted else "")
     )
-    for col in (
-        "group",
-        "value",
-        "rows",
-        "TPOT MAPE",
-        "TPOT bias",
-        "TPOT worst",
-        "TTFT MAPE",
-        "TTFT bias",
-        "TTFT worst",
-        "tok/s MAPE",
-        "tok/s bias",
-    ):
+
+
+GROUP_TITLE = (
+    "by group: mean absolute % error (MAPE), mean signed % error (bias), worst ratio; "
+    "tok/s: the output rate TTFT and TPOT imply, concurrency x osl / (TTFT + (osl - 1) TPOT)"
+)
+GROUP_COLS = (
+    "group",
+    "value",
+    "rows",
+    "TPOT MAPE",
+    "TPOT bias",
+    "TPOT worst",
+    "TTFT MAPE",
+    "TTFT bias",
+    "TTFT worst",
+    "tok/s MAPE",
+    "tok/s bias",
+)
+# With --peer: per metric, the rows both predict, decodelab's MAPE and the peer's on them
+PEER_COLS = ("both", "TPOT ours", "TPOT peer", "TTFT ours", "TTFT peer")
+
+
+def print_groups(df, groups, con, title: str = GROUP_TITLE) -> None:
+    """The summary table by group (runs/validation.summary); with a peer's columns (`tpot_peer`,
+    validation_peer.read_peer) its MAPE beside decodelab's on the rows both predict."""
+    from rich.table import Table
+
+    s = Table(title=title)
+    peer = "tpot_peer" in df.columns
+    for col in GROUP_COLS + (PEER_COLS if peer else ()):
         s.add_column(col, justify="left" if col in ("group", "value") else "right")
-    for _, g in summary(df).iterrows():
-        s.add_row(
+    both = peer_summary(df, list(groups)) if peer else None
+    for i, g in summary(df, groups).iterrows():
+        cells = [
             g["group"],
             g["value"],
             str(g["rows"]),
@@ -121,15 +147,59 @@ def print_table(df, csv: Path) -> None:
             f"{g['ttft_worst_x']:.2f}x",
             f"{g['tput_mape']:.1f}%",
             f"{g['tput_bias']:+.1f}%",
-        )
+        ]
+        if peer:
+            p = both.iloc[i]
+            cells += [f"{p['tpot_both']}/{p['ttft_both']}"]
+            cells += [
+                f"{p[k]:.1f}%"
+                for k in ("tpot_mape_both", "tpot_peer_mape", "ttft_mape_both", "ttft_peer_mape")
+            ]
+        s.add_row(*cells)
     con.print(s)
-    unpredicted = int(df["tpot_pred"].isna().sum())
-    con.print(
-        f"mean absolute percentage error: TPOT {mape(df, 'tpot'):.1f}% (bias {bias(df, 'tpot'):+.1f}%), "
-        f"TTFT {mape(df, 'ttft'):.1f}% (bias {bias(df, 'ttft'):+.1f}%), "
-        f"output tok/s {mape(df, 'tput'):.1f}% (bias {bias(df, 'tput'):+.1f}%) over {len(df)} rows"
-        + (f" ({unpredicted} without a prediction, not counted)" if unpredicted else "")
+
+
+AIC_GROUPS = ("system", "model", "engine", "version", "mode")
+
+
+def print_aic(df, csv: Path) -> None:
+    """A table of AIConfigurator's schema (runs/aic_rows.py): the rows not run counted by reason,
+    the rows run by system, model, engine, version (with its engine file) and mode, no per-row
+    table (--out writes it)."""
+    from rich.table import Table
+
+    con = _console()
+    for line in version_notes(df) + launch_notes(df):
+        con.print(f"note: {line}")
+    ref = aic_rows.refusals(df)
+    t = Table(
+        title=f"decodelab validate: {csv.name}: {len(ref)} of {len(df)} rows without a prediction, by reason"
     )
+    for col in ("status", "reason (kind)", "rows", "first row", "its reason"):
+        t.add_column(col, justify="right" if col in ("rows", "first row") else "left")
+    for _, r in aic_rows.refusal_counts(ref).iterrows():
+        t.add_row(r["status"], r["kind"], str(r["rows"]), str(r["row"]), r["reason"])
+    con.print(t)
+    ok = df[df["status"] == "ok"]
+    ok = ok.assign(
+        version=[f"{e} {v or '-'} ({c})" for e, v, c in zip(ok.engine, ok.engine_version, ok.engine_config)]
+    )
+    print_groups(ok, AIC_GROUPS, con, f"{csv.name}: the rows run, {GROUP_TITLE}")
+    con.print(
+        f"mean absolute percentage error: TPOT {mape(ok, 'tpot'):.1f}% (bias {bias(ok, 'tpot'):+.1f}%), "
+        f"TTFT {mape(ok, 'ttft'):.1f}% (bias {bias(ok, 'ttft'):+.1f}%), "
+        f"output tok/s {mape(ok, 'tput'):.1f}% (bias {bias(ok, 'tput'):+.1f}%) over {len(ok)} rows run "
+        f"of {len(df)} ({len(ref)} without a prediction, not counted)"
+    )
+
+
+def write_out(df, csv: Path, out: Path) -> None:
+    """--out DIR: <csv>_rows.csv (every row: prediction or status and reason) and
+    <csv>_refused.csv (the rows without a prediction, with their reason)."""
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / f"{csv.stem}_rows.csv", index=False)
+    aic_rows.refusals(df).to_csv(out / f"{csv.stem}_refused.csv", index=False)
+    print(f"wrote {out / f'{csv.stem}_rows.csv'} and {out / f'{csv.stem}_refused.csv'}")
 
 
 # A group whose simulated decoding requests exceed the measured ones by more than this factor is
@@ -256,6 +326,13 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
     p.add_argument(
+        "--peer",
+        metavar="FILE",
+        help="another predictor's numbers on the same rows: a CSV keyed by `row` (1-based data row of "
+        "--csv) or `id`, with ttft_ms and/or tpot_ms; its MAPE shown beside ours on the rows both predict",
+    )
+    p.add_argument("--out", metavar="DIR", help="write <csv>_rows.csv and <csv>_refused.csv (reasons) there")
+    p.add_argument(
         "-j",
         "--jobs",
         type=workers,
@@ -296,8 +373,17 @@ def run(a) -> int:
             f"{' '.join(map(str, csvs))}: none of the {len(rows)} rows can be simulated "
             f"({rows[0].status}: {rows[0].reason})"
         )
+    if a.peer:
+        if len(dfs) != 1:
+            return errors("--peer compares one CSV's rows: give it with --csv, not --all")
+        try:
+            dfs = [read_peer(Path(a.peer).expanduser(), dfs[0])]
+        except ValueError as e:
+            return errors(str(e))
     for csv, df in zip(csvs, dfs):
-        print_table(df, csv)
+        print_aic(df, csv) if "mode" in df.columns else print_table(df, csv)
+        if a.out:
+            write_out(df, csv, Path(a.out).expanduser())
         steps = None
         if a.steps:
             from decodelab.runs.validation_steps import step_split
