@@ -87,7 +87,6 @@ FILES = {
     "uc/model/dupkey.yaml": _model_yaml(name="dupkey") + "n_layers: 3\n",
     "uc/model/envm.yaml": _model_yaml(name="envm", d_model="${oc.env:DECODELAB_UNSET_X}"),
     "uc/workload/nan_wl.yaml": "defaults:\n  - open_loop\n  - _self_\narrival_rate: .nan\n",
-    "sh/model/llama3_2_1b.yaml": _model_yaml(name="llama3_2_1b", n_layers=3),
     "claim_metric.yaml": "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n"
     "      model: llama3_2_1b\nclaim:\n  id: U1\n  figures:\n    - {name: f, metric: tok_s_usr, published: 1}\n",
     "bigsweep.yaml": "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n"
@@ -372,12 +371,6 @@ SILENT = [  # were accepted without a word
     ("+worklod.batch_size=2", ["+worklod", MEAN.format("workload")]),
     ("sweep +foo=1,2", ["+foo:", "not a key"]),
     ("-m +foo=1,2", ["+foo:", "not a key"]),
-    (
-        "hydra.searchpath=[file://{D}/sh] model=llama3_2_1b",
-        ["sh/model/llama3_2_1b.yaml", "shipped model=llama3_2_1b", "rename"],
-    ),
-    ("--config-dir {D}/sh model=llama3_2_1b", ["sh/model/llama3_2_1b.yaml", "ignored", "rename"]),
-    ("sweep hydra.searchpath=[file://{D}/sh] model=llama3_2_1b", ["sh/model/llama3_2_1b.yaml", "rename"]),
     (f"{SP} model=foo", ["uc/model/foo.yaml", "name: llama3_1_8b", "foo"]),
     (f"grid {SP} model=foo", ["uc/model/foo.yaml", "name: llama3_1_8b"]),
     (f"{SP} model=mamba_dense", ["model.state_bytes_per_layer=4096", "arch=hybrid"]),

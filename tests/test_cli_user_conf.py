@@ -29,6 +29,7 @@ from conftest import (
     write_model,
 )
 from decodelab.core import kernel as K  # noqa: F401
+from decodelab.output.table import read_table
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
@@ -44,7 +45,7 @@ def test_example_user_conf_files_are_named_after_their_stem():
     for p in files:
         cfg = yaml.safe_load(p.read_text())
         assert cfg["name"] == p.stem, p
-        # a user file with a project file's name would be ambiguous on the search path
+        # the examples add options; a file with a project file's name would replace that file
         assert p.stem not in group_options(p.parent.name), p
 
 
@@ -314,3 +315,130 @@ def test_example_user_engine_sets_its_budget_by_chip(tmp_path):
         assert rec["config"]["engine"]["max_tokens_per_step"] == budget
         assert rec["config"]["engine"]["chunk_size"] == budget
         shutil.rmtree(tmp_path / "outputs")  # the next chip's run is then the only one
+
+
+# --------------------------------------------------------------------------- a user file of a shipped name
+
+SHIPPED_1B = (CONF / "model" / "llama3_2_1b.yaml").resolve()
+
+
+def shadowing_conf(tmp_path):
+    """A user folder whose model/llama3_2_1b.yaml replaces the shipped one: the 8B shape with 3
+    layers (the shipped 1B has 16 layers of d_model 2048); and the note a run gives for it."""
+    mine = write_model(tmp_path / "sh", "llama3_2_1b", n_layers=3).resolve()
+    return mine.parent.parent, f"{mine} is used in place of the shipped {SHIPPED_1B}"
+
+
+def is_users_1b(model: dict) -> bool:
+    return model["name"] == "llama3_2_1b" and model["n_layers"] == 3 and model["d_model"] == 4096
+
+
+@pytest.mark.parametrize("how", ["searchpath", "config-dir"])
+def test_user_file_of_a_shipped_name_is_used_and_named(tmp_path, how):
+    """Issue 40: the user's folder comes before conf/, and the run says which file it read."""
+    conf, note = shadowing_conf(tmp_path)
+    where = [searchpath(conf)] if how == "searchpath" else ["--config-dir", str(conf)]
+    res = decodelab(tmp_path, *where, "model=llama3_2_1b", "tracking=off")
+    assert res.rc == 0, res.explain()
+    rec = read_result(the_run_dir(tmp_path))
+    assert rec["status"] == "ok" and is_users_1b(rec["config"]["model"]), rec["config"]["model"]
+    assert rec["notes"].count(note) == 1
+    printed = " ".join(res.out.split())  # rich wraps long lines
+    assert printed.count(f"note: {note}") == 1, res.out
+    assert has_title(res.out, "llama3_2_1b | h100_sxm tp1 | full | default | b1 4096+128"), res.out
+
+
+def test_no_note_without_a_user_file_of_a_shipped_name(tmp_path):
+    res = decodelab(tmp_path, searchpath(USER_CONF), "model=my_model", "tracking=off", "quiet=true")
+    assert res.rc == 0, res.explain()
+    assert not any("in place of the shipped" in n for n in read_result(the_run_dir(tmp_path))["notes"])
+
+
+def test_user_file_of_a_shipped_name_in_a_multirun(tmp_path):
+    conf, note = shadowing_conf(tmp_path)
+    res = decodelab(
+        tmp_path,
+        "-m",
+        searchpath(conf),
+        "model=llama3_2_1b",
+        "workload.batch_size=1,2",
+        "tracking=off",
+        "quiet=true",
+    )
+    assert res.rc == 0, res.explain()
+    recs = [read_result(d) for d in job_dirs(tmp_path)]
+    assert sorted(r["config"]["workload"]["batch_size"] for r in recs) == [1, 2]
+    assert all(r["status"] == "ok" and is_users_1b(r["config"]["model"]) for r in recs)
+    assert all(r["notes"].count(note) == 1 for r in recs)
+
+
+def _sweep_rows(tmp_path):
+    (table,) = (tmp_path / "outputs" / "multirun").rglob("results.parquet")
+    return read_table(table)
+
+
+@pytest.mark.parametrize("how", ["searchpath", "sweep-file"])
+def test_user_file_of_a_shipped_name_in_decodelab_sweep(tmp_path, how):
+    """`decodelab sweep`: the user's file wins from hydra.searchpath and from the sweep file's folder."""
+    conf, _ = shadowing_conf(tmp_path)
+    (conf / "study.yaml").write_text(
+        "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n"
+        "      model: llama3_2_1b\n      workload.batch_size: 1,2\n"
+    )
+    args = [searchpath(conf), "model=llama3_2_1b", "workload.batch_size=1,2"]
+    res = decodelab(
+        tmp_path, "sweep", *(args if how == "searchpath" else [str(conf / "study.yaml")]), "tracking=off"
+    )
+    assert res.rc == 0, res.explain()
+    rows = _sweep_rows(tmp_path)
+    assert len(rows) == 2 and set(rows["status"]) == {"ok"}
+    assert set(rows["model.n_layers"]) == {3} and set(rows["model.d_model"]) == {4096}
+
+
+def test_user_file_of_a_shipped_name_in_decodelab_grid(tmp_path):
+    import decodelab as api
+
+    conf, _ = shadowing_conf(tmp_path)
+    res = decodelab(
+        tmp_path, "grid", searchpath(conf), "model=llama3_2_1b", "workload.batch_size=1,2", "tracking=off"
+    )
+    assert res.rc == 0, res.explain()
+    rows = _sweep_rows(tmp_path).sort_values("workload.batch_size")
+    assert set(rows["status"]) == {"ok"}
+    for b, tpot in zip(rows["workload.batch_size"], rows["tpot_ms"]):
+        same = api.evaluate("model=llama3_1_8b", "model.n_layers=3", f"workload.batch_size={b}")
+        assert tpot == pytest.approx(same.metrics["tpot_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("how", ["searchpath", "config_dir"])
+def test_user_file_of_a_shipped_name_through_the_api(tmp_path, monkeypatch, how):
+    import re
+
+    import decodelab as api
+
+    conf, note = shadowing_conf(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args, kwargs = ([searchpath(conf)], {}) if how == "searchpath" else ([], {"config_dir": str(conf)})
+    with pytest.warns(UserWarning, match=re.escape(f"note: {note}")):
+        r = api.evaluate(*args, "model=llama3_2_1b", **kwargs)
+    same = api.evaluate("model=llama3_1_8b", "model.n_layers=3")
+    shipped = api.evaluate("model=llama3_2_1b")
+    assert r.status == "ok" and r.metrics["tpot_ms"] == pytest.approx(same.metrics["tpot_ms"], rel=1e-12)
+    assert shipped.metrics["tpot_ms"] != pytest.approx(r.metrics["tpot_ms"], rel=1e-3)
+    rows = api.sweep(searchpath(conf), "model=llama3_2_1b", "workload.batch_size=1,2")
+    assert set(rows["model.n_layers"]) == {3}
+
+
+def test_primary_config_is_decodelabs_unless_config_dir_holds_one(tmp_path):
+    """Hydra reads the primary config from --config-dir or conf/, never from hydra.searchpath."""
+    conf = tmp_path / "mine"
+    conf.mkdir()
+    (conf / "config.yaml").write_text((CONF / "config.yaml").read_text() + "workload:\n  batch_size: 3\n")
+    note = f"{(conf / 'config.yaml').resolve()} is used in place of the shipped {(CONF / 'config.yaml').resolve()}"
+    for where, batch in ((["--config-dir", str(conf)], 3), ([searchpath(conf)], 1)):
+        res = decodelab(tmp_path, *where, "tracking=off", "quiet=true")
+        assert res.rc == 0, res.explain()
+        rec = read_result(the_run_dir(tmp_path))
+        assert rec["config"]["workload"]["batch_size"] == batch, where
+        assert (note in rec["notes"]) == (batch == 3), rec["notes"]
+        shutil.rmtree(tmp_path / "outputs")

@@ -20,14 +20,16 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.core.labels import run_label
 from decodelab.output.files import print_result, where_lines, write_outputs
 from decodelab.apps.callbacks import recorded_run
-from decodelab.config import safety
+from decodelab.config import safety, searchpath
 
 CONF_DIR = str(paths.CONF_DIR)
+searchpath.register()  # a user's --config-dir and hydra.searchpath folders before conf/ (issue 40)
 
 
 def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
     """Evaluate one composed config and write its files; returns what the callback logs."""
     res = evaluate(cfg)
+    res.notes.extend(searchpath.run_notes(HydraConfig.get()))  # a user file read for a shipped one
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     name = run_label(cfg, res["metrics"])
     files = write_outputs(

@@ -9,6 +9,7 @@ from typing import Iterator, List, Optional, Sequence
 
 from decodelab import paths
 from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
+from decodelab.config import searchpath
 from decodelab.config.diagnose import describe, search_dirs, unparsable
 from decodelab.errors import ConfigError
 
@@ -17,18 +18,24 @@ CONF_DIR = str(paths.CONF_DIR)
 
 @contextmanager
 def context(config_dir: Optional[str] = None) -> Iterator[None]:
-    """Hydra initialised on decodelab's conf/ (or `config_dir`) for the block; nothing global
-    stays initialised after it. A Hydra already initialised (a worker process keeps a sweep's
-    context between chunks, config/composition.py) is set aside for the block and restored."""
+    """Hydra initialised on decodelab's conf/ for the block, with `config_dir` (a user's folder, as
+    `--config-dir`) in front of it (config.searchpath: a user's file of a shipped file's name is
+    the one read); nothing global stays initialised after it. A Hydra already initialised (a worker
+    process keeps a sweep's context between chunks, config/composition.py) is set aside for the
+    block and restored."""
     from hydra import initialize_config_dir
+    from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
 
+    searchpath.register()
     outer = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(
-            config_dir=config_dir or CONF_DIR, version_base="1.3", job_name="decodelab"
-        ):
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="decodelab"):
+            if config_dir:
+                GlobalHydra.instance().clear()
+                path = searchpath.search_path(config_dir)
+                Hydra.create_main_hydra2(task_name="decodelab", config_search_path=path)
             yield
     finally:
         if outer is not None:  # Hydra's own exit restores the (cleared) state it found

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
+from decodelab.config import searchpath
 from decodelab.config.compose import CONF_DIR
 from decodelab.config.diagnose import search_dirs
 from decodelab.config.fields import interpolated, node_kind, settable, typed_as
@@ -31,30 +32,20 @@ class Source:
 
 @contextmanager
 def hydra_context(source: Source) -> Iterator[object]:
-    """Hydra initialised on conf/ with the sweep's directory in front of it, as
-    `decodelab --config-dir DIR` does (the same search path). Yields Hydra's config loader."""
+    """Hydra initialised on conf/ with the sweep's directory and the `hydra.searchpath` entries in
+    front of it, as `decodelab --config-dir DIR` does (the same search path, config.searchpath: a
+    user's file of a shipped file's name is the one read). Yields Hydra's config loader."""
     from hydra import initialize_config_dir
     from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
     from hydra.core.global_hydra import GlobalHydra
 
+    searchpath.register()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="decodelab"):
         extra = search_dirs(None, source.common)[:-1]  # hydra.searchpath entries
         if source.config_dir or extra:
-            search_path = create_config_search_path(CONF_DIR)
-            if source.config_dir:
-                search_path.prepend(
-                    provider="command-line",
-                    path=f"file://{source.config_dir}",
-                    anchor=SearchPathQuery(provider="schema"),
-                )
-            for d in extra:
-                search_path.prepend(
-                    provider="hydra.searchpath", path=f"file://{d}", anchor=SearchPathQuery(provider="schema")
-                )
             GlobalHydra.instance().clear()
-            Hydra.create_main_hydra2(task_name="decodelab", config_search_path=search_path)
+            path = searchpath.search_path(source.config_dir, extra)
+            Hydra.create_main_hydra2(task_name="decodelab", config_search_path=path)
         yield GlobalHydra.instance().config_loader()
 
 
@@ -242,6 +233,10 @@ class DetachedComposer(Composer):
 
     MAX_BASES = 64  # distinct choices of config groups kept per process (a few 100 kB each)
 
+    def __init__(self, source: Source, loader) -> None:
+        super().__init__(source, loader)
+        self._notes: Dict[tuple, List[str]] = {}
+
     def base(self, groups: Tuple[str, ...]):
         cfg = self._base.get(groups)
         if cfg is None:
@@ -261,6 +256,17 @@ class DetachedComposer(Composer):
                 del cfg["hydra"]
             self._base[groups] = cfg
         return cfg
+
+    def notes(self, groups: Tuple[str, ...], dirs: Sequence[str]) -> List[str]:
+        """searchpath.shadowing_notes of a choice of config groups: each file of the user's
+        folders `dirs` (in search order) read in place of a shipped one; once per choice."""
+        key = ("notes", *groups)
+        if key not in self._notes:
+            configs = searchpath.used_configs(
+                self.loader, self.source.config_name, [*self.source.common, *groups]
+            )
+            self._notes[key] = searchpath.shadowing_notes([*dirs, CONF_DIR], configs, self.source.config_dir)
+        return self._notes[key]
 
 
 _DETACHED: Dict[Source, DetachedComposer] = {}
@@ -291,14 +297,30 @@ def design_config(overrides: Sequence[str], config_dir: Optional[str] = None):
     full composition, whose error is raised as one line (config.compose.compose_or_error)."""
     from decodelab.config.compose import compose_or_error
 
+    composer = None
     try:
         source = checked_source(config_dir, overrides)  # CodeInConfig (a ConfigError) passes
-        tree = detached_composer(source).plain([o for o in overrides if not is_hydra(o)])
+        composer = detached_composer(source)
+        tree = composer.plain([o for o in overrides if not is_hydra(o)])
     except CodeInConfig:
         raise
     except Exception:  # noqa: BLE001  (Hydra's full composition below names what is wrong)
         tree = None
-    return tree if tree is not None else compose_or_error(list(overrides), config_dir=config_dir)
+    cfg = tree if tree is not None else compose_or_error(list(overrides), config_dir=config_dir)
+    if composer is not None:
+        _note_shadowing(composer, [o for o in overrides if not is_hydra(o)])
+    return cfg
+
+
+def _note_shadowing(composer: DetachedComposer, job: Sequence[str]) -> None:
+    """A UserWarning per user file read in place of a shipped one (the user's folders come
+    first on the search path, config.searchpath): the API's run is not silent about it."""
+    import warnings
+
+    dirs = _SOURCES[composer.source][1]
+    if searchpath.could_shadow(dirs):
+        for note in composer.notes(composer.split(job)[0], [str(d) for d in dirs]):
+            warnings.warn(f"note: {note}", UserWarning, stacklevel=4)
 
 
 _SOURCES: Dict[Source, tuple] = {}  # Source -> (fingerprint of its YAML files, user folders)

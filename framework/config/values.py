@@ -1,8 +1,7 @@
 """What composing a config does not catch, checked at the edge before anything runs (issue 40):
 values that do not resolve (`${oc.env:UNSET}`), required fields left unset (an empty YAML,
 `~model`), NaN and infinite numbers, a key appended to the top of the config (`+foo=bar`), and
-a user's config file that Hydra would silently not read (it shadows a shipped one from
-`--config-dir` or `hydra.searchpath`, both searched after conf/) or that carries another component's `name:`.
+a user's config file that carries another component's `name:`.
 Each problem is one line naming the override or the file (decodelab.config.plan._check)."""
 
 from __future__ import annotations
@@ -106,25 +105,15 @@ def _selected(jobs: Sequence[Sequence[str]]) -> Dict[str, Set[str]]:
 
 
 def user_file_problems(comp, jobs: Sequence[Sequence[str]]) -> List[str]:
-    """A chosen option that a user's directory (`--config-dir`, `hydra.searchpath`, a sweep file's
-    folder) and conf/ both hold (Hydra searches conf/ first: the user's would be silently
-    ignored), and a user's model or hardware file
-    whose `name:` is another one's."""
+    """A user's model or hardware file (`--config-dir`, `hydra.searchpath`, a sweep file's
+    folder) whose `name:` is another one's. (A user's file with a shipped file's name is read
+    in its place, config.searchpath: user folders come first.)"""
     extra = search_dirs(None, comp.source.common)[:-1]
     users = [d for d in (comp.source.config_dir, *extra) if d]
     e: List[str] = []
     for group, options in sorted(_selected(jobs).items()):
-        for opt in sorted(options):
-            shipped = Path(CONF_DIR) / group / f"{opt}.yaml"
-            for d in users:
-                mine = Path(d) / group / f"{opt}.yaml"
-                if mine.is_file() and shipped.is_file():
-                    e.append(
-                        f"{mine}: has the name of the shipped {group}={opt}, which Hydra reads first "
-                        f"(conf/ comes before --config-dir and hydra.searchpath; yours would be "
-                        f"ignored): rename your file, e.g. to {group}/my_{opt}.yaml"
-                    )
-            if group in NAMED_GROUPS:
+        if group in NAMED_GROUPS:
+            for opt in sorted(options):
                 e += _name_problem(group, opt, users)
     return e
 
