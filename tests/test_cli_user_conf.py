@@ -275,23 +275,22 @@ def test_missing_required_field_is_invalid_input(tmp_path):
     assert "Traceback" not in res.text, res.explain()
     assert res.rc == 2, res.explain()
     assert any(ln.startswith("error: ") and "model.ffn_dim" in ln for ln in res.err.splitlines())
-    assert read_result(the_run_dir(tmp_path))["status"] == "invalid"
+    assert not (tmp_path / "outputs").exists()  # refused before the run: nothing written
 
 
-def test_missing_required_field_does_not_break_a_sweep(tmp_path):
+def test_missing_required_field_stops_a_sweep_before_it_runs(tmp_path):
+    """A user file without a required field is bad input, checked for every job before any
+    runs (as Hydra checks a multirun): one line naming the file and the field, nothing written."""
     conf = tmp_path / "conf"
     path = write_model(conf, "incomplete")
     cfg = yaml.safe_load(path.read_text())
     del cfg["ffn_dim"]
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     res = decodelab(tmp_path, "-m", searchpath(conf), "model=incomplete,llama3_2_1b", "quiet=true")
-    parents, children = split_sweep(all_runs(tmp_path))
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED", res.explain()
-    status = {c.data.params["model.name"]: c.data.tags for c in children}
-    assert status["llama3_2_1b"]["status"] == "ok"
-    assert status["incomplete"]["status"] == "invalid"
-    assert "model.ffn_dim" in status["incomplete"]["reason"]
-    assert res.rc == 0, res.explain()
+    assert res.rc == 2 and "Traceback" not in res.text, res.explain()
+    (line,) = res.err.splitlines()
+    assert line.startswith("error: ") and str(path) in line and "model.ffn_dim" in line
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_example_user_engine_sets_its_budget_by_chip(tmp_path):
