@@ -18,6 +18,7 @@ from decodelab.apps.common import errors, run_module
 # name -> (module, one-line summary): the one table `decodelab --help` lists
 COMMANDS: Dict[str, Tuple[str, str]] = {
     "claims": ("decodelab.apps.claims", "the papers' published figures: simulated vs published (C1-C15)"),
+    "calibrate": ("decodelab.apps.calibrate", "set one placeholder parameter from one published figure"),
     "validate": (
         "decodelab.apps.validate",
         "serving simulation vs measured TTFT/TPOT (shipped rows or --csv)",

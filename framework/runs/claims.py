@@ -40,6 +40,7 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import breakdown_plot
 from decodelab.output.progress import progress_bar
 from decodelab.paths import SWEEPS_DIR
+from decodelab.runs.placeholders import calibration_figures, load_params
 
 REDUCERS = {
     "mean": lambda v: sum(v) / len(v),
@@ -184,6 +185,25 @@ def with_what_if(job: Dict[str, str], what_if: List[str]) -> List[str]:
     return [f"{k}={v}" for k, v in job.items() if key_of(k) not in keys] + list(what_if)
 
 
+def compose_job(composer, job: List[str]):
+    """A claim job's config: the composer's fast path, Hydra itself for a job naming search paths."""
+    if any(o.lstrip("+~").startswith("hydra") for o in job):
+        return C.compose_in_context(job)
+    return composer.config(job, reuse=True)
+
+
+def mark_calibrations(rows: List[dict]) -> List[dict]:
+    """Set `calibration` (the parameter's name, or None) and `fid` (ID:N) on shipped claim rows: a
+    figure a parameter was calibrated on (conf/calibration.yaml) is not a test of the model."""
+    cal = calibration_figures(load_params())
+    count: Dict[str, int] = {}
+    for r in rows:
+        count[r["id"]] = count.get(r["id"], 0) + 1
+        r["fid"] = f"{r['id']}:{count[r['id']]}"
+        r["calibration"] = None if r["user"] else cal.get(r["fid"])
+    return rows
+
+
 def run_claims(
     ids: Optional[List[str]] = None,
     sweeps_dir: Path = SWEEPS_DIR,
@@ -208,11 +228,7 @@ def run_claims(
         task = bar.add_task("claim designs", total=sum(len(jobs) for _, _, jobs in todo))
 
         def run_job(job):
-            job = with_what_if(job, what_if or [])
-            if any(o.lstrip("+~").startswith("hydra") for o in job):  # search paths: Hydra
-                cfg = C.compose_in_context(job)
-            else:
-                cfg = composer.config(job, reuse=True)
+            cfg = compose_job(composer, with_what_if(job, what_if or []))
             bar.advance(task)
             return evaluate(cfg, keep_steps=False)
 
@@ -256,7 +272,7 @@ def run_claims(
                         "user": user,
                     }
                 )
-    return rows
+    return mark_calibrations(rows)
 
 
 def _plot_sweep(stem: str, cid: str, jobs, results, plots_dir: Path) -> None:
