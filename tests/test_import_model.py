@@ -234,7 +234,6 @@ def test_cli_writes_the_user_conf_dir(tmp_path):
             [],
             "has no num_hidden_layers, num_attention_heads",
         ),
-        (json.dumps(base()), ["--name", "llama3_1_8b"], "--name llama3_1_8b is a shipped model"),
         (json.dumps(base()), ["--name", "a b"], "--name 'a b' must be letters, digits"),
     ],
 )
@@ -407,3 +406,14 @@ def test_unknown_model_type_with_only_mapped_keys_reads_as_llama():
     imp = imp_of(base(model_type="newarch", tie_word_embeddings=True, rope_theta=1e6, rms_norm_eps=1e-6))
     assert imp.values["arch"] == "dense" and imp.values["tied_embeddings"] is True
     assert any("newarch is not known to import-model: read as a Llama-like decoder" in n for n in imp.notes)
+
+
+def test_a_shipped_name_asked_for_is_written_and_noted(tmp_path):
+    """--name of a shipped model writes that file (a run on its folder then uses it in place of
+    the shipped one, with a note); without --name such a checkpoint gets `_hf`."""
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(base()))
+    res = cli(tmp_path, "import-model", str(p), "--name", "llama3_1_8b")
+    assert res.rc == 0, res.explain()
+    assert (tmp_path / "my_conf" / "model" / "llama3_1_8b.yaml").is_file()
+    assert "in place of the shipped one" in res.out

@@ -47,12 +47,7 @@ def run(args) -> int:
         if not NAME.match(name):
             raise ConfigError(f"--name {name!r} must be letters, digits, '_' or '-' (it is a file name)")
         if not args.name and shipped(name):
-            name += "_hf"  # a shipped model's name: the search path would not reach this file
-        if shipped(name):
-            raise ConfigError(
-                f"--name {name} is a shipped model (conf/model/{name}.yaml), which a search path "
-                "does not override; choose another --name"
-            )
+            name += "_hf"  # a shipped model's name only when asked for: the file would shadow it
         imp = hf_model.from_config(d, name, args.config)
         hf_yaml.read_generation_config(imp, Path(args.config).expanduser().parent / "generation_config.json")
     except ConfigError as e:
@@ -72,6 +67,11 @@ def run(args) -> int:
         print(
             f"wrote {out}: {imp.model_type} -> arch={v['arch']}, {v['n_layers']} layers, "
             f"{params['total'] / 1e9:.2f}B parameters ({params.get('active', params['total']) / 1e9:.2f}B active)"
+        )
+    if shipped(name):
+        print(
+            f"note: model={name} with this folder on the search path uses this file in place of the shipped one",
+            file=report,
         )
     for n in imp.notes:
         print(f"note: {n}", file=report)
