@@ -227,7 +227,7 @@ def record(row, key, res, launch: str = "") -> dict:
     `defaults`; empty for a row not run), predicted vs measured."""
     m = res["metrics"]
     rec = {k: row[k] for k in ("model", "engine", "precision", "tp", "concurrency", "isl", "osl")}
-    rec.update({k: row[k] for k in ROW_KEYS if k in row.index})
+    rec.update({k: row[k] for k in ROW_KEYS if k in row})  # a Series: its labels; a dict: its keys
     rec["engine_version"] = row_version(row)
     rec["engine_config"] = key[1].split("=", 1)[1] if key[0] != UNMAPPED else ""
     rec["launch"] = row_launch(row, engine_family(str(row["engine"])), launch) if rec["engine_config"] else ""
