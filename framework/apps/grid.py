@@ -45,7 +45,7 @@ def print_summary(grid, out: GridOutcome) -> None:
             f"[yellow]warning[/yellow]: the tracker failed ({out.tracker_error}); the table is in {out.path}"
         )
     tracking = grid.tracking if out.parent and not out.tracker_error else None
-    console.print(*where_lines(out.path.parent, tracking, out.parent, out.path), sep="\n", soft_wrap=True)
+    console.print(*where_lines(out.path.parent, tracking, out.parent, out.path), sep="\n")
 
 
 def add_arguments(ap) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 import hydra
 import hydra._internal.hydra as hydra_run
@@ -26,12 +26,16 @@ CONF_DIR = str(paths.CONF_DIR)
 searchpath.register()  # a user's --config-dir and hydra.searchpath folders before conf/ (issue 40)
 
 
-def run_design(cfg: DictConfig, out_dir: Path) -> Dict[str, Any]:
-    """Evaluate one composed config and write its files; returns what the callback logs."""
+def run_design(cfg: DictConfig, out_dir: Path, show: Optional[Callable] = None) -> Dict[str, Any]:
+    """Evaluate one composed config and write its files; returns what the callback logs.
+    `show(name, res)`: called before the files are written (a single run prints its table
+    before drawing its plots)."""
     res = evaluate(cfg)
     res.notes.extend(searchpath.run_notes(HydraConfig.get()))  # a user file read for a shipped one
-    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     name = run_label(cfg, res["metrics"])
+    if show is not None:
+        show(name, res)
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     files = write_outputs(
         cfg_dict,
         res,
@@ -72,8 +76,9 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
     done = None
     if str(hc.mode) == "RunMode.MULTIRUN":
         done = recorded_run(cfg, Path(hc.sweep.dir))  # resuming: this design is in the tracker
+    single = str(hc.mode) == "RunMode.RUN"
     try:
-        ret = run_design(cfg, Path(hc.runtime.output_dir))
+        ret = run_design(cfg, Path(hc.runtime.output_dir), print_result if single and not cfg.quiet else None)
     except OSError as e:  # a full disk, a directory made read-only meanwhile: one line, exit 2
         EXIT_STATUS[0] = errors(
             f"{e.filename or hc.runtime.output_dir}: cannot write results ({e.strerror or e}); "
@@ -90,11 +95,11 @@ def job(cfg: DictConfig) -> Dict[str, Any]:
         f.write_text(json.dumps({**json.loads(f.read_text()), "reused_from": done}, indent=1, default=str))
         if not cfg.quiet:
             print(f"{ret['name']}: already recorded (MLflow run {done}); linked under this sweep")
-    if not cfg.quiet:
+    if not cfg.quiet and not single:
         print_result(ret["name"], res)
-        if str(hc.mode) == "RunMode.RUN":
-            print(*where_lines(Path(hc.runtime.output_dir), cfg.tracking), sep="\n")
-    if res["status"] == "invalid" and str(hc.mode) == "RunMode.RUN":
+    if not cfg.quiet and single:  # its table was printed before the files were written
+        print(*where_lines(Path(hc.runtime.output_dir), cfg.tracking), sep="\n")
+    if res["status"] == "invalid" and single:
         # bad input in a single run: one line per problem, no traceback, and a non-zero exit
         # once Hydra has returned (exiting here would skip the callback that records it)
         EXIT_STATUS[0] = errors(res["reason"])

@@ -87,7 +87,7 @@ def print_summary(plan, out: Outcome, top: int = 10) -> None:
             "only the rest"
         )
     tracking = plan.tracking if out.tracking and not out.tracker_error else None
-    console.print(*where_lines(out.sweep_dir, tracking, out.parent, out.table), sep="\n", soft_wrap=True)
+    console.print(*where_lines(out.sweep_dir, tracking, out.parent, out.table), sep="\n")
 
 
 def add_arguments(ap) -> None:
