@@ -10,7 +10,8 @@
   chip's graph orchestrator launches calls (`hw_launch_us`) (SN40L paper). Unlike a GPU launch,
   a software launch (program load, argument load, execute) is modelled as not overlapping the
   running call, since loading the next program reconfigures the units that call occupies (our
-  reading of the SN40L paper, not a published statement): it is paid in full per call.
+  reading of the SN40L paper, not a published statement): it is paid in full per call. A GPU
+  engine's per-kernel dispatch (`assign_calls`' `engine`, gpu.eager_dispatch_us) does not apply.
 - schedule_offloading=M: the runtime stitches M copies of the one-token decode schedule, so the
   chip's orchestrator runs M decode steps per host round trip: `host_step_us` is paid once per M
   steps. With speculative decoding M is capped by the speculation window (k + 1 steps), since
@@ -59,7 +60,7 @@ def host_round_trip(opt, cap=None):
     return m, notes
 
 
-def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
+def assign_calls(ops: List[Op], hw, opt, engine=None) -> Tuple[List[Op], List[dict], List[str]]:
     notes = []
     # The default profile is each stack's production default: its cuda_graphs=true is what GPU
     # engines do, not a request to a dataflow chip, so only another profile's flag is noted.

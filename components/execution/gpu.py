@@ -1,13 +1,14 @@
 """GPU execution: every operator is its own kernel (TensorRT-LLM issues ~10 per decoder layer).
 
-Each kernel call pays `launch_us` (host-side launch; removed by CUDA graphs) and `sync_us`
-(the kernel-boundary drain/synchronisation that CUDA graphs cannot remove). Launches are
-asynchronous: the host enqueues the next kernel while the current one runs, so a launch is
-exposed only where it exceeds the kernel's run time (max(0, launch_us - kernel time)); the
-sync is paid at every boundary. Collectives are
+Each kernel call pays `sync_us` (the kernel-boundary drain/synchronisation that CUDA graphs cannot
+remove) and, without CUDA graphs, its host dispatch (`eager_dispatch_us`: the engine's
+`eager_launch_us`, its framework's per-kernel dispatch, else the bare `hardware.launch_us`).
+Launches are asynchronous: the host enqueues kernels ahead of the GPU, so a step's launches are
+exposed only where their total exceeds the step's device time (the kernel, core/kernel.py:
+max(0, sum of launches - device time)); the sync is paid at every boundary. Collectives are
 separate kernels whose time adds to the step (not overlapped). Sources: Kernel Looping paper
 (~320 kernel launches per token for Llama-3.1-8B, a few microseconds each);
-shared/reference/hardware.md.
+shared/reference/hardware.md; the engines' dispatch figures in conf/engine/*.yaml.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from decodelab.components.ops import Op
+from decodelab.errors import ConfigError
 
 APPLIES = {"cuda_graphs"}
 
@@ -30,7 +32,20 @@ def host_round_trip(opt, cap=None):
     return 1, notes
 
 
-def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str]]:
+def eager_dispatch_us(hw, engine=None) -> float:
+    """Host microseconds to issue one kernel call outside a CUDA graph: the engine's framework
+    dispatch (engine.eager_launch_us: Python module code, op dispatch and the CUDA launch API)
+    where its YAML gives one, else the bare CUDA launch (hardware.launch_us). Serving's eager
+    steps use the same figure (framework/modes/serving/simulate.py)."""
+    e = getattr(engine, "eager_launch_us", None) if engine is not None else None
+    if e is None:
+        return hw.launch_us
+    if not e >= 0:
+        raise ConfigError(f"engine.eager_launch_us={e} must be >= 0 (null: hardware.launch_us per call)")
+    return float(e)
+
+
+def assign_calls(ops: List[Op], hw, opt, engine=None) -> Tuple[List[Op], List[dict], List[str]]:
     notes = []
     if opt.kernel_looping:
         notes.append("kernel_looping does not apply to gpu execution (no looped kernel calls); ignored")
@@ -43,7 +58,8 @@ def assign_calls(ops: List[Op], hw, opt) -> Tuple[List[Op], List[dict], List[str
             "batch_streaming does not apply to gpu execution (no looped layer kernel "
             "with a loop buffer); ignored"
         )
-    launch = 0.0 if opt.cuda_graphs else hw.launch_us * 1e-6
+    # the host's dispatch of each call, pipelined against the step's kernels (core/kernel.py)
+    launch = 0.0 if opt.cuda_graphs else eager_dispatch_us(hw, engine) * 1e-6
     calls = []
     for i, op in enumerate(ops):
         op.call = i

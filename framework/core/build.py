@@ -191,7 +191,7 @@ def build(
         **({"dense_w_bytes": DTYPE_BYTES["bf16"]} if expert_only else {}),
         **engine_kernels(cfg),
     )  # fmt: skip
-    ops, calls, notes = execution.assign_calls(ops, hw, opt)
+    ops, calls, notes = execution.assign_calls(ops, hw, opt, getattr(cfg, "engine", None))
     notes += fp4_note(hw, w.weight_dtype)
     if moe_map != "tp" and not m.n_experts > 0:
         notes.append(

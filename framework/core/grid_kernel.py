@@ -7,11 +7,11 @@ step's time is `kernel.step_time`'s -- the kernel's own code, not a copy of its 
 The decode rows are summed in closed form where that is exact: on a run of rows where the
 attended context x grows by a constant per row (between the KV policy's caps and window
 breakpoints), every cost of a step is affine in x as long as each branch of the step's cost
-(per call: memory- or compute-bound, the ideal vs achieved time, link overlap, exposed launch,
-which tiers hold bytes) goes the same way. Each branch is a comparison of two affine functions
-of x, so the rows where a set of branches holds form an interval: when both ends of a run take
-the same branches, every row between does too, and the run's sum is (rows) x (first + last) / 2.
-Otherwise the run is halved until it is. Not affine, and so walked row by row: a call whose bytes
+(per call: memory- or compute-bound, the ideal vs achieved time, link overlap, which tiers hold
+bytes; per step: launches exposed or hidden) goes the same way. Each branch is a comparison of two
+affine functions of x, so the rows where a set of branches holds form an interval: when both ends
+of a run take the same branches, every row between does too, and the run's sum is (rows) x
+(first + last) / 2. Otherwise the run is halved until it is. Not affine, and so walked row by row: a call whose bytes
 span tiers of different bandwidth under a bandwidth ramp (bw_half > 0: memory spilled to DDR),
 and fitted decode-attention laws (a p-norm in x; `walk=True`). `tests/test_grid.py` checks the
 sums against the row-by-row walk and `evaluate()`.
@@ -30,11 +30,13 @@ _NONAFFINE = -1  # a call whose memory time is not affine in x: walk the rows
 
 
 @njit(cache=True)
-def _signature(call_cost, tier_bw, hw, ctx, seqs, acc_bytes, acc_flops, acc_link, sig):
+def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_link, sig):
     """Branches of the step kernel.step_core just costed (its accumulators are still in acc_*)."""
     n_calls = acc_flops.shape[0]
     n_tiers = tier_bw.shape[0]
     peak = hw[K.H_PEAK_FLOPS]
+    host, device = K.dispatch_device(call_rep, call_cost, acc_flops)
+    host_bound = host > device  # the step's launches exposed (kernel._step_body): marked on every call
     for c in range(n_calls):
         if acc_flops[c, K.A_ACTIVE] == 0.0:
             sig[c] = 0
@@ -70,29 +72,19 @@ def _signature(call_cost, tier_bw, hw, ctx, seqs, acc_bytes, acc_flops, acc_link
         link = 0.0
         if acc_link[c, 0] > 0.0:
             link = acc_link[c, 0] / hw[K.H_LINK_BW]
-        latency = acc_link[c, 1] * hw[K.H_COLL_LAT] + acc_flops[c, K.A_LAW_COLL]
         if acc_flops[c, K.A_LAW] > 0.0:
             ach = acc_flops[c, K.A_LAW_T]
         else:
             if mem_a >= comp_a:
                 bits |= 1 << _B_MEMA
             ach = max(mem_a, comp_a)
-        if call_cost[c, K.C_OVERLAP_LINK] > 0.0:
-            if ach >= link:
-                bits |= 1 << _B_LINK
-            body = max(ach, link) + latency
-        else:
-            body = ach + link + latency
+        if call_cost[c, K.C_OVERLAP_LINK] > 0.0 and ach >= link:
+            bits |= 1 << _B_LINK
         if max(mem_i, comp_i) <= ach:
             bits |= 1 << _B_IDEAL
         if mem_i >= comp_i:
             bits |= 1 << _B_MEMI
-        fill = call_cost[c, K.C_FILL_EACH]
-        waiting = seqs - call_cost[c, K.C_FREE_SAMPLES]
-        if waiting > 0.0:
-            fill += call_cost[c, K.C_SAMPLE_GAP] * waiting
-        serial = call_cost[c, K.C_LAUNCH_EACH] + acc_flops[c, K.A_LAW_T0]
-        if call_cost[c, K.C_LAUNCH_ASYNC] - (body + fill + serial) < 0.0:
+        if host_bound:
             bits |= 1 << _B_EXPOSED
         sig[c] = bits
 
@@ -122,7 +114,7 @@ def _row(
         acc_l,
         out,
     )
-    _signature(call_cost, tier_bw, hw, steps[r, K.S_CTX], steps[r, K.S_SEQS], acc_b, acc_f, acc_l, sig)
+    _signature(call_rep, call_cost, tier_bw, hw, steps[r, K.S_CTX], acc_b, acc_f, acc_l, sig)
 
 
 @njit(cache=True)

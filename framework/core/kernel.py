@@ -11,9 +11,10 @@ Inputs (all per chip of one tensor-parallel replica):
                     C_SAMPLE_GAP * max(0, seqs - C_FREE_SAMPLES) per invocation while the last
                     samples of the batch leave it (BatchStreaming raises C_FREE_SAMPLES).
                     C_LAUNCH_EACH is paid at every invocation (synchronisation, or a launch
-                    that cannot overlap the running call); C_LAUNCH_ASYNC is issued ahead while
-                    the previous invocation runs, so only max(0, C_LAUNCH_ASYNC - busy) of it is
-                    exposed (busy: the invocation's body + fill/drain + serial launch).
+                    that cannot overlap the running call); C_LAUNCH_ASYNC is the host's dispatch
+                    of each invocation, enqueued ahead of the GPU: the step waits for its
+                    launches only where their sum exceeds its device time, max(0, sum of
+                    C_LAUNCH_ASYNC x invocations - sum of the calls' times) (`dispatch_device`).
   tier_bw[t]        peak bandwidth of tier t (bytes/s); kv_frac[t] share of the KV cache in tier t
   hw[:]             scalar machine parameters, named by the H_* constants
   steps[r, :]       the rows to evaluate: (query tokens per sequence, KV tokens the step attends
@@ -201,15 +202,32 @@ def _step_body(
         if waiting > 0.0:
             fill += call_cost[c, C_SAMPLE_GAP] * waiting
         serial = call_cost[c, C_LAUNCH_EACH] + acc_flops[c, A_LAW_T0]
-        exposed = call_cost[c, C_LAUNCH_ASYNC] - (body + fill + serial)
-        if exposed < 0.0:
-            exposed = 0.0
-        out_row[K_LAUNCH] += rep * (exposed + serial) + call_cost[c, C_LAUNCH_ONCE]
+        out_row[K_LAUNCH] += rep * serial + call_cost[c, C_LAUNCH_ONCE]
         out_row[K_FILL] += rep * fill + call_cost[c, C_FILL_ONCE]
         acc_flops[c, A_TIME] = (
-            rep * (body + fill + exposed + serial) + call_cost[c, C_LAUNCH_ONCE] + call_cost[c, C_FILL_ONCE]
+            rep * (body + fill + serial) + call_cost[c, C_LAUNCH_ONCE] + call_cost[c, C_FILL_ONCE]
         )
+    host, device = dispatch_device(call_rep, call_cost, acc_flops)
+    if host > device:  # launches enqueued ahead of the GPU: the step lasts max(host, device)
+        out_row[K_LAUNCH] += host - device
     out_row[K_HOST] += hw[H_HOST_STEP]
+
+
+@njit(cache=True)
+def dispatch_device(call_rep, call_cost, acc_flops):
+    """(host, device) of the step _step_body just costed: the host's asynchronous dispatch of its
+    issued calls (C_LAUNCH_ASYNC x invocations) and their device time (the sum of A_TIME). The
+    step lasts max(host, device): kernels run back to back while the host is ahead, and each
+    waits for its launch once the host falls behind (the first launch and the last kernel's
+    tail beyond the last launch are not added)."""
+    host = 0.0
+    device = 0.0
+    for c in range(call_rep.shape[0]):
+        if acc_flops[c, A_ACTIVE] == 0.0:
+            continue
+        host += call_rep[c] * call_cost[c, C_LAUNCH_ASYNC]
+        device += acc_flops[c, A_TIME]
+    return host, device
 
 
 @njit(cache=True)
@@ -239,6 +257,10 @@ def step_core(
         f * kv_read, f * pairs, f * seqs, f * pre_tokens, f * pre_kv, f * pre_pairs, f * pre_seqs,
         acc_bytes, acc_flops, acc_link, out_row,
     )  # fmt: skip
+    host, device = dispatch_device(call_rep, call_cost, acc_flops)
+    if host > device > 0.0:  # a host-bound micro-batch: every call waits on its launches alike
+        for c in range(call_rep.shape[0]):
+            acc_flops[c, A_TIME] *= host / device
     p2p = hw[H_P2P_LAT] + f * tokens * (hw[H_P2P_BYTES_TOK] / hw[H_P2P_BW] + hw[H_P2P_AG_TOK] / hw[H_LINK_BW])
     one_shot = pre_tokens >= tokens
     compose(

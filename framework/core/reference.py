@@ -222,7 +222,7 @@ def _group_step(
     out = dict.fromkeys(
         ("memory", "compute", "launch_sync", "fill_drain", "host", "collectives", "excess"), 0.0
     )
-    t_call = [0.0] * len(design.calls)
+    t_call, dispatch = [0.0] * len(design.calls), 0.0  # dispatch: the issued calls' async launches
     for c, (call, acc) in enumerate(zip(design.calls, per_call)):
         if c not in active:
             continue
@@ -248,15 +248,14 @@ def _group_step(
         fill = call["fill_each"] + call["sample_gap"] * max(0.0, seqs - call["free_samples"])
         # a law's t0 was measured inside a CUDA graph: it is the call's boundary (no sync_us)
         serial = acc["law_t0"] if acc["law"] else call["launch_each"]
-        # an asynchronous launch is issued while this invocation runs: only the excess is exposed
-        hidden = min(call["launch_async"], body + fill + serial)
-        out["launch_sync"] += n * (call["launch_async"] - hidden + serial) + call["launch_once"]
+        out["launch_sync"] += n * serial + call["launch_once"]
         out["fill_drain"] += n * fill + call["fill_once"]
-        t_call[c] = (
-            n * (body + fill + call["launch_async"] - hidden + serial)
-            + call["launch_once"]
-            + call["fill_once"]
-        )
+        t_call[c] = n * (body + fill + serial) + call["launch_once"] + call["fill_once"]
+        dispatch += n * call["launch_async"]
+    device = sum(t_call)  # launches enqueued ahead: the step lasts max(dispatch, device)
+    if dispatch > device:  # host-bound: every call waits on its launches alike (pipeline stages)
+        out["launch_sync"] += dispatch - device
+        t_call = [t * dispatch / device for t in t_call] if device > 0 else t_call
     steps_per_trip, _ = EXECUTION_MODELS[hw.execution].host_round_trip(cfg.optimizations)
     out["host"] += hw.host_step_us * 1e-6 / steps_per_trip
     return out, t_call

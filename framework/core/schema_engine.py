@@ -92,7 +92,8 @@ class EngineConfig:
     # under graphs_decode_only; every step with optimizations.cuda_graphs=false). The step's
     # kernel calls x this is host work of that step, like host_iter_us: with `overlap` only the
     # part over the GPU step is exposed, without it the part over the forward's own GPU time.
-    # null: each call pays hardware.launch_us, exposed only beyond that kernel's own run time.
+    # null: each call's dispatch is hardware.launch_us. Static decode with cuda_graphs=false uses the same
+    # figure (components/execution/gpu.py eager_dispatch_us): the step lasts max(dispatch, its kernels).
     eager_launch_us: Optional[float] = None
     # The kernels of the engine's decoder layer (components/models/dense.py), in every mode (its
     # forward pass) of a GPU design (a dataflow chip's are its execution model's): fused_add_norm,
