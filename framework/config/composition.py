@@ -15,7 +15,7 @@ from decodelab.config import schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config import searchpath
 from decodelab.config.compose import CONF_DIR
 from decodelab.config.diagnose import search_dirs
-from decodelab.config.fields import interpolated, node_kind, settable, typed_as
+from decodelab.config.fields import interpolated, node_kind, parse, settable, typed_as
 from decodelab.config.safety import CodeInConfig
 from decodelab.core.labels import run_label
 from decodelab.core.tree import Tree, freeze, replace
@@ -47,19 +47,6 @@ def hydra_context(source: Source) -> Iterator[object]:
             path = searchpath.search_path(source.config_dir, extra)
             Hydra.create_main_hydra2(task_name="decodelab", config_search_path=path)
         yield GlobalHydra.instance().config_loader()
-
-
-_PARSED: Dict[str, object] = {}
-
-
-def parse(override: str):
-    """One override string, parsed by Hydra (cached: a sweep repeats the same few strings)."""
-    o = _PARSED.get(override)
-    if o is None:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        o = _PARSED[override] = OverridesParser.create().parse_override(override)
-    return o
 
 
 def is_hydra(override: str) -> bool:

@@ -1,10 +1,23 @@
-"""Field overrides set on plain values: which dotted keys a composed config lets a plain value
+"""Overrides parsed once (`parse`) and field overrides set on plain values: which dotted keys a composed config lets a plain value
 replace without Hydra (a scalar field that no other field interpolates), shared by the grid
 (config/grid.py) and the per-design fast path (config/composition.py PlainBase)."""
 
 from __future__ import annotations
 
 import re
+from typing import Dict
+
+_PARSED: Dict[str, object] = {}
+
+
+def parse(override: str):
+    """One override string, parsed by Hydra (cached: a sweep repeats the same few strings)."""
+    o = _PARSED.get(override)
+    if o is None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        o = _PARSED[override] = OverridesParser.create().parse_override(override)
+    return o
 
 
 def get_field(cfg, key: str):

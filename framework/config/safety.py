@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from decodelab.config.fields import parse
 from decodelab.config.sweepfile import SweepError
 from decodelab.errors import ConfigError
 from decodelab.paths import CONF_DIR
@@ -297,8 +298,6 @@ def _values(override) -> List[Any]:
 def _parsed(overrides: Sequence[str]) -> Iterator[Tuple[str, Any]]:
     """(override, Hydra's parse) of each override that parses (the others: Hydra's message)."""
     from hydra.errors import HydraException
-
-    from decodelab.config.composition import parse
 
     for o in overrides:
         try:
