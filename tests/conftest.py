@@ -86,7 +86,8 @@ def compose_raw(*overrides: str):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-# Fixtures that take 5-70 s to build, once per process that uses them. pytest-xdist (`-n auto`,
+# Fixtures that take 5-70 s to build, once per process that uses them; their tests are `slow` (not in
+# the fast lane, `pytest -m "not slow"`). pytest-xdist (`-n auto`,
 # pyproject.toml) gives every test that uses one the same group (`--dist loadgroup`), so one worker
 # builds each, instead of each worker that happens to draw one of its tests. Tests without them are
 # spread as before.
@@ -105,9 +106,13 @@ SHARED_FIXTURE_GROUPS = {
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if item.get_closest_marker("benchmark"):
+            # `-m "not slow"` replaces addopts' `-m 'not benchmark'`: the fast lane leaves them out too
+            item.add_marker(pytest.mark.slow)
         groups = {g for f, g in SHARED_FIXTURE_GROUPS.items() if f in getattr(item, "fixturenames", ())}
         if groups:
             item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
+            item.add_marker(pytest.mark.slow)  # its fixture alone is over the fast lane's budget
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,7 @@ def _three(ratio: float):
     return req, steps
 
 
+@pytest.mark.slow
 def test_reserve_golden():
     """Pool 400 tokens. Step 0 (nothing running): request 0 is admitted (100 tokens; reserve +50);
     request 1 needs 100 + 50 < 400 - 100 - 50 = 250: admitted; request 2 needs 150 < 400 - 200 -
@@ -90,6 +91,7 @@ def test_ratio_decay_and_reestimate():
     assert not AD.blocks_admission(adm, 0, 1e9, 0.0)  # nothing runs: never held back
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override, field",
     [
@@ -104,6 +106,7 @@ def test_bad_reserve_is_one_error_line(tmp_path, override, field):
     assert len(lines) == 1 and field in lines[0], r.stderr
 
 
+@pytest.mark.slow
 def test_reserve_needs_preemption(tmp_path):
     r = cli(
         tmp_path, "engine=default", "workload=open_loop", "workload.n_requests=4", "engine.admit_ratio=0.5"

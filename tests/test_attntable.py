@@ -175,6 +175,7 @@ def test_a_bad_table_is_one_error_line(tmp_path):
     assert "not a decode attention table" in str(e.value) and "\n" not in str(e.value).strip()
 
 
+@pytest.mark.slow
 def test_fit_hardware_names_the_generation_attention_file_as_the_table(tmp_path):
     from conftest import cli
 

@@ -500,6 +500,7 @@ def test_bad_input_from_the_console_script(work, tmp_path, args, patterns):
     assert not list((tmp_path / "outputs").rglob("result.json")) if (tmp_path / "outputs").exists() else True
 
 
+@pytest.mark.slow
 def test_sync_skips_a_bad_result_and_uploads_the_rest(work, tmp_path):
     """A result.json holding a list is named and skipped; the good one beside it is uploaded."""
     good = tmp_path / "runs"

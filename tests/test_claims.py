@@ -53,11 +53,13 @@ def rows(claim_rows):
     return {(r["id"], r["figure"]): r for r in claim_rows if r["id"] in IDS}
 
 
+@pytest.mark.slow
 def test_every_claim_has_figures(rows):
     assert {cid for cid, _ in rows} == set(IDS)
     assert set(GAPS) <= set(rows), set(GAPS) - set(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", claim_figure_params(IDS, GAPS))
 def test_claim_figure_within_tolerance(rows, key):
     r = rows[key]

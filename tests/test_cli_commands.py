@@ -31,6 +31,7 @@ def test_every_subcommand_has_help(tmp_path):
         assert "Traceback" not in res.text
 
 
+@pytest.mark.slow
 def test_help_lists_every_subcommand_and_the_groups(tmp_path):
     from decodelab.apps.cli import COMMANDS
 
@@ -79,6 +80,7 @@ def test_bad_subcommand_arguments_are_one_error_line(tmp_path, args):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.text, res.explain()
 
 
+@pytest.mark.slow
 def test_claims_what_if_override_is_applied_and_labelled(tmp_path):
     """`decodelab claims ID KEY=VALUE`: the override reaches every job, the table says it is a
     what-if, and the MLflow run carries it; a misspelled key is one error line."""

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from conftest import CONF, run_in_process
 
+pytestmark = pytest.mark.slow  # every test here launches the command or a sweep
+
 EXAMPLES = 400 if os.environ.get("DECODELAB_NIGHTLY") else 8
 SETTINGS = settings(
     max_examples=EXAMPLES,

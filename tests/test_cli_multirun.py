@@ -28,7 +28,10 @@ from conftest import (
 from decodelab.core import kernel as K  # noqa: F401
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
-pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning"),
+    pytest.mark.slow,
+]
 
 
 # --------------------------------------------------------------------------- tracking failures

@@ -129,6 +129,7 @@ def test_default_run_writes_hydra_run_dir(default_run):
 # --------------------------------------------------------------------------- overrides
 
 
+@pytest.mark.slow
 def test_overrides_reach_params(tmp_path):
     res = decodelab(tmp_path, "model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8")
     assert res.rc == 0, res.explain()
@@ -183,6 +184,7 @@ def test_help_lists_groups_and_options(tmp_path):
 # --------------------------------------------------------------------------- infeasible / invalid
 
 
+@pytest.mark.slow
 def test_infeasible_single_run_is_recorded(infeasible_run):
     cwd, res = infeasible_run
     assert res.rc == 0, res.explain()
@@ -203,6 +205,7 @@ def test_infeasible_single_run_is_recorded(infeasible_run):
     assert not (the_run_dir(cwd) / "steps.csv").exists()
 
 
+@pytest.mark.slow
 def test_invalid_single_run_exits_2_with_error_lines(tmp_path):
     res = decodelab(tmp_path, "model.ffn_act=relu", "workload.output_len=1", "tracking=off")
     assert res.rc == 2, res.explain()
@@ -214,6 +217,7 @@ def test_invalid_single_run_exits_2_with_error_lines(tmp_path):
     assert read_result(the_run_dir(tmp_path))["status"] == "invalid"
 
 
+@pytest.mark.slow
 def test_invalid_single_run_is_recorded_and_exits_2(tmp_path):
     """Bad input is a result too: recorded in MLflow with its reason, then exit status 2."""
     res = decodelab(tmp_path, "workload.batch_size=0")

@@ -32,7 +32,10 @@ from decodelab.core import kernel as K  # noqa: F401
 from decodelab.output.table import read_table
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
-pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning"),
+    pytest.mark.slow,
+]
 
 
 # --------------------------------------------------------------------------- user config dirs

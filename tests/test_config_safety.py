@@ -112,6 +112,7 @@ def test_callback_in_a_sweep_files_params_is_refused(tmp_path):
     _nothing_written(tmp_path, b)
 
 
+@pytest.mark.slow
 def test_hydra_run_refuses_what_the_scan_missed(tmp_path, monkeypatch):
     """The safety net: with the scan of files and overrides off, Hydra's own run refuses the
     composed config before it instantiates a callback (decodelab.apps.run.DataOnlyCallbacks)."""
@@ -239,6 +240,7 @@ def test_a_few_aliases_are_data(tmp_path):
 # --------------------------------------------------------------------------- what stays allowed
 
 
+@pytest.mark.slow
 def test_the_projects_callback_still_records(tmp_path):
     res = decodelab(tmp_path, "model=llama3_2_1b", "tracking.background=false", "quiet=true")
     assert res.rc == 0, res.explain()

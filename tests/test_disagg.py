@@ -209,6 +209,7 @@ def test_energy_of_both_pools_between_idle_and_tdp():
     assert m["cost_per_mtok"] == pytest.approx(2 * chip_s / 3600 / tokens * 1e6, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_cli_run_and_bad_field(tmp_path):
     """`decodelab workload=open_loop disagg=ib_1p1d`: the per-pool table and requests.csv; a bad
     pool field: exit 2 with one `error:` line naming it."""

@@ -51,6 +51,7 @@ def test_eager_dispatch_golden(overlap):
     np.testing.assert_allclose(small, g, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_dispatch_adds_to_the_loop_host_work_under_overlap():
     """Overlap: the step lasts max(GPU, host_iter + dispatch); without overlap the loop's own host
     work adds to the step and only the dispatch beyond the GPU time shows (issued while the

@@ -211,6 +211,7 @@ def test_unknown_engine_lists_the_known_ones():
         assert fam in msg
 
 
+@pytest.mark.slow
 def test_rows_run_with_their_engine(tmp_path):
     csv = tmp_path / "rows.csv"
     csv.write_text(

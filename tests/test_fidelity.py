@@ -59,6 +59,7 @@ def _ip(case):
     return ip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"kind{c[0]}-{c[10]}-b{c[3]}")
 def test_kernel_matches_numpy_reference(case):
     rng = np.random.default_rng(case[0] * 7 + case[3])
@@ -133,6 +134,7 @@ def test_kernel_matches_numpy_reference(case):
         np.testing.assert_allclose(score_k[0], score_r, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,cap", [(K.STREAMING, 4 + 12), (K.SNAPSTREAM, 2 + 8 + 10), (K.H2O, 10 + 8)])
 def test_constant_slot_policies_hold_their_capacity(kind, cap):
     """StreamingLLM, SnapStream and H2O never hold more than their slot, prompt or decode."""
@@ -205,6 +207,7 @@ def test_windowed_prefill_attention_matches_naive_mask():
 
 
 # ---------------------------------------------------------------- policy configs
+@pytest.mark.slow
 def test_budget_written_into_the_policy_yaml_fields():
     """The grid budget lands in each conf/kv_policy YAML's own fields, keeping its other choices,
     and the performance component accepts the result."""
@@ -261,6 +264,7 @@ def smollm():
         pytest.skip(f"SmolLM2 weights unavailable: {e}")
 
 
+@pytest.mark.slow
 def test_model_metadata_tokenizer_and_greedy_text(smollm):
     model, tok = smollm
     w = model.w
@@ -285,6 +289,7 @@ def test_model_metadata_tokenizer_and_greedy_text(smollm):
     assert tok.decode(out).strip().startswith("Paris")
 
 
+@pytest.mark.slow
 def test_prefix_reuse_is_exact(smollm):
     """A prefill that reuses a longer prompt's KV (the shared haystack prefix) equals one from
     scratch: KV, logits, last queries and H2O's accumulated attention."""
@@ -343,6 +348,7 @@ def accept_rows(smollm):
     return pd.DataFrame(res.rows)
 
 
+@pytest.mark.slow
 def test_full_cache_retrieves_the_passkey_at_every_length(accept_rows):
     full = accept_rows[accept_rows.policy == "full"]
     assert len(full) == 6 and full.exact.min() == 1.0, full[["length", "depth", "output"]]
@@ -369,6 +375,7 @@ def test_memory_accounting_matches_the_performance_components(accept_rows):
     np.testing.assert_allclose(accept_rows.kv_tokens, accept_rows.memory_tokens, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_writes_files_and_mlflow_runs(smollm, tmp_path, monkeypatch, capsys):
     """`decodelab fidelity` on a tiny grid: summary files, plots, one MLflow child run per policy
     and budget with fidelity_* metrics under a parent run."""

@@ -50,6 +50,7 @@ def _params_of_run(tmp_path, h: str) -> dict:
     return dict(run.data.params)
 
 
+@pytest.mark.slow
 def test_table_mlflow_and_load_results_flatten_alike(tmp_path):
     r = cli(
         tmp_path,
@@ -79,6 +80,7 @@ def test_table_mlflow_and_load_results_flatten_alike(tmp_path):
     assert _params_of_run(tmp_path, rec3["config_hash"]) == _text(flat_params(rec3["config"]))
 
 
+@pytest.mark.slow
 def test_load_results_of_result_files_flattens_alike(tmp_path):
     from decodelab.api import load_results
 

@@ -229,6 +229,7 @@ def test_peak_flops_a100_has_no_fp8_units(compose):
     assert math.isclose(peak_flops(compose("hardware=sn40l_socket").hardware, "fp8"), 638e12)
 
 
+@pytest.mark.slow
 def test_kernel_calls_per_step_gpu(compose):
     # one kernel per operator: embedding + 10 per layer + final norm, LM head, sampling, the
     # Kernel Looping paper's TensorRT-LLM (the residual add a kernel of its own: PAPER)
@@ -409,6 +410,7 @@ def test_replicas_multiply_system_throughput(compose):
     assert m8["roofline_tok_s"] == pytest.approx(2 * m4["roofline_tok_s"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_batch_barrier_and_batch_streaming_golden(compose):
     """Llama-3.2-1B (16 layers) on SN40L-16 with every optimization: each looped layer iteration
     waits (B - 1) x 1 us for the batch to leave it; BatchStreaming's 8 loop-buffer slots leave

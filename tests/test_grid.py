@@ -61,6 +61,7 @@ def mixed(tmp_path_factory):
     return grid, out, read_table(out.path).set_index("job").sort_index(), refs
 
 
+@pytest.mark.slow
 def test_grid_matches_the_per_design_path_on_1000_designs(mixed):
     grid, out, table, refs = mixed
     assert grid.n_jobs == 1728 and len(table) == 1728 and out.path.name == "results.parquet"
@@ -211,6 +212,7 @@ def run_measured(cwd, *args: str):
     return p, *text, wall, peak, sum(cpu.values())
 
 
+@pytest.mark.slow
 def test_decodelab_grid_writes_one_table_and_one_mlflow_parent(tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -252,6 +254,7 @@ def test_benchmark_one_million_designs(tmp_path):
     assert pq.ParquetFile(path).metadata.num_rows == 1_000_000
 
 
+@pytest.mark.slow
 def test_decodelab_grid_bad_input_is_one_error_line(tmp_path):
     p, out, err, _, _, _ = run_measured(tmp_path, "grid", "model=llama3_1_8b,no_such_model", "-q")
     assert p.returncode == 2 and out == "" and err.startswith("error: model=no_such_model: no such option"), (

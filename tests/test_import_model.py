@@ -331,6 +331,7 @@ def test_parameter_counts_match_the_published_ones(name, total, active):
     assert imp.unexpressed == []
 
 
+@pytest.mark.slow
 def test_gemma2_2b_ties_by_default_and_alternates_sliding_and_full_layers(tmp_path):
     """Issue 40 item 6: config.json has no tie_word_embeddings (Gemma2Config ties by default) and no
     layer_types (Gemma2Config builds sliding on even layers, full on odd): 2.61B, not the 3.20B of

@@ -16,7 +16,10 @@ import pytest
 from conftest import cli, explain, mlflow_client, runs_in, split_sweep
 from decodelab.output.table import read_table
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning"),
+    pytest.mark.slow,
+]
 
 
 def _markers(d):

@@ -73,6 +73,7 @@ prompts = st.integers(1, 4000)  # llama2_7b: prompt + output <= 4096
 # ---- (a) memory bandwidth, (b) link bandwidth ------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(BASES),
@@ -92,6 +93,7 @@ def test_more_hbm_bandwidth_never_slower(base, opt, batch, prompt, factor):
     assert new["ttft_memory_ms"] <= old["ttft_memory_ms"] * (1 + TOL)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts, factor=st.floats(1.01, 8.0))
 def test_more_ddr_bandwidth_never_slower(base, batch, prompt, factor):
@@ -101,6 +103,7 @@ def test_more_ddr_bandwidth_never_slower(base, batch, prompt, factor):
     _not_slower(_ok_strict(cfg), old)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(BASES),
@@ -136,6 +139,7 @@ def test_link_bandwidth_matters_for_tensor_parallel_gpu():
 # ---- (c) optimizations that apply never make a design slower ---------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(base=st.sampled_from(GPU_BASES), batch=batches, prompt=prompts)
 def test_cuda_graphs_never_slower_on_gpu(base, batch, prompt):
@@ -151,6 +155,7 @@ def test_cuda_graphs_never_slower_on_gpu(base, batch, prompt):
         assert 0 <= m_off[key] - m_on[key] <= most_ms * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(DATAFLOW_BASES),
@@ -173,6 +178,7 @@ def test_kernel_looping_never_slower_on_dataflow(base, batch, prompt, orchestrat
     assert m_off["tpot_ms"] - m_on["tpot_ms"] == pytest.approx(saved_ms, rel=1e-6)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts)
 def test_batch_streaming_never_slower_on_dataflow(base, batch, prompt):
@@ -208,6 +214,7 @@ def test_hardware_orchestration_never_slower_on_dataflow(base, batch, prompt, fu
     assert m_hw["tpot_launch_sync_ms"] < m_sw["tpot_launch_sync_ms"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(DATAFLOW_BASES),
@@ -226,6 +233,7 @@ def test_layer_fusion_never_slower_than_none_on_dataflow(base, batch, prompt, or
     assert m_layer["n_kernel_calls_per_step"] < m_none["n_kernel_calls_per_step"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(base=st.sampled_from(DATAFLOW_BASES), batch=batches, prompt=prompts, m_steps=st.integers(2, 40))
 def test_schedule_offloading_never_slower_on_dataflow(base, batch, prompt, m_steps):
@@ -240,6 +248,7 @@ def test_schedule_offloading_never_slower_on_dataflow(base, batch, prompt, m_ste
 # ---- (d) context and (e) batch -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(BASES),
@@ -263,6 +272,7 @@ def _kv_in_ddr(cfg) -> float:
     return dict(zip(d.tier_names, d.memory["kv_frac"])).get("ddr", 0.0)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     base=st.sampled_from(BASES),

@@ -78,6 +78,7 @@ def _assert_match(out, ref):
             )
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cfg=designs(), extra=step_rows())
 def test_kernel_matches_reference(cfg, extra):
@@ -89,6 +90,7 @@ def test_kernel_matches_reference(cfg, extra):
     _assert_match(out, reference_simulate(design, cfg, steps))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(cfg=designs(), extra=step_rows())
 def test_kernel_causes_nonnegative_and_sum_to_step_total(cfg, extra):

@@ -71,6 +71,7 @@ def test_bad_mapping_is_one_error_line(compose):
         check_config(compose("model=deepseek_r1", "hardware=sn40l_rack16", "hardware.mla_mapping=ring"))
 
 
+@pytest.mark.slow
 def test_mappings_on_the_c14_graphs(compose):
     """128k on the (131072, 1) graph: context parallelism reads 1/16 of the latent per chip (faster at
     batch 1); data-parallel attention reads every attention weight on every chip (slower); at the

@@ -294,6 +294,7 @@ def test_bad_op_model_is_one_error_line():
 GEMM_FP8_BLOCK = SimpleNamespace(e_c=0.6127, k0=45.89, e_b=0.8148, t0_us=5.505, p=1.0)
 
 
+@pytest.mark.slow
 def test_fp8_block_gemm_golden_and_class():
     """Block-scaled FP8 weights (Qwen3 / DeepSeek FP8 checkpoints) are costed by their own GEMM class,
     fitted to the fp8_block rows of the same microbenchmark: at decode sizes its fixed cost is a

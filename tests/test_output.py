@@ -23,6 +23,7 @@ def run80(cwd: Path, *argv: str):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_table_says_where_results_went_and_explains_its_rows(tmp_path):
     code, out, err = run80(tmp_path, "model=llama3_2_1b")
     assert code == 0, out + err
@@ -44,6 +45,7 @@ def test_infeasible_run_prints_its_reason(tmp_path):
     assert " ".join(reason.split()) in " ".join(out.split())  # the whole reason, wrapped at 80
 
 
+@pytest.mark.slow
 def test_sn40l_default_has_no_cuda_graphs_note_but_a_request_does(tmp_path):
     code, out, _ = run80(tmp_path, "hardware=sn40l_node8", "model=llama3_2_1b", "tracking=off")
     assert code == 0 and "cuda_graphs" not in out
@@ -70,6 +72,7 @@ def test_speculative_notes_print_once(tmp_path):
     assert len(rec["notes"]) == len(set(rec["notes"])), rec["notes"]
 
 
+@pytest.mark.slow
 def test_batch_fill_is_labelled_by_the_batch_simulated(tmp_path):
     code, out, err = run80(tmp_path, "model=llama3_2_1b", "workload.batch_fill=true")
     assert code == 0, out + err
@@ -109,6 +112,7 @@ def small_store(tmp_path_factory):
     return cwd, out
 
 
+@pytest.mark.slow
 def test_sweep_top10_keeps_names_whole_at_80_columns(small_store):
     _, out = small_store
     assert "…" not in out
@@ -118,6 +122,7 @@ def test_sweep_top10_keeps_names_whole_at_80_columns(small_store):
     assert max(len(line) for line in table.splitlines()) <= NARROW
 
 
+@pytest.mark.slow
 def test_compare_without_arguments_is_bounded_and_writes_nothing(small_store):
     cwd, _ = small_store
     before = sorted(p.name for p in cwd.iterdir())
@@ -136,6 +141,7 @@ def test_compare_without_arguments_is_bounded_and_writes_nothing(small_store):
     assert any(k in out for k in ("workload.batch_size", "hardware.name", "model.name")), out
 
 
+@pytest.mark.slow
 def test_plots_have_sane_sizes(tmp_path):
     """breakdown.png of one run and of a 72-job claim sweep (C2's size): every label inside the
     image (tight bounding box), a width that does not grow with the number of bars."""

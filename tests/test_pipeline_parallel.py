@@ -265,6 +265,7 @@ def test_grid_routes_pipelines_to_per_design_path():
     assert parallel.replica_chips(cfg.hardware) == 4
 
 
+@pytest.mark.slow
 @settings(
     max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.filter_too_much]
 )

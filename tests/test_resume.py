@@ -14,7 +14,10 @@ from conftest import ROOT, cli, explain, mlflow_client, runs_in, searchpath, spl
 from decodelab.api import load_results
 from decodelab.output.table import read_table
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning"),
+    pytest.mark.slow,
+]
 USER_CONF = ROOT / "examples" / "user_conf"
 # 2 models x 3 batches = 6 designs on one H100; batch 1024 does not fit (2 infeasible)
 DESIGNS = ["model=llama3_2_1b,llama3_1_8b", "hardware=h100_sxm", "workload.batch_size=1,16,1024"]

@@ -186,6 +186,7 @@ def _case(case):
     return EXPLICIT[case] if case in EXPLICIT else _random_case(case)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_numba_matches_reference(case):
     ov, caps = _case(case)
@@ -200,6 +201,7 @@ def test_numba_matches_reference(case):
     np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_reference_cases_cover_preemption_and_waiting():
     """The random cases above exercise the hard paths: preemption and KV-bound queueing."""
     preempted = waited = 0
@@ -347,6 +349,7 @@ def test_more_bandwidth_never_slower():
     assert fast["tok_s_aggregate"] > slow["tok_s_aggregate"]
 
 
+@pytest.mark.slow
 def test_aggregate_throughput_grows_with_concurrency():
     tput = [
         evaluate(
@@ -487,6 +490,7 @@ def test_validate_cli_accepts_any_csv(tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and bad.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.benchmark
 def test_serving_speed_targets():
     """10,000 requests of 1k in / 512 out in <= 1 s after JIT; Numba >= 100x the reference."""

@@ -126,6 +126,7 @@ def _real(extra, slo):
         pass
 
 
+@pytest.mark.slow
 def test_real_design_holds_at_max_rate_and_fails_above():
     from decodelab.config import plan as SP
 
@@ -146,6 +147,7 @@ def test_real_design_holds_at_max_rate_and_fails_above():
         SP.reset()
 
 
+@pytest.mark.slow
 def test_more_replicas_scale_the_max_rate_exactly():
     """n_chips 1 -> 2 at TP1: two replicas, each sees half the Poisson stream (a random split of
     a Poisson process is two Poisson processes), so the system rate doubles and per chip is equal.
@@ -164,6 +166,7 @@ def test_more_replicas_scale_the_max_rate_exactly():
     assert two["goodput_tok_s_per_chip"] == pytest.approx(one["goodput_tok_s_per_chip"])
 
 
+@pytest.mark.slow
 def test_cli_grid_table_plot_mlflow_and_bad_input(tmp_path):
     r = decodelab(
         tmp_path, "slo", *SMALL, "workload.output_len=64", "hardware=h100_sxm,a100_sxm",
@@ -196,6 +199,7 @@ def test_cli_grid_table_plot_mlflow_and_bad_input(tmp_path):
         assert r.rc == 2 and r.err.count("error:") == 1 and needle in r.err, (argv, r.err)
 
 
+@pytest.mark.slow
 def test_search_space_with_an_slo_block(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(
@@ -214,6 +218,7 @@ def test_search_space_with_an_slo_block(tmp_path):
     assert math.isfinite(run.data.metrics["best_goodput_tok_s_per_chip"])
 
 
+@pytest.mark.slow
 def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
     """Llama-3.2-1B, one replica of TP1 -> TP2 -> TP4 chips on DGX H100, p90 TPOT <= 4 ms: the
     TPOT SLO binds and each doubling raises the max rate (measured 58.7, 86.7, 108 req/s; per
@@ -244,6 +249,7 @@ def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
     assert per_chip[0] > per_chip[1] > per_chip[2]
 
 
+@pytest.mark.slow
 def test_capacity_walkthrough_commands(tmp_path):
     """docs/capacity.md end to end on a smaller space (fewer requests, two TP degrees, one engine):
     import-model from the shipped config.json, decodelab slo with the model from my_conf, then
@@ -312,6 +318,7 @@ def test_shipped_space_loads_with_its_slo():
     assert space["objectives"] == {"goodput_tok_s_per_chip": "maximize", "tok_s_per_user": "maximize"}
 
 
+@pytest.mark.slow
 def test_disaggregated_design_is_one_deployment():
     """A disaggregated design (conf/disagg) takes the whole arrival stream: no replicas, its chips
     are both pools' (2 for 1P1D at TP1), and its SLO holds at the max rate."""
@@ -332,6 +339,7 @@ def test_disaggregated_design_is_one_deployment():
     assert m["ttft_p90_ms"] <= 50 and m["tpot_p90_ms"] <= 4
 
 
+@pytest.mark.slow
 def test_pipeline_design_counts_its_stages():
     """A TP1 x PP2 replica on 2 chips: one replica of 2 chips (replicas from tok_s_system /
     tok_s_aggregate, chips from tok_s_per_chip), and its SLO holds at the max rate."""

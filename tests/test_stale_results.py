@@ -20,7 +20,10 @@ import decodelab.core.result as R
 from decodelab import paths
 from decodelab.api import load_results
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning"),
+    pytest.mark.slow,
+]
 GEMM = "operators/h100_sxm_gemm_trtllm_1.2.0rc5.parquet"  # hardware=h100_sxm's GEMM table
 DESIGNS = ["model=llama3_2_1b", "hardware=h100_sxm", "workload.batch_size=1,16"]
 # Llama-3.2-1B, batch 1, one H100: TPOT with the shipped GEMM table and with its latency_ms

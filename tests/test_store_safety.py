@@ -27,7 +27,7 @@ import pytest
 
 from conftest import MlflowServer, all_runs, cli, client, explain, free_port, runs_in, split_sweep
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen:

@@ -10,6 +10,7 @@ from conftest import all_runs, artifact_names, cli, explain, split_sweep
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
 
+@pytest.mark.slow
 def test_multirun_parent_is_named_summarised_and_said(tmp_path):
     r = cli(tmp_path, "-m", "model=llama3_2_1b", "workload.batch_size=1,2", "quiet=true")
     assert r.returncode == 0, explain(r)

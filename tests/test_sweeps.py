@@ -27,7 +27,10 @@ from decodelab.api import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning"),
+    pytest.mark.slow,
+]
 
 
 # --------------------------------------------------------------------------- helpers

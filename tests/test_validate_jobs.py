@@ -26,6 +26,7 @@ def csvs(tmp_path):
     return a, b
 
 
+@pytest.mark.slow
 def test_workers_give_the_table_of_one_process(csvs):
     a, b = csvs
     one = run_validations([a, b], jobs=1)
@@ -59,6 +60,7 @@ def test_a_worker_holding_a_sweep_context_validates_and_keeps_it(csvs):
     assert not GlobalHydra.instance().is_initialized()
 
 
+@pytest.mark.slow
 def test_a_bad_override_in_workers_is_one_error_line(csvs, tmp_path):
     from conftest import cli
 

@@ -120,6 +120,7 @@ def test_fitted_laws_of_other_chips_are_physical():
     assert abs(h200.op_fit.gemm.bf16.e_c - h100.op_fit.gemm.bf16.e_c) < 0.06
 
 
+@pytest.mark.slow
 def test_rows_on_other_chips_and_models_run(tmp_path):
     """A CSV with a `system` column, another model family and an FP4 precision predicts every row;
     memory-bound decode is faster on more bandwidth (B200 > H200 > H100 > A100 for the same row)."""
@@ -192,6 +193,7 @@ def test_bad_fp8_checkpoint_is_one_line():
     assert r["status"] == "invalid" and "model.fp8_checkpoint" in r["reason"] and "block" in r["reason"]
 
 
+@pytest.mark.slow
 def test_validate_all_runs_every_shipped_csv(tmp_path):
     """`decodelab validate --all`: every shipped CSV in one process (the 396 rows; docs/validation.md
     benchmark), one table each; with --csv it is one error line."""
@@ -244,6 +246,7 @@ def test_output_rate_by_littles_law_by_hand():
     assert s["tput_worst_x"] == pytest.approx(1.25)
 
 
+@pytest.mark.slow
 def test_aiconfigurator_schema_and_rows_the_model_cannot_express(tmp_path):
     """A CSV in AIConfigurator's own column names (silicon_sample.csv's, as its tools read them)
     runs; a disaggregated row and a row of a model without a config are recorded with their reason,
