@@ -53,7 +53,7 @@ class Op:
     act_bytes_per_ctx: float = 0.0  # activation bytes per context token per sequence
     path: str = "all"  # all | decode | prefill: the sequences the op runs for
     # (a model may attend one way decoding, another prefilling)
-    # Shapes the per-shape laws need (framework/core/oplaw.py; 0 / "" = not such an op):
+    # Shapes the per-shape laws need (decodelab.opcost; 0 / "" = not such an op):
     gemm_n: float = 0.0  # a plain GEMM: weight of n outputs x k inputs, per chip
     gemm_k: float = 0.0
     attn_heads: float = 0.0  # attention: query heads, KV heads, head dim, per chip (MLA: 1 KV head)
@@ -72,7 +72,7 @@ class Op:
     moe_block: tuple = ()  # an MoE layer's routed-expert block (components/models/experts.py):
     # (role "head" | "tail", hidden, expert ffn, top-k, experts, moe_tp, moe_ep, MoE layer share,
     # routed FLOPs per token of the head op, block / head op weights): a measured MoE table costs
-    # the whole block on its head op (framework/core/moetable.py), its tails inside it
+    # the whole block on its head op (framework/opcost/moe.py), its tails inside it
     replica: bool = False  # serving under data-parallel attention: the op runs on the tokens of
     # every attention group (the FFN and the collectives around it), the rest on its own group's
     # (attn_dp.py); the kernel multiplies its tokens by the groups' share (H_DP_TOKENS)

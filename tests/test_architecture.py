@@ -35,7 +35,7 @@ def test_contracts_hold(staged):
         ("modes/static.py", "import decodelab.tracking.store", "layers"),
         ("output/files.py", "import mlflow", "only decodelab.tracking knows MLflow"),
         ("runs/claims.py", "import hydra", "only decodelab.config and the apps know Hydra"),
-        ("core/kernel_lookup.py", "import decodelab.core.optable", "the kernel knows nothing of table"),
+        ("core/kernel_lookup.py", "import decodelab.opcost.gemm", "the kernel knows nothing of table"),
         ("core/pipeline.py", "import pyarrow", "the kernel knows nothing of table"),
         ("core/metrics.py", "import omegaconf", "core never imports omegaconf or hydra"),
         ("components/placement.py", "import omegaconf", "components know nothing of Hydra"),

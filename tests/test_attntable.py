@@ -1,5 +1,5 @@
 """Decode attention from a measured table (hardware.op_tables.attention_decode and its
-_by_engine tables, framework/core/attntable.py): the log-bilinear interpolation and its floor
+_by_engine tables, framework/opcost/attention_decode.py): the log-bilinear interpolation and its floor
 worked by hand on a synthetic table, the kernel's twin of it, a design costed from it, the
 shipped H100 tables, and a bad table as one error line."""
 
@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from conftest import compose_cfg
-from decodelab.core import attntable, oplaw
+from decodelab.opcost import attention_decode as attntable
+from decodelab.opcost import registry
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
@@ -159,7 +160,7 @@ def test_the_shipped_h100_tables():
         kv_bytes = df.batch_size * (df.step + 1) * 2 * df.num_key_value_heads * df.head_dim
         kv_bytes = kv_bytes * df.kv_cache_dtype.map({"bfloat16": 2, "fp8": 1})
         assert (kv_bytes / (df.latency_ms * 1e-3)).max() < 3350e9
-    assert oplaw.check(hw) == []
+    assert registry.check(hw) == []
 
 
 def test_a_bad_table_is_one_error_line(tmp_path):
@@ -195,7 +196,7 @@ def test_the_h200_and_b200_tables(chip, hbm):
     peak, and a
     Qwen3-32B TP8 design on the chip costs its decode attention from the engine's own table."""
     hw = compose_cfg(f"hardware={chip}").hardware
-    assert oplaw.check(hw) == []
+    assert registry.check(hw) == []
     tables = [hw.op_tables.attention_decode, *hw.op_tables.attention_decode_by_engine.values()]
     for name in tables:
         path = str(DATA_DIR / name)

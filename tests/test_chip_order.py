@@ -10,7 +10,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.api import evaluate
-from decodelab.core import attntable, moetable, optable
+from decodelab.opcost import attention_decode, collectives, gemm, moe
 
 DECODE = (
     "tracking=off",
@@ -47,7 +47,7 @@ def test_holds_a_model_the_smaller_chip_cannot(chip, smaller):
 @pytest.mark.parametrize("chip", ["h100_sxm", "h200_sxm", "b200_sxm", "gb200", "b300_sxm", "gb300"])
 def test_own_tables_are_not_rescaled(chip):
     """A chip's own tables were measured on it: the rates they were measured at are the chip's, so
-    their times are used as measured (core/optable.py rescales only a chip that inherits them)."""
+    their times are used as measured (opcost/gemm.py rescales only a chip that inherits them)."""
     hw = compose_cfg(f"hardware={chip}").hardware
     assert hw.op_tables.hbm_gb_s == hw.memory.hbm.bandwidth_gb_s
     assert hw.op_tables.peak_tflops_bf16 == hw.peak_tflops_bf16
@@ -63,25 +63,25 @@ def test_own_tables_and_fitted_laws(chip, gpus):
     hw = compose_cfg(f"hardware={chip}").hardware
     t = hw.op_tables
     assert hw.op_model == "fitted"
-    gemm = [t.gemm, *t.gemm_by_engine.values()]
+    gemms = [t.gemm, *t.gemm_by_engine.values()]
     ar = list(t.all_reduce_by_engine.values())
     attn = [t.attention_decode, *t.attention_decode_by_engine.values()]
-    moe = [t.moe, *t.moe_by_engine.values()]
+    moes = [t.moe, *t.moe_by_engine.values()]
     engines = {"vllm", "sglang"}
     assert set(t.gemm_by_engine) == set(t.all_reduce_by_engine) == set(t.moe_by_engine) == engines
-    for path in gemm + ar + attn + moe:
+    for path in gemms + ar + attn + moes:
         assert path.startswith(f"operators/{chip}_"), path
-    for path in gemm:
-        assert optable.check(path) is None
+    for path in gemms:
+        assert gemm.problem(path) is None
     for path in ar:
-        assert optable.check(path, "all_reduce") is None
-        assert set(optable.collective_curves(path)) == gpus
+        assert collectives.problem(path) is None
+        assert set(collectives.collective_curves(path)) == gpus
     for path in attn:
-        assert attntable.check(path) is None
-    for path in moe:
-        assert moetable.check(path) is None
+        assert attention_decode.problem(path) is None
+    for path in moes:
+        assert moe.problem(path) is None
         # Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128), BF16, one GPU
-        assert moetable.block_row(path, "bf16", (2048, 768, 8, 128, 1, 1)) is not None, path
+        assert moe.block_row(path, "bf16", (2048, 768, 8, 128, 1, 1)) is not None, path
     for dt in ("bf16", "fp8", "fp8_block"):
         g = hw.op_fit.gemm[dt]
         assert 0.4 < g.e_c < 1.0 and 0.5 < g.e_b < 1.0 and g.t0_us > 0, dt

@@ -260,9 +260,9 @@ def test_cli_stdout_prints_the_yaml_alone(tmp_path):
 def test_generation_config_beside_config_json_gives_the_sampling_defaults(tmp_path):
     """A generation_config.json next to config.json (Qwen3-32B's: do_sample, temperature 0.6,
     top_k 20, top_p 0.95, token ids) becomes `generation_defaults` with the sampling keys only, and
-    the imported model on vLLM then takes the sort path (core/sampler.py); without the file the
+    the imported model on vLLM then takes the sort path (opcost/sampler.py); without the file the
     field is not written."""
-    from decodelab.core import sampler
+    from decodelab.opcost import sampler
     from decodelab.core.checks import check_config
 
     ckpt = tmp_path / "Qwen3-32B"

@@ -263,7 +263,7 @@ def test_policies_in_a_design(compose):
     assert res["quest"]["max_batch"] <= full["max_batch"] < res["snapkv"]["max_batch"]
     assert res["quest"]["tpot_ms"] < full["tpot_ms"]  # fewer KV bytes read
     # fewer KV bytes never cost more; at batch 1 both read ~2k tokens, where the measured decode
-    # attention is flat in the context (core/attntable.py), so the two may cost the same
+    # attention is flat in the context (opcost/attention_decode.py), so the two may cost the same
     assert res["streaming_llm"]["tpot_ms"] <= res["snapkv"]["tpot_ms"] * (1 + 1e-12)
     assert res["snapkv"]["tpot_ms"] < full["tpot_ms"]
 

@@ -1,5 +1,5 @@
 """MLA decode attention from measured tables (hardware.op_tables.mla_decode and its _by_engine
-tables, framework/core/attntable.py, docs/model.md 5d): the spike filter worked by hand, the
+tables, framework/opcost/attention_decode.py, docs/model.md 5d): the spike filter worked by hand, the
 shipped tables' rows reproduced at a DeepSeek-V3 design's own shape, the engine's own table and
 the fallback, the mappings that keep the roofline, and the kernel against the reference."""
 
@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from conftest import compose_cfg
-from decodelab.core import attntable, oplaw
+from decodelab.opcost import attention_decode as attntable
+from decodelab.opcost import registry
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.kernel import request_steps, simulate
@@ -114,7 +115,7 @@ def test_mappings_that_split_the_sequences_or_the_latent_keep_the_roofline(mappi
 def test_every_shipped_mla_table_is_clean_and_no_row_beats_the_peak():
     for chip, hbm in (("h100_sxm", 3350e9), ("h200_sxm", 4800e9), ("b200_sxm", 8000e9)):
         hw = compose_cfg(f"hardware={chip}").hardware
-        assert oplaw.check(hw) == []
+        assert registry.check(hw) == []
         for name in (hw.op_tables.mla_decode, *hw.op_tables.mla_decode_by_engine.values()):
             df = pd.read_parquet(DATA_DIR / name)
             assert set(df.num_key_value_heads) == {1} and set(df.head_dim) == {576}

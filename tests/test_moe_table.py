@@ -1,4 +1,4 @@
-"""MoE layers' routed-expert blocks from measured MoE tables (framework/core/moetable.py, docs/model.md
+"""MoE layers' routed-expert blocks from measured MoE tables (framework/opcost/moe.py, docs/model.md
 5d): the head op takes the table's block time at its shape, its tails run inside it, the dense and
 shared-expert part adds its roofline time; a shape or split the tables lack is carried from the nearest
 measured block, a dtype they lack keeps the roofline law."""
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.core import kernel as K
-from decodelab.core import moetable
+from decodelab.opcost import moe as moetable
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
 

@@ -1,4 +1,4 @@
-"""Per-shape operator laws (framework/core/oplaw.py, hardware.op_model=fitted): hand-worked
+"""Per-shape operator laws (decodelab.opcost, hardware.op_model=fitted): hand-worked
 golden values, the kernel's per-op constants against the natural form, and the fit
 (decodelab.calibration, `decodelab fit-hardware`) on small synthetic CSVs made by the law."""
 
@@ -15,7 +15,8 @@ from conftest import cli, compose_cfg
 from decodelab.calibration import fit as F
 from decodelab.calibration import operators as O
 from decodelab.core import kernel as K
-from decodelab.core import oplaw
+from decodelab.opcost import attention_decode, attention_prefill, collectives, gemm
+from decodelab.opcost.base import Ctx
 from decodelab.core.build import build
 
 P_BF16, P_FP8, BW = 989.4e12, 1978.9e12, 3.35e12  # H100 SXM datasheet (conf/hardware/h100_sxm.yaml)
@@ -31,16 +32,16 @@ def test_gemm_golden_values():
     # bf16, m=1, n=k=4096: Tc = 2*4096*(4096+97.9)*1/(989.4e12*0.7684) = 0.045191 us;
     # Tm = (4096^2*2 + 1*(4096*2 + 2*4096)) / (3.35e12*0.8293) = 12.0839 us; Tc/Tm = 0.0037 so
     # the knee term is Tm (1 + 0.0037^3.915)^(1/3.915) = 12.0839 -> t = 12.0839 + 3.301 = 15.3849 us
-    t = oplaw.gemm_time(GEMM_BF16, 1, 4096, 4096, P_BF16, BW, 2.0, 2.0)
+    t = gemm.gemm_time(GEMM_BF16, 1, 4096, 4096, P_BF16, BW, 2.0, 2.0)
     assert float(t) * 1e6 == pytest.approx(15.3849, abs=2e-4)
     # bf16, m=128, n=6144, k=4096: Tc = 128 * 0.067786 = 8.6766 us; Tm = 18.1169 + 128 * 0.0073718
     # = 19.0605 us; pnorm = 19.0605 (1 + (8.6766/19.0605)^3.915)^(1/3.915) = 19.2803 -> 22.5813 us
-    t = oplaw.gemm_time(GEMM_BF16, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)
+    t = gemm.gemm_time(GEMM_BF16, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)
     assert float(t) * 1e6 == pytest.approx(22.5813, abs=2e-3)
     # fp8 (wb 1, ab 4), m=1, n=k=4096: Tc = 2*4096*4096/(1978.9e12*0.6447) = 0.0263 us,
     # Tm = (4096^2 + 4096*4 + 2*4096)/(3.35e12*0.8571) = 5.8517 us;
     # pnorm_1.193 = 5.8517 (1 + 0.0045^1.193)^(1/1.193) = 5.8594 -> + 14.89 = 20.7494 us
-    t = oplaw.gemm_time(GEMM_FP8, 1, 4096, 4096, P_FP8, BW, 1.0, 4.0)
+    t = gemm.gemm_time(GEMM_FP8, 1, 4096, 4096, P_FP8, BW, 1.0, 4.0)
     assert float(t) * 1e6 == pytest.approx(20.7494, abs=2e-3)
 
 
@@ -48,20 +49,20 @@ def test_attention_golden_values():
     # prefill bf16 hd128, b=1, s=128, h=8: pairs = 128*129/2 = 8256;
     # 8256 * 4*8*128/(989.4e12*0.5125) = 0.0667 us; 128 * 8 * 0.4826 ns = 0.4942 us;
     # 8 * 13.65 ns = 0.1092 us; + 13.64 us -> 14.3101 us
-    t = oplaw.prefill_attention_time(PRE_BF16, 8256, 128, 1, 8, 128, P_BF16)
+    t = attention_prefill.prefill_attention_time(PRE_BF16, 8256, 128, 1, 8, 128, P_BF16)
     assert float(t) * 1e6 == pytest.approx(14.3101, abs=2e-4)
     # decode KV bf16 hd128, b=1, step=1023 (1024 KV tokens), kvh=8: x = 30.35 ns * 8 = 0.2428 us;
     # B = 1024 * 2*8*128*2 = 4,194,304 B -> y = B / 3.313 TB/s = 1.2660 us;
     # pnorm_1.77(0.2428, 1.2660) = 1.3040 -> + 10.12 = 11.4240 us
-    t = oplaw.decode_attention_time(DEC_BF16, 1, 1024, 8, 128, 2.0)
+    t = attention_decode.decode_attention_time(DEC_BF16, 1, 1024, 8, 128, 2.0)
     assert float(t) * 1e6 == pytest.approx(11.4240, abs=2e-4)
 
 
 def test_collective_golden_values():
     # TRT-LLM all-reduce, 2 GPUs, 16 KiB < S*: 3.339 + 16384 / 311.6e9 s = 3.3916 us
-    assert float(oplaw.collective_time(AR_TP2, 16384)) * 1e6 == pytest.approx(3.3916, abs=1e-4)
+    assert float(collectives.collective_time(AR_TP2, 16384)) * 1e6 == pytest.approx(3.3916, abs=1e-4)
     # 8 GPUs, 1 MiB >= S* = 185.4 KB: 14.77 + 1048576 / 220.7e9 s = 14.77 + 4.7511 = 19.5211 us
-    assert float(oplaw.collective_time(AR_TP8, 2**20)) * 1e6 == pytest.approx(19.5211, abs=1e-4)
+    assert float(collectives.collective_time(AR_TP8, 2**20)) * 1e6 == pytest.approx(19.5211, abs=1e-4)
 
 
 def _one_op_step(cfg, name, tokens, kv_read, pairs, seqs, prefill):
@@ -115,20 +116,20 @@ def test_kernel_constants_match_the_natural_form():
     )
     out, d = _one_op_step(cfg, "qkv_proj", 128.0, 0.0, 0.0, 1.0, False)
     law = cfg.hardware.op_fit.gemm.bf16
-    want = oplaw.gemm_time(law, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)  # qkv: (32 + 2*8) * 128 = 6144
+    want = gemm.gemm_time(law, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)  # qkv: (32 + 2*8) * 128 = 6144
     host = d.hw[K.H_HOST_STEP]
     assert out.sum() - host == pytest.approx(float(want), rel=1e-12)
     assert out[K.CAUSES.index("launch_sync")] == pytest.approx(law.t0_us * 1e-6, rel=1e-12)
     # decode attention, 64 sequences with 2048 KV tokens each
     out, _ = _one_op_step(cfg, "attention", 64.0, 64 * 2048.0, 64 * 2048.0, 64.0, False)
-    want = oplaw.decode_attention_time(
+    want = attention_decode.decode_attention_time(
         cfg.hardware.op_fit.attention_decode.bf16_hd128, 64, 64 * 2048, 8, 128, 2.0
     )
     assert out.sum() - host == pytest.approx(float(want), rel=1e-12)
     # prefill attention, 2 sequences of 1024 tokens
     pairs = 2 * 1024 * 1025 / 2
     out, _ = _one_op_step(cfg, "attention", 2048.0, 2048.0, pairs, 2.0, True)
-    want = oplaw.prefill_attention_time(
+    want = attention_prefill.prefill_attention_time(
         cfg.hardware.op_fit.attention_prefill.bf16_hd128, pairs, 2048, 2, 32, 128, P_BF16
     )
     assert out.sum() - host == pytest.approx(float(want), rel=1e-12)
@@ -162,7 +163,7 @@ def test_fit_recovers_gemm_and_attention_parameters(tmp_path):
     ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
     shapes = [(n, k) for n in (1024, 4096, 14336) for k in (1024, 4096, 8192)]
     m, n, k = (np.array(x, float) for x in zip(*[(a, b, c) for a in ms for b, c in shapes]))
-    t = oplaw.gemm_time(GEMM_BF16, m, n, k, P_BF16, BW, 2.0, 2.0)
+    t = gemm.gemm_time(GEMM_BF16, m, n, k, P_BF16, BW, 2.0, 2.0)
     pd.DataFrame(
         {
             "gemm_dtype": "bfloat16",
@@ -174,7 +175,7 @@ def test_fit_recovers_gemm_and_attention_parameters(tmp_path):
     ).to_csv(tmp_path / "gemm.csv", index=False)
     rows = [(b, s, h) for b in (1, 2, 4, 8) for s in (128, 256, 512, 1024, 2048) for h in (8, 16, 32, 64)]
     b, s, h = (np.array(x, float) for x in zip(*rows))
-    t = oplaw.prefill_attention_time(PRE_BF16, b * s * (s + 1) / 2, b * s, b, h, 128, P_BF16)
+    t = attention_prefill.prefill_attention_time(PRE_BF16, b * s * (s + 1) / 2, b * s, b, h, 128, P_BF16)
     ctx = pd.DataFrame(
         {
             "batch_size": b.astype(int),
@@ -191,7 +192,7 @@ def test_fit_recovers_gemm_and_attention_parameters(tmp_path):
     ctx.to_csv(tmp_path / "ctx.csv", index=False)
     rows = [(b, st, kvh) for b in (1, 4, 16, 64, 256) for st in (127, 511, 2047, 8191) for kvh in (1, 4, 8)]
     b, st, kvh = (np.array(x, float) for x in zip(*rows))
-    t = oplaw.decode_attention_time(DEC_BF16, b, b * (st + 1), kvh, 128, 2.0)
+    t = attention_decode.decode_attention_time(DEC_BF16, b, b * (st + 1), kvh, 128, 2.0)
     gen = pd.DataFrame(
         {
             "batch_size": b.astype(int),
@@ -222,7 +223,7 @@ def test_fit_recovers_gemm_and_attention_parameters(tmp_path):
 
 def test_fit_recovers_a_collective(tmp_path):
     sizes = 2 ** np.arange(7, 28, dtype=float)  # elements, bf16
-    t = oplaw.collective_time(AR_TP8, sizes * 2.0)
+    t = collectives.collective_time(AR_TP8, sizes * 2.0)
     pd.DataFrame(
         {
             "allreduce_dtype": "bfloat16",
@@ -250,7 +251,7 @@ def test_cli_writes_a_fragment_that_composes(tmp_path):
             "allreduce_dtype": "bfloat16",
             "num_gpus": 2,
             "message_size": sizes.astype(int),
-            "latency_ms": oplaw.collective_time(AR_TP2, sizes * 2.0) * 1e3,
+            "latency_ms": collectives.collective_time(AR_TP2, sizes * 2.0) * 1e3,
         }
     ).to_csv(tmp_path / "ar.csv", index=False)
     out = tmp_path / "fit.yaml"
@@ -301,7 +302,7 @@ def test_fp8_block_gemm_golden_and_class():
     third of per-tensor FP8's (t0 5.5 vs 14.9 us)."""
     # m=1, n=k=4096: Tc = 2*4096*(4096+45.89)/(1978.9e12*0.6127) = 0.028 us;
     # Tm = (4096^2 + 4096*4 + 2*4096)/(3.35e12*0.8148) = 6.1553 us; p = 1: Tc + Tm = 6.1833 us -> + 5.505 = 11.6883 us
-    t = oplaw.gemm_time(GEMM_FP8_BLOCK, 1, 4096, 4096, P_FP8, BW, 1.0, 4.0)
+    t = gemm.gemm_time(GEMM_FP8_BLOCK, 1, 4096, 4096, P_FP8, BW, 1.0, 4.0)
     assert float(t) * 1e6 == pytest.approx(11.6883, abs=2e-3)
     cfg = compose_cfg(
         "model=qwen3_32b", "hardware=h100_sxm", "workload.weight_dtype=fp8_block", "workload.kv_dtype=fp8"
@@ -327,8 +328,8 @@ def test_fp8_block_without_its_class_uses_the_fp8_law():
         gemm_n=4096, attn_head_dim=0, in_attention_call=False, coll_kind="", coll_bytes_per_token=0
     )
     w = SimpleNamespace(weight_dtype="fp8_block", kv_dtype="fp8")
-    assert oplaw.laws_of(op, hw, w, 1).gemm is GEMM_FP8
-    assert oplaw.laws_of(op, hw, SimpleNamespace(weight_dtype="bf16", kv_dtype="bf16"), 1).gemm is None
+    assert gemm.law_of(op, Ctx(hw, w.weight_dtype, w.kv_dtype))[0] is GEMM_FP8
+    assert gemm.law_of(op, Ctx(hw, "bf16", "bf16"))[0] is None
 
 
 def test_decode_rows_faster_than_hbm_are_not_fitted():
@@ -366,7 +367,7 @@ def test_an_engines_own_all_reduce_law(tmp_path):
             "allreduce_dtype": "bfloat16",
             "num_gpus": 4,
             "message_size": sizes.astype(int),
-            "latency_ms": oplaw.collective_time(vllm_tp4, sizes * 2.0) * 1e3,
+            "latency_ms": collectives.collective_time(vllm_tp4, sizes * 2.0) * 1e3,
         }
     ).to_csv(tmp_path / "allreduce_vllm.csv", index=False)
     (f,) = F.fit_all(O.load([tmp_path / "allreduce_vllm.csv"]), _hw())
@@ -375,16 +376,17 @@ def test_an_engines_own_all_reduce_law(tmp_path):
     text = F.to_yaml([f], "h100_sxm", "decodelab fit-hardware allreduce_vllm.csv")
     assert "  all_reduce_by_engine:\n    vllm:\n      tp4:   # allreduce_vllm.csv" in text
 
-    assert float(oplaw.collective_time(vllm_tp4, 81920.0)) * 1e6 == pytest.approx(5.116, abs=1e-3)
+    assert float(collectives.collective_time(vllm_tp4, 81920.0)) * 1e6 == pytest.approx(5.116, abs=1e-3)
     cfg = compose_cfg("model=llama3_1_70b", "hardware=dgx_h100", "hardware.tensor_parallel=4")
     ar = next(o for o in build(cfg).ops if o.coll_kind == "all_reduce")
     hw, w = cfg.hardware, cfg.workload
-    own = oplaw.laws_of(ar, hw, w, 4, "vllm").coll
+    own = collectives.law_of(ar, Ctx(hw, w.weight_dtype, w.kv_dtype, 4, "vllm"))[0]
     assert (own.a_lo_us, own.beta_gb_s) == (4.736, 215.6)
-    assert oplaw.laws_of(ar, hw, w, 4, "trtllm").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
-    assert oplaw.laws_of(ar, hw, w, 4, "").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
+    for eng in ("trtllm", ""):
+        law = collectives.law_of(ar, Ctx(hw, w.weight_dtype, w.kv_dtype, 4, eng))[0]
+        assert law.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
     trt = hw.op_fit.all_reduce.tp4
-    assert float(oplaw.collective_time(trt, 81920.0)) * 1e6 == pytest.approx(4.029, abs=1e-3)
+    assert float(collectives.collective_time(trt, 81920.0)) * 1e6 == pytest.approx(4.029, abs=1e-3)
     # the serving engines' all-reduces run their own kernels: at this size vLLM's costs more (its
     # GEMMs pinned to TensorRT-LLM's table here, so that the all-reduce is the only difference)
     ms = {
@@ -400,13 +402,11 @@ def test_an_engines_own_all_reduce_law(tmp_path):
     }
     # TensorRT-LLM's all-reduce on the H100 comes from its measured 1.0.0rc3 table (tests/test_optable.py):
     # 8 tokens x 5120 x 2 B = 81,920 B, log-log between the measured 32,768 and 65,536 elements
-    from decodelab.core import optable
-
-    trt_us = optable.collective_row(hw.op_tables.all_reduce, 4, 10240.0)[list(K.M_GRID).index(8.0)] * 1e6
+    trt_us = collectives.collective_row(hw.op_tables.all_reduce, 4, 10240.0)[list(K.M_GRID).index(8.0)] * 1e6
     assert 4.1 < trt_us < 4.8
     # vLLM's from its own measured table likewise (op_tables.all_reduce_by_engine; its law, 5.116 us,
     # only where the table has no GPU count)
-    vllm_us = optable.collective_row(hw.op_tables.all_reduce_by_engine.vllm, 4, 10240.0)
+    vllm_us = collectives.collective_row(hw.op_tables.all_reduce_by_engine.vllm, 4, 10240.0)
     vllm_us = vllm_us[list(K.M_GRID).index(8.0)] * 1e6
     assert 5.0 < vllm_us < 6.0
     n_ar = 2 * 64
@@ -425,12 +425,13 @@ def test_other_chips_have_the_engines_own_all_reduce(chip):
     for fam in ("vllm", "sglang"):
         assert sorted(hw.op_fit.all_reduce_by_engine[fam]) == ["tp2", "tp4", "tp8"]
     ar = next(o for o in build(cfg).ops if o.coll_kind == "all_reduce")
-    own = oplaw.laws_of(ar, hw, w, 4, "vllm")
-    assert own.coll.a_lo_us == hw.op_fit.all_reduce_by_engine.vllm.tp4.a_lo_us
-    assert own.coll_table is not None and hw.op_tables.all_reduce_by_engine.vllm.startswith(
-        f"operators/{chip}_"
-    )
-    assert oplaw.laws_of(ar, hw, w, 4, "trtllm").coll.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
+    vllm = Ctx(hw, w.weight_dtype, w.kv_dtype, 4, "vllm")
+    own, path = collectives.law_of(ar, vllm)
+    assert own.a_lo_us == hw.op_fit.all_reduce_by_engine.vllm.tp4.a_lo_us
+    assert collectives.price(ar, vllm).tab is not None
+    assert path == hw.op_tables.all_reduce_by_engine.vllm and path.startswith(f"operators/{chip}_")
+    trt = collectives.law_of(ar, Ctx(hw, w.weight_dtype, w.kv_dtype, 4, "trtllm"))[0]
+    assert trt.a_lo_us == hw.op_fit.all_reduce.tp4.a_lo_us
 
 
 def decodelab_eval(*overrides):

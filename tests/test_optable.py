@@ -1,4 +1,4 @@
-"""GEMM costs from a measured table (hardware.op_tables.gemm, framework/core/optable.py): the
+"""GEMM costs from a measured table (hardware.op_tables.gemm, framework/opcost/gemm.py): the
 interpolation worked by hand on a small synthetic table, the kernel's twin of it, the shipped
 H100 table reproducing its own rows, and a bad table as one error line."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.core import kernel as K
-from decodelab.core import oplaw, optable
+from decodelab.opcost import collectives, gemm, registry, tables
+from decodelab.opcost.base import Ctx
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
 
@@ -34,30 +35,30 @@ def table(tmp_path):
     ]
     p = tmp_path / "gemm.csv"
     pd.DataFrame(rows).to_csv(p, index=False)
-    optable.curves.cache_clear()
-    optable.measured_row.cache_clear()
+    gemm.curves.cache_clear()
+    gemm.measured_row.cache_clear()
     return str(p)
 
 
 def test_curve_at_a_grid_shape_and_between_grid_shapes(table):
-    m, t = optable.curve(table, "bf16", 1024.0, 1024.0)
+    m, t = gemm.curve(table, "bf16", 1024.0, 1024.0)
     assert list(m) == MS
     # n = k = 1024 at m = 64: 1.048576 us x 1.25 = 1.31072 us
     assert t[MS.index(64)] == pytest.approx(1.31072e-6, rel=1e-12)
     # n = 2048 lies half-way between 1024 and 4096 in log n: the geometric mean of the two curves,
     # sqrt(1.048576 x 4.194304) = 2.097152 us of weights, x 1.25 at m = 64 = 2.62144 us
-    _, t = optable.curve(table, "bf16", 2048.0, 1024.0)
+    _, t = gemm.curve(table, "bf16", 2048.0, 1024.0)
     assert t[MS.index(64)] == pytest.approx(2.62144e-6, rel=1e-12)
     # outside the (n, k) grid, or a dtype the table lacks: no curve (the class law applies)
-    assert optable.curve(table, "bf16", 8192.0, 1024.0) is None
-    assert optable.curve(table, "fp8", 1024.0, 1024.0) is None
+    assert gemm.curve(table, "bf16", 8192.0, 1024.0) is None
+    assert gemm.curve(table, "fp8", 1024.0, 1024.0) is None
 
 
 def test_row_and_natural_form_and_kernel_agree(table):
     """The per-op row (at the kernel's M_GRID), its natural form and the jitted kernel's
     interpolation are one function: by hand at n = 2048, k = 1024 (t = 2.097152 (1 + m / 256) us,
     linear in m, so interpolating it is exact)."""
-    t0, beyond = optable.gemm_row(optable.measured_row(table, "bf16", 2048.0, 1024.0), 1e-6)
+    t0, beyond = gemm.gemm_row(gemm.measured_row(table, "bf16", 2048.0, 1024.0), 1e-6)
     # t0 = min(the class law's 1 us, the fastest call 2.097152 x (1 + 1/256) = 2.105344 us) = 1 us
     assert t0 == pytest.approx(1e-6)
     grid = np.asarray(K.M_GRID)
@@ -67,7 +68,7 @@ def test_row_and_natural_form_and_kernel_agree(table):
     op_lin[0, K.L_TAB : K.L_TAB + K.N_MGRID] = beyond
     for m in (1.0, 7.0, 100.0, 300.0, 5000.0, 16384.0, 20000.0):
         by_hand = _t_us(m, 2048, 1024) * 1e-6  # beyond 16384 the last segment's slope continues
-        assert optable.table_time(t0, beyond, m) == pytest.approx(by_hand, rel=1e-9)
+        assert tables.table_time(t0, beyond, m) == pytest.approx(by_hand, rel=1e-9)
         assert K._table(op_lin, 0, m) + t0 == pytest.approx(by_hand, rel=1e-9)
 
 
@@ -94,8 +95,8 @@ def test_a_dip_in_the_measured_curve_is_pooled(tmp_path):
     rows = [dict(gemm_dtype="bfloat16", m=m, n=1024, k=1024, latency_ms=t * 1e-3) for m, t in zip(ms, us)]
     p = tmp_path / "dip.csv"
     pd.DataFrame(rows).to_csv(p, index=False)
-    t0, beyond = optable.gemm_row(optable.measured_row(str(p), "bf16", 1024.0, 1024.0), 1e-6)
-    got = [optable.table_time(t0, beyond, m) * 1e6 for m in (1, 4, 6, 8, 16)]
+    t0, beyond = gemm.gemm_row(gemm.measured_row(str(p), "bf16", 1024.0, 1024.0), 1e-6)
+    got = [tables.table_time(t0, beyond, m) * 1e6 for m in (1, 4, 6, 8, 16)]
     # m = 6 lies between the pooled 4 and 8 (both 10.3923); m = 16 is measured (13)
     assert got == pytest.approx([10.0, 10.3923, 10.3923, 10.3923, 13.0], abs=1e-4)
 
@@ -109,10 +110,10 @@ def test_the_shipped_h100_table_reproduces_its_rows():
     raw = pd.read_parquet(DATA_DIR / path)
     raw = raw[(raw.gemm_dtype == "fp8_block") & (raw.n == 5120) & (raw.k == 5120)]
     by_m = raw.groupby("m").latency_ms.mean() * 1e-3
-    row = optable.measured_row(path, "fp8_block", 5120.0, 5120.0)
-    t0, beyond = optable.gemm_row(row, hw.op_fit.gemm.fp8_block.t0_us * 1e-6)
+    row = gemm.measured_row(path, "fp8_block", 5120.0, 5120.0)
+    t0, beyond = gemm.gemm_row(row, hw.op_fit.gemm.fp8_block.t0_us * 1e-6)
     for m in (8192, 16384):
-        assert optable.table_time(t0, beyond, m) == pytest.approx(by_m[m], rel=1e-9)
+        assert tables.table_time(t0, beyond, m) == pytest.approx(by_m[m], rel=1e-9)
     # and the law's cost is non-decreasing over the kernel's token grid
     assert np.all(np.diff(beyond) >= 0.0)
 
@@ -141,9 +142,10 @@ def test_outside_the_table_the_class_law_stays(table):
             gemm_n=n, gemm_k=k, attn_head_dim=0, in_attention_call=False, coll_kind="", coll_bytes_per_token=0
         )
 
-    inside, outside = oplaw.laws_of(op(1024, 1024), hw, w, 1), oplaw.laws_of(op(65536, 1024), hw, w, 1)
-    assert inside.gemm_table is not None and outside.gemm_table is None
-    assert outside.gemm is fit.gemm["bf16"]
+    ctx = Ctx(hw, w.weight_dtype, w.kv_dtype)
+    inside, outside = gemm.price(op(1024, 1024), ctx), gemm.price(op(65536, 1024), ctx)
+    assert inside.tab is not None and outside.tab is None
+    assert outside.law[0] is fit.gemm["bf16"]
 
 
 @pytest.mark.parametrize(
@@ -161,7 +163,7 @@ def test_a_bad_table_is_one_error_line(tmp_path, content, words):
     p = tmp_path / "t.csv"
     if content is not None:
         p.write_text(content)
-    optable.curves.cache_clear()
+    gemm.curves.cache_clear()
     cfg = compose_cfg("hardware=h100_sxm", f"hardware.op_tables.gemm={p}")
     with pytest.raises(ConfigError, match="hardware.op_tables.gemm: ") as e:
         check_config(cfg)
@@ -177,7 +179,7 @@ def test_leave_one_out_by_hand():
         for n in (1024, 2048, 4096)
         for m in MS
     ]
-    loo = optable.leave_one_out(pd.DataFrame(rows))
+    loo = gemm.leave_one_out(pd.DataFrame(rows))
     points, mean, median = loo["bf16"]["n"]
     assert points == len(MS)
     assert mean == pytest.approx(100 * (np.sqrt(2048 * 5120) / 3072 - 1), rel=1e-9)
@@ -238,8 +240,8 @@ def test_a_chip_with_other_peaks_scales_the_table():
     i = next(j for j, op in enumerate(h100.ops) if op.name == "o_proj")
     assert h100.op_lin[i, K.L_G_TAB] == 1.0 and other.op_lin[i, K.L_G_TAB] == 1.0
     law = cfg.hardware.op_fit.gemm.bf16
-    here = float(oplaw.gemm_time(law, 1, 4096, 4096, 989.4e12, 4.8e12, 2.0, 2.0))
-    there = float(oplaw.gemm_time(law, 1, 4096, 4096, 989.4e12, 3.35e12, 2.0, 2.0))
+    here = float(gemm.gemm_time(law, 1, 4096, 4096, 989.4e12, 4.8e12, 2.0, 2.0))
+    there = float(gemm.gemm_time(law, 1, 4096, 4096, 989.4e12, 3.35e12, 2.0, 2.0))
     t_h = K._table(h100.op_lin, i, 1.0) + h100.op_lin[i, K.L_T0]
     t_o = K._table(other.op_lin, i, 1.0) + other.op_lin[i, K.L_T0]
     assert t_o == pytest.approx(t_h * here / there, rel=1e-9) and t_o < t_h
@@ -264,7 +266,7 @@ def test_the_h100_all_reduce_is_trtllm_1_0_0rc3s():
     for key, law in fits.items():
         for field in F.COLL_FIELDS:
             assert getattr(law, field) == pytest.approx(float(hw.op_fit.all_reduce[key][field]), rel=1e-3)
-    t = oplaw.collective_time(hw.op_fit.all_reduce.tp4, 8 * 5120 * 2.0)
+    t = collectives.collective_time(hw.op_fit.all_reduce.tp4, 8 * 5120 * 2.0)
     assert float(t) * 1e6 == pytest.approx(3.658 + 81920 / 220.7e9 * 1e6, rel=1e-9)
     assert float(t) * 1e6 == pytest.approx(4.029, abs=1e-3)
 
@@ -279,16 +281,16 @@ def test_the_all_reduce_table_by_hand(tmp_path):
     ]
     p = tmp_path / "ar.csv"
     pd.DataFrame(rows).to_csv(p, index=False)
-    optable.collective_curves.cache_clear()
-    optable.collective_row.cache_clear()
+    collectives.collective_curves.cache_clear()
+    collectives.collective_row.cache_clear()
     # bytes per token 2**14 (8192 elements x 2 B): M_GRID tokens 64 -> 1 MiB, 128 -> 2 MiB, 512 -> 8 MiB
-    row = optable.collective_row(str(p), 4, 2.0**14)
+    row = collectives.collective_row(str(p), 4, 2.0**14)
     grid = list(K.M_GRID)
     assert row[grid.index(1.0)] == pytest.approx(10e-6)
     assert row[grid.index(64.0)] == pytest.approx(10e-6)
     assert row[grid.index(128.0)] == pytest.approx(20e-6, rel=1e-12)
     assert row[grid.index(512.0)] == pytest.approx(80e-6, rel=1e-12)
-    assert optable.collective_row(str(p), 8, 2.0**14) is None  # no row at 8 GPUs: the law
+    assert collectives.collective_row(str(p), 8, 2.0**14) is None  # no row at 8 GPUs: the law
 
 
 def test_the_h100_all_reduce_is_costed_from_its_table():
@@ -328,7 +330,7 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
     by_hand = np.exp((1 - w) * np.log(r8[65536]) + w * np.log(r8[131072]))
     assert K._table(v8.op_lin, j, 16.0) == pytest.approx(by_hand, rel=1e-9)
     assert by_hand == pytest.approx(9.5e-6, abs=0.1e-6)
-    law = oplaw.collective_time(v_cfg.hardware.op_fit.all_reduce_by_engine.vllm.tp8, 16 * 5120 * 2.0)
+    law = collectives.collective_time(v_cfg.hardware.op_fit.all_reduce_by_engine.vllm.tp8, 16 * 5120 * 2.0)
     assert float(law) == pytest.approx(5.7e-6, abs=0.1e-6)
     out, _ = _step(v8, 16.0)
     ref = reference_step(v8, v_cfg, 1.0, 1024.0, 16.0)
@@ -353,7 +355,7 @@ def test_a_bad_all_reduce_table_is_one_error_line(tmp_path):
 
     p = tmp_path / "ar.csv"
     p.write_text("num_gpus,latency_ms\n4,0.01\n")
-    optable.collective_curves.cache_clear()
+    collectives.collective_curves.cache_clear()
     for path, words in ((tmp_path / "none.csv", "no such file"), (p, "not an all-reduce table")):
         cfg = compose_cfg("hardware=h100_sxm", f"hardware.op_tables.all_reduce={path}")
         with pytest.raises(ConfigError, match="hardware.op_tables.all_reduce: ") as e:
@@ -428,7 +430,7 @@ def test_fit_hardware_names_the_all_reduce_files_as_the_tables(tmp_path):
         f"hardware.op_tables.all_reduce={frag['op_tables']['all_reduce']}",
         f"hardware.op_tables.all_reduce_by_engine.vllm={frag['op_tables']['all_reduce_by_engine']['vllm']}",
     )
-    assert oplaw.check(cfg.hardware) == []
+    assert registry.check(cfg.hardware) == []
 
 
 def test_an_engines_own_gemm_table(tmp_path, table):
@@ -486,7 +488,7 @@ def test_the_engine_gemm_tables(chip):
         raw = pd.read_parquet(DATA_DIR / path)
         assert set(raw.gemm_dtype) == dtypes
         r = raw[(raw.gemm_dtype == "bfloat16") & (raw.n == 4096) & (raw.k == 4096)].set_index("m").latency_ms
-        row = optable.measured_row(path, "bf16", 4096.0, 4096.0)
+        row = gemm.measured_row(path, "bf16", 4096.0, 4096.0)
         assert row[list(K.M_GRID).index(4096.0)] == pytest.approx(r[4096] * 1e-3, rel=0.05)
         d = build(compose_cfg("model=llama3_1_8b", f"hardware={chip}", f"engine={eng}"))
         i = next(j for j, op in enumerate(d.ops) if op.name == "o_proj")  # n = k = 4096

@@ -1,4 +1,4 @@
-"""The engine's sampler as a cost (framework/core/sampler.py, docs/model.md 5e): which requests take
+"""The engine's sampler as a cost (framework/opcost/sampler.py, docs/model.md 5e): which requests take
 the sort path, the law's value worked by hand, the kernel and the reference alike, the shipped law
 against its microbenchmark, a chip without the law, and bad input as one error line each."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.core import kernel as K
-from decodelab.core import sampler
+from decodelab.opcost import sampler
 from decodelab.core.build import build
 from decodelab.core.checks import check_config
 from decodelab.core.kernel import simulate
@@ -53,7 +53,7 @@ def test_the_law_by_hand_and_in_the_kernel():
     passes around it = 20.592 us. A decode step of 128 sequences: 138.9 + 128 x 20.592 =
     2774.7 us, which the kernel's columns give too."""
     cfg = compose_cfg(*QWEN_VLLM)
-    law = sampler.law(cfg, cfg.hardware, cfg.model.vocab_size)
+    law = sampler.law(sampler.path(cfg), cfg.hardware, cfg.model.vocab_size)
     assert law.t0 == pytest.approx(138.9e-6, rel=1e-12)
     assert law.s_per_tok == pytest.approx(0.1218e-9 * 151936 + 46 * 151936 / 3.35e12, rel=1e-12)
     assert law.s_per_tok * 1e6 == pytest.approx(20.592, abs=5e-4)
@@ -79,7 +79,7 @@ def test_kernel_matches_reference_and_the_sort_costs_what_the_law_says():
     assert out == pytest.approx(ref, rel=1e-9)
     plain_cfg = compose_cfg(*QWEN_VLLM, "engine.sampler.topk_topp=kernel")
     plain = simulate(*build(plain_cfg).arrays(), steps).sum(axis=1)
-    law = sampler.law(cfg, cfg.hardware, cfg.model.vocab_size)
+    law = sampler.law(sampler.path(cfg), cfg.hardware, cfg.model.vocab_size)
     for b, extra in zip((8, 128), out - plain):
         sort_t = float(sampler.time(law, b))
         one_pass = b * 151936 * 4 / 3.35e12  # at the HBM peak: the kernel path's lower bound
@@ -188,5 +188,5 @@ def test_vllm_0_19_overlaps_its_host_work_and_drops_the_sort():
     assert (new.engine.overlap, new.engine.lookahead, new.engine.sampler.topk_topp) == (True, True, "kernel")
     t_old = simulate(*build(old).arrays(), steps).sum()
     t_new = simulate(*build(new).arrays(), steps).sum()
-    law = sampler.law(old, old.hardware, old.model.vocab_size)
+    law = sampler.law(sampler.path(old), old.hardware, old.model.vocab_size)
     assert t_old - t_new > 0.9 * float(sampler.time(law, 128))

@@ -382,7 +382,7 @@ def test_trace_replay():
 def test_static_kind_is_unchanged_by_the_engine_group():
     """A static run ignores the engine's scheduler settings; only the engine family's own kernels
     (its GEMM, all-reduce and decode attention tables, hardware.op_tables.*_by_engine, and its
-    sampler path, engine.sampler: core/sampler.py) enter its cost."""
+    sampler path, engine.sampler: opcost/sampler.py) enter its cost."""
     a = evaluate(compose_cfg())
     b = evaluate(
         compose_cfg(

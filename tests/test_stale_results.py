@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 
 import decodelab
-import decodelab.core.attntable as attntable
-import decodelab.core.moetable as moetable
-import decodelab.core.optable as optable
+import decodelab.opcost.attention_decode as attntable
+import decodelab.opcost.collectives as collectives
+import decodelab.opcost.gemm as optable
+import decodelab.opcost.moe as moetable
 import decodelab.core.result as R
 from decodelab import paths
 from decodelab.api import load_results
@@ -49,7 +50,7 @@ def sweep(tmp: Path, name: str, extra=()):
 def double_latency(path: Path) -> None:
     df = pd.read_parquet(path)
     df.assign(latency_ms=df.latency_ms * 2).to_parquet(path)
-    for mod in (optable, attntable, moetable):  # tables are cached per path in a process
+    for mod in (optable, collectives, attntable, moetable):  # tables are cached per path in a process
         for f in vars(mod).values():
             if callable(getattr(f, "cache_clear", None)):
                 f.cache_clear()

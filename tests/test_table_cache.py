@@ -1,4 +1,4 @@
-"""Operator tables are read once per process and per content (core.tablecache): a table edited
+"""Operator tables are read once per process and per content (opcost.tablecache): a table edited
 in place during a session is read again on the next design, with nothing cleared by hand."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 
 import decodelab
-from decodelab.core import tablecache
+from decodelab.opcost import tablecache
 from decodelab.paths import DATA_DIR
 
 GEMM = DATA_DIR / "operators" / "h100_sxm_gemm_trtllm_1.2.0rc5.parquet"  # hardware=h100_sxm's
@@ -38,13 +38,13 @@ def test_table_edited_in_place_is_read_again(tmp_path):
 
 def test_unchanged_tables_stay_cached(tmp_path, monkeypatch):
     """The second design on an unchanged table reads no file."""
-    from decodelab.core import optable
+    from decodelab.opcost import tables
 
     table = tmp_path / "g.parquet"
     shutil.copy(GEMM, table)
     _tpot(table)
     reads = []
-    real = optable._read
-    monkeypatch.setattr(optable, "_read", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    real = tables.read
+    monkeypatch.setattr(tables, "read", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
     _tpot(table)
     assert reads == []

@@ -77,7 +77,7 @@ def collectives(m, tp: int, dp: int, batch: float, act_bytes: float):
 def collective_op(name: str, m, tp: int, dp: int, batch: float, act_bytes: float, side: int) -> Op:
     """The collective before (side 0) or after (side 1) the FFN of a GQA/MHA decoder layer: the
     ring all-reduce of tensor parallelism (2 (tp-1)/tp x d per token), or under dp > 1 the
-    collectives above (no fitted law covers them: the link roofline, core/oplaw.py)."""
+    collectives above (no fitted law covers them: the link roofline, opcost/registry.py)."""
     d = m.d_model
     if dp <= 1:
         link, n, kind = 2.0 * (tp - 1) / tp * d * act_bytes, 1, "all_reduce"

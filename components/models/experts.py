@@ -192,7 +192,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
             d * ab,
         ),
     ]
-    if n_moe:  # the routed-expert block a measured MoE table costs whole (framework/core/moetable.py)
+    if n_moe:  # the routed-expert block a measured MoE table costs whole (framework/opcost/moe.py)
         mtp, mep = (1, tp) if ep_chips > 1 else (tp, 1)
         shape = (d, m.expert_ffn_dim, k, e, mtp, mep, f_moe)
         routed = f_moe * k * 2.0 * d * n_up * fe  # the head op's routed-expert FLOPs per token

@@ -174,7 +174,7 @@ def build_ops(
     if attention_dp > 1:
         h = m.n_heads // (tp // attention_dp)
         before, after, n_before, n_after = attn_dp.collectives(m, tp, attention_dp, share_batch, act_bytes)
-        coll = "data_parallel_attention"  # no fitted law: the link roofline (core/oplaw.py)
+        coll = "data_parallel_attention"  # no fitted law: the link roofline (opcost/registry.py)
     own_tokens = mapping == "data" or (attention_dp > 1 and attention_dp == tp)  # a chip's own
     if moe_mapping == "a2a" and own_tokens and tp > 1 and n_moe_layers(m):
         # MoE layers: dispatch before the experts, combine after (experts.a2a_bytes), in place of
@@ -184,7 +184,7 @@ def build_ops(
         ar_bytes = (1.0 - f_moe) * ar_bytes + f_moe * a2a
         if attention_dp > 1:
             before, after = (1.0 - f_moe) * before + f_moe * a2a, (1.0 - f_moe) * after + f_moe * a2a
-        coll = "all_to_all"  # no fitted law: the link roofline (core/oplaw.py)
+        coll = "all_to_all"  # no fitted law: the link roofline (opcost/registry.py)
 
     expert_wb = w_bytes
     if dense_w_bytes > 0:  # the checkpoint quantizes only the experts (model.expert_only_dtypes)

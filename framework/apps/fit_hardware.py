@@ -25,6 +25,7 @@ from typing import List
 
 from decodelab.apps.common import errors, run_module
 from decodelab.config import compose as C
+from decodelab.opcost import gemm
 
 
 def add_arguments(p) -> None:
@@ -66,10 +67,8 @@ def run(a) -> int:
     text = F.to_yaml(fits, a.hardware, command)
     loo = {}
     if "gemm" in data:  # the GEMM file also serves as the chip's table (hardware.op_tables.gemm)
-        from decodelab.core import optable
-
         gemm_file = _file_named(a.paths, data["gemm"][1])
-        loo = optable.leave_one_out(data["gemm"][0])
+        loo = gemm.leave_one_out(data["gemm"][0])
         errs = "; ".join(f"{dt} n {e['n'][1]:.1f}% / k {e['k'][1]:.1f}%" for dt, e in loo.items())
         text += (
             "# GEMMs at a design's own shapes from the table itself (docs/model.md 5d), interpolation error\n"

@@ -1,4 +1,4 @@
-"""Fit the per-shape operator laws (decodelab.core.oplaw) to operator microbenchmarks and write
+"""Fit the per-shape operator laws (decodelab.opcost) to operator microbenchmarks and write
 them as a hardware YAML fragment (`hardware.op_model: fitted` + `hardware.op_fit`), each value
 commented with the file and rows it was fitted to and the class's fit error.
 
@@ -17,12 +17,14 @@ from typing import Dict, List
 import numpy as np
 
 from decodelab.calibration import operators as O
-from decodelab.core import oplaw, sampler
+from decodelab.opcost import attention_decode, attention_prefill, collectives, gemm, sampler
+from decodelab.opcost import base
+from decodelab.opcost.base import ATTN_DTYPES, hbm_bw
 
 GEMM_FIELDS = ("e_c", "k0", "e_b", "t0_us", "p")
 PREFILL_FIELDS = ("e_a", "tau_tok_ns", "tau_seq_ns", "t0_us")
 DECODE_FIELDS = ("c_sk_ns", "bw_kv_tbs", "t0_us", "p")
-COLL_FIELDS = oplaw.COLLECTIVE_FIELDS
+COLL_FIELDS = collectives.COLLECTIVE_FIELDS
 SAMPLER_FIELDS = ("t0_us", "ns_per_elem")
 MIN_ROWS = 8  # fewer rows than this: the class is not fitted
 
@@ -65,7 +67,7 @@ def _least_squares(fun, x0, lo, hi, t):
 
 
 def _roofline(hw, bytes_, flops, peak, attn_flops=0.0):
-    bw = oplaw.hbm_bw(hw)
+    bw = hbm_bw(hw)
     mem = (np.asarray(bytes_, float) + hw.bw_half_mb * 1e6) / (bw * hw.bw_eff_max)
     attn_eff = hw.attn_compute_eff_max or hw.compute_eff_max
     work = np.asarray(flops, float) + np.asarray(attn_flops, float) * hw.compute_eff_max / attn_eff
@@ -75,14 +77,14 @@ def _roofline(hw, bytes_, flops, peak, attn_flops=0.0):
 
 
 def roofline_gemm(hw, m, n, k, dtype):
-    wb = oplaw.GEMM_BYTES[dtype][0]
-    return _roofline(hw, n * k * wb + m * (k + n) * 2.0, 2.0 * m * n * k, oplaw._peak(hw, dtype))
+    wb = gemm.GEMM_BYTES[dtype][0]
+    return _roofline(hw, n * k * wb + m * (k + n) * 2.0, 2.0 * m * n * k, base.peak(hw, dtype))
 
 
 def roofline_attention(hw, tokens, kv_read, pairs, h, kvh, hd, kv_dtype):
     """rope_kv_write + attention (components/models/dense.py): what the benchmarked call covers."""
-    kv_tok = 2.0 * kvh * hd * oplaw.ATTN_DTYPES[kv_dtype]
-    peak = oplaw._peak(hw, "bf16")
+    kv_tok = 2.0 * kvh * hd * ATTN_DTYPES[kv_dtype]
+    peak = base.peak(hw, "bf16")
     rope = _roofline(
         hw, tokens * (2.0 * (h + 2 * kvh) * hd * 2.0 + kv_tok), tokens * 6.0 * (h + kvh) * hd, peak
     )
@@ -99,18 +101,18 @@ def roofline_collective(hw, s_bytes, n, op):
 
 
 def fit_gemm(d, dtype, hw):
-    peak, bw = oplaw._peak(hw, dtype), oplaw.hbm_bw(hw)
-    wb, ab = oplaw.GEMM_BYTES[dtype]
+    peak, bw = base.peak(hw, dtype), hbm_bw(hw)
+    wb, ab = gemm.GEMM_BYTES[dtype]
     m, n, k, t = (d[c].to_numpy(float) for c in ("m", "n", "k", "t"))
 
     def f(th):
-        return oplaw.gemm_time(SimpleNamespace(**dict(zip(GEMM_FIELDS, th))), m, n, k, peak, bw, wb, ab)
+        return gemm.gemm_time(SimpleNamespace(**dict(zip(GEMM_FIELDS, th))), m, n, k, peak, bw, wb, ab)
 
     th = _least_squares(
         f, (0.75, 100.0, 0.85, 4.0, 3.0), [0.05, 0.0, 0.05, 0.0, 1.0], [1.0, 5000.0, 1.0, 200.0, 20.0], t
     )
     law = _law(GEMM_FIELDS, th)
-    return law, oplaw.gemm_time(law, m, n, k, peak, bw, wb, ab), roofline_gemm(hw, m, n, k, dtype)
+    return law, gemm.gemm_time(law, m, n, k, peak, bw, wb, ab), roofline_gemm(hw, m, n, k, dtype)
 
 
 def _pairs(s):
@@ -118,14 +120,14 @@ def _pairs(s):
 
 
 def fit_prefill(d, dtype, hw):
-    peak = oplaw._peak(hw, dtype)
+    peak = base.peak(hw, dtype)
     b, s, h, kvh, hd, t = (
         d[c].to_numpy(float)
         for c in ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "t")
     )
 
     def f(law):
-        return oplaw.prefill_attention_time(law, b * _pairs(s), b * s, b, h, hd, peak)
+        return attention_prefill.prefill_attention_time(law, b * _pairs(s), b * s, b, h, hd, peak)
 
     th = _least_squares(
         lambda x: f(SimpleNamespace(**dict(zip(PREFILL_FIELDS, x)))),
@@ -143,11 +145,11 @@ def fit_decode(d, kv_dtype, hw):
         d[c].to_numpy(float)
         for c in ("batch_size", "step", "num_heads", "num_key_value_heads", "head_dim", "t")
     )
-    kvb = oplaw.ATTN_DTYPES[kv_dtype]
-    bw_max = oplaw.hbm_bw(hw) / 1e12  # a KV read cannot beat the HBM peak
+    kvb = ATTN_DTYPES[kv_dtype]
+    bw_max = hbm_bw(hw) / 1e12  # a KV read cannot beat the HBM peak
 
     def f(law):
-        return oplaw.decode_attention_time(law, b, b * (step + 1.0), kvh, hd, kvb)
+        return attention_decode.decode_attention_time(law, b, b * (step + 1.0), kvh, hd, kvb)
 
     th = _least_squares(
         lambda x: f(SimpleNamespace(**dict(zip(DECODE_FIELDS, x)))),
@@ -169,7 +171,7 @@ def fit_collective(s, t):
 
         def f(x, sw=sw):
             a_hi = x[1] if np.isfinite(sw) else x[0]
-            return oplaw.collective_time(
+            return collectives.collective_time(
                 SimpleNamespace(a_lo_us=x[0], a_hi_us=a_hi, s_switch_bytes=sw, beta_gb_s=x[2]), s
             )
 
@@ -180,7 +182,7 @@ def fit_collective(s, t):
             a_hi = x[1] if np.isfinite(sw) else x[0]
             best = (cost, (x[0], a_hi, big, x[2]))
     law = _law(COLL_FIELDS, best[1])
-    return law, oplaw.collective_time(law, s)
+    return law, collectives.collective_time(law, s)
 
 
 # ---- everything in the files
@@ -206,7 +208,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
 
     if "gemm" in data:
         df, fname = data["gemm"]
-        for dtype in oplaw.GEMM_BYTES:
+        for dtype in gemm.GEMM_BYTES:
             d = O.gemm_rows(df, dtype)
             if len(d) >= MIN_ROWS:
                 law, pred, old = fit_gemm(d, dtype, hw)
@@ -214,7 +216,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                 add("gemm", dtype, GEMM_FIELDS, law, pred, old, d.t, fname, rule)
     if "context_attention" in data:
         df, fname = data["context_attention"]
-        for dtype in oplaw.ATTN_DTYPES:
+        for dtype in ATTN_DTYPES:
             for hd in sorted(df.head_dim.unique()):
                 d = O.context_rows(df, dtype, int(hd))
                 if len(d) >= MIN_ROWS:
@@ -233,9 +235,9 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                     )
     if "generation_attention" in data:
         df, fname = data["generation_attention"]
-        for dtype in oplaw.ATTN_DTYPES:
+        for dtype in ATTN_DTYPES:
             for hd in sorted(df.head_dim.unique()):
-                d = O.generation_rows(df, dtype, int(hd), oplaw.hbm_bw(hw), oplaw.ATTN_DTYPES[dtype])
+                d = O.generation_rows(df, dtype, int(hd), hbm_bw(hw), ATTN_DTYPES[dtype])
                 if len(d) >= MIN_ROWS:
                     law, pred, old = fit_decode(d, dtype, hw)
                     rule = (
@@ -270,12 +272,12 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                     + ", bytes = message_size x element bytes"
                 )
                 add(group, f"{prefix}tp{int(n)}", COLL_FIELDS, law, pred, old, t, fname, rule)
-    if "sampler" in data and len(data["sampler"][0]) >= MIN_ROWS:  # the sort path (core/sampler.py)
+    if "sampler" in data and len(data["sampler"][0]) >= MIN_ROWS:  # the sort path (opcost/sampler.py)
         df, fname = data["sampler"]
         t0_us, ns, _ = sampler.fit(zip(df.batch, df.vocab, df.latency_ms))
         elems = np.asarray(df.batch * df.vocab, float)
         pred = sampler.filter_ms(t0_us, ns, elems) * 1e-3
-        old = elems * 4.0 / oplaw.hbm_bw(hw)  # the kernel path: one FP32 pass at the HBM peak
+        old = elems * 4.0 / hbm_bw(hw)  # the kernel path: one FP32 pass at the HBM peak
         law = _law(SAMPLER_FIELDS, (t0_us, ns))
         add(
             "sampler",

@@ -49,7 +49,7 @@ SCHEMAS = {
         "message_size": "int",
         "latency_ms": "num",
     },
-    # an engine's top-k / top-p sampler path on batch x vocab FP32 logits (core/sampler.py)
+    # an engine's top-k / top-p sampler path on batch x vocab FP32 logits (opcost/sampler.py)
     "sampler": {"batch": "int", "vocab": "int", "latency_ms": "num"},
 }
 # An all-reduce CSV with a `framework` column other than these is that engine's own kernel

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 
 from decodelab.components.models import ARCHITECTURES
 from decodelab.config.hf_model import BASE, MLA, MOE, Imported
-from decodelab.core.sampler import GEN_KEYS
+from decodelab.opcost.sampler import GEN_KEYS
 from decodelab.core.schema import ModelConfig
 from decodelab.errors import ConfigError
 
@@ -28,7 +28,7 @@ def parameters(imp: Imported) -> Dict[str, float]:
 
 def read_generation_config(imp: Imported, path: Path) -> None:
     """The sampling defaults of a generation_config.json (`path`, beside the config.json) into
-    `generation_defaults`: the keys vLLM's `get_diff_sampling_param` reads (core/sampler.py), as
+    `generation_defaults`: the keys vLLM's `get_diff_sampling_param` reads (opcost/sampler.py), as
     written (vLLM reads them whatever `do_sample` says); nothing when the file is absent."""
     if not path.is_file():
         return

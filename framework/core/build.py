@@ -15,10 +15,12 @@ from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs, oplaw, oplaw_note, parallel, profile_reserve, sampler
+from decodelab.core import kv_costs, parallel, profile_reserve
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
+from decodelab.opcost import registry, sampler
+from decodelab.opcost.base import Ctx
 
 
 @dataclass
@@ -111,6 +113,22 @@ def moe_mxfp4(cfg) -> str:
     if v not in MOE_MXFP4:
         raise ConfigError(f"engine.moe_mxfp4={v!r} is not one of: {', '.join(MOE_MXFP4)}")
     return v
+
+
+def cost_context(cfg) -> Ctx:
+    """The plain values the operator costs need (decodelab.opcost): chip, workload dtypes, tensor
+    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4."""
+    hw, w = cfg.hardware, cfg.workload
+    return Ctx(
+        hw=hw,
+        weight_dtype=w.weight_dtype,
+        kv_dtype=w.kv_dtype,
+        tp=hw.tensor_parallel,
+        engine=engine_family(cfg),  # whose own laws and tables (all-reduce, GEMM, attention) apply
+        sampler_path=sampler.path(cfg),
+        vocab=int(cfg.model.vocab_size),
+        moe_mxfp4=moe_mxfp4(cfg),
+    )
 
 
 def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float, profile_bytes: float = 0.0) -> float:
@@ -241,9 +259,7 @@ def build(
     n_t = len(tier_names)
     op_w = np.zeros((len(ops), n_t))
     op_lin = np.zeros((len(ops), K.N_LIN))
-    engine = engine_family(cfg)  # whose all-reduce kernel the collectives run (oplaw.laws_of)
-    mx = moe_mxfp4(cfg)
-    smp = sampler.law(cfg, hw, m.vocab_size)  # the sampling op's law under the engine's sampler path
+    ctx = cost_context(cfg)  # what the operator families price the ops with (decodelab.opcost)
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
         op_lin[i] = (
@@ -258,7 +274,7 @@ def build(
             op.flops_per_ctx,
             op.act_bytes_per_ctx,
             PATHS[op.path],
-            *oplaw.law_columns(op, hw, w, tp, engine, smp, mx),
+            *registry.columns(op, ctx),
         )
         op_lin[i, K.L_REPLICA] = 1.0 if op.replica else 0.0
         if op.experts_read:
@@ -287,9 +303,7 @@ def build(
                 "cost one kernel per op (hardware.execution=gpu)"
             )
         call_cost[c, K.C_LAUNCH_EACH] = 0.0
-    for law_note in (oplaw_note.note(ops, hw, w, tp, engine, mx), sampler.note(cfg, hw)):
-        if law_note:
-            notes.append(law_note)
+    notes += registry.run_notes(ops, ctx)
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)
     hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)

@@ -9,11 +9,12 @@ from typing import List
 from decodelab.components.models.experts import MOE_MAPPINGS
 from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
-from decodelab.core import oplaw, parallel, sampler, schema, tree
+from decodelab.core import parallel, schema, tree
+from decodelab.opcost import registry, sampler
 
 # fp8_block: FP8 weights with one FP32 scale per 128 x 128 block (DeepSeek-V3 / Qwen3 FP8 checkpoints;
 # the scales add 4 / 16384 B per weight, 0.02%, not counted); its GEMMs run other kernels than
-# per-tensor fp8 (a law class of their own, core/oplaw.py).
+# per-tensor fp8 (a law class of their own, opcost/gemm.py).
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0, "int4": 0.5}
 # 4-bit floating point (E2M1 elements) with their block scales, bytes per element:
 # fp4: the bare 4-bit elements (scales not counted) = 0.5.
@@ -173,8 +174,8 @@ def check_config(cfg) -> None:
     if hw.tdp_w > 0 and hw.idle_w > hw.tdp_w:
         e.append(f"hardware.idle_w={hw.idle_w} exceeds hardware.tdp_w={hw.tdp_w} of {hw.name}")
 
-    e += tree.cached(hw, oplaw.check)  # the chip's operator tables: once per hardware node
-    e += sampler.check(cfg)
+    e += tree.cached(hw, registry.check)  # the chip's operator laws and tables: once per hardware node
+    e += sampler.check_request(cfg)
     parallel.check(e, cfg)
 
     _positive(e, "workload", w, ("batch_size", "prompt_len"))

@@ -40,7 +40,7 @@ from numba import njit
 
 from decodelab.core.pipeline import compose, microbatches_nb
 
-from decodelab.core.kernel_layout import *  # noqa: F403 -- the array layout is this module's interface
+from decodelab.kernel_layout import *  # noqa: F403 -- the array layout is this module's interface
 from decodelab.core.kernel_lookup import _attn_table, _eff, _pnorm, _table, _weight_ratio
 
 
@@ -119,7 +119,7 @@ def _step_body(
                     )
                     acc_flops[c, A_LAW_T0] += op_lin[o, L_T0]
                 if path != PATH_PREFILL and tokens - pre_tokens >= 0.5:
-                    if op_lin[o, L_D_TAB] > 0.0:  # the measured table (core/attntable.py)
+                    if op_lin[o, L_D_TAB] > 0.0:  # the measured table (opcost/attention_decode.py)
                         acc_flops[c, A_LAW_T] += (
                             _attn_table(op_lin, o, seqs - pre_seqs, kv_read - pre_kv) - op_lin[o, L_D_T0]
                         )

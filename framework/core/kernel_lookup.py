@@ -1,7 +1,7 @@
 """The kernel's per-op lookups and size laws (framework/core/kernel.py uses them in every step):
 the achieved fraction of a peak at an operation's size, the p-norm overlap of two times, and the
-tabulated op rows the design builder writes into op_lin (core/optable.py, core/attntable.py,
-core/moetable.py fill them): a GEMM's time beyond t0 on the kernel's token grid, an MoE op's weight
+tabulated op rows the design builder writes into op_lin (opcost/gemm.py, opcost/attention_decode.py,
+opcost/moe.py fill them): a GEMM's time beyond t0 on the kernel's token grid, an MoE op's weight
 read ratio on the same grid, a decode attention call's time on the (sequences, KV tokens) grid."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel_layout import (
+from decodelab.kernel_layout import (
     B_GRID,
     C_GRID,
     L_D_FLOOR,
@@ -64,7 +64,7 @@ def _weight_ratio(op_lin, o, m):
 def _attn_table(op_lin, o, seqs, kv):
     """Op o's tabulated decode attention time (whole call) for `seqs` sequences reading `kv` KV
     tokens: log-bilinear on the B_GRID x C_GRID powers of two, linear in the KV read beyond the
-    grid, never below L_D_FLOOR x kv (core/attntable.py table_time is its twin)."""
+    grid, never below L_D_FLOOR x kv (opcost/attention_decode.py table_time is its twin)."""
     s = max(seqs, 1.0)
     c = max(kv / s, 1.0)
     sc = min(max(s, B_GRID[0]), B_GRID[N_BGRID - 1])

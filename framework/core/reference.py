@@ -10,10 +10,13 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab.core import attntable, oplaw, optable, parallel, sampler
-from decodelab.core.build import engine_family, expert_read_ratios, moe_mxfp4, peak_flops
+from decodelab import kernel_layout as K
+from decodelab.core import parallel
+from decodelab.core.build import cost_context, expert_read_ratios, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
-from decodelab.core.kernel_layout import M_GRID
+from decodelab.kernel_layout import M_GRID
+from decodelab.opcost import registry
+from decodelab.opcost.base import Step
 from decodelab.core.kv_costs import attention_efficiency
 from decodelab.core.schema import memory_tiers
 
@@ -53,7 +56,7 @@ def reference_step_agg(
     decoder stack (final norm, LM head, sampling) run on those alone. `pre_*`: the share of the
     prefilling sequences; an op on the prefill path sees only that, one on the decode path the
     rest, and a call none of whose ops runs is not issued (kernel.step_core). Under
-    hardware.op_model=fitted an op with a fitted law (core.oplaw) costs the law's time, whose
+    hardware.op_model=fitted an op with a fitted law (decodelab.opcost) costs the law's time, whose
     t0 replaces its call's sync_us."""
     pp = int(getattr(cfg.hardware, "pipeline_parallel", 1))
     agg = (tokens, kv_read, pairs, seqs, sampled, pre_tokens, pre_kv, pre_pairs, pre_seqs)
@@ -111,8 +114,6 @@ def _group_step(
 ) -> Tuple[Dict[str, float], List[float]]:
     """One tensor-parallel group's step: seconds by cause and each call's time."""
     hw = cfg.hardware
-    w, tp = cfg.workload, hw.tensor_parallel
-    hbm_bw = hw.memory["hbm"].bandwidth_gb_s * 1e9
     tiers = [t.name for t in memory_tiers(hw)]
     bw = {t.name: t.bandwidth_gb_s * 1e9 for t in memory_tiers(hw)}
     w_frac = dict(zip(tiers, design.memory["weight_frac"]))
@@ -141,67 +142,29 @@ def _group_step(
         "prefill": (pre_tokens, pre_kv, pre_pairs),
         "decode": (tokens - pre_tokens, kv_read - pre_kv, pairs - pre_pairs),
     }
-    engine, mx = engine_family(cfg), moe_mxfp4(cfg)
-    smp = sampler.law(cfg, hw, cfg.model.vocab_size)
+    cost = cost_context(cfg)
     for op in design.ops:
         acc = per_call[op.call]
         n_tok, ctx, prs = shares[op.path]
-        laws = oplaw.laws_of(op, hw, w, tp, engine, smp, mx)
-        if n_tok < 0.5 or laws.skip:  # whole token counts: no sequence takes this path
+        ps = registry.prices(op, cost)
+        code = registry.law_code(ps)
+        if n_tok < 0.5 or code == K.LAW_SKIP:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
         if op.stage == "post":
             n_tok = sampled
         if op.replica:  # serving under data-parallel attention: every group's tokens
             n_tok *= parallel.dp_token_scale(cfg)
-        if oplaw.fitted(laws):
+        if ps:  # the families' laws and tables in natural form (decodelab.opcost)
             acc["law"] = True
-            if laws.sampler is not None:  # the engine's sampler path (core/sampler.py)
-                acc["law_t"] += float(sampler.time(laws.sampler, n_tok)) - laws.sampler.t0
-                acc["law_t0"] += laws.sampler.t0
-            elif laws.gemm_table is not None or laws.moe_table is not None:  # measured tables
-                t0, beyond = laws.gemm_table if laws.gemm_table is not None else laws.moe_table
-                acc["law_t"] += float(optable.table_time(t0, beyond, n_tok)) - t0
-                acc["law_t0"] += t0
-            elif laws.gemm is not None:
-                wb, ab = oplaw.GEMM_BYTES[laws.gemm_dtype]
-                g = laws.gemm
-                g_peak = oplaw._peak(hw, laws.gemm_dtype)  # as oplaw.law_columns
-                t = oplaw.gemm_time(g, n_tok, op.gemm_n, op.gemm_k, g_peak, hbm_bw, wb, ab)
-                acc["law_t"] += float(t) - g.t0_us * 1e-6
-                acc["law_t0"] += g.t0_us * 1e-6
-            if laws.prefill is not None and op.path != "decode" and pre_tokens >= 0.5:
-                a = laws.prefill
-                a_peak = peak_flops(hw, w.kv_dtype)
-                t = oplaw.prefill_attention_time(
-                    a, pre_pairs, pre_tokens, pre_seqs, op.attn_heads, op.attn_head_dim, a_peak
-                )
-                acc["law_t"] += float(t) - a.t0_us * 1e-6
-                acc["law_t0"] += a.t0_us * 1e-6
-            decoding = op.path != "prefill" and tokens - pre_tokens >= 0.5
-            if (laws.decode is not None or laws.decode_table is not None) and decoding:
-                d = laws.decode
-                if laws.decode_table is not None:  # the measured table (core/attntable.py)
-                    grid, floor, d_t0 = laws.decode_table
-                    t = attntable.table_time(grid, floor, seqs - pre_seqs, kv_read - pre_kv)
-                else:
-                    d_t0 = d.t0_us * 1e-6
-                    t = oplaw.decode_attention_time(
-                        d,
-                        seqs - pre_seqs,
-                        kv_read - pre_kv,
-                        op.attn_kv_heads,
-                        op.attn_head_dim,
-                        DTYPE_BYTES[w.kv_dtype],
-                    )
-                acc["law_t"] += float(t) - d_t0
-                acc["law_t0"] += d_t0
-            if laws.coll_table is not None:  # the op is the collective alone (oplaw.laws_of)
-                acc["law_coll"] += float(optable.table_time(0.0, laws.coll_table, n_tok))
-            elif laws.coll is not None:
-                acc["law_coll"] += float(oplaw.collective_time(laws.coll, n_tok * op.coll_bytes_per_token))
-                if laws.gemm is None and laws.prefill is None:
-                    continue  # the measured collective holds its own memory traffic
+            dec = (tokens - pre_tokens, seqs - pre_seqs, kv_read - pre_kv)
+            step = Step(n_tok, pre_tokens, pre_pairs, pre_seqs, *dec)
+            t, t0, coll = registry.reference(op, cost, ps, step)
+            acc["law_t"] += t
+            acc["law_t0"] += t0
+            acc["law_coll"] += coll
+            if code == K.LAW_COLL:
+                continue  # the measured collective holds its own memory traffic
         w_scale = 1.0  # an MoE expert op reads the experts its tokens activate (kernel L_W_TAB)
         if op.experts_read:
             w_scale = float(np.interp(n_tok, M_GRID, expert_read_ratios(op)))
@@ -215,7 +178,7 @@ def _group_step(
         acc["work"] += (
             n_tok * op.flops_per_token + ctx * op.flops_per_ctx + prs * op.attn_flops_per_ctx * attn_slow
         )
-        if laws.coll is None:
+        if not any(p.family == "collectives" for p in ps):
             acc["link"] += n_tok * op.link_bytes_per_token
             acc["ncoll"] += op.n_collectives
 

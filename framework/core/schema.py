@@ -44,7 +44,7 @@ class ModelConfig:
     # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
     # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A
     # measured row in FP8 runs with workload.weight_dtype=fp8_block for a block checkpoint
-    # (decodelab validate), whose GEMMs run other kernels (core/oplaw.py).
+    # (decodelab validate), whose GEMMs run other kernels (opcost/gemm.py).
     fp8_checkpoint: str = "tensor"
     # Weight dtypes in which the published checkpoint quantizes only the routed experts and keeps
     # every other weight (attention projections, norms, router, embeddings, LM head) in BF16, e.g.
@@ -73,7 +73,7 @@ class ModelConfig:
     state_bytes_per_layer: int = 0
     # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p,
     # repetition_penalty):
-    # what an engine with engine.sampler.model_defaults samples with (framework/core/sampler.py)
+    # what an engine with engine.sampler.model_defaults samples with (framework/opcost/sampler.py)
     generation_defaults: Dict[str, float] = field(default_factory=dict)
     source: str = ""
 
@@ -152,7 +152,7 @@ class HardwareConfig:
     # laws of `op_fit` for the GEMM, attention and collective ops they cover; gpu execution)
     op_model: str = "roofline"
     op_fit: OpFitConfig = field(default_factory=OpFitConfig)
-    op_tables: OpTablesConfig = field(default_factory=OpTablesConfig)  # measured tables (core/optable.py)
+    op_tables: OpTablesConfig = field(default_factory=OpTablesConfig)  # measured tables (opcost/gemm.py)
     source: str = ""
     # FP4 units, power and price (framework/core/cost.py, docs/model.md "Cost and energy")
     peak_tflops_fp4: float = 0.0  # 0: no FP4 units, FP4 weights are dequantized (FP8 or BF16 rate)

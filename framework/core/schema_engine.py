@@ -1,5 +1,5 @@
 """Typed schema of the serving engine (`engine`: framework/modes/serving/scheduler.py, and its sampler,
-framework/core/sampler.py); part of decodelab.core.schema."""
+framework/opcost/sampler.py); part of decodelab.core.schema."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class EngineConfig:
     profile_sampler_bytes: float = 0.0
     kv_block_tokens: int = 32  # KV allocated in blocks of this many tokens
     # The activations MXFP4 expert weights (gpt-oss) run with, which picks the measured MoE kernel
-    # (core/moetable.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
+    # (opcost/moe.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
     moe_mxfp4: str = "w4a16"
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
@@ -117,5 +117,5 @@ class EngineConfig:
     # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
     family: str = ""
     versions: List[str] = field(default_factory=list)
-    sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # core/sampler.py
+    sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # opcost/sampler.py
     dp_attention: EngineDpAttentionConfig = field(default_factory=EngineDpAttentionConfig)

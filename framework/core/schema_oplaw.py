@@ -1,5 +1,6 @@
 """Typed schemas of the per-shape operator laws (`hardware.op_fit`, hardware.op_model=fitted;
-framework/core/oplaw.py evaluates them, framework/calibration/ fits them; docs/model.md 5d)."""
+framework/opcost/ evaluates them, one module per operator family; framework/calibration/ fits
+them; docs/model.md 5d). The config schema stays in core: decodelab.opcost imports no config code."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from omegaconf import MISSING
 
 @dataclass
 class GemmLaw:
-    """Per-shape GEMM law of one weight dtype (framework/core/oplaw.py): t = (Tc^p + Tm^p)^(1/p)
+    """Per-shape GEMM law of one weight dtype (framework/opcost/gemm.py): t = (Tc^p + Tm^p)^(1/p)
     + t0 with Tc = 2 n (k + k0) m / (P e_c), Tm = (n k wb + m (k ab + 2 n)) / (BW e_b)."""
 
     e_c: float = MISSING  # tensor-core efficiency (fraction of the dtype's dense peak)
@@ -56,7 +57,7 @@ class CollectiveLaw:
 @dataclass
 class SamplerLaw:
     """The logits filter of an engine's sampler path on a batch of `rows` sampled tokens over a
-    vocabulary of V entries (framework/core/sampler.py): t = t0 + ns_per_elem rows V, fitted to a
+    vocabulary of V entries (framework/opcost/sampler.py): t = t0 + ns_per_elem rows V, fitted to a
     microbenchmark of that path; the rest of the sampler (FP32 cast, temperature, softmax,
     exponential draw, argmax) is added as its passes over the logits at the HBM peak."""
 
@@ -69,7 +70,7 @@ class SamplerLaw:
 
 @dataclass
 class OpTablesConfig:
-    """Measured operator tables (hardware.op_model=fitted; framework/core/optable.py), each a path
+    """Measured operator tables (hardware.op_model=fitted; framework/opcost/gemm.py), each a path
     or a file shipped under decodelab/data/, CSV or Parquet; "" = no table. `gemm`: a GEMM
     microbenchmark table (gemm_dtype, m, n, k, latency_ms); a GEMM op inside its (n, k) grid is
     costed from the table at the op's own shape, not by the class law of `op_fit.gemm`.
@@ -89,7 +90,7 @@ class OpTablesConfig:
     # a decode attention microbenchmark table (batch_size, num_heads, num_key_value_heads, head_dim,
     # window_size, kv_cache_dtype, step, latency_ms): a decode attention op at heads per chip it
     # holds is costed from it at the step's sequences and KV read, never faster than the KV read at
-    # the chip's HBM peak (core/attntable.py), not by op_fit.attention_decode
+    # the chip's HBM peak (opcost/attention_decode.py), not by op_fit.attention_decode
     attention_decode: str = ""
     # an engine's own decode attention table by engine family, same schema (its attention kernels:
     # vLLM's and SGLang's FlashAttention), `attention_decode` for other engines and shapes it lacks
@@ -102,7 +103,7 @@ class OpTablesConfig:
     mla_decode_by_engine: Dict[str, str] = field(default_factory=dict)
     # an MoE microbenchmark table (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts,
     # moe_tp_size, moe_ep_size, latency_ms): an MoE layer's routed-expert block at a shape it holds is
-    # costed from it (core/moetable.py); `moe_by_engine` an engine's own, the same schema
+    # costed from it (opcost/moe.py); `moe_by_engine` an engine's own, the same schema
     moe: str = ""
     moe_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
@@ -131,5 +132,5 @@ class OpFitConfig:
     all_reduce_by_engine: Dict[str, Dict[str, CollectiveLaw]] = field(default_factory=dict)
     # An engine's top-k / top-p sampler path by its name (engine.sampler.topk_topp: sort = the
     # PyTorch full-vocabulary sort of vLLM 0.12's forward_native): costs the sampling op of a
-    # design whose engine takes that path (framework/core/sampler.py)
+    # design whose engine takes that path (framework/opcost/sampler.py)
     sampler: Dict[str, SamplerLaw] = field(default_factory=dict)

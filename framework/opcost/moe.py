@@ -1,5 +1,7 @@
-"""An MoE layer's routed-expert block from a table of MoE microbenchmarks (`hardware.op_tables.moe`,
-`moe_by_engine`, with hardware.op_model=fitted; docs/model.md "Per-shape operator laws").
+"""The MoE family: an MoE layer's routed-expert block from a table of MoE microbenchmarks
+(`hardware.op_tables.moe`, `moe_by_engine`, with hardware.op_model=fitted; docs/model.md
+"Per-shape operator laws"). A block no table holds in its dtype keeps its ops' GEMM laws
+(opcost.gemm), else the roofline law.
 
 The roofline law costs an MoE layer's expert GEMMs as streams of the activated experts' weights
 and FLOPs at the chip's GEMM efficiency; measured fused-MoE kernels are far from that. On the H100
@@ -16,7 +18,7 @@ experts.py) is costed at a step's tokens by
     MoE layer share x table(tokens) + the dense layers' and shared experts' part of the block
 (that part by the roofline law at the chip's achievable rates, its weights and FLOPs the
 block's over the head op's), and its activation and down ops inside it (LAW_SKIP). The table
-curve is made non-decreasing in tokens (isotonic regression of log latency, as core/optable.py),
+curve is made non-decreasing in tokens (isotonic regression of log latency, as opcost/gemm.py),
 linear in tokens between the measured points and at the kernel's M_GRID. Tables: AIConfigurator
 @095f58a5 systems/data/<chip>/moe/<engine>/<version>/moe_perf.parquet, balanced rows, gated kernels
 (decodelab/data/operators/README.md).
@@ -36,13 +38,18 @@ the roofline law.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab.core import kernel_layout as K
-from decodelab.core.optable import TableError, _read, grid_row
-from decodelab.core.tablecache import table_cache
+from decodelab import kernel_layout as K
+from decodelab.opcost import tables
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak
+from decodelab.opcost.base import table_mismatch
+from decodelab.opcost.tablecache import table_cache
+
+NAME = "moe"
+FIT_GROUPS = ()
 
 COLUMNS = (
     "moe_dtype",
@@ -85,7 +92,7 @@ def curves(path: str) -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     """(moe_dtype, hidden, expert FFN, top-k, experts, moe_tp, moe_ep) -> (tokens, seconds) of the
     table at `path`, tokens ascending (cached per path)."""
     known = {v: v for v in DTYPES.values()}
-    df = _read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
+    df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
     keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
     med = df.groupby(keys + ["num_tokens"], sort=True).latency_ms.median()  # one pass: blocks sorted
     idx = med.index
@@ -127,13 +134,9 @@ def _unsplit(out) -> set:
     return drop
 
 
-def check(path: str) -> Optional[str]:
+def problem(path: str) -> Optional[str]:
     """The problem of the MoE table at `path` (one line), or None."""
-    try:
-        curves(path)
-    except TableError as e:
-        return str(e)
-    return None
+    return tables.problem(curves, path)
 
 
 @table_cache(maxsize=1024)
@@ -144,7 +147,7 @@ def block_row(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int])
     c = curves(path).get((DTYPES.get(dtype, ""), *shape))
     if c is None or len(c[0]) < MIN_POINTS:
         return None
-    return grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
+    return tables.grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
 
 
 def ideal(dtype: str, shape, bw: float, peak: float) -> np.ndarray:
@@ -263,3 +266,54 @@ def carried_note(op, source) -> Optional[str]:
         f"{op.name}: MoE block carried from the nearest one measured ({key[0]}, hidden {h}, expert FFN {f}, "
         f"top-{k} of {e}, moe_tp {tp}, moe_ep {ep}; {path.rsplit('/', 1)[-1]})"
     )
+
+
+def moe_dtype(dtype: str, moe_mxfp4: str) -> str:
+    """The MoE table dtype of an expert op's weights: MXFP4 experts run with MXFP8 activations
+    (`w4a8`, table rows w4a8_mxfp4_mxfp8) or BF16 ones (`w4a16`) by engine.moe_mxfp4."""
+    return "mxfp4_w4a8" if dtype == "mxfp4" and moe_mxfp4 == "w4a8" else dtype
+
+
+def paths(ctx: Ctx) -> list:
+    """The MoE tables to look an engine's block up in: its own, then the chip's (none off-chip)."""
+    hw = ctx.hw
+    return [] if table_mismatch(hw) else [op_table(hw, "moe", ctx.engine), op_table(hw, "moe")]
+
+
+def matches(op) -> bool:
+    return bool(getattr(op, "moe_block", ()))
+
+
+def price(op, ctx: Ctx) -> Optional[Price]:
+    """The whole block on its head op (LAW_GEMM from the table's row), its tail ops inside it
+    (LAW_SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm)."""
+    hw = ctx.hw
+    dt = moe_dtype(gemm_dtype(op, ctx.weight_dtype), ctx.moe_mxfp4)
+    got = lookup(op, paths(ctx), dt, hbm_bw(hw), peak(hw, dt), hw.bw_eff_max, hw.compute_eff_max)
+    if got is None:
+        return None
+    skip, row, source = got
+    if skip:
+        return Price(NAME, K.LAW_SKIP, whole=True, law=(None, source))
+    cols = {K.L_T0: row[0]}
+    return Price(NAME, K.LAW_GEMM, cols, row[1], K.L_G_TAB, whole=True, law=(row, source))
+
+
+def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
+    t0, beyond = p.law[0]
+    return float(tables.table_time(t0, beyond, step.tokens)) - t0, t0, 0.0
+
+
+def note(ctx: Ctx, op=None, p: Optional[Price] = None) -> Optional[str]:
+    """The block a carried MoE head op was carried from (carried_note)."""
+    return None if op is None or p is None else carried_note(op, p.law[1])
+
+
+def missed(op, ctx: Ctx, priced) -> Optional[str]:
+    if op.kind != "gemm" or not matches(op) or any(f != "collectives" for f in priced):
+        return None
+    return f"no {gemm_dtype(op, ctx.weight_dtype)} block in the MoE tables"
+
+
+def check(hw) -> List[str]:
+    return check_tables(hw, "moe", problem)

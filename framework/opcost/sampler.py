@@ -1,4 +1,4 @@
-"""The engine's sampler as a cost (docs/model.md 5e).
+"""The sampler family: the engine's sampler as a cost (docs/model.md 5e).
 
 A serving engine samples each emitted token from the FP32 logits of its vocabulary. How much that
 costs depends on what the request asks for and on the engine's code path:
@@ -22,6 +22,11 @@ from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from decodelab import kernel_layout as K
+from decodelab.opcost.base import Ctx, Price, Step, hbm_bw
+
+NAME = "sampler"
+FIT_GROUPS = ("sampler",)
 SAMPLER_PATHS = ("kernel", "sort")
 LAW_PATHS = tuple(p for p in SAMPLER_PATHS if p != "kernel")  # the keys of hardware.op_fit.sampler
 # generation_config.json keys vLLM's get_diff_sampling_param reads -> (valid, what a value must be)
@@ -46,18 +51,22 @@ def _engine_sampler(cfg):
     return getattr(eng, "sampler", None) if eng is not None else None
 
 
-def check(cfg) -> List[str]:
-    """Errors of engine.sampler, model.generation_defaults and the keys of hardware.op_fit.sampler
-    (one line each; the laws' values are checked with the other op_fit laws, oplaw.check)."""
+def check(hw) -> List[str]:
+    """The keys of hardware.op_fit.sampler (the laws' values: opcost.registry.check)."""
+    return [
+        f"hardware.op_fit.sampler.{key}: the key must be one of: {', '.join(LAW_PATHS)}"
+        for key in getattr(hw.op_fit, "sampler", None) or {}
+        if key not in LAW_PATHS
+    ]
+
+
+def check_request(cfg) -> List[str]:
+    """Errors of engine.sampler and model.generation_defaults (one line each): what a request is
+    sampled with."""
     e = []
     smp = _engine_sampler(cfg)
     if smp is not None and smp.topk_topp not in SAMPLER_PATHS:
         e.append(f"engine.sampler.topk_topp={smp.topk_topp!r} is not one of: {', '.join(SAMPLER_PATHS)}")
-    hw = cfg.hardware
-    if getattr(hw, "op_model", "roofline") == "fitted":
-        for key in getattr(hw.op_fit, "sampler", None) or {}:
-            if key not in LAW_PATHS:
-                e.append(f"hardware.op_fit.sampler.{key}: the key must be one of: {', '.join(LAW_PATHS)}")
     gen = getattr(cfg.model, "generation_defaults", None) or {}
     for key, v in gen.items():
         if key not in GEN_KEYS:
@@ -86,20 +95,16 @@ def path(cfg) -> str:
     return "sort" if temperature > 0 and 0 < top_p < 1 else ""
 
 
-def law(cfg, hw, vocab: int) -> Optional[SimpleNamespace]:
-    """The sampling op's cost on this chip under the design's sampler path: t0 (s) and seconds per
-    sampled token, or None (the roofline pass: path "" or no law for the path on this chip)."""
-    p = path(cfg)
-    if not p or getattr(hw, "op_model", "roofline") != "fitted":
+def law(path: str, hw, vocab: int) -> Optional[SimpleNamespace]:
+    """The sampling op's cost on this chip under sampler path `path` (path(cfg)): t0 (s) and seconds
+    per sampled token, or None (the roofline pass: path "" or no law for the path on this chip)."""
+    if not path or getattr(hw, "op_model", "roofline") != "fitted":
         return None
-    fit = (getattr(hw.op_fit, "sampler", None) or {}).get(p)
+    fit = (getattr(hw.op_fit, "sampler", None) or {}).get(path)
     if fit is None:
         return None
-    # on use: oplaw brings the Numba kernel, which import-model (it reads GEN_KEYS) does not need
-    from decodelab.core.oplaw import hbm_bw
-
     per_tok = float(fit.ns_per_elem) * 1e-9 * vocab + REST_BYTES * vocab / hbm_bw(hw)
-    return SimpleNamespace(path=p, t0=float(fit.t0_us) * 1e-6, s_per_tok=per_tok)
+    return SimpleNamespace(path=path, t0=float(fit.t0_us) * 1e-6, s_per_tok=per_tok)
 
 
 def time(smp: SimpleNamespace, rows) -> np.ndarray:
@@ -107,10 +112,10 @@ def time(smp: SimpleNamespace, rows) -> np.ndarray:
     return smp.t0 + smp.s_per_tok * np.asarray(rows, float)
 
 
-def note(cfg, hw) -> Optional[str]:
+def standalone_note(ctx: Ctx) -> Optional[str]:
     """A run note when the engine samples by a path the chip has no law for, or by a law that is
     not the chip's own measurement (its `caveat`)."""
-    p = path(cfg)
+    p, hw = ctx.sampler_path, ctx.hw
     if not p:
         return None
     laws = getattr(hw.op_fit, "sampler", None) or {}
@@ -124,6 +129,27 @@ def note(cfg, hw) -> Optional[str]:
     if caveat:
         return f"engine.sampler.topk_topp={p}: the sampling op is costed by hardware.op_fit.sampler.{p}, {caveat}"
     return None
+
+
+def matches(op) -> bool:
+    return op.kind == "sample"
+
+
+def price(op, ctx: Ctx) -> Optional[Price]:
+    """A GEMM law without its compute term: t0 + s_per_tok x tokens (None: one pass over the logits)."""
+    smp = law(ctx.sampler_path, ctx.hw, ctx.vocab)
+    if smp is None:
+        return None
+    cols = {K.L_T0: smp.t0, K.L_G_AM: smp.s_per_tok, K.L_G_P: 1.0}
+    return Price(NAME, K.LAW_GEMM, cols, whole=True, law=smp)
+
+
+def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
+    return float(time(p.law, step.tokens)) - p.law.t0, p.law.t0, 0.0
+
+
+def missed(op, ctx: Ctx, priced) -> Optional[str]:
+    return None  # one pass over the logits is this op's own cost (standalone_note says why)
 
 
 def filter_ms(t0_us: float, ns_per_elem: float, elems) -> np.ndarray:

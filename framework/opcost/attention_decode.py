@@ -1,6 +1,13 @@
-"""Decode attention costs at a design's own shape from a table of attention microbenchmarks
-(`hardware.op_tables.attention_decode`, `attention_decode_by_engine.<family>`, with
-hardware.op_model=fitted; docs/model.md 5d).
+"""The decode attention family (hardware.op_model=fitted; docs/model.md 5d): the decoding sequences'
+part of a GQA/MHA attention call (components/ops.py attn_heads, attn_kv_heads, attn_head_dim) is
+costed by the law of its class (`op_fit.attention_decode.<kv dtype>_hd<head dim>`; the call is
+law-costed where the chip also has the class's prefill law, opcost.attention_prefill)
+
+    t = t0 + ((c_sk seqs kvh)^p + (B_kv / BW_kv)^p)^(1/p),  B_kv = KV bytes read,
+
+or at its own shape from a table of attention microbenchmarks (`hardware.op_tables.attention_decode`,
+`attention_decode_by_engine.<family>`); MLA's latent attention reads the same kind of table
+(opcost.mla).
 
 One decode-attention law per (KV dtype, head dim) (`op_fit.attention_decode`, fitted over every
 head count, batch and context of a chip) is a compromise across shapes: against H100 TensorRT-LLM
@@ -27,13 +34,18 @@ step, latency_ms; `step` tokens already cached, so a sequence reads step + 1; CS
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab.core import kernel_layout as K
-from decodelab.core.optable import TableError, _read
-from decodelab.core.tablecache import table_cache
+from decodelab import kernel_layout as K
+from decodelab.opcost import tables
+from decodelab.opcost.base import ATTN_DTYPES, ATTN_KEY, Ctx, Price, Step, attention_fitted, attention_key
+from decodelab.opcost.base import check_tables, hbm_bw, op_table, pnorm, table_mismatch
+from decodelab.opcost.tablecache import table_cache
+
+NAME = "attention_decode"
+FIT_GROUPS = ("attention_decode",)
 
 COLUMNS = (
     "batch_size",
@@ -53,10 +65,10 @@ def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.nd
     """(kv dtype, query heads, KV heads, head dim) -> (B_GRID index, C_GRID index, log seconds)
     of a decode attention table's full-attention rows at the kernel's grid points (mean of
     repeats; rows off the powers-of-two grid are not used)."""
-    df = _read(path, COLUMNS, "a decode attention", "kv_cache_dtype", KV_DTYPES, "bf16 or fp8 KV rows")
+    df = tables.read(path, COLUMNS, "a decode attention", "kv_cache_dtype", KV_DTYPES, "bf16 or fp8 KV rows")
     df = df[df.window_size == 0]
     if df.empty:
-        raise TableError(f"{path}: needs full-attention rows (window_size 0)")
+        raise tables.TableError(f"{path}: needs full-attention rows (window_size 0)")
     b = df.batch_size.to_numpy(float)
     c = df.step.to_numpy(float) + 1.0
     bi = np.log2(b) - np.log2(K.B_GRID[0])
@@ -173,10 +185,95 @@ def table_time(logt: np.ndarray, floor_s_per_tok: float, seqs: float, kv_tokens:
     return max(t, floor_s_per_tok * float(kv_tokens))
 
 
-def check(path: str) -> Optional[str]:
+def decode_attention_time(law, seqs, kv_tokens, kv_heads, head_dim, kv_bytes: float):
+    """Seconds of one decode attention call: `seqs` sequences reading `kv_tokens` KV tokens in
+    total, `kv_heads` KV heads of `head_dim` (per chip); the law in its natural form."""
+    seqs, kv_tokens = np.asarray(seqs, float), np.asarray(kv_tokens, float)
+    b_kv = kv_tokens * 2.0 * kv_heads * head_dim * kv_bytes
+    x = law.c_sk_ns * 1e-9 * seqs * kv_heads
+    return law.t0_us * 1e-6 + pnorm(x, b_kv / (law.bw_kv_tbs * 1e12), law.p)
+
+
+def decode_table(op, ctx: Ctx, law_t0: float, kind: str = "attention_decode"):
+    """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token, t0) of the op's decode
+    attention from the engine's own table (op_tables.<kind>_by_engine) where it holds the shape,
+    else from op_tables.<kind> (attention_decode: GQA/MHA; mla_decode: MLA's attention over the
+    latent); t0 (the part reported as launch_sync) = min(the law's t0 `law_t0`, the fastest
+    tabulated call). None: no table holds it, or the chip is not the one the tables were measured
+    on. The floor: the op's KV bytes per KV token at the HBM peak."""
+    hw = ctx.hw
+    if ctx.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
+        return None
+    paths = (op_table(hw, kind, ctx.engine), op_table(hw, kind))
+    floor = op.kv_read_per_ctx / hbm_bw(hw)
+    grid = for_op(paths, ctx.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
+    return None if grid is None else (grid, floor, min(law_t0, float(np.exp(grid.min()))))
+
+
+def table_price(name: str, cols: dict, table) -> Price:
+    """A decode attention op's price from its measured table (decode_table) over the law columns
+    `cols` (none for MLA's latent attention)."""
+    grid, floor, t0 = table
+    cols = {**cols, K.L_D_T0: t0, K.L_D_FLOOR: floor}
+    return Price(name, K.LAW_ATTN, cols, grid, K.L_D_TAB, law=(None, table))
+
+
+def table_reference(p: Price, step: Step) -> Tuple[float, float, float]:
+    """(seconds beyond t0, t0, 0) of a tabulated decode attention op's decoding sequences."""
+    grid, floor, t0 = p.law[1]
+    return float(table_time(grid, floor, step.dec_seqs, step.dec_kv)) - t0, t0, 0.0
+
+
+def matches(op) -> bool:
+    """A GQA/MHA attention op (MLA's decode-path latent attention: opcost.mla)."""
+    return op.attn_head_dim > 0 and not op.in_attention_call and op.path != "decode"
+
+
+def price(op, ctx: Ctx) -> Optional[Price]:
+    if not attention_fitted(ctx, op):
+        return None
+    d, kvh, hd = ctx.hw.op_fit.attention_decode[attention_key(ctx, op)], op.attn_kv_heads, op.attn_head_dim
+    cols = {
+        K.L_D_T0: d.t0_us * 1e-6,
+        K.L_D_SEQ: d.c_sk_ns * 1e-9 * kvh,
+        K.L_D_CTX: 2.0 * kvh * hd * ATTN_DTYPES[ctx.kv_dtype] / (d.bw_kv_tbs * 1e12),
+        K.L_D_P: d.p,
+    }
+    table = decode_table(op, ctx, d.t0_us * 1e-6)  # the measured table in place of the law
+    if table is not None:
+        return table_price(NAME, cols, table)
+    return Price(NAME, K.LAW_ATTN, cols, law=(d, None))
+
+
+def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
+    """The decoding sequences' part of the call (nothing where the op has none)."""
+    if op.path == "prefill" or step.dec_tokens < 0.5:
+        return 0.0, 0.0, 0.0
+    d, table = p.law
+    if table is not None:
+        return table_reference(p, step)
+    kvb = ATTN_DTYPES[ctx.kv_dtype]
+    t = decode_attention_time(d, step.dec_seqs, step.dec_kv, op.attn_kv_heads, op.attn_head_dim, kvb)
+    return float(t) - d.t0_us * 1e-6, d.t0_us * 1e-6, 0.0
+
+
+def missed(op, ctx: Ctx, priced) -> Optional[str]:
+    """Why a GQA/MHA attention op has the roofline law (for both attention families)."""
+    if op.kind != "attention" or op.path == "decode" or NAME in priced:
+        return None
+    return f"no {ctx.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
+
+
+def check(hw) -> List[str]:
+    """Keys of op_fit.attention_decode and the decode attention tables (GQA/MHA)."""
+    e = [
+        f"hardware.op_fit.attention_decode.{key}: the key must be <bf16|fp8>_hd<head_dim>"
+        for key in hw.op_fit.attention_decode
+        if not ATTN_KEY.match(key)
+    ]
+    return e + check_tables(hw, "attention_decode", problem)
+
+
+def problem(path: str) -> Optional[str]:
     """The problem of the decode attention table at `path` (one line), or None."""
-    try:
-        shapes(path)
-    except TableError as e:
-        return str(e)
-    return None
+    return tables.problem(shapes, path)

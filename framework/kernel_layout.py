@@ -30,7 +30,7 @@ K_MEM, K_COMP, K_LAUNCH, K_FILL, K_HOST, K_COLL, K_EXCESS = range(7)
     L_PATH,
 ) = range(11)
 PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
-# Per-shape law columns (hardware.op_model=fitted; framework/core/oplaw.py fills them, all 0 for
+# Per-shape law columns (hardware.op_model=fitted; framework/opcost/registry.py fills them, all 0 for
 # the roofline law). L_LAW: which law costs the op. An op under a law is alone in its kernel
 # call (gpu execution): the call's time is the law's, its t0 replaces the call's sync.
 #   LAW_GEMM  t = pnorm_p(A_c m, C_m + A_m m) + t0                         (m = the op's tokens)
@@ -58,14 +58,14 @@ PATH_ALL, PATH_DECODE, PATH_PREFILL = 0.0, 1.0, 2.0
 ) = range(11, 26)
 L_A_PAIR, L_A_TOK, L_A_SEQ = L_G_AC, L_G_CM, L_G_AM  # LAW_ATTN's prefill part shares the columns
 # A LAW_GEMM op with L_G_TAB = 1 is costed from a measured table (hardware.op_tables.gemm,
-# core/optable.py) instead of its law: t = its latency beyond t0 at the M_GRID token counts
+# opcost/gemm.py) instead of its law: t = its latency beyond t0 at the M_GRID token counts
 # (columns L_TAB .. L_TAB + N_MGRID - 1), linear in m between them and along the last segment
 # beyond the grid; L_T0 holds the law's t0, or the fastest tabulated call if that is less
 # (reported as launch_sync). A LAW_COLL op with L_G_TAB = 1 takes its collective time from the same
 # columns (hardware.op_tables.all_reduce), reported as collectives.
 L_G_TAB = 26
 # A LAW_ATTN op with L_D_TAB = 1 takes its decode part from a measured decode attention table
-# (hardware.op_tables.attention_decode, core/attntable.py): log seconds on B_GRID (sequences) x
+# (hardware.op_tables.attention_decode, opcost/attention_decode.py): log seconds on B_GRID (sequences) x
 # C_GRID (KV tokens per sequence) in columns L_TAB .. (B_GRID-major), log-bilinear, linear in the KV
 # read beyond the grid, never below L_D_FLOOR x KV tokens (the KV read at the chip's HBM peak).
 L_D_TAB = 27
