@@ -124,7 +124,7 @@ def test_a_calibration_figure_is_labelled_and_user_rows_never_are():
     rows = [{"id": "C2", "user": False}, {"id": "C2", "user": False}, {"id": "C2", "user": True}]
     mark_calibrations(rows)
     assert [r["fid"] for r in rows] == ["C2:1", "C2:2", "C2:3"]
-    assert rows[0]["calibration"] == "sn40l.fill_drain_us"  # conf/calibration.yaml: set from C2's geomean
+    assert rows[0]["calibration"] == "sn40l.fill_drain_us"  # data/calibration.yaml: set from C2's geomean
     assert rows[1]["calibration"] is None and rows[2]["calibration"] is None
 
 

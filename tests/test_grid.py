@@ -268,7 +268,7 @@ def test_only_a_reference_to_the_swept_key_or_a_node_above_it_blocks_the_array_p
     """A resolver that reads one hardware field (the TensorRT-LLM engine file's moe_mxfp4 reads
     hardware.peak_tflops_fp4) leaves a sweep of another hardware field on the array path; a
     reference to the swept field, to a node above it, or a relative one that resolves to it does not."""
-    from decodelab.config.grid import _interpolated
+    from decodelab.config.fields import interpolated as _interpolated
 
     key = "hardware.memory.hbm.bandwidth_gb_s"
     assert not _interpolated({"engine": {"m": "${below:${hardware.peak_tflops_fp4},1,a,b}"}}, key)

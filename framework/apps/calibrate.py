@@ -5,7 +5,7 @@
   decodelab calibrate --list                               the parameters, ranges and calibrations
   decodelab calibrate --table                              the same as docs/model.md's Markdown table
 
-PARAM is an entry of conf/calibration.yaml (its name, or its config key when one entry has it);
+PARAM is an entry of data/calibration.yaml (its name, or its config key when one entry has it);
 FIGURE a claim figure: `ID` for a claim of one figure, else `ID:N` (N from 1, as `decodelab
 claims` lists them). The value is searched inside the parameter's stated range (brentq on a sign
 change, else the closest value; decodelab.runs.calibrate). Recording it rewrites the value's line in
@@ -26,7 +26,7 @@ from decodelab.runs.placeholders import REGISTRY, apply_edits, load_params, mark
 
 
 def add_arguments(p) -> None:
-    p.add_argument("param", nargs="?", metavar="PARAM", help="a parameter of conf/calibration.yaml")
+    p.add_argument("param", nargs="?", metavar="PARAM", help="a parameter of data/calibration.yaml")
     p.add_argument("--on", metavar="FIGURE", help="the claim figure to calibrate on: ID or ID:N")
     p.add_argument("--dry-run", action="store_true", help="print the YAML lines to change, write nothing")
     p.add_argument("--list", action="store_true", help="list the parameters, their ranges and calibrations")

@@ -18,7 +18,7 @@ selected sweeps, after and in place of the sweep's own value for that key. The t
 MLflow run say so (run name `claims what-if`, tag `what_if`), so a what-if is never mistaken for
 the canonical table. How a claim sweep names its figures: decodelab.runs.claims.
 
-A figure a parameter was calibrated on (conf/calibration.yaml, `decodelab calibrate`) is reported as
+A figure a parameter was calibrated on (data/calibration.yaml, `decodelab calibrate`) is reported as
 `calibration`, not counted in the pass rate. --bands propagates the ranges of the placeholder and
 calibrated parameters to every figure (one-at-a-time ends plus a seeded Latin hypercube,
 decodelab.runs.bands): the band [min, max] and the two parameters that move it most. A figure
@@ -146,7 +146,7 @@ def _bands(ids, files, what_if, samples: int) -> List[dict]:
 
     bands, evals = run_bands(load_params(), ids or None, files, what_if, n=samples)
     t = Table(
-        title=f"bands over the placeholder ranges (conf/calibration.yaml; one-at-a-time + {samples} LHS points)"
+        title=f"bands over the placeholder ranges (data/calibration.yaml; one-at-a-time + {samples} LHS points)"
     )
     for col in ("figure", "name", "point", "band", "moved most by (one-at-a-time swing)"):
         t.add_column(col, justify="right" if col in ("point", "band") else "left")
@@ -174,7 +174,7 @@ def _log(rows: List[dict], plots, tr, what_if: List[str], paths: List[str] = (),
     metrics["figures_calibration"] = float(sum(bool(r.get("calibration")) for r in rows))
     tables = {"claims.csv": pd.DataFrame(rows)}
     if bands:
-        tags["bands"] = "one-at-a-time + latin hypercube over conf/calibration.yaml ranges"
+        tags["bands"] = "one-at-a-time + latin hypercube over data/calibration.yaml ranges"
         for b in bands:
             if b["lo"] is not None:
                 metrics[f"{pre}{b['id']}_{b['figure']}_band_lo"] = b["lo"]

@@ -1,5 +1,5 @@
 """Uncertainty bands of the claim figures (`decodelab claims --bands`): each placeholder or
-calibrated parameter's range (conf/calibration.yaml) propagated to every figure whose designs read
+calibrated parameter's range (data/calibration.yaml) propagated to every figure whose designs read
 it. Per figure: one-at-a-time (each parameter at its low and its high end, the others at their
 point values), then a Latin hypercube of `n` points (scipy.stats.qmc, seeded) over all the
 parameters the figure's designs read. The band is [min, max] of every value computed (point,

@@ -1,5 +1,5 @@
 """Calibrate one placeholder parameter on one published figure (`decodelab calibrate PARAM --on
-FIGURE`): the value inside the parameter's stated range (conf/calibration.yaml) at which the
+FIGURE`): the value inside the parameter's stated range (data/calibration.yaml) at which the
 figure's simulated value equals its published one: scipy's brentq where the figure crosses the
 published value inside the range, else the bounded minimiser of the distance (the closest the range
 allows, said so). A published range [a, b] is met at its nearer end (the smallest move that puts

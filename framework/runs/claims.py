@@ -194,7 +194,7 @@ def compose_job(composer, job: List[str]):
 
 def mark_calibrations(rows: List[dict]) -> List[dict]:
     """Set `calibration` (the parameter's name, or None) and `fid` (ID:N) on shipped claim rows: a
-    figure a parameter was calibrated on (conf/calibration.yaml) is not a test of the model."""
+    figure a parameter was calibrated on (data/calibration.yaml) is not a test of the model."""
     cal = calibration_figures(load_params())
     count: Dict[str, int] = {}
     for r in rows:

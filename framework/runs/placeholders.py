@@ -1,4 +1,4 @@
-"""The parameters without a public source (conf/calibration.yaml): their ranges, the designs they
+"""The parameters without a public source (data/calibration.yaml): their ranges, the designs they
 touch, the one published figure each may be calibrated on, and the figure ids (`C7`, `C2:1`) that
 name a claim's figures.
 
@@ -19,9 +19,9 @@ import yaml
 
 from decodelab.config.diagnose import did_you_mean
 from decodelab.errors import ConfigError
-from decodelab.paths import CONF_DIR
+from decodelab.paths import CONF_DIR, DATA_DIR
 
-REGISTRY = CONF_DIR / "calibration.yaml"
+REGISTRY = DATA_DIR / "calibration.yaml"
 
 
 def select(cfg, key: str):
