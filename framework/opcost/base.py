@@ -39,6 +39,9 @@ class Ctx:
     sampler_path: str = ""
     vocab: int = 0
     moe_mxfp4: str = "w4a16"
+    # prices already worked out in this context (registry.prices: the kernel columns and the run
+    # note of one build read the same ones): id(op) -> (op, prices)
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def fitted(self) -> bool:

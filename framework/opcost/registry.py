@@ -71,9 +71,19 @@ def check(hw) -> List[str]:
 
 
 def prices(op, ctx: Ctx) -> Tuple[Price, ...]:
-    """The prices of the families that cost `op` (none: the roofline law)."""
+    """The prices of the families that cost `op` (none: the roofline law), once per op and
+    context (Ctx.memo)."""
     if not ctx.fitted:
         return ()
+    seen = ctx.memo.get(id(op))
+    if seen is not None and seen[0] is op:
+        return seen[1]
+    got = _prices(op, ctx)
+    ctx.memo[id(op)] = (op, got)
+    return got
+
+
+def _prices(op, ctx: Ctx) -> Tuple[Price, ...]:
     got = []
     for fam in FAMILIES:
         p = fam.price(op, ctx) if fam.matches(op) else None
