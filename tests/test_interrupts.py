@@ -51,7 +51,7 @@ def test_ctrl_c_stops_a_sweep_at_once_and_records_nothing_after(tmp_path):
     while _markers(sweep_dir) < 5:
         assert proc.poll() is None and time.monotonic() - t0 < 240, proc.communicate()
         time.sleep(0.02)
-    at_signal = _markers(sweep_dir)
+    wall_signal = time.time()
     os.killpg(proc.pid, signal.SIGINT)
     t_signal = time.monotonic()
     out, err = proc.communicate(timeout=60)
@@ -63,7 +63,10 @@ def test_ctrl_c_stops_a_sweep_at_once_and_records_nothing_after(tmp_path):
     (line,) = [ln for ln in out.splitlines() if ln.startswith("interrupted")]
     assert "run the same command again" in line
     recorded = _markers(sweep_dir)
-    assert at_signal <= recorded <= at_signal + 1  # at most the design being written at the signal
+    # nothing recorded after the signal but the design being written when it came (a marker
+    # counted before the signal may race a few more written before it: they are not after it)
+    after = [m for m in sweep_dir.glob("*/mlflow_run_id") if m.stat().st_mtime > wall_signal]
+    assert recorded >= 5 and len(after) <= 1, (recorded, len(after))
     parents, children = split_sweep(runs_in(uri))
     assert len(parents) == 1 and parents[0].info.status == "KILLED"
     assert len(children) == recorded == len(read_table(sweep_dir))
