@@ -41,7 +41,7 @@ import numpy as np
 from decodelab import kernel_layout as K
 from decodelab.opcost import tables
 from decodelab.opcost.base import ATTN_DTYPES, ATTN_KEY, Ctx, Price, Step, attention_fitted, attention_key
-from decodelab.opcost.base import check_tables, hbm_bw, op_table, pnorm, table_mismatch
+from decodelab.opcost.base import check_tables, gqa_attention, hbm_bw, op_table, pnorm, table_mismatch
 from decodelab.opcost.tablecache import table_cache
 
 NAME = "attention_decode"
@@ -224,9 +224,7 @@ def table_reference(p: Price, step: Step) -> Tuple[float, float, float]:
     return float(table_time(grid, floor, step.dec_seqs, step.dec_kv)) - t0, t0, 0.0
 
 
-def matches(op) -> bool:
-    """A GQA/MHA attention op (MLA's decode-path latent attention: opcost.mla)."""
-    return op.attn_head_dim > 0 and not op.in_attention_call and op.path != "decode"
+matches = gqa_attention  # the same ops as the other attention family
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:

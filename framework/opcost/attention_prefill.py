@@ -16,7 +16,16 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from decodelab import kernel_layout as K
-from decodelab.opcost.base import ATTN_KEY, Ctx, Price, Step, attention_fitted, attention_key, peak
+from decodelab.opcost.base import (
+    ATTN_KEY,
+    Ctx,
+    Price,
+    Step,
+    attention_fitted,
+    attention_key,
+    gqa_attention,
+    peak,
+)
 
 NAME = "attention_prefill"
 FIT_GROUPS = ("attention_prefill",)
@@ -32,9 +41,7 @@ def prefill_attention_time(law, pairs, tokens, seqs, heads, head_dim, peak: floa
     )
 
 
-def matches(op) -> bool:
-    """A GQA/MHA attention op (MLA's decode-path latent attention: opcost.mla)."""
-    return op.attn_head_dim > 0 and not op.in_attention_call and op.path != "decode"
+matches = gqa_attention  # the same ops as the other attention family
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:

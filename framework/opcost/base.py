@@ -176,6 +176,12 @@ def attention_key(ctx: Ctx, op) -> str:
     return f"{ctx.kv_dtype}_hd{int(op.attn_head_dim)}"
 
 
+def gqa_attention(op) -> bool:
+    """A GQA/MHA attention op, priced by the prefill and the decode attention families together
+    (MLA's decode-path latent attention: opcost.mla)."""
+    return op.attn_head_dim > 0 and not op.in_attention_call and op.path != "decode"
+
+
 def attention_fitted(ctx: Ctx, op) -> bool:
     """The chip has both attention laws (prefill and decode) of the op's class: its attention call
     is law-costed (the two laws cost one kernel, RoPE and the KV write inside it)."""
