@@ -255,24 +255,33 @@ def run_claims(
             if plots_dir is not None:
                 _plot_sweep(path.stem, claim["id"], jobs, results, plots_dir)
             failed = sorted({f"{r['status']}: {r['reason']}" for r in results if r["status"] != "ok"})
-            for fig in claim["figures"]:
-                value = figure_value(fig, jobs, results)
-                pub, ok, ratio = judge(fig, value)
-                rows.append(
-                    {
-                        "id": claim["id"],
-                        "sweep": path.stem,
-                        "figure": fig["name"],
-                        "published": pub,
-                        "simulated": value,
-                        "ratio": ratio,
-                        "pass": ok,
-                        "metric": fig["metric"],
-                        "why_none": failed if value is None else [],
-                        "user": user,
-                    }
-                )
+            rows += [
+                figure_row(claim, path, fig, figure_value(fig, jobs, results), failed, user)
+                for fig in claim["figures"]
+            ]
     return mark_calibrations(rows)
+
+
+def figure_row(
+    claim: dict, path: Path, fig: dict, value: Optional[float], failed: List[str], user: bool
+) -> dict:
+    """One row of the claims table: a figure's published and simulated values, its ratio and
+    tolerance (None for a published range), whether it passes, and why it has no value."""
+    pub, ok, ratio = judge(fig, value)
+    ranged = isinstance(fig["published"], (list, tuple))
+    return {
+        "id": claim["id"],
+        "sweep": path.stem,
+        "figure": fig["name"],
+        "published": pub,
+        "simulated": value,
+        "ratio": ratio,
+        "tolerance": None if ranged else float(fig.get("tolerance", 0.15)),
+        "pass": ok,
+        "metric": fig["metric"],
+        "why_none": failed if value is None else [],
+        "user": user,
+    }
 
 
 def _plot_sweep(stem: str, cid: str, jobs, results, plots_dir: Path) -> None:

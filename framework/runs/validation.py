@@ -144,8 +144,7 @@ def base_overrides(
     model = model_config_name(str(row["model"]))
     if prec == "fp8" and (fp8_checkpoint or _model_yaml(model).get("fp8_checkpoint")) == "block":
         w = "fp8_block"
-    system = row.get("system", "")
-    system = hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
+    system = row_system(row)
     version = row_version(row)
     tp = int(row["tp"])
     par, chips, stages = parallel_overrides(row, tp)
@@ -162,6 +161,12 @@ def base_overrides(
         "workload.act_dtype=bf16",
         *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
     ]
+
+
+def row_system(row) -> str:
+    """conf/hardware/<name>.yaml a row runs on: its `system` column, else h100_sxm (the shipped rows)."""
+    system = row.get("system", "")
+    return hardware_config_name(system) if isinstance(system, str) and system.strip() else "h100_sxm"
 
 
 def _given(row, col: str) -> bool:
