@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import List
+from typing import List, Tuple
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.reference import reference_simulate
@@ -47,31 +47,45 @@ def add_arguments(p) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides of the design")
 
 
+def table_rows(cfg, overrides: List[str]) -> Tuple[List[Tuple[str, str, str]], bool]:
+    """The rows (measure, value, target) of the bench table and whether every target is met."""
+    r = measure(cfg)
+    rows = [
+        ("JIT compile / cache load", f"{r['jit_or_cache_load_s']:.3f} s", ""),
+        ("decode step, inside a walk", f"{r['step_us_in_walk']:.2f} us", ""),
+        ("decode step, one call (with dispatch)", f"{r['step_us_single_call']:.2f} us", "<= 20 us"),
+        ("pure-Python reference step", f"{r['reference_step_us']:.1f} us", ""),
+        ("Numba speedup over Python", f"{r['speedup_vs_python']:.0f}x", ">= 100x"),
+    ]
+    serving_rows, serving_ok = serving_bench.rows(serving_bench.measure(cfg))
+    design_rows, design_ok = design_bench.rows(design_bench.measure(overrides))
+    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0 and serving_ok and design_ok
+    return rows + [tuple(x) for x in serving_rows + design_rows], ok
+
+
+def compose_design(overrides: List[str]):
+    """The design to time, built once (bad input: ConfigError or Infeasible, before any timing)."""
+    cfg = C.compose_or_error(overrides)
+    build(cfg)
+    return cfg
+
+
 def run(a) -> int:
     from rich.console import Console
     from rich.table import Table
 
     try:
-        cfg = C.compose_or_error(a.overrides)
-        build(cfg)  # bad input: one error line, not a traceback
+        cfg = compose_design(a.overrides)
     except (ConfigError, Infeasible) as e:
         return errors(str(e))
-    r = measure(cfg)
+    rows, ok = table_rows(cfg, a.overrides)
     t = Table(title=f"decodelab bench: {cfg.model.name} on {cfg.hardware.name}")
     t.add_column("measure")
     t.add_column("value", justify="right")
     t.add_column("target", justify="right")
-    t.add_row("JIT compile / cache load", f"{r['jit_or_cache_load_s']:.3f} s", "")
-    t.add_row("decode step, inside a walk", f"{r['step_us_in_walk']:.2f} us", "")
-    t.add_row("decode step, one call (with dispatch)", f"{r['step_us_single_call']:.2f} us", "<= 20 us")
-    t.add_row("pure-Python reference step", f"{r['reference_step_us']:.1f} us", "")
-    t.add_row("Numba speedup over Python", f"{r['speedup_vs_python']:.0f}x", ">= 100x")
-    serving_rows, serving_ok = serving_bench.rows(serving_bench.measure(cfg))
-    design_rows, design_ok = design_bench.rows(design_bench.measure(a.overrides))
-    for row in serving_rows + design_rows:
+    for row in rows:
         t.add_row(*row)
     Console().print(t)
-    ok = r["step_us_single_call"] <= 20.0 and r["speedup_vs_python"] >= 100.0 and serving_ok and design_ok
     return 0 if ok else 1
 
 

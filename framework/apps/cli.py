@@ -39,6 +39,10 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "coe-plot": ("decodelab.apps.coe_plot", "Composition of Experts: latency vs number of experts"),
     "fidelity": ("decodelab.apps.fidelity", "KV-policy accuracy on a real small model (SmolLM2-135M)"),
     "bench": ("decodelab.apps.bench", "kernel speed after JIT, Numba vs Python"),
+    "report": (
+        "decodelab.apps.report",
+        "regenerate docs/generated/*.md (claims, validation, headline) from the code; --check for CI",
+    ),
     "fit-hardware": (
         "decodelab.apps.fit_hardware",
         "fit a hardware YAML's per-shape operator laws to operator microbenchmark CSVs",
