@@ -127,6 +127,7 @@ def build_ops(
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
+    moe_ep: int = 0,
     attention_dp: int = 1,
     group_tokens: bool = False,
     fused_add_norm: bool = False,
@@ -135,7 +136,7 @@ def build_ops(
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
     attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
-    `moe_mapping` only to MoE models). `group_tokens`: serving under data-parallel attention
+    `moe_mapping`, `moe_ep` only to MoE models). `group_tokens`: serving under data-parallel attention
     (attn_dp.py "In serving"). `fused_add_norm`, `separate_rope`: the engine's kernels (module
     docstring)."""
     group_tokens = group_tokens and attention_dp > 1
@@ -145,7 +146,6 @@ def build_ops(
     kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
     ffn = m.ffn_dim // tp
     n_up = 2 if m.ffn_act == "swiglu" else 1
-
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
 
     ops = [

@@ -37,6 +37,18 @@ top-k routing decision, the chosen experts' weights and the shared experts. Tens
   token once per destination chip, not once per expert: of the tp - 1 other chips, each holding
   E/tp experts, a token's k distinct experts (uniform) miss one with probability
   C(E - E/tp, k) / C(E, k), so it goes to (tp - 1) (1 - C(E - E/tp, k) / C(E, k)) chips.
+- Experts split both ways (`hardware.moe_ep` = g, a divisor of tp, with moe_mapping=ep): the
+  experts are placed over g expert-parallel groups of tp/g chips (E/g whole experts per group) and
+  each expert's FFN columns are split over the tp/g chips of its group (moe_tp = tp/g, moe_ep = g;
+  TensorRT-LLM's MoE mapping moe_tp_size x moe_ep_size = tp_size, its fused MoE op called with
+  tp_size and ep_size, tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py). A chip of the
+  busiest group reads that group's distinct experts hit, 1/(tp/g) of each: in units of 1/tp of an
+  expert, g x E[max over the g groups] (the `ep` count with g groups in place of tp chips). The
+  collectives stay those of the attention: every chip holds every token under tensor-parallel
+  attention and the partial outputs (a column slice of some experts) are all-reduced over the tp
+  chips; under data-parallel attention the tokens are all-gathered before and reduce-scattered
+  after (fused_moe_cutlass.py: allgather, fused_moe, reducescatter when attention DP is on).
+  g = tp is `ep`, g = 1 is `tp`; an all-to-all (`a2a`) of a split expert is not modelled.
 """
 
 from __future__ import annotations
@@ -88,6 +100,14 @@ def a2a_bytes(m, tp: int, batch: float, act_bytes: float) -> float:
     return share * (tp - 1) * (1.0 - miss) * m.d_model * act_bytes
 
 
+def ep_groups(tp: int, moe_mapping: str, moe_ep: int = 0) -> int:
+    """Expert-parallel groups the routed experts are placed over (module docstring): 1 under
+    moe_mapping=tp; under ep / a2a `moe_ep` groups of tp / moe_ep chips (0: every chip its own)."""
+    if moe_mapping not in ("ep", "a2a") or tp <= 1:
+        return 1
+    return moe_ep if moe_ep > 0 else tp
+
+
 def n_moe_layers(m) -> int:
     return max(m.n_layers - m.first_dense_layers, 0) if m.n_experts > 0 else 0
 
@@ -107,8 +127,10 @@ def route_op(m, act_bytes: float) -> Op:
 
 
 def experts_units(spec: tuple, tokens: float) -> float:
-    """Experts (in units of 1/chips of an expert per chip) whose weights a step of `tokens` tokens
-    reads, for an op's `experts_read` spec (dense, per_unit, experts, k, shared, ep_chips)."""
+    """Experts (in units of 1/tp of an expert per chip) whose weights a step of `tokens` tokens
+    reads, for an op's `experts_read` spec (dense, per_unit, experts, k, shared, ep_chips): with
+    g = ep_chips expert-parallel groups, a chip of the busiest group reads that group's distinct
+    experts hit, tp/g chips sharing each (g x E[max] units; ep_groups)."""
     _, _, e, k, s, chips = spec
     if chips > 1:
         return chips * busiest_chip_experts(int(e), int(k), tokens, int(chips)) + s
@@ -121,9 +143,10 @@ def weight_read(spec: tuple, tokens: float) -> float:
     return spec[0] + spec[1] * experts_units(spec, tokens)
 
 
-def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[Op]:
+def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: int = 0) -> List[Op]:
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
-    decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping`."""
+    decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping` over
+    `moe_ep` expert-parallel groups (ep_groups)."""
     d, L = m.d_model, float(m.n_layers)
     n_up = 2 if m.ffn_act == "swiglu" else 1
     n_moe = n_moe_layers(m)
@@ -134,7 +157,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         fe = m.expert_ffn_dim / tp
         k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
         # experts whose weights a step reads, in units of 1/tp of an expert per chip
-        ep_chips = tp if moe_mapping in ("ep", "a2a") and tp > 1 else 1
+        ep_chips = ep_groups(tp, moe_mapping, moe_ep)
         read = experts_units((0.0, 0.0, e, k, s, ep_chips), tokens)
         ops.append(
             Op(
@@ -193,7 +216,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp") -> List[
         ),
     ]
     if n_moe:  # the routed-expert block a measured MoE table costs whole (framework/opcost/moe.py)
-        mtp, mep = (1, tp) if ep_chips > 1 else (tp, 1)
+        mtp, mep = tp // ep_chips, ep_chips  # each expert's columns over mtp chips, experts over mep groups
         shape = (d, m.expert_ffn_dim, k, e, mtp, mep, f_moe)
         routed = f_moe * k * 2.0 * d * n_up * fe  # the head op's routed-expert FLOPs per token
         head, act, down = ops[head_at:]

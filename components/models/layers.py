@@ -142,6 +142,7 @@ def build_ops(
     tokens_per_step: float = 1.0,
     mla_mapping: str = "replicated",
     moe_mapping: str = "tp",
+    moe_ep: int = 0,
     attention_dp: int = 1,
     group_tokens: bool = False,
     dense_w_bytes: float = 0.0,
@@ -150,8 +151,8 @@ def build_ops(
 ) -> List[Op]:
     """Per-chip operator list of one step (`dense_w_bytes` > 0: the weights outside the routed
     experts in BF16 at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
-    tokens activate (the decode batch), placed across the tp chips by `moe_mapping`
-    (components/models/experts.py); MLA attention mapped by `mla_mapping` (mla_map.py; data-
+    tokens activate (the decode batch), placed across the tp chips by `moe_mapping` over `moe_ep`
+    expert-parallel groups (components/models/experts.py ep_groups); MLA attention mapped by `mla_mapping` (mla_map.py; data-
     parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
     `attention_dp` data-parallel groups (attn_dp.py). `group_tokens` (serving under data-parallel
     attention): the attention block is costed on one group's own tokens and the FFN with its
@@ -186,9 +187,8 @@ def build_ops(
             before, after = (1.0 - f_moe) * before + f_moe * a2a, (1.0 - f_moe) * after + f_moe * a2a
         coll = "all_to_all"  # no fitted law: the link roofline (opcost/registry.py)
 
-    expert_wb = w_bytes
-    if dense_w_bytes > 0:  # the checkpoint quantizes only the experts (model.expert_only_dtypes)
-        w_bytes = dense_w_bytes
+    # dense_w_bytes > 0: the checkpoint quantizes only the experts (model.expert_only_dtypes)
+    expert_wb, w_bytes = w_bytes, (dense_w_bytes if dense_w_bytes > 0 else w_bytes)
     gemm, elementwise = op_builders(L, w_bytes, act_bytes, "bf16" if dense_w_bytes > 0 else "")
 
     ops = [
@@ -300,7 +300,7 @@ def build_ops(
             )
         )
     ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
-    ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping)
+    ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep)
     ops += ffn
     if tp > 1:
         ops.append(

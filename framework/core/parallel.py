@@ -34,7 +34,8 @@ def dp_of(hw) -> int:
 def arch_kwargs(hw) -> dict:
     """Model-component arguments of the parallelism (none at the defaults: every model
     component's signature and numbers stay as they were)."""
-    return {"attention_dp": dp_of(hw)} if dp_of(hw) != 1 else {}
+    kw = {"attention_dp": dp_of(hw)} if dp_of(hw) != 1 else {}
+    return {**kw, "moe_ep": moe_ep_of(hw)} if moe_ep_of(hw) else kw
 
 
 def attention_groups(cfg) -> int:
@@ -103,7 +104,7 @@ def check(e: List[str], cfg) -> None:
     bw = getattr(hw, "pp_link_bw_gb_s", 0.0)
     if not bw >= 0:
         e.append(f"hardware.pp_link_bw_gb_s={bw} must be >= 0 (0 = hardware.link_bw_gb_s)")
-    moe, mla = getattr(hw, "moe_mapping", "tp"), getattr(hw, "mla_mapping", "replicated")
+    mla = getattr(hw, "mla_mapping", "replicated")
     dp, tp, is_mla = dp_of(hw), hw.tensor_parallel, cfg.model.kv_lora_rank > 0
     if not dp >= 1 or (tp >= 1 and tp % dp):
         e.append(
@@ -122,14 +123,7 @@ def check(e: List[str], cfg) -> None:
             f"hardware.attention_dp={dp} is not modelled with disaggregated pools (allowed with "
             f"disagg={cfg.disagg.name}: 1)"
         )
-    own = (mla == "data" and is_mla) or dp == tp  # tp = 1: nothing to dispatch
-    if moe == "a2a" and cfg.model.n_experts > 0 and not own:
-        e.append(
-            f"hardware.moe_mapping=a2a needs data-parallel attention on every chip (hardware.attention_dp="
-            f"tensor_parallel, or mla_mapping=data for MLA; got attention_dp={dp}, mla_mapping={mla} on "
-            f"{cfg.model.name}): under tensor-parallel attention every chip holds every token and "
-            "moe_mapping=ep places the experts without an all-to-all"
-        )
+    check_experts(e, cfg)
     if pp <= 1:
         return
     if hw.execution != "gpu":
@@ -152,6 +146,38 @@ def check(e: List[str], cfg) -> None:
         e.append(
             f"hardware.pp_link_bw_gb_s={bw} and hardware.link_bw_gb_s={hw.link_bw_gb_s}: one must be > 0 "
             f"with pipeline_parallel={pp} (the inter-stage link)"
+        )
+
+
+def moe_ep_of(hw) -> int:
+    """hardware.moe_ep: the expert-parallel groups of moe_mapping ep / a2a (0: one per chip)."""
+    return int(getattr(hw, "moe_ep", 0))
+
+
+def check_experts(e: List[str], cfg) -> None:
+    """Append one line per bad expert placement (hardware.moe_mapping, hardware.moe_ep) to `e`."""
+    hw, m = cfg.hardware, cfg.model
+    moe, mla, g = getattr(hw, "moe_mapping", "tp"), getattr(hw, "mla_mapping", "replicated"), moe_ep_of(hw)
+    dp, tp, is_mla = dp_of(hw), hw.tensor_parallel, m.kv_lora_rank > 0
+    if not g >= 0 or (g > 0 and tp >= 1 and tp % g):
+        e.append(
+            f"hardware.moe_ep={g} must be 0 (every chip its own expert group) or divide "
+            f"hardware.tensor_parallel={tp} (experts over moe_ep groups of tensor_parallel / moe_ep chips)"
+        )
+    elif g > 1 and moe == "tp":
+        e.append(f"hardware.moe_ep={g} places experts under moe_mapping=ep or a2a (got moe_mapping=tp)")
+    elif moe == "a2a" and g not in (0, tp) and m.n_experts > 0:
+        e.append(
+            f"hardware.moe_ep={g} with moe_mapping=a2a: an all-to-all of experts split over "
+            f"tensor_parallel / moe_ep = {tp // max(g, 1)} chips is not modelled (allowed: 0 or {tp})"
+        )
+    own = (mla == "data" and is_mla) or dp == tp  # tp = 1: nothing to dispatch
+    if moe == "a2a" and m.n_experts > 0 and not own:
+        e.append(
+            f"hardware.moe_mapping=a2a needs data-parallel attention on every chip (hardware.attention_dp="
+            f"tensor_parallel, or mla_mapping=data for MLA; got attention_dp={dp}, mla_mapping={mla} on "
+            f"{m.name}): under tensor-parallel attention every chip holds every token and "
+            "moe_mapping=ep places the experts without an all-to-all"
         )
 
 

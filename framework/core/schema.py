@@ -111,6 +111,10 @@ class HardwareConfig:
     mla_mapping: str = "replicated"  # MLA attention across the tp chips: replicated | context |
     # data (components/models/mla_map.py)
     moe_mapping: str = "tp"  # routed experts across the tp chips: tp (split) | ep (whole experts)
+    # | a2a (ep with all-to-all dispatch); moe_ep: expert-parallel groups of ep / a2a, each expert's
+    # columns split over the tp / moe_ep chips of its group (0 = tp groups of one chip;
+    # components/models/experts.py)
+    moe_ep: int = 0
     # Data-parallel attention (components/models/attn_dp.py): the tp chips run attention in this
     # many groups of tp / attention_dp chips, each for its own sequences; FFN/MoE over all tp chips
     attention_dp: int = 1

@@ -177,9 +177,10 @@ def _given(row, col: str) -> bool:
 def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
     """Optional parallelism columns beyond `tp` (AIConfigurator's names): `pp` pipeline stages,
     `dp` data-parallel attention groups (the replica spans tp x dp GPUs, attention in dp groups of
-    tp), `ep` / `moe_ep` expert parallelism over all of them (whole experts per GPU). A value of 1
-    or an empty cell changes nothing; one the model cannot map is a ValueError naming it. Returns
-    (overrides, GPUs of a pipeline stage, stages)."""
+    tp), `ep` / `moe_ep` expert parallelism over them (experts over moe_ep groups, each expert's
+    columns split over the `moe_tp` = tp x dp / moe_ep GPUs of its group: hardware.moe_ep). A value
+    of 1 or an empty cell changes nothing; one the model cannot map is a ValueError naming it.
+    Returns (overrides, GPUs of a pipeline stage, stages)."""
     out = []
     vals = {col: int(float(row[col])) for col in PARALLEL_COLUMNS if _given(row, col)}  # check_rows'd
     chips = tp * vals.get("dp", 1)
@@ -189,15 +190,10 @@ def parallel_overrides(row, tp: int) -> Tuple[List[str], int, int]:
         out.append(f"hardware.attention_dp={vals['dp']}")
     ep = max(vals.get("ep", 1), vals.get("moe_ep", 1))
     moe_tp = vals.get("moe_tp", chips // ep if ep > 1 else chips)
-    if ep > 1 and (ep != chips or moe_tp != 1):
-        raise ValueError(
-            f"ep={ep} with tp x dp = {chips} GPUs (moe_tp={moe_tp}): expert parallelism is modelled "
-            f"over all the replica's GPUs only (ep = tp x dp, moe_tp = 1) or not at all (ep = 1)"
-        )
-    if ep == 1 and moe_tp != chips:
-        raise ValueError(f"moe_tp={moe_tp} must be tp x dp = {chips} when ep = 1")
+    if moe_tp * ep != chips:
+        raise ValueError(f"moe_tp={moe_tp} x ep={ep} must be tp x dp = {chips} GPUs")
     if ep > 1:
-        out.append("hardware.moe_mapping=ep")
+        out += ["hardware.moe_mapping=ep"] + ([f"hardware.moe_ep={ep}"] if moe_tp > 1 else [])
     return out, chips, vals.get("pp", 1)
 
 

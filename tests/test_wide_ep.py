@@ -1,0 +1,96 @@
+"""Experts split both ways (hardware.moe_ep with moe_mapping=ep; components/models/experts.py):
+the per-GPU expert GEMM shape and the weights a step reads worked by hand, the limits that are
+the existing mappings, the checks, and the validation mapping of AIConfigurator's moe_tp_size x
+moe_ep_size columns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import compose_cfg
+from decodelab.components.models import layers
+from decodelab.components.models.experts import busiest_chip_experts, ep_groups
+from decodelab.core.checks import check_config
+from decodelab.errors import ConfigError
+from decodelab.runs.validation import parallel_overrides
+
+
+def _ffn(m, tp, **kw):
+    ops = {o.name: o for o in layers.build_ops(m, tp, 1.0, 2.0, 2.0, 1, **kw)}
+    return ops["gate_up_proj"], ops["down_proj"]
+
+
+def test_split_expert_gemm_shape_and_bytes_by_hand(compose):
+    """DeepSeek-R1, FP8 (1 B/weight), 16 GPUs as moe_tp 4 x moe_ep 4: the 256 routed experts in
+    4 groups of 64, each expert's 2048 FFN columns over the group's 4 GPUs, so one GPU runs 64
+    experts of hidden 7168 x 512 columns: gate/up 7168 x (2 x 512), down 512 x 7168, 3 x 7168 x 512
+    = 11,010,048 B per expert (4 x the 2,752,512 B of a 1/16 slice). At one token the 8 routed
+    experts fall on the 4 groups as Binomial(64, 1/32) each (independent): the busiest group hits
+    E[max] = sum_j (1 - F(j - 1)^4) = 3.47918 experts, i.e. 4 x 3.47918 = 13.9167 slices of 1/16
+    per GPU (tp: 8; ep over 16: 16 x 1.9751 = 31.6)."""
+    m = compose("model=deepseek_r1").model
+    pmf = [math.comb(64, j) * (1 / 32) ** j * (31 / 32) ** (64 - j) for j in range(65)]
+    e_max = sum(1 - sum(pmf[:j]) ** 4 for j in range(1, 65))
+    assert e_max == pytest.approx(3.47918, abs=1e-5)
+    assert busiest_chip_experts(256, 8, 1, 4) == pytest.approx(e_max, rel=1e-12)
+    head, down = _ffn(m, 16, moe_mapping="ep", moe_ep=4)
+    assert head.moe_block[1:7] == (7168, 2048, 8, 256, 4, 4)  # table key: hidden, FFN, k, E, moe_tp, moe_ep
+    per16, dense = 3 * 7168 * 128, 3 * 7168 * 1152
+    assert 4 * per16 == 3 * 7168 * 512 == 11_010_048
+    read = (head.weight_bytes + down.weight_bytes) * 61
+    assert read == pytest.approx(58 * (4 * e_max + 1) * per16 + 3 * dense, rel=1e-12)
+    held = (head.resident_bytes + down.resident_bytes) * 61  # every GPU holds 64 x 1/4 + 1/16 shared
+    assert held == pytest.approx(58 * 257 * per16 + 3 * dense, rel=1e-12)
+
+
+def test_limits_are_the_existing_mappings(compose):
+    """moe_ep = tp is `ep` (whole experts a GPU), moe_ep = 1 is `tp` (every expert over all GPUs)."""
+    m = compose("model=deepseek_r1").model
+    for got, want in ((dict(moe_mapping="ep", moe_ep=16), dict(moe_mapping="ep")),
+                      (dict(moe_mapping="ep", moe_ep=1), dict(moe_mapping="tp"))):  # fmt: skip
+        a, b = _ffn(m, 16, **got), _ffn(m, 16, **want)
+        assert [o.weight_bytes for o in a] == pytest.approx([o.weight_bytes for o in b], rel=1e-12)
+        assert a[0].moe_block[5:7] == b[0].moe_block[5:7]
+    assert ep_groups(16, "tp", 4) == 1 and ep_groups(16, "ep", 0) == 16 and ep_groups(1, "ep", 0) == 1
+
+
+def test_collectives_do_not_change(compose):
+    """The split moves weights, not tokens: the all-reduces of tensor-parallel attention (and
+    the all-gather / reduce-scatter of data-parallel attention, TensorRT-LLM's CUTLASS MoE) keep
+    their bytes (fused_moe_cutlass.py: allgather, fused_moe(tp_size, ep_size), reducescatter)."""
+    m = compose("model=qwen3_235b_a22b").model
+    for dp in (1, 4):
+        a = layers.build_ops(m, 4, 1.0, 2.0, 2.0, 8, moe_mapping="ep", moe_ep=2, attention_dp=dp)
+        b = layers.build_ops(m, 4, 1.0, 2.0, 2.0, 8, attention_dp=dp)
+        coll = lambda ops: [
+            (o.name, o.link_bytes_per_token, o.coll_kind) for o in ops if o.kind == "collective"
+        ]  # noqa: E731
+        assert coll(a) == coll(b)
+
+
+@pytest.mark.parametrize(
+    "over, msg",
+    [
+        (("hardware.moe_mapping=ep", "hardware.moe_ep=3"), "hardware.moe_ep=3 must be 0"),
+        (("hardware.moe_ep=2",), "places experts under moe_mapping=ep or a2a"),
+        (("hardware.moe_mapping=a2a", "hardware.attention_dp=4", "hardware.moe_ep=2"),
+         "an all-to-all of experts split over tensor_parallel / moe_ep = 2 chips is not modelled"),
+    ],
+)  # fmt: skip
+def test_bad_expert_split_is_one_error(over, msg):
+    cfg = compose_cfg("model=qwen3_235b_a22b", "hardware=h100_sxm", "hardware.n_chips=4", *over)
+    with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        check_config(cfg)
+
+
+def test_validation_maps_moe_tp_by_moe_ep():
+    row = {"tp": 4, "moe_tp": 2, "moe_ep": 2}
+    assert parallel_overrides(row, 4) == (["hardware.moe_mapping=ep", "hardware.moe_ep=2"], 4, 1)
+    assert parallel_overrides({"tp": 1, "dp": 8, "moe_tp": 1, "moe_ep": 8}, 1)[0] == [
+        "hardware.attention_dp=8",
+        "hardware.moe_mapping=ep",
+    ]
+    with pytest.raises(ValueError, match="moe_tp=2 x ep=2 must be tp x dp = 8 GPUs"):
+        parallel_overrides({"tp": 8, "moe_tp": 2, "moe_ep": 2}, 8)
