@@ -84,19 +84,32 @@ def test_moe_columns_on_a_dense_model_are_ignored(tmp_path):
 
 def test_batch_size_is_per_attention_dp_rank(tmp_path):
     """DeepSeek-R1, tp 1 x attention DP 8, experts 1 x 8: batch_size 16 per rank = 128 clients on
-    8 GPUs (tensor_parallel 8 in attention groups of 1, whole experts per GPU); a recorded
-    silicon_concurrency that disagrees makes the split ambiguous: refused."""
+    8 GPUs (tensor_parallel 8 in attention groups of 1, whole experts per GPU). A TensorRT-LLM row
+    of tp_size 4 with attention_dp_size empty and silicon_concurrency 224 = 56 x 4 ran its 4 GPUs
+    as attention-DP ranks (TensorRT-LLM's tensor_parallel_size counts them; aic_mapping.yaml
+    unrecorded_attention_dp); a recorded silicon_concurrency no split gives, or another engine's,
+    leaves the split ambiguous: refused."""
     ds = dict(model="deepseek-ai/DeepSeek-R1", system="b200_sxm", engine="trtllm,1.2.0rc6.post3")
     df = frame(
         tmp_path,
         agg(batch=16, adp=8, moe="1,8", src="silicon_concurrency=128", **ds),
         agg(batch=16, adp=8, moe="1,8", **ds),
-        agg(batch=56, adp=1, tp=4, moe="4,1", src="silicon_concurrency=224", **ds),
+        agg(batch=56, adp="", tp=4, moe="4,1", src="silicon_concurrency=224", **ds),
+        agg(batch=56, adp="", tp=4, moe="4,1", src="silicon_concurrency=200", **ds),
+        agg(
+            batch=56,
+            adp="",
+            tp=4,
+            moe="4,1",
+            src="silicon_concurrency=224",
+            **{**ds, "engine": "vllm,0.12.0"},
+        ),
     )
-    assert list(df.concurrency) == [128, 128, 224]
-    assert list(df.refuse[:2]) == ["", ""] and df.refuse[2].startswith(
-        "ambiguous concurrency: batch_size 56 x"
-    )
+    assert list(df.concurrency) == [128, 128, 224, 200, 224]
+    assert list(df.refuse[:3]) == ["", "", ""] and (df.tp[2], df.dp[2]) == (1, 4)
+    for r in df.refuse[3:]:
+        assert r.startswith("ambiguous concurrency: batch_size 56 x attention_dp_size 1 = 56 clients")
+        assert "no attention-DP size of the 4 GPUs gives it" in r
     _, items = read_rows(tmp_path / "silicon.csv")
     key = items[0][1]
     for k in (
@@ -113,17 +126,18 @@ def test_splits_the_model_cannot_run_are_refused_with_a_reason(tmp_path):
     df = frame(
         tmp_path,
         agg(tp=16, moe="4,4", **ds),  # two HGX boards
-        agg(tp=1, adp=8, moe="2,4", **ds),  # experts split both ways
+        agg(tp=1, adp=8, moe="2,4", **ds),  # experts split both ways: runs (hardware.moe_ep)
         agg(tp=1, moe="2,1", model="openai/gpt-oss-120b"),  # 2 x 1 expert shards on 1 GPU
         agg(model="Qwen/Qwen3-Next-80B-A3B-Instruct"),
     )
     kinds = [aic_rows.reason_kind(r) for r in df.refuse]
     assert kinds == [
         "multi-node",
-        "experts split both ways",
+        "",
         "inconsistent expert split",
         "model family not modelled",
     ]
+    assert (df.dp[1], df.moe_tp[1], df.moe_ep[1]) == (8, 2, 4)
     assert "16 GPUs, more than the 8 of one h200_sxm NVLink domain" in df.refuse[0]
     assert "Gated DeltaNet" in df.refuse[3]
 

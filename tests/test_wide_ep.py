@@ -94,3 +94,48 @@ def test_validation_maps_moe_tp_by_moe_ep():
     ]
     with pytest.raises(ValueError, match="moe_tp=2 x ep=2 must be tp x dp = 8 GPUs"):
         parallel_overrides({"tp": 8, "moe_tp": 2, "moe_ep": 2}, 8)
+
+
+def _row(src, tp, adp, mtp, mep, batch=4, backend="trtllm", model="deepseek-ai/DeepSeek-R1"):
+    import pandas as pd
+
+    return pd.Series(
+        dict(silicon_data_source=src, backend=backend, model_path=model, batch_size=str(batch),
+             tp_size=str(tp), pp_size="1", attention_dp_size=str(adp), moe_tp_size=str(mtp),
+             moe_ep_size=str(mep))
+    )  # fmt: skip
+
+
+IMAX = "source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=32; wip=False"
+
+
+@pytest.mark.parametrize(
+    "cols, split",
+    [
+        ((64, 1, 8, 8), (8, 1, 1, 8)),  # tp8 ep8, attention TP (TensorRT-LLM, SGLang)
+        ((1, 64, 8, 8), (1, 8, 1, 8)),  # tp8 ep8 dp-attn: attention DP over the 8 GPUs
+        ((1, 4, 2, 2), (1, 2, 1, 2)),  # gpt-oss tp2 ep2 dp-attn
+        ((4, 4, 1, 16), (4, 1, 1, 4)),  # vLLM tp4 ep4: --tensor-parallel-size 4 --enable-expert-parallel
+        ((8, 1, 8, 1), None),  # tp8 ep1: recorded as launched
+        ((16, 1, 8, 2), None),  # not the EP = TP signature: kept as written
+    ],
+)
+def test_twice_counted_ep_runs_as_launched(cols, split):
+    """InferenceX single-node rows of the 2026-04-06 / db-dump dumps record tp_size x
+    attention_dp_size = TP x EP (aic_mapping.yaml ep_counted_twice): read as the T GPUs launched."""
+    from decodelab.runs import aic_parallel, aic_rows
+
+    row = _row(IMAX, *cols, batch=32)
+    assert aic_parallel.launched(row) == split
+    assert aic_parallel.launched(_row("source_file=/x.csv; silicon_concurrency=32", *cols)) is None
+    par, why = aic_rows.parallel_of(row, "deepseek_r1", "b200_sxm")
+    if split:
+        assert why == "" and (par["tp"], par["dp"], par["moe_tp"], par["moe_ep"]) == split
+        assert aic_rows.concurrency_of(row) == (32, "")  # the clients: silicon_concurrency
+
+
+def test_multi_node_reason_without_the_dump_marker():
+    from decodelab.runs import aic_rows
+
+    _, why = aic_rows.parallel_of(_row("s", 64, 1, 8, 8), "deepseek_r1", "b200_sxm")
+    assert why.startswith("multi-node: tp_size 64 x attention_dp_size 1 x pp_size 1 = 64 GPUs")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 from decodelab.paths import VALIDATION_DIR
+from decodelab.runs import aic_parallel
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -138,19 +139,30 @@ def precision_of(row, model: str) -> str:
 
 def concurrency_of(row) -> Tuple[int, str]:
     """(clients, '' or the reason they are ambiguous): batch_size x attention_dp_size, checked against
-    the silicon_concurrency that silicon_data_source records."""
+    the silicon_concurrency that silicon_data_source records; the recorded one where the row's split
+    is read as launched (aic_parallel: a twice-counted EP, an unrecorded attention-DP size)."""
     m = CONCURRENCY.search(cell(row, "silicon_data_source"))
     recorded = int(m.group(1)) if m else None
     bs, adp = whole(row, "batch_size"), whole(row, "attention_dp_size", 1)
     per_rank = bs * adp if bs is not None else None
     if recorded is None and per_rank is None:
         return 0, "no concurrency: batch_size is empty and silicon_data_source records no silicon_concurrency"
+    if recorded is not None and (aic_parallel.launched(row) or _unrecorded_dp(row, recorded)):
+        return recorded, ""
     if recorded is not None and per_rank is not None and recorded != per_rank:
         return recorded, (
             f"ambiguous concurrency: batch_size {bs} x attention_dp_size {adp} = {per_rank} clients, but "
-            f"silicon_data_source records silicon_concurrency={recorded} (an attention-DP size not recorded?)"
+            f"silicon_data_source records silicon_concurrency={recorded}, and no attention-DP size of the "
+            f"{whole(row, 'tp_size', 1) * adp} GPUs gives it (aic_mapping.yaml unrecorded_attention_dp)"
         )
     return (recorded if recorded is not None else per_rank), ""
+
+
+def _unrecorded_dp(row, recorded):
+    """aic_parallel.unrecorded_dp of the row, its model's experts read from conf/model."""
+    model, _ = model_of(cell(row, "model_path"))
+    is_moe = bool(model) and int(_model_yaml(model).get("n_experts") or 0) > 0
+    return aic_parallel.unrecorded_dp(row, recorded, is_moe)
 
 
 def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
@@ -158,6 +170,11 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
     parallelism, `dp` attention-DP groups (a stage is tp x dp GPUs), `pp` stages; `moe_tp` / `moe_ep`
     for MoE models only (ignored on dense ones, where the schema fills them anyway)."""
     tp, pp, adp = whole(row, "tp_size", 1), whole(row, "pp_size", 1), whole(row, "attention_dp_size", 1)
+    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
+    split = aic_parallel.launched(row)  # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
+    dp = None if split else _unrecorded_dp(row, int(m.group(1)) if m else None)
+    if split or dp:
+        tp, adp = split[:2] if split else (1, dp)
     out = {"tp": tp, "pp": pp, "dp": adp}
     if min(tp, pp, adp) < 1:
         return out, f"bad parallel split: tp_size {tp}, pp_size {pp}, attention_dp_size {adp} must be >= 1"
@@ -169,16 +186,11 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
         )
     if not int(_model_yaml(model).get("n_experts") or 0):
         return out, ""
-    mtp, mep = whole(row, "moe_tp_size", tp * adp), whole(row, "moe_ep_size", 1)
+    mtp, mep = split[2:] if split else (whole(row, "moe_tp_size", tp * adp), whole(row, "moe_ep_size", 1))
     if mtp * mep != tp * adp:
         return out, (
             f"inconsistent expert split: moe_tp_size {mtp} x moe_ep_size {mep} != tp_size {tp} x "
             f"attention_dp_size {adp} GPUs"
-        )
-    if mtp > 1 and mep > 1:
-        return out, (
-            f"experts split both ways: moe_tp_size {mtp} x moe_ep_size {mep} is not modelled "
-            f"(hardware.moe_mapping tp splits every expert over all {tp * adp} GPUs, ep places whole experts)"
         )
     out.update(moe_tp=mtp, moe_ep=mep)
     return out, ""

@@ -1,0 +1,82 @@
+"""How a row of AIConfigurator's silicon_sample.csv states its replica's parallel split, read as
+the launch that ran (framework/runs/aic_rows.py parallel_of and concurrency_of; the rules and their
+sources: framework/data/validation/aic_mapping.yaml `ep_counted_twice`, `unrecorded_attention_dp`).
+
+- `launched`: rows of a dump that counts the expert-parallel size twice (InferenceX single-node runs
+  of T GPUs with EP E = T recorded as T x E GPUs) -> (tp, attention_dp, moe_tp, moe_ep) of the T GPUs;
+- `unrecorded_dp`: TensorRT-LLM MoE rows whose tp_size holds attention-DP ranks that attention_dp_size
+  does not record (silicon_concurrency = batch_size x tp_size) -> the attention-DP size.
+
+Each returns None where its rule does not apply; the rows then keep their columns as written."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Optional, Tuple
+
+from decodelab.paths import VALIDATION_DIR
+
+Split = Tuple[int, int, int, int]  # tp (attention), attention_dp, moe_tp, moe_ep
+
+
+@functools.lru_cache(maxsize=None)
+def _rules() -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(VALIDATION_DIR) / "aic_mapping.yaml").read_text()) or {}
+
+
+def _cell(row, col: str) -> str:
+    v = row.get(col, "")
+    return "" if v is None else str(v).strip()
+
+
+def _int(row, col: str, default: Optional[int] = None) -> Optional[int]:
+    try:
+        return int(float(_cell(row, col)))
+    except ValueError:
+        return default
+
+
+def counted_twice(row) -> bool:
+    """Whether the row's silicon_data_source names a dump of `ep_counted_twice`."""
+    source = _cell(row, "silicon_data_source")
+    return any(m in source for e in _rules().get("ep_counted_twice") or [] for m in e["markers"])
+
+
+def launched(row) -> Optional[Split]:
+    """(tp, attention_dp, moe_tp, moe_ep) of the T GPUs a twice-counted row ran on, or None (not such
+    a dump, or not the signature G = tp_size x attention_dp_size = T x T of EP = TP). TensorRT-LLM and
+    SGLang record moe T x T (tp_size 1 with attention_dp_size T x T: attention DP over the T GPUs);
+    vLLM records tp_size T, attention_dp_size T, moe 1 x T x T (attention tensor-parallel)."""
+    if not counted_twice(row):
+        return None
+    tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
+    mtp, mep = _int(row, "moe_tp_size", 1), _int(row, "moe_ep_size", 1)
+    g = tp * adp
+    t = math.isqrt(g)
+    if t < 2 or t * t != g:
+        return None
+    if mtp == mep == t:
+        if adp == 1:
+            return t, 1, 1, t
+        return (1, t, 1, t) if tp == 1 else None
+    if mtp == 1 and mep == g and tp == adp == t:
+        return t, 1, 1, t
+    return None
+
+
+def unrecorded_dp(row, recorded: Optional[int], is_moe: bool) -> Optional[int]:
+    """The attention-DP size a row of an `unrecorded_attention_dp` backend ran with but did not
+    record (its tp_size), or None: a MoE row, attention_dp_size empty, tp_size > 1, moe_tp x moe_ep =
+    tp_size, and the recorded silicon_concurrency = batch_size x tp_size."""
+    backends = (_rules().get("unrecorded_attention_dp") or {}).get("backends") or []
+    if not is_moe or _cell(row, "backend").lower() not in backends or _cell(row, "attention_dp_size"):
+        return None
+    tp, bs = _int(row, "tp_size", 1), _int(row, "batch_size")
+    mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)
+    if tp < 2 or bs is None or recorded is None or mtp * mep != tp or recorded != bs * tp:
+        return None
+    return tp
