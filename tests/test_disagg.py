@@ -11,7 +11,7 @@ from conftest import compose_cfg, decodelab, the_run_dir
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
-from decodelab.modes.serving import disagg as DG
+from decodelab.modes.serving import disagg_pools as DG
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
@@ -174,7 +174,9 @@ def test_more_decode_instances_never_raise_tpot():
         ("disagg.prefill.tensor_parallel=0", "invalid", "disagg.prefill.tensor_parallel=0"),
         ("disagg.routing=random", "invalid", "round_robin"),
         ("disagg.kv_link.bw_gb_s=0", "invalid", "disagg.kv_link.bw_gb_s=0 must be > 0"),
-        ("workload=closed_loop", "invalid", "open_loop only"),
+        ("workload=decode", "invalid", "open_loop and closed_loop"),
+        ("disagg.decode.attention_dp=0", "invalid", "disagg.decode.attention_dp=0 must be >= 1"),
+        ("+disagg.decode.engine.nope=1", "invalid", "disagg.decode.engine.nope is not an engine field"),
         ("model=llama3_1_70b", "infeasible", "prefill pool (h100_sxm, tp1)"),
         ("disagg.decode.tensor_parallel=3", "infeasible", "decode pool (h100_sxm, tp3)"),
     ],
@@ -222,3 +224,48 @@ def test_cli_run_and_bad_field(tmp_path):
     )
     errors = [ln for ln in bad.err.splitlines() if ln.startswith("error: ")]
     assert bad.rc == 2 and len(errors) == 1 and "disagg.decode.instances=0" in errors[0], bad.explain()
+
+
+def test_closed_loop_one_client_by_hand():
+    """One closed-loop client, 3 requests, 1P1D: nothing overlaps, so every request is the
+    open-loop single request of test_one_request_by_hand (prefill, KV transfer, o decode steps)
+    one after another: the same TTFT and TPOT, a makespan of 3 end-to-end times, and the
+    prefill delays converge (a note says in how many rounds)."""
+    base = (*FIXED, *HW_HOST, "workload.prompt_len=1024", "workload.output_len=8", "disagg=ib_1p1d")
+    one = evaluate(compose_cfg(*base, "workload=open_loop", "workload.n_requests=1"))["metrics"]
+    res = evaluate(
+        compose_cfg(*base, "workload=closed_loop", "workload.concurrency=1", "workload.n_requests=3")
+    )
+    m = res["metrics"]
+    assert res["status"] == "ok" and m["n_requests"] == 3
+    for k in ("ttft_ms", "tpot_ms", "prefill_ttft_ms", "kv_transfer_ms", "e2e_ms"):
+        assert m[k] == pytest.approx(one[k], rel=1e-9), k
+    assert m["makespan_s"] == pytest.approx(3 * one["e2e_ms"] / 1e3, rel=1e-6)
+    assert any("converged in" in n for n in res["notes"]) and m["disagg_rounds"] <= 5
+
+
+def test_closed_loop_decode_ranks_and_prefill_copies():
+    """A closed loop of 16 clients on 2 decode instances of 2 attention groups: one decode rank
+    of 4 is simulated with its 4 clients, and the prefill pool sees 4 copies of its requests:
+    the run counts 4 x its requests and tokens, and a rank never holds more than its clients.
+    A second prefill instance shortens the prefill delay and never raises TTFT."""
+    ov = (
+        *FIXED,
+        "workload=closed_loop",
+        "workload.concurrency=16",
+        "workload.prompt_len=2048",
+        "workload.output_len=32",
+        "disagg=ib_1p1d",
+        "model=qwen3_30b_a3b",
+        "disagg.decode.instances=2",
+        "disagg.decode.tensor_parallel=2",
+        "disagg.decode.attention_dp=2",
+    )
+    res = evaluate(compose_cfg(*ov))
+    m = res["metrics"]
+    assert res["status"] == "ok", res["reason"]
+    assert m["n_requests"] == 160 and m["decode_batch_max"] <= 4
+    assert m["n_chips"] == 1 + 4 and m["decode_chips"] == 4
+    assert "one decode rank of 4 simulated with its 4 clients" in " ".join(res["notes"])
+    m2 = evaluate(compose_cfg(*ov, "disagg.prefill.instances=2"))["metrics"]
+    assert m2["prefill_ttft_ms"] < m["prefill_ttft_ms"] and m2["ttft_ms"] <= m["ttft_ms"]

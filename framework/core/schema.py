@@ -320,8 +320,20 @@ class DisaggPoolConfig:
     run's `hardware`; pick another with `+hardware@disagg.<pool>.hardware=<name>`)."""
 
     hardware: Optional[HardwareConfig] = None
-    tensor_parallel: int = 1
+    tensor_parallel: int = 1  # chips of one instance (as hardware.tensor_parallel)
     instances: int = 1
+    # The instance's parallel split beyond tensor_parallel, as hardware's fields of the same names:
+    # data-parallel attention groups (each its own scheduler and share of the requests) and the
+    # routed experts' mapping and expert-parallel groups ("" = the run's hardware.moe_mapping and
+    # moe_ep; with a mapping set, moe_ep is the pool's)
+    attention_dp: int = 1
+    moe_mapping: str = ""
+    moe_ep: int = 0
+    # Sequences one attention group of an instance holds at once (engine.max_batch of the pool's
+    # engine; 0 = the engine's), e.g. a decode batch cap
+    max_batch: int = 0
+    # Engine fields set for this pool's instances only (e.g. {overlap: false, max_tokens_per_step: 9692})
+    engine: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -1,67 +1,73 @@
 """Disaggregated prefill/decode serving (disagg.enabled; docs/model.md, "Disaggregated serving").
 
 A prefill pool and a decode pool, each `instances` engines of `tensor_parallel` chips of its own
-hardware, run the open-loop workload in three stages, each on plain arrays:
+hardware, with their own parallel split (`attention_dp` groups, `moe_mapping`), batch cap
+(`max_batch`) and engine settings (`engine`) (modes/serving/disagg_pools.py: a pool has
+instances x groups ranks, each one Numba scheduler), run the workload in three stages:
 
-1. prefill: request k goes to prefill instance k mod P (round robin in arrival order, as vLLM's
-   disaggregation proxy cycles its prefill and decode instances); each instance is the Numba
-   scheduler (modes/serving/scheduler.py) on its requests with one output token: prefill-only
-   steps, the prompt's KV held until the prefill ends.
-2. KV transfer: request k's decode instance is k mod D. Its prompt's KV (the tokens the KV policy
-   keeps, x the KV bytes per token of each chip) crosses `kv_link`: every chip has its own NIC,
-   so the ranks move their shards in parallel and a transfer lasts
+1. prefill: open loop: request k goes to prefill rank k mod (P x groups) (round robin in arrival
+   order, as vLLM's disaggregation proxy and Dynamo's default router cycle their instances);
+   each rank is the scheduler (modes/serving/scheduler.py) on its requests with one output
+   token: prefill-only steps, the prompt's KV held until the prefill ends.
+2. KV transfer: request k's decode rank is k mod (D x groups). Its prompt's KV (the tokens the KV
+   policy keeps, x the KV bytes per token of each chip) crosses `kv_link`: every chip has its
+   own NIC, so the ranks move their shards in parallel and a transfer lasts
    latency + tokens x max(bytes/token per prefill chip, per decode chip) / bw_gb_s. The sending
-   and receiving instances' links carry one transfer at a time (FIFO by prefill end).
-3. decode: each decode instance is the same scheduler with E_READY (requests arrive with their
+   and receiving ranks' links carry one transfer at a time (FIFO by prefill end).
+3. decode: each decode rank is the same scheduler with E_READY (requests arrive with their
    KV in the cache at prefill end + transfer): its first step over a request attends the prompt
    and emits the first token the client sees (the decode instance streams every token), then
    continuous batching of decode steps.
 
+A closed loop (workload=closed_loop: the benchmark clients) couples the pools: a client sends
+its next request when the decode pool ends the last one; modes/serving/disagg_closed.py solves it
+(one decode rank for all, the prefill delays as a fixed point).
+
 TTFT = first token from the decode instance - arrival (includes prefill, the KV transfer and the
 decode queue); `prefill_ttft_*` = prefill end - arrival (DistServe's TTFT). TPOT = (last token -
-first token) / (output - 1) on the decode pool. Closed loops are not modelled here (a client's
-next request would couple the pools)."""
+first token) / (output - 1) on the decode pool."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict
 
 import numpy as np
 
 from decodelab.components.placement import GIB
 from decodelab.core import cost
 from decodelab.core import kernel as K
-from decodelab.core.build import Design, build
 from decodelab.core.result import Result
-from decodelab.errors import ConfigError, Infeasible
-from decodelab.modes.resolve import with_fields
+from decodelab.errors import ConfigError
 from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving.disagg_closed import simulate_closed
+from decodelab.modes.serving.disagg_pools import (
+    POOLS,
+    check_pools,
+    groups,
+    kept_tokens,
+    pool_design,
+    run_ranks,
+    transfer_times,
+)
 from decodelab.modes.serving.simulate import (
     PCTS,
     _pct,
-    design_args,
-    engine_inputs,
     kv_bytes_per_token_chip,
     latency_metrics,
-    mixed_design,
     weighted_percentile,
 )
 from decodelab.modes.serving.workload import requests
 
 ROUTINGS = ("round_robin",)
-POOLS = ("prefill", "decode")
+LOOPS = ("open_loop", "closed_loop")
 
 
 def check_disagg(cfg) -> None:
     """One line per bad field (ConfigError), naming it and what is allowed."""
-    d, errors = cfg.disagg, []
+    d, w, errors = cfg.disagg, cfg.workload, []
     if d.routing not in ROUTINGS:
         errors.append(f"disagg.routing={d.routing!r} is not one of: {', '.join(ROUTINGS)}")
-    for name in POOLS:
-        pool = d[name]
-        for f in ("tensor_parallel", "instances"):
-            if not pool[f] >= 1:
-                errors.append(f"disagg.{name}.{f}={pool[f]} must be >= 1")
+    check_pools(cfg, errors)
     if not d.kv_link.bw_gb_s > 0:
         errors.append(f"disagg.kv_link.bw_gb_s={d.kv_link.bw_gb_s:g} must be > 0")
     if not d.kv_link.latency_us >= 0:
@@ -70,102 +76,36 @@ def check_disagg(cfg) -> None:
         errors.append(
             "speculative.enabled=true with disagg.enabled=true: speculative serving is not modelled"
         )
-    if cfg.workload.kind != "open_loop":
+    if w.kind not in LOOPS:
         errors.append(
-            f"disagg.enabled=true with workload.kind={cfg.workload.kind!r}: disaggregated "
-            "serving is modelled for open_loop only (workload=open_loop)"
+            f"disagg.enabled=true with workload.kind={w.kind!r}: disaggregated serving is modelled "
+            "for open_loop and closed_loop (workload=open_loop or workload=closed_loop)"
+        )
+    elif w.kind == "closed_loop" and w.warmup_requests > 0 and not w.warmup_drain:
+        errors.append(
+            "workload.warmup_drain=false with disagg.enabled=true: warm-up requests in the same closed "
+            "loop are not modelled with disaggregated pools (warmup_drain=true: they end before it starts)"
         )
     if errors:
         raise ConfigError("\n".join(errors))
 
 
-def pool_config(cfg, name: str):
-    """The run's config with the pool's hardware and one instance: tensor_parallel chips."""
-    pool = cfg.disagg[name]
-    fields = {} if pool.hardware is None else {"hardware": pool.hardware}
-    fields.update(
-        {"hardware.tensor_parallel": pool.tensor_parallel, "hardware.n_chips": pool.tensor_parallel}
-    )
-    return with_fields(cfg, fields)
-
-
-def pool_design(cfg, name: str) -> Tuple[object, Design, Design, list]:
-    c = pool_config(cfg, name)
-    try:
-        design = build(c)
-        mixed, notes = mixed_design(c, design)
-    except (Infeasible, ConfigError) as e:
-        kind = type(e)
-        raise kind(f"{name} pool ({c.hardware.name}, tp{c.hardware.tensor_parallel}): {e}") from None
-    return c, design, mixed, notes
-
-
-def run_instance(
-    pcfg, design: Design, mixed: Design, arrival, prompt, output, ready: bool, name: str
-) -> Tuple[np.ndarray, np.ndarray]:
-    """One engine instance: the scheduler over its requests (arrival order)."""
-    try:
-        eng, buckets, _ = engine_inputs(pcfg, design, prompt, output, ready)
-    except Infeasible as e:
-        raise Infeasible(f"{name} pool: {e}") from None
-    args = design_args(pcfg, design, mixed)
-    req, steps, status = SK.serve(*args, eng, buckets, arrival, prompt, output, np.zeros(len(prompt)))
-    if status != 0:
-        raise Infeasible(f"the {name} pool's scheduler could not place every request")
-    return req, steps
-
-
-def kept_tokens(prompt: np.ndarray, caps: np.ndarray) -> np.ndarray:
-    """Prompt tokens whose KV the policy keeps after the prefill (scheduler.held_tokens at g = 1)."""
-    n = np.minimum(prompt, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt.copy()
-    return np.minimum(n, caps[K.P_TOTAL_CAP]) if caps[K.P_TOTAL_CAP] > 0 else n
-
-
-def transfer_times(done, src, dst, rank_bytes, bw_gb_s: float, latency_us: float) -> np.ndarray:
-    """When each request's KV is in its decode instance: FIFO by prefill end on the sending and
-    the receiving instance's links (each chip's NIC carries its own shard: `rank_bytes`)."""
-    send_free: Dict[int, float] = {}
-    recv_free: Dict[int, float] = {}
-    ready = np.empty(len(done))
-    for k in np.argsort(done, kind="stable"):
-        start = max(done[k], send_free.get(src[k], 0.0), recv_free.get(dst[k], 0.0))
-        end = start + rank_bytes[k] / (bw_gb_s * 1e9)
-        send_free[src[k]] = recv_free[dst[k]] = end
-        ready[k] = end + latency_us * 1e-6
-    return ready
-
-
-def simulate_disagg(cfg) -> Dict[str, object]:
-    """The three stages; every per-request array in the workload's request order."""
-    check_disagg(cfg)
+def simulate_open(cfg) -> Dict[str, object]:
+    """The three stages of an open loop; every per-request array in the workload's request order."""
     arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
     n = len(prompt)
     pc, pd_, pm, notes = pool_design(cfg, "prefill")
     dc, dd, dm, more = pool_design(cfg, "decode")
-    P, D = cfg.disagg.prefill.instances, cfg.disagg.decode.instances
+    P = cfg.disagg.prefill.instances * groups(pc)
+    D = cfg.disagg.decode.instances * groups(dc)
     src, dst = np.arange(n) % P, np.arange(n) % D
-    pre = np.full((n, SK.N_REQ), np.nan)
-    pre_steps: List[np.ndarray] = []
-    for i in range(P):
-        idx = np.flatnonzero(src == i)
-        if len(idx):
-            r, s = run_instance(pc, pd_, pm, arrival[idx], prompt[idx], np.ones(len(idx)), False, "prefill")
-            pre[idx] = r
-            pre_steps.append(s)
+    pre, pre_steps = run_ranks((pc, pd_, pm), src, arrival, prompt, np.ones(n), False, "prefill")
     done = pre[:, SK.R_DONE]
     tokens = kept_tokens(prompt, pd_.kv_caps)
     bpt = (kv_bytes_per_token_chip(pd_), kv_bytes_per_token_chip(dd))
     link = cfg.disagg.kv_link
     ready = transfer_times(done, src, dst, tokens * max(bpt), link.bw_gb_s, link.latency_us)
-    dec = np.full((n, SK.N_REQ), np.nan)
-    dec_steps: List[np.ndarray] = []
-    for i in range(D):
-        idx = np.flatnonzero(dst == i)
-        if len(idx):
-            idx = idx[np.argsort(ready[idx], kind="stable")]
-            r, s = run_instance(dc, dd, dm, ready[idx], prompt[idx], output[idx], True, "decode")
-            dec[idx] = r
-            dec_steps.append(s)
+    dec, dec_steps = run_ranks((dc, dd, dm), dst, ready, prompt, output, True, "decode")
     return {
         "arrival": arrival,
         "prompt": prompt,
@@ -180,7 +120,15 @@ def simulate_disagg(cfg) -> Dict[str, object]:
         "configs": (pc, dc),
         "designs": (pd_, dd),
         "notes": list(dict.fromkeys(notes + more)),
+        "copies": 1,
+        "units": {"prefill": P, "decode": D},
     }
+
+
+def simulate_disagg(cfg) -> Dict[str, object]:
+    """The open or the closed loop (modes/serving/disagg_closed.py) over both pools."""
+    check_disagg(cfg)
+    return simulate_closed(cfg) if cfg.workload.kind == "closed_loop" else simulate_open(cfg)
 
 
 def client_requests(sim) -> np.ndarray:
@@ -195,19 +143,22 @@ def client_requests(sim) -> np.ndarray:
     return req
 
 
-def _busy_pct(steps: List[np.ndarray], instances: int, span: float) -> float:
-    return 100.0 * sum(float(s[:, SK.T_DUR].sum()) for s in steps) / (instances * span)
+def busy_fraction(sim, name: str, span: float, kernels: bool = False) -> float:
+    """Mean busy fraction of the pool's simulated ranks over the makespan: step time, or (kernels)
+    kernel-body time (core/cost.py busy_seconds), per rank."""
+    steps = np.vstack(sim[f"{name}_steps"])
+    if kernels:
+        seconds = cost.busy_seconds(steps[:, SK.T_CAUSE : SK.T_CAUSE + len(K.CAUSES)].sum(0))
+    else:
+        seconds = float(steps[:, SK.T_DUR].sum())
+    return seconds / (sim["units"][name] * span)
 
 
 def pool_cost(sim, chips: Dict[str, int], span: float, tokens: float) -> Dict[str, float]:
     """Energy and cost per token of both pools (core/cost.py's power model per pool: a chip draws
     tdp_w through kernel bodies, idle_w otherwise), when every pool's chip gives them."""
     hws = [c.hardware for c in sim["configs"]]
-    busy = []
-    for name, hw in zip(POOLS, hws):
-        steps = np.vstack(sim[f"{name}_steps"])
-        seconds = cost.busy_seconds(steps[:, SK.T_CAUSE : SK.T_CAUSE + len(K.CAUSES)].sum(0))
-        busy.append(seconds / (chips[name] / hw.tensor_parallel * span))
+    busy = [busy_fraction(sim, name, span, kernels=True) for name in POOLS]
     out: Dict[str, float] = {}
     if all(hw.tdp_w > 0 for hw in hws):
         watts = [cost.chip_power_w(hw, u) * chips[n] for n, hw, u in zip(POOLS, hws, busy)]
@@ -218,10 +169,33 @@ def pool_cost(sim, chips: Dict[str, int], span: float, tokens: float) -> Dict[st
     return out
 
 
+def rate_metrics(cfg, sim, req, tpot, span: float) -> Dict[str, float]:
+    """Throughput, chips and busy time of both pools; a closed loop's simulated decode rank stands
+    for `copies` ranks (its requests and tokens count that many times)."""
+    d, copies = cfg.disagg, sim["copies"]
+    chips = {name: d[name].tensor_parallel * d[name].instances for name in POOLS}
+    n_chips = chips["prefill"] + chips["decode"]
+    tokens = copies * float(req[:, SK.R_OUTPUT].sum())
+    m = {"makespan_s": span, "n_requests": float(copies * len(req))}
+    m["n_preemptions"] = float(copies * req[:, SK.R_PREEMPT].sum())
+    m["tok_s_system"] = tokens / span
+    # one deployment takes the whole arrival stream (no replicas of it): aggregate = system
+    m["tok_s_aggregate"] = m["tok_s_system"]
+    m["tok_s_user"] = float(np.mean(1.0 / tpot))
+    m["requests_per_s"] = copies * len(req) / span
+    m["n_chips"] = float(n_chips)
+    m["tok_s_per_chip"] = m["tok_s_system"] / n_chips
+    m["requests_per_s_per_chip"] = m["requests_per_s"] / n_chips
+    for name in POOLS:
+        m[f"{name}_chips"] = float(chips[name])
+        m[f"{name}_busy_pct"] = 100.0 * busy_fraction(sim, name, span)
+    m.update(pool_cost(sim, chips, span, tokens))
+    return m
+
+
 def disagg_metrics(cfg, sim) -> Dict[str, float]:
     req = client_requests(sim)
     arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
-    out_len = req[:, SK.R_OUTPUT]
     m, tpot = latency_metrics(req)
     pre_done = sim["prefill"][:, SK.R_DONE]
     _pct(pre_done - arrival, "prefill_ttft", m)
@@ -237,33 +211,26 @@ def disagg_metrics(cfg, sim) -> Dict[str, float]:
     m["itl_ms"] = float(np.sum(dur * decn) / max(decn.sum(), 1.0)) * 1e3
     for p in PCTS:
         m[f"itl_p{p}_ms"] = weighted_percentile(dur, decn, p) * 1e3
-    span = float(done.max() - arrival.min())
-    d = cfg.disagg
-    chips = {name: d[name].tensor_parallel * d[name].instances for name in POOLS}
-    n_chips = chips["prefill"] + chips["decode"]
-    m["makespan_s"] = span
-    m["n_requests"] = float(len(req))
-    m["n_preemptions"] = float(req[:, SK.R_PREEMPT].sum())
-    m["tok_s_system"] = float(out_len.sum()) / span
-    # one deployment takes the whole arrival stream (no replicas of it): aggregate = system
-    m["tok_s_aggregate"] = m["tok_s_system"]
-    m["tok_s_user"] = float(np.mean(1.0 / tpot))
-    m["requests_per_s"] = len(req) / span
-    m["n_chips"] = float(n_chips)
-    m["tok_s_per_chip"] = m["tok_s_system"] / n_chips
-    m["requests_per_s_per_chip"] = m["requests_per_s"] / n_chips
-    for name, steps in (("prefill", sim["prefill_steps"]), ("decode", sim["decode_steps"])):
-        m[f"{name}_chips"] = float(chips[name])
-        m[f"{name}_busy_pct"] = _busy_pct(steps, d[name].instances, span)
+    m.update(rate_metrics(cfg, sim, req, tpot, float(done.max() - arrival.min())))
     m["decode_batch_mean"] = float(np.sum(dsteps[:, SK.T_SEQS] * dur)) / float(dur.sum())
     m["decode_batch_max"] = float(dsteps[:, SK.T_SEQS].max())
-    m.update(pool_cost(sim, chips, span, float(out_len.sum())))
     dd = sim["designs"][1]
     m["kv_pool_gib"] = dd.memory["kv_pool_bytes"] / GIB
     kv_max = float(dsteps[:, SK.T_KV].max()) * kv_bytes_per_token_chip(dd) / GIB
     m["kv_mem_max_gib"] = kv_max
     m["kv_mem_max_pct"] = 100.0 * kv_max / max(m["kv_pool_gib"], 1e-30)
+    if "rounds" in sim:
+        m["disagg_rounds"] = float(sim["rounds"])
     return m
+
+
+def split(pool) -> str:
+    """A pool's split for notes: tp, then attention groups, expert mapping and batch cap where set."""
+    out = f"tp{pool.tensor_parallel}" + (f" adp{pool.attention_dp}" if pool.attention_dp > 1 else "")
+    out += (
+        f" moe {pool.moe_mapping}" + (f" ep{pool.moe_ep}" if pool.moe_ep else "") if pool.moe_mapping else ""
+    )
+    return out + (f" batch {pool.max_batch}" if pool.max_batch > 0 else "")
 
 
 def evaluate_disagg(cfg, keep_steps: bool = True) -> Result:
@@ -271,10 +238,10 @@ def evaluate_disagg(cfg, keep_steps: bool = True) -> Result:
     pc, dc = sim["configs"]
     d = cfg.disagg
     notes = sim["notes"] + [
-        f"disaggregated: {d.prefill.instances} x prefill {pc.hardware.name} tp{d.prefill.tensor_parallel}, "
-        f"{d.decode.instances} x decode {dc.hardware.name} tp{d.decode.tensor_parallel}, KV over "
+        f"disaggregated: {d.prefill.instances} x prefill {pc.hardware.name} {split(d.prefill)}, "
+        f"{d.decode.instances} x decode {dc.hardware.name} {split(d.decode)}, KV over "
         f"{d.kv_link.bw_gb_s:g} GB/s per chip + {d.kv_link.latency_us:g} us (round robin in both pools)",
-        "timeline: decode instance 0; TTFT counts the KV transfer (prefill_ttft_*: prefill end)",
+        "timeline: decode rank 0; TTFT counts the KV transfer (prefill_ttft_*: prefill end)",
     ]
     return Result(
         "ok",
