@@ -298,7 +298,7 @@ def test_missing_required_field_stops_a_sweep_before_it_runs(tmp_path):
 
 def test_example_user_engine_sets_its_budget_by_chip(tmp_path):
     """examples/user_conf/engine/my_vllm.yaml: vLLM's file with 16384 tokens a step from 100 GiB
-    of GPU memory up (docs/extending.md, "A serving engine")."""
+    of GPU memory up (docs/extending.md, "Add an engine, a workload or an optimization set")."""
     for hw, budget in (("b200_sxm", 16384), ("h100_sxm", 8192)):
         res = decodelab(
             tmp_path,

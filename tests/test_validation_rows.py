@@ -1,5 +1,5 @@
-"""How `decodelab validate` maps a measured row to a design (docs/validation.md "Rows from other
-models, chips and precisions"): checkpoint names to model configs, `system` to hardware configs,
+"""How `decodelab validate` maps a measured row to a design (docs/validation.md "The
+CSV"): checkpoint names to model configs, `system` to hardware configs,
 `precision` to weight / KV dtypes; and the hardware configs whose operator laws were fitted to
 other chips' operator microbenchmarks (H200, B200)."""
 

@@ -1,5 +1,5 @@
 """How a measured row's names map to decodelab's config files (decodelab validate;
-docs/validation.md "Rows from other chips, models and precisions"): a checkpoint name to
+docs/validation.md "The CSV"): a checkpoint name to
 conf/model, an engine and version to conf/engine, a system to conf/hardware."""
 
 from __future__ import annotations
