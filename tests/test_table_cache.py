@@ -48,3 +48,33 @@ def test_unchanged_tables_stay_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(tables, "read", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
     _tpot(table)
     assert reads == []
+
+
+def test_tables_come_from_the_disk_cache_in_a_new_process(tmp_path, monkeypatch):
+    """A process after the first reads no table (no pandas, no SciPy): the readers' results are
+    on disk per table content; the same numbers, read-only arrays; a broken pickle is computed
+    again."""
+    from decodelab.opcost import gemm, tables
+
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    tablecache._root.cache_clear()
+    tablecache.clear()
+    table = tmp_path / "g.parquet"
+    shutil.copy(GEMM, table)
+    try:
+        first = _tpot(table)
+        digest = tablecache._digest(str(table), table.stat().st_mtime_ns, table.stat().st_size)
+        pickles = sorted((tmp_path / "cache" / "tables").glob(f"*/gemm.*-{digest}.pkl"))
+        assert [p.name.split("-")[0] for p in pickles] == ["gemm.curves", "gemm.measured_row"]
+        tablecache.clear()  # what a new process has in memory
+        reads = []
+        real = tables.read
+        monkeypatch.setattr(tables, "read", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+        assert _tpot(table) == first and reads == []
+        assert not next(iter(gemm.curves(str(table)).values()))[0].flags.writeable
+        pickles[0].write_bytes(b"not a pickle")
+        tablecache.clear()
+        assert _tpot(table) == first and reads == [str(table)]
+    finally:
+        tablecache._root.cache_clear()
+        tablecache.clear()
