@@ -139,3 +139,58 @@ def test_multi_node_reason_without_the_dump_marker():
 
     _, why = aic_rows.parallel_of(_row("s", 64, 1, 8, 8), "deepseek_r1", "b200_sxm")
     assert why.startswith("multi-node: tp_size 64 x attention_dp_size 1 x pp_size 1 = 64 GPUs")
+
+
+def test_network_between_nvlink_domains_by_hand():
+    """16 H100s in two HGX boards (hardware nvlink_domain 8, 8 x 400 Gb/s ConnectX-7 = 50 GB/s
+    per GPU): a ring collective's boundary traffic shares the 8 NICs of a board, min(450, 8 x 50) =
+    400 GB/s per GPU, and each collective waits 12 + 5 us; an all-to-all sends 7/15 of a GPU's
+    bytes over NVLink (450 GB/s) and 8/15 through its own NIC (50 GB/s) at once: the NIC's
+    8/15 / 50 takes longer, so its bytes count 8/15 / 50 x 400 = 4.2667 times at 400 GB/s."""
+    from decodelab.components.ops import Op
+    from decodelab.core import parallel
+
+    hw = compose_cfg("hardware=h100_sxm", "hardware.n_chips=16").hardware
+    assert parallel.collective_link(hw) == (400.0, 17.0)
+    a2a = Op("x", "collective", link_bytes_per_token=1000.0, coll_kind="all_to_all")
+    ring = Op("y", "collective", link_bytes_per_token=1000.0, coll_kind="all_reduce")
+    assert parallel.link_bytes(a2a, hw) == pytest.approx(1000.0 * 8 / 15 / 50 * 400, rel=1e-12)
+    assert parallel.link_bytes(ring, hw) == 1000.0
+    one = compose_cfg("hardware=h100_sxm", "hardware.n_chips=8").hardware  # one domain: NVLink
+    assert parallel.collective_link(one) == (450.0, 12.0) and parallel.link_bytes(a2a, one) == 1000.0
+
+
+WIDE = ("model=deepseek_v3", "hardware=h200_sxm", "hardware.n_chips=16", "hardware.mla_mapping=data",
+        "hardware.moe_mapping=a2a", "workload.weight_dtype=fp8", "workload.batch_size=64",
+        "workload.prompt_len=1024", "workload.output_len=8")  # fmt: skip
+
+
+def test_wide_ep_over_two_nodes_kernel_equals_reference():
+    """DeepSeek-V3 with data-parallel attention and all-to-all expert parallelism over 16 H200s in
+    two nodes: the kernel and the pure-Python reference agree, and the same design inside one
+    16-GPU NVLink domain (a what-if) is faster by the network's share of the step."""
+    import numpy as np
+
+    from decodelab.core import kernel as K
+    from decodelab.core.build import build
+    from decodelab.core.reference import reference_simulate
+    from decodelab.modes.dispatch import evaluate
+
+    cfg = compose_cfg(*WIDE)
+    d = build(cfg)
+    steps = np.vstack([K.request_steps(64, 1000, 3), [[16, 500, 5, 1, 0]]])
+    out = K.simulate(*d.arrays(), steps)
+    for r, row in enumerate(reference_simulate(d, cfg, steps)):
+        for k, cause in enumerate(K.CAUSES):
+            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
+    two = evaluate(cfg)
+    one = evaluate(compose_cfg(*WIDE, "hardware.nvlink_domain=16"))
+    assert two.status == one.status == "ok"
+    assert two.metrics["tpot_ms"] > one.metrics["tpot_ms"]
+
+
+def test_no_network_given_is_one_error():
+    cfg = compose_cfg("model=qwen3_235b_a22b", "hardware=h100_sxm", "hardware.n_chips=16",
+                      "hardware.scale_out_bw_gb_s=0")  # fmt: skip
+    with pytest.raises(ConfigError, match="spans more than one NVLink domain of 8 chips"):
+        check_config(cfg)

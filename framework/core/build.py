@@ -268,7 +268,7 @@ def build(
             op.kv_read_per_ctx,
             op.kv_write_per_token,
             op.attn_flops_per_ctx,
-            op.link_bytes_per_token,
+            parallel.link_bytes(op, hw),
             op.n_collectives,
             1.0 if op.stage == "post" else 0.0,
             op.flops_per_ctx,
@@ -312,8 +312,8 @@ def build(
     hwv[K.H_C_EFF_MAX] = hw.compute_eff_max
     hwv[K.H_C_HALF] = hw.compute_half_gflop * 1e9
     hwv[K.H_ATTN_REL] = kv_costs.attention_efficiency(hw) / hw.compute_eff_max
-    hwv[K.H_LINK_BW] = max(hw.link_bw_gb_s, 1e-9) * 1e9
-    hwv[K.H_COLL_LAT] = hw.collective_latency_us * 1e-6
+    bw, lat = parallel.collective_link(hw)  # NVLink, or the network between NVLink domains
+    hwv[K.H_LINK_BW], hwv[K.H_COLL_LAT] = max(bw, 1e-9) * 1e9, lat * 1e-6
     hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
     hwv[K.H_ACT_TIER] = tier_names.index("hbm")
     hwv[K.H_DP_TOKENS] = 1.0  # a serving run sets its groups' share (modes/serving/simulate.py)

@@ -82,6 +82,48 @@ def dp_token_scale(cfg) -> float:
     return float(g)
 
 
+def collective_link(hw) -> Tuple[float, float]:
+    """(GB/s per chip and direction, latency in us of one collective) of the tensor-parallel group's
+    collectives: NVLink (link_bw_gb_s, collective_latency_us) within one NVLink domain. A stage of
+    N chips beyond hardware.nvlink_domain = L crosses the network between domains: NCCL's rings
+    (all-reduce, all-gather, reduce-scatter) run one channel per NIC, so the bytes a ring moves
+    across a domain boundary share the L NICs of the domain (scale_out_bw_gb_s each): per chip
+    min(link_bw_gb_s, L x scale_out_bw_gb_s), each collective scale_out_latency_us later
+    (all-to-all: link_bytes)."""
+    bw, lat = hw.link_bw_gb_s, hw.collective_latency_us
+    domain = int(getattr(hw, "nvlink_domain", 0))
+    if domain and hw.tensor_parallel > domain:
+        return min(bw, domain * hw.scale_out_bw_gb_s), lat + hw.scale_out_latency_us
+    return bw, lat
+
+
+def link_bytes(op, hw) -> float:
+    """An op's link bytes per token, costed at collective_link's bandwidth. An all-to-all over N chips
+    beyond one NVLink domain of L sends (L - 1)/(N - 1) of each chip's bytes inside its domain at
+    link_bw_gb_s and (N - L)/(N - 1) through its own NIC at scale_out_bw_gb_s, both at once: its
+    bytes are scaled so that they take the longer of the two at collective_link's bandwidth."""
+    b, domain, n = op.link_bytes_per_token, int(getattr(hw, "nvlink_domain", 0)), hw.tensor_parallel
+    if op.coll_kind != "all_to_all" or not b or not domain or n <= domain:
+        return b
+    inside, out = (domain - 1) / (n - 1) / hw.link_bw_gb_s, (n - domain) / (n - 1) / hw.scale_out_bw_gb_s
+    return b * max(inside, out) * collective_link(hw)[0]
+
+
+def check_network(e: List[str], hw) -> None:
+    """Append one line per bad network field (hardware.nvlink_domain, scale_out_*) to `e`."""
+    domain = int(getattr(hw, "nvlink_domain", 0))
+    bw, lat = getattr(hw, "scale_out_bw_gb_s", 0.0), getattr(hw, "scale_out_latency_us", 0.0)
+    if not (domain >= 0 and bw >= 0 and lat >= 0):
+        e.append(
+            f"hardware.nvlink_domain={domain}, scale_out_bw_gb_s={bw}, scale_out_latency_us={lat} must be >= 0"
+        )
+    elif domain and hw.tensor_parallel > domain and not bw > 0:
+        e.append(
+            f"hardware.tensor_parallel={hw.tensor_parallel} spans more than one NVLink domain of {domain} "
+            f"chips of {hw.name}: hardware.scale_out_bw_gb_s (the network between domains, per chip) must be > 0"
+        )
+
+
 def microbatches(cfg) -> int:
     """Micro-batches of a pipelined step: workload.pp_microbatches, 0 = one per stage."""
     m = int(getattr(cfg.workload, "pp_microbatches", 0))
@@ -124,6 +166,7 @@ def check(e: List[str], cfg) -> None:
             f"disagg={cfg.disagg.name}: 1)"
         )
     check_experts(e, cfg)
+    check_network(e, hw)
     if pp <= 1:
         return
     if hw.execution != "gpu":
@@ -225,7 +268,7 @@ def fill_hw(hwv, cfg, act_bytes: float) -> None:
     hwv[K.H_P2P_BW] = max(bw, 1e-9) * 1e9
     lat = getattr(hw, "p2p_latency_us", -1.0)
     lat = lat if lat >= 0 else hw.collective_latency_us
-    hwv[K.H_P2P_LAT] = (lat + (hw.collective_latency_us if tp > 1 else 0.0)) * 1e-6
+    hwv[K.H_P2P_LAT] = (lat + (collective_link(hw)[1] if tp > 1 else 0.0)) * 1e-6
 
 
 def call_stages(ops, n_calls: int) -> List[float]:

@@ -95,7 +95,9 @@ def _pipeline_step(design, cfg, pp: int, agg) -> Dict[str, float]:
     tp, act = hw.tensor_parallel, 2 * m.d_model * DTYPE_BYTES[w.act_dtype] * f * agg[0]
     p2p = lat + act / tp / link
     if tp > 1:
-        p2p += hw.collective_latency_us * 1e-6 + act * (tp - 1) / tp / (hw.link_bw_gb_s * 1e9)
+        p2p += parallel.collective_link(hw)[1] * 1e-6 + act * (tp - 1) / tp / (
+            parallel.collective_link(hw)[0] * 1e9
+        )
     whole = sum(stage_t)
     if agg[5] >= agg[0]:  # a prefill from an empty pipeline: GPipe's schedule
         bare = (n_mb - 1) * max(stage_t) + whole
@@ -179,7 +181,7 @@ def _group_step(
             n_tok * op.flops_per_token + ctx * op.flops_per_ctx + prs * op.attn_flops_per_ctx * attn_slow
         )
         if not any(p.family == "collectives" for p in ps):
-            acc["link"] += n_tok * op.link_bytes_per_token
+            acc["link"] += n_tok * parallel.link_bytes(op, hw)
             acc["ncoll"] += op.n_collectives
 
     out = dict.fromkeys(
@@ -197,8 +199,8 @@ def _group_step(
         t_comp_real = (
             (acc["work"] + hw.compute_half_gflop * 1e9) / (peak * hw.compute_eff_max) if acc["flops"] else 0.0
         )
-        t_link = acc["link"] / (hw.link_bw_gb_s * 1e9) if acc["link"] else 0.0
-        t_latency = acc["ncoll"] * hw.collective_latency_us * 1e-6 + acc["law_coll"]
+        t_link = acc["link"] / (parallel.collective_link(hw)[0] * 1e9) if acc["link"] else 0.0
+        t_latency = acc["ncoll"] * parallel.collective_link(hw)[1] * 1e-6 + acc["law_coll"]
         busy = acc["law_t"] if acc["law"] else max(t_mem_real, t_comp_real)
         body = (max(busy, t_link) if call["overlap_link"] else busy + t_link) + t_latency
         n = call["repeat"]

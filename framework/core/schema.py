@@ -129,6 +129,12 @@ class HardwareConfig:
     # Interconnect used by tensor-parallel collectives
     link_bw_gb_s: float = 0.0  # per chip, one direction
     collective_latency_us: float = 0.0
+    # The network between NVLink domains (core/parallel.py collective_link): chips one NVLink domain
+    # joins (0 = all of them), the scale-out bandwidth per chip and direction (its NIC) and the latency
+    # a collective crossing domains adds
+    nvlink_domain: int = 0
+    scale_out_bw_gb_s: float = 0.0
+    scale_out_latency_us: float = 0.0
     host_link_gb_s: float = 0.0  # host <-> chip copies
     backing_copy_gb_s: float = (
         0.0  # bulk copies backing tier (first ddr/host tier) -> HBM (expert switching); 0 = none

@@ -182,7 +182,8 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
     if domain and gpus > domain:
         return out, (
             f"multi-node: tp_size {tp} x attention_dp_size {adp} x pp_size {pp} = {gpus} GPUs, more than "
-            f"the {domain} of one {system} NVLink domain (the network between nodes is not modelled)"
+            f"the {domain} of one {system} NVLink domain (validate keeps a replica in one domain: no row of "
+            "a known source needs more; hardware.nvlink_domain, scale_out_bw_gb_s model the network)"
         )
     if not int(_model_yaml(model).get("n_experts") or 0):
         return out, ""
