@@ -115,3 +115,22 @@ def mtp_draft(model):
         "layer_pattern": list(model.get("layer_pattern") or [])[-1:],  # hybrid: the last kind
         "name": f"{model.name}_mtp",
     }
+
+
+def mtp_tokens_per_step(acceptance, k: int) -> float:
+    """Expected tokens a sequence emits per step of MTP speculative decoding with k draft tokens:
+    the target's own token plus the accepted prefix of the drafts, 1 + p1 + p1 p2 + ... +
+    p1 p2 ... pk, p_j = acceptance[j - 1] the acceptance of draft position j given the ones before
+    it were accepted (chain drafting; positions past the list take its last value)."""
+    if k < 1:
+        return 1.0
+    if not acceptance:
+        raise ValueError("mtp_tokens_per_step needs at least one acceptance value")
+    total, run = 1.0, 1.0
+    for j in range(k):
+        p = float(acceptance[min(j, len(acceptance) - 1)])
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"acceptance {p} of draft position {j + 1} must be in [0, 1]")
+        run *= p
+        total += run
+    return total

@@ -55,14 +55,21 @@ def assert_serve_matches_reference(cfg):
     from decodelab.core.build import build
     from decodelab.modes.serving import scheduler as SK
     from decodelab.modes.serving import simulate as S
+    from decodelab.modes.serving.mtp import draft_cfg
     from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 
     design = build(cfg)
     req, steps, mixed, eng, _ = S.simulate_serving(cfg, design)
     p = S.prepare(cfg, design)
+    draft = None
+    if p["draft"] is not None:  # in-engine MTP: the draft's designs (modes/serving/mtp.py)
+        dcfg = draft_cfg(cfg)
+        d = build(dcfg)
+        draft = (d, S.mixed_design(dcfg, d)[0], dcfg)
     ref = reference_serve(
-        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
-    )
+        design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"],
+        draft,
+    )  # fmt: skip
     cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
     np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
     return steps

@@ -64,6 +64,9 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     n_mtp_modules: int = 0
+    # Acceptance of each draft position when the MTP module drafts for speculative decoding (engine.mtp:
+    # position j's draft accepted given positions 1..j-1 were; later positions take the last value)
+    mtp_acceptance: List[float] = field(default_factory=list)
     # Static graphs a deployment compiles for this model: [max sequence, batch] pairs (a static graph
     # fixes both; workload.static_graph picks one, framework/modes/graphs.py)
     static_graphs: List[List[int]] = field(default_factory=list)

@@ -36,6 +36,19 @@ class EngineDpAttentionConfig:
 
 
 @dataclass
+class EngineMtpConfig:
+    """Speculative decoding inside the serving engine with the model's own multi-token-prediction
+    module as the draft (framework/modes/serving/mtp.py; a model without one runs without it): each
+    step verifies a decoding sequence's last token and `k` drafted ones and emits the accepted ones
+    (tokens per step from model.mtp_acceptance). `k`: TensorRT-LLM speculative_config
+    num_nextn_predict_layers, SGLang --speculative-num-steps; 0 = off. `k_attention_dp`: the k a
+    launch uses under data-parallel attention instead (0 = k)."""
+
+    k: int = 0
+    k_attention_dp: int = 0
+
+
+@dataclass
 class EngineConfig:
     """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static,
     but for the kernel fields (fused_add_norm, separate_rope), which every mode's forward pass takes."""
@@ -119,3 +132,4 @@ class EngineConfig:
     versions: List[str] = field(default_factory=list)
     sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # opcost/sampler.py
     dp_attention: EngineDpAttentionConfig = field(default_factory=EngineDpAttentionConfig)
+    mtp: EngineMtpConfig = field(default_factory=EngineMtpConfig)  # modes/serving/mtp.py

@@ -32,14 +32,19 @@ from __future__ import annotations
     E_WINDOW,
     E_SLIDE_MEM,
     E_GRAPH_MAX,
-) = range(25)
-N_ENG = 25
+    E_SPEC_K,
+    E_SPEC_TOK,
+) = range(27)
+N_ENG = 27
 # Sliding-window layers (hybrid models, kv_costs.layer_mix): E_SLIDE = their share of the KV bytes
 # per token, E_WINDOW = the window in tokens; E_SLIDE_MEM = what a sliding layer's token costs in
 # the KV pool: < 0 = only the window is held (engine.swa_kv=window), r >= 0 = r x the tokens held
 # (full: 1, ratio: engine.swa_full_tokens_ratio). 0 / 0 / 1 = every layer a full-attention one.
 # E_GRAPH_MAX: the largest decode batch a CUDA graph replays (0 = any: no bucket list, or buckets
 # that cap the batch); a larger decode-only step runs eagerly (engine.graph_overflow=eager).
+# In-engine MTP speculative decoding (engine.mtp, modes/serving/mtp.py): E_SPEC_K draft tokens per
+# decoding sequence and step (0 = off: one token per step), each step verifying k + 1 positions
+# and emitting E_SPEC_TOK tokens on average (the expected accepted length; <= 0 read as 1).
 ORDERS = ("fcfs", "sjf")
 
 (R_ARRIVAL, R_PROMPT, R_OUTPUT, R_START, R_FIRST, R_DONE, R_PREEMPT, R_MAX_ITL, R_FIRST_STEP, R_DONE_STEP) = (

@@ -24,6 +24,7 @@ from decodelab.modes.serving.layout import (
     E_PREEMPT,
     E_SLIDE,
     E_SLIDE_MEM,
+    E_SPEC_K,
     E_WINDOW,
     F_BUDGET,
     F_FREE,
@@ -169,16 +170,18 @@ def _preempt_last(seq, ix, cnt, fb, req, order):
 
 @njit(cache=True)
 def _decode_part(seq, ix, cnt, fb, req, caps, eng):
-    """Every running sequence past its prefill adds one token (budget allowing)."""
+    """Every running sequence past its prefill adds one token, or its k + 1 verified positions
+    under in-engine MTP (E_SPEC_K = k), budget allowing."""
     preempt = eng[E_PREEMPT] > 0.0
     order = int(eng[E_ORDER])
+    q = 1.0 + max(eng[E_SPEC_K], 0.0)
     j = 0
-    while j < cnt[C_RUN] and fb[F_BUDGET] >= 1.0:
+    while j < cnt[C_RUN] and fb[F_BUDGET] >= q:
         i = ix[IX_RUN, j]
         if seq[SQ_DONE, i] >= seq[SQ_PRE, i]:
             if preempt:
                 need = (
-                    kv_blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i] + 1.0, caps), eng)
+                    kv_blocks(held_tokens(seq[SQ_PROMPT, i], seq[SQ_GEN, i] + q, caps), eng)
                     - seq[SQ_BLOCKS, i]
                 )
                 gone = False
@@ -193,10 +196,10 @@ def _decode_part(seq, ix, cnt, fb, req, caps, eng):
                     fb[F_FREE] -= need
                     seq[SQ_BLOCKS, i] += need
             ix[IX_SCHED, cnt[C_SCHED]] = i
-            seq[SQ_Q, i] = 1.0
+            seq[SQ_Q, i] = q
             ix[IX_IN_STEP, i] = 1
             cnt[C_SCHED] += 1
-            fb[F_BUDGET] -= 1.0
+            fb[F_BUDGET] -= q
         j += 1
 
 

@@ -45,9 +45,10 @@ from decodelab.modes.serving.parts import (
 )
 
 # step_aggregates' output: the step's token, sampled-token, KV-read and pair sums, the prefilling
-# sequences' share of them, and the batch the step runs at (padded to a graph bucket)
-G_TOKENS, G_SAMPLED, G_KV, G_PAIRS, G_PRE_TOK, G_PRE_KV, G_PRE_PAIRS, G_PADDED = range(8)
-N_AGG = 8
+# sequences' share of them, the batch the step runs at (padded to a graph bucket) and the sequences
+# that emit a token in it (an MTP draft runs on those: modes/serving/stepcost.py)
+G_TOKENS, G_SAMPLED, G_KV, G_PAIRS, G_PRE_TOK, G_PRE_KV, G_PRE_PAIRS, G_PADDED, G_EMIT = range(9)
+N_AGG = 9
 
 
 @njit(cache=True)
@@ -112,16 +113,19 @@ def step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg):
     pre_tok = 0.0  # the prefill sequences' share (their op path)
     pre_kv = 0.0
     pre_pairs = 0.0
+    emit = 0.0
     for s in range(n_sched):
         i = ix[IX_SCHED, s]
         q = seq[SQ_Q, i]
-        if s < n_dec:
-            a = attended_tokens(seq[SQ_PROMPT, i], seq[SQ_PROMPT, i] + seq[SQ_GEN, i], caps)
+        if s < n_dec:  # q - 1 > 0: MTP draft positions verified after the last token
+            a = attended_tokens(seq[SQ_PROMPT, i], seq[SQ_PROMPT, i] + seq[SQ_GEN, i] + q - 1.0, caps)
             sampled += q
+            emit += 1.0
         else:
             a = seq[SQ_DONE, i] + q
             if a >= seq[SQ_PRE, i]:  # the chunk that ends the prefill emits a token
                 sampled += 1.0
+                emit += 1.0
             pre_tok += q
             pre_kv += read_tokens(q, a, eng)
             pre_pairs += layer_pairs(q, a, eng)
@@ -139,6 +143,8 @@ def step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg):
         sampled *= scale
         kv_read *= scale
         pairs *= scale
+        emit *= scale
+    agg[G_EMIT] = emit
     agg[G_TOKENS] = tokens
     agg[G_SAMPLED] = sampled
     agg[G_KV] = kv_read

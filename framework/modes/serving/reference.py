@@ -12,9 +12,8 @@ from typing import List
 
 import numpy as np
 
-from decodelab.core.kernel import CAUSES
-from decodelab.core.reference import reference_step_agg
 from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving.reference_step import step_seconds
 from decodelab.modes.serving.simulate import eager_steps
 
 
@@ -114,6 +113,8 @@ def engine_dict(eng, buckets) -> dict:
         "window": float(eng[SK.E_WINDOW]),
         "slide_mem": float(eng[SK.E_SLIDE_MEM]),
         "graph_max": float(eng[SK.E_GRAPH_MAX]),
+        "spec_k": float(eng[SK.E_SPEC_K]),
+        "spec_tok": float(eng[SK.E_SPEC_TOK]) if eng[SK.E_SPEC_TOK] > 0 else 1.0,
         "buckets": [float(b) for b in buckets],
     }
 
@@ -123,15 +124,26 @@ def _no_call_launch(design):
     return replace(design, calls=[{**c, "launch_async": 0.0} for c in design.calls])
 
 
-def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, output, think) -> List[Req]:
+def reference_serve(
+    design, cfg, design_mixed, eng: dict, arrival, prompt, output, think, draft=None
+) -> List[Req]:
     """eng: engine_dict(). arrival NaN = issued by a closed-loop client think[k] s after one of
-    its requests ends. Returns the requests with their times filled in."""
+    its requests ends. `draft`: the MTP draft's (design, mixed design, config) when eng's spec_k
+    > 0 (reference_step.py). Returns the requests with their times filled in."""
     if cfg.engine.eager_launch_us is not None:  # an eager step's launches are the engine's dispatch
         mixed_eager, decode_eager = eager_steps(cfg)
         design_mixed = _no_call_launch(design_mixed) if mixed_eager else design_mixed
         design = _no_call_launch(design) if decode_eager else design
+        if draft is not None:  # the MTP draft's calls likewise
+            d, dm, dcfg = draft
+            draft = (
+                _no_call_launch(d) if decode_eager else d,
+                _no_call_launch(dm) if mixed_eager else dm,
+                dcfg,
+            )
     caps = design.kv_caps
     block = eng["block"]
+    spec_q = 1.0 + eng.get("spec_k", 0.0)  # tokens a decoding sequence puts into a step (MTP: k + 1)
     blocks_for = lambda tokens: math.ceil(pool_tokens(tokens, eng) / block)  # noqa: E731
     # the reserve counts full-layer tokens (SGLang's full pool): free pool tokens in those
     full_share = 1.0
@@ -195,11 +207,11 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
         def decode_part():
             nonlocal budget, free
             j = 0
-            while j < len(running) and budget >= 1:
+            while j < len(running) and budget >= spec_q:
                 r = running[j]
                 if not r.prefilling():
                     if eng["preempt"]:
-                        need = blocks_for(held(r.prompt, r.gen + 1, caps)) - r.blocks
+                        need = blocks_for(held(r.prompt, r.gen + spec_q, caps)) - r.blocks
                         gone = False
                         while need > free:
                             if preempt_newest() is r:
@@ -209,9 +221,9 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                             break
                         free -= max(need, 0)
                         r.blocks += max(need, 0)
-                    step.append((r, 1.0, True))
+                    step.append((r, spec_q, True))
                     in_step.add(r.idx)
-                    budget -= 1
+                    budget -= spec_q
                 j += 1
 
         def prefill_part():
@@ -328,42 +340,13 @@ def reference_serve(design, cfg, design_mixed, eng: dict, arrival, prompt, outpu
                 continue
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
-        tokens = kv_read = pairs = sampled = 0.0
-        pre = [0.0, 0.0, 0.0, 0.0]  # tokens, KV read, pairs, sequences of the prefilling sequences
-        for r, q, dec in step:
-            a = attended(r.prompt, r.prompt + r.gen, caps) if dec else r.prefilled + q
-            rd, pr = read_and_pairs(q, a, eng)
-            tokens += q
-            kv_read += rd
-            pairs += pr
-            # logits: every decode token, and the last position of a prefill that ends here
-            sampled += q if dec else float(a >= r.target)
-            if not dec:
-                pre = [pre[0] + q, pre[1] + rd, pre[2] + pr, pre[3] + 1.0]
-        seqs = float(len(step))
-        all_decode = all(dec for _, _, dec in step)
-        if all_decode and eng["buckets"]:
-            padded = next((float(b) for b in sorted(eng["buckets"]) if b >= len(step)), seqs)
-            tokens, kv_read, pairs, sampled = (x * padded / seqs for x in (tokens, kv_read, pairs, sampled))
-            seqs = padded
-        # a decode batch past the largest CUDA graph runs eagerly, as a step with prefill work
-        graphed = all_decode and (eng.get("graph_max", 0.0) <= 0 or len(step) <= eng["graph_max"])
-        cost = reference_step_agg(
-            design if graphed else design_mixed, cfg, tokens, kv_read, pairs, seqs, sampled, *pre
+        t_end = t + step_seconds(
+            step, design, design_mixed, cfg, eng, caps, (attended, read_and_pairs), draft
         )
-        gpu = sum(cost[c] for c in CAUSES if c != "host")
-        host = eng["host_iter"] + eng["host_req"] * len(step)  # the engine loop's host work
-        # an eager step's kernels dispatched one by one by the host (engine.eager_launch_us)
-        dispatch = eng["eager_host"] if (not graphed or eng["eager_decode"]) else 0.0
-        if eng["overlap"]:  # hidden under the GPU's previous step, except what exceeds it
-            host = max(0.0, host + dispatch - gpu)
-        else:  # dispatched while the step's own kernels run
-            host += max(0.0, dispatch - gpu)
-        t_end = t + gpu + host
 
         for r, q, dec in step:
             if dec:
-                r.gen += 1
+                r.gen += eng.get("spec_tok", 1.0)
                 if math.isnan(r.first):  # a ready request's first token, on the decode pool
                     r.first = r.last = t_end
             else:

@@ -37,6 +37,11 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
   picked, and its first decode step attends the prompt and emits its first token (vLLM's
   NixlConnector: the decode instance computes the last prompt position); a preempted one
   recomputes like any request.
+- in-engine MTP speculative decoding (E_SPEC_K = k > 0, modes/serving/mtp.py): a decoding
+  sequence puts k + 1 tokens into the step (its last token and k drafts, out of the token budget)
+  and emits E_SPEC_TOK tokens on average (the expected accepted length), so it finishes after
+  about (output - 1) / E_SPEC_TOK decode steps; the MTP module's draft passes add to the step's
+  time (stepcost.py); the rejected drafts' KV is freed (a sequence holds what it emitted).
 The KV policy is the caller's caps (kernel.P_*): a decode step attends attended_tokens(prompt,
 prompt + generated, caps); a sequence holds min(min(p, prompt_cap) + g - 1, total_cap) tokens after
 its prefill and g generated tokens (the newest token's KV is written by the next step).
@@ -47,18 +52,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import K_HOST, N_ACC, step_core
 from decodelab.modes.serving import admission as AD
+from decodelab.modes.serving import stepcost as SC
 from decodelab.modes.serving.layout import *  # noqa: F403 -- the array layout is this module's interface
 from decodelab.modes.serving.parts import _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
 from decodelab.modes.serving.pick import (
     G_PADDED,
-    G_PAIRS,
-    G_PRE_KV,
-    G_PRE_PAIRS,
-    G_PRE_TOK,
-    G_KV,
-    G_SAMPLED,
     G_TOKENS,
     N_AGG,
     compact_running,
@@ -79,6 +78,7 @@ def serve(
     kv_frac,
     hw,
     caps,
+    draft,
     eng,
     buckets,
     arrival_in,
@@ -88,7 +88,8 @@ def serve(
 ):
     """Simulate the requests (arrival NaN: issued later by a closed-loop client, `think[k]` s
     after a request ends); returns (req[n, N_REQ], steps[m, N_STEP], status) with status 0 =
-    all served, 1 = stuck (a request can never be scheduled: the caller checks beforehand)."""
+    all served, 1 = stuck (a request can never be scheduled: the caller checks beforehand).
+    `draft`: the MTP draft design's arrays (stepcost.py; unused unless eng[E_SPEC_K] > 0)."""
     n = prompt.shape[0]
     arrival = arrival_in.copy()
     order = int(eng[E_ORDER])
@@ -96,19 +97,15 @@ def serve(
     cap_blocks = eng[E_CAP_BLOCKS]
     block = eng[E_BLOCK]
     closed = eng[E_CLOSED] > 0.0
-    overlap = eng[E_OVERLAP] > 0.0
-    host_iter = eng[E_HOST_ITER]
-    host_req = eng[E_HOST_REQ]
-    eager_host = eng[E_EAGER_HOST]
-    eager_decode = eng[E_EAGER_DECODE] > 0.0
     lookahead = eng[E_LOOKAHEAD] > 0.0
     graph_max = eng[E_GRAPH_MAX]
+    spec_tok = eng[E_SPEC_TOK] if eng[E_SPEC_TOK] > 0.0 else 1.0  # tokens a decoding sequence emits
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
-    n_calls = call_rep.shape[0]
-    acc_bytes = np.zeros((n_calls, tier_bw.shape[0]))
-    acc_flops = np.zeros((n_calls, N_ACC))
-    acc_link = np.zeros((n_calls, 2))
+    target = (op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, kv_frac, hw)
+    scratch = SC.scratch(call_rep.shape[0], tier_bw.shape[0])
+    dscratch = SC.scratch(draft[3].shape[0], tier_bw.shape[0])
     row = np.zeros(7)
+    drow = np.zeros(7)
     agg = np.zeros(N_AGG)
 
     req = np.full((n, N_REQ), np.nan)
@@ -187,54 +184,21 @@ def serve(
             status = 1
             break
 
-        # ---- the fused step's aggregates and cost
+        # ---- the fused step's aggregates and cost (stepcost.py)
         step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg)
         tokens = agg[G_TOKENS]
         padded = agg[G_PADDED]
         graphed = n_dec == n_sched and (graph_max <= 0.0 or n_sched <= graph_max)
-        cc = call_cost if graphed else call_cost_mixed
-        step_core(
-            op_call,
-            op_w,
-            op_lin,
-            call_rep,
-            cc,
-            tier_bw,
-            kv_frac,
-            hw,
-            tokens,
-            agg[G_SAMPLED],
-            agg[G_KV],
-            agg[G_PAIRS],
-            padded,
-            agg[G_PRE_TOK],
-            agg[G_PRE_KV],
-            agg[G_PRE_PAIRS],
-            float(n_sched - n_dec),  # prefilling sequences
-            acc_bytes,
-            acc_flops,
-            acc_link,
-            row,
+        dur = SC.step_time(
+            target, draft, tier_bw, eng, agg, graphed, n_sched, n_dec, scratch, dscratch, row, drow
         )
-        gpu = 0.0
-        for k in range(7):
-            if k != K_HOST:
-                gpu += row[k]
-        host = row[K_HOST] + host_iter + host_req * n_sched
-        dispatch = eager_host if (not graphed or eager_decode) else 0.0
-        if overlap:  # the CPU prepares this step while the GPU runs the previous one
-            host = max(0.0, host + dispatch - gpu)
-        else:  # the forward's kernels run while the rest of them are dispatched
-            host += max(0.0, dispatch - gpu)
-        row[K_HOST] = host
-        dur = gpu + host
         t_end = t + dur
 
         # ---- advance the sequences
         for s in range(n_sched):
             i = ix[IX_SCHED, s]
             if s < n_dec:
-                gen[i] += 1.0
+                gen[i] += spec_tok
                 if np.isnan(req[i, R_FIRST]):  # E_READY: the decode pool's first token
                     req[i, R_FIRST] = t_end
                     req[i, R_FIRST_STEP] = n_steps

@@ -8,7 +8,7 @@ per-step arrays that framework/output/serving.py writes and plots. Equations: do
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from decodelab.core import kernel as K
 from decodelab.core import kv_costs as KC
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
+from decodelab.modes.serving import mtp
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
@@ -75,20 +76,47 @@ def step_call_costs(cfg, design: Design, mixed: Design) -> Tuple[np.ndarray, np.
     return costs(design, decode_eager), costs(mixed, mixed_eager)
 
 
-def design_args(cfg, design: Design, mixed: Design) -> tuple:
-    """SK.serve's arguments that come from the designs (the engine vector and the requests
-    follow): operator arrays, the step call costs, tiers, the serving machine vector, KV caps."""
+def stepcost_arrays(cfg, design: Design, mixed: Design) -> tuple:
+    """A design's arrays as the scheduler's step cost takes them (stepcost.py): operators, call
+    costs of graphed and eager steps (step_call_costs), KV tiers, the serving machine vector."""
+    cc = step_call_costs(cfg, design, mixed)
     return (
         design.op_call,
         design.op_w,
         design.op_lin,
         design.call_rep,
-        *step_call_costs(cfg, design, mixed),
-        design.tier_bw,
+        *cc,
         design.kv_frac,
         serving_hw(design, cfg),
-        design.kv_caps,
     )
+
+
+def design_args(cfg, design: Design, mixed: Design, draft: Optional[tuple] = None) -> tuple:
+    """SK.serve's arguments that come from the designs (the engine vector and the requests
+    follow): operator arrays, the step call costs, tiers, the serving machine vector, KV caps and
+    the MTP draft's arrays (draft_args; without one the target's, which the scheduler leaves
+    unused)."""
+    a = stepcost_arrays(cfg, design, mixed)
+    return (*a[:6], design.tier_bw, *a[6:], design.kv_caps, a if draft is None else draft)
+
+
+def draft_args(cfg, draft: Design) -> tuple:
+    """The MTP draft design's arrays for the scheduler (stepcost_arrays of its config)."""
+    dcfg = mtp.draft_cfg(cfg)
+    return stepcost_arrays(dcfg, draft, mixed_design(dcfg, draft)[0])
+
+
+def serving_designs(cfg, design: Optional[Design] = None) -> Tuple[Design, Design, Optional[tuple]]:
+    """(target, its mixed-step design, MTP draft arrays or None) of a serving run: with in-engine
+    MTP (mtp.draft_k > 0) the target is built beside the MTP module (mtp.designs), else `design`
+    (built here when None)."""
+    draft = None
+    if mtp.draft_k(cfg) > 0:
+        design, d = mtp.designs(cfg)
+        draft = draft_args(cfg, d)
+    elif design is None:
+        design = build(cfg)
+    return design, mixed_design(cfg, design)[0], draft
 
 
 def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
@@ -109,6 +137,16 @@ def sliding_layers(eng: np.ndarray, design: Design, e) -> None:
     eng[SK.E_SLIDE] = rm[KC.R_SLIDE]
     eng[SK.E_WINDOW] = rm[KC.R_WINDOW]
     eng[SK.E_SLIDE_MEM] = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
+
+
+def admission_slots(eng: np.ndarray, e, admit: float) -> None:
+    """The admission reserve's slots of the engine vector (engine.admit_*, x `admit`: the share
+    under data-parallel attention, engine.dp_attention.admit_scale)."""
+    eng[SK.E_ADMIT_RATIO] = admit * e.admit_ratio
+    eng[SK.E_ADMIT_MIN] = admit * e.admit_ratio_min
+    eng[SK.E_ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
+    eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
+    eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
 
 
 def engine_inputs(
@@ -184,11 +222,8 @@ def engine_inputs(
     eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
     eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
     eng[SK.E_LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
-    eng[SK.E_ADMIT_RATIO] = admit * e.admit_ratio
-    eng[SK.E_ADMIT_MIN] = admit * e.admit_ratio_min
-    eng[SK.E_ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
-    eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
-    eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
+    admission_slots(eng, e, admit)
+    eng[SK.E_SPEC_K], eng[SK.E_SPEC_TOK] = mtp.engine_slots(cfg)
     eng[SK.E_READY] = 1.0 if ready else 0.0
     # the engine's dispatch of an eager step: its kernel calls (call_rep: per-layer calls x layers)
     if e.eager_launch_us is not None:
@@ -210,8 +245,9 @@ def serving_hw(design: Design, cfg=None) -> np.ndarray:
     return hw
 
 
-def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
-    """Everything the scheduler kernel takes: `kernel_args` for SK.serve, and the pieces."""
+def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = None) -> Dict[str, Any]:
+    """Everything the scheduler kernel takes: `kernel_args` for SK.serve, and the pieces. `draft`:
+    the MTP draft's arrays (draft_args), built here when the run has MTP and none is given."""
     if cfg.speculative.enabled:
         raise ConfigError(
             f"speculative.enabled=true with workload.kind={cfg.workload.kind!r}: "
@@ -245,8 +281,10 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
             "tokens (every group's, balanced); requests, steps, batch and KV are the group's, "
             "throughput the replica's"
         )
+    if draft is None and eng[SK.E_SPEC_K] > 0:
+        draft = draft_args(cfg, build(mtp.draft_cfg(cfg)))
     args = (
-        *design_args(cfg, design, mixed),
+        *design_args(cfg, design, mixed, draft),
         eng,
         buckets,
         arrival,
@@ -263,13 +301,14 @@ def prepare(cfg, design: Design, mixed: Design = None) -> Dict[str, Any]:
         "prompt": prompt,
         "output": output,
         "think": think,
+        "draft": draft,
         "notes": notes + more,
     }
 
 
-def simulate_serving(cfg, design: Design, mixed: Design = None):
+def simulate_serving(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = None):
     """Run the scheduler. Returns (req, steps, design_mixed, eng, notes)."""
-    p = prepare(cfg, design, mixed)
+    p = prepare(cfg, design, mixed, draft)
     mixed, eng, notes = p["mixed"], p["eng"], p["notes"]
     req, steps, status = SK.serve(*p["kernel_args"])
     if status != 0:
@@ -360,8 +399,12 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     return m
 
 
-def evaluate_serving(cfg, design: Design, keep_steps: bool = True, mixed: Design = None) -> Result:
-    req, steps, _, _, notes = simulate_serving(cfg, design, mixed)
+def evaluate_serving(
+    cfg, design: Design, keep_steps: bool = True, mixed: Design = None, draft: Optional[tuple] = None
+) -> Result:
+    if draft is None and mtp.draft_k(cfg) > 0:  # the target beside the MTP module (serving_designs)
+        design, mixed, draft = serving_designs(cfg)
+    req, steps, _, _, notes = simulate_serving(cfg, design, mixed, draft)
     warm = simulated_warmup(group_workload(cfg.workload, parallel.serving_groups(cfg)))
     if warm:  # the benchmark client excludes its warm-up requests from the statistics
         req = req[warm:]
