@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Dict, Tuple
 
-from decodelab.paths import VALIDATION_DIR
+from decodelab.paths import CONF_DIR, VALIDATION_DIR
 from decodelab.runs import aic_parallel
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
@@ -217,6 +217,63 @@ def model_of(model_path: str) -> Tuple[str, str]:
         return "", str(e)
 
 
+MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+NO_LAUNCH = {"launch": "", "engine_file": "", "launch_overrides": (), "tokens_rule": ()}
+
+
+def engine_field(name: str, keys: Tuple[str, ...], default=0):
+    """A field of conf/engine/<name>.yaml (`keys` nested), else of the files its `defaults` list
+    inherits (in order), else `default`."""
+    import yaml
+
+    d = yaml.safe_load((CONF_DIR / "engine" / f"{name}.yaml").read_text()) or {}
+    v = d
+    for k in keys:
+        v = v.get(k) if isinstance(v, dict) else None
+    if v is not None:
+        return v
+    for parent in d.get("defaults") or []:
+        if isinstance(parent, str) and parent != "_self_":
+            v = engine_field(parent, keys, None)
+            if v is not None:
+                return v
+    return default
+
+
+def _fits(match: dict, row) -> bool:
+    m = MEASURED.search(cell(row, "silicon_data_source"))
+    version = cell(row, "backend_version")
+    return (
+        cell(row, "mode").lower() in ("", "agg")  # the entries describe single-node aggregated runs
+        and cell(row, "backend") == match.get("backend", cell(row, "backend"))
+        and version in [str(v) for v in match.get("versions", [version])]
+        and str(match.get("model", "")).lower() in cell(row, "model_path").lower()
+        and cell(row, "system") == match.get("system", cell(row, "system"))
+        and any((m.group(1) if m else "").startswith(str(d)) for d in match.get("measured", [""]))
+    )
+
+
+def launch_of(row) -> dict:
+    """How a row was launched where aic_mapping.yaml `launches` knows it (NO_LAUNCH otherwise):
+    the entry's name, engine file, engine overrides and max_num_tokens rule (extra, round, floor,
+    the engine file's MTP k and k under attention DP)."""
+    for e in mapping().get("launches") or []:
+        if not _fits(e.get("match") or {}, row):
+            continue
+        rule = ()
+        if e.get("tokens"):
+            t, f = e["tokens"], e.get("engine", "")
+            ks = (engine_field(f, ("mtp", "k")), engine_field(f, ("mtp", "k_attention_dp"))) if f else (0, 0)
+            rule = (int(t["extra"]), int(t["round"]), int(t["floor"]), *map(int, ks))
+        return {
+            "launch": str(e["name"]),
+            "engine_file": str(e.get("engine", "")),
+            "launch_overrides": tuple(e.get("overrides") or ()),
+            "tokens_rule": rule,
+        }
+    return dict(NO_LAUNCH)
+
+
 def to_row(row, n: int) -> dict:
     """decodelab's row (validation.COLUMNS and the parallel columns) of AIConfigurator row `n`
     (1-based data row of the CSV), with `refuse`: '' or the first reason it cannot run."""
@@ -236,6 +293,7 @@ def to_row(row, n: int) -> dict:
         "precision": precision_of(row, model),
         "concurrency": conc or float("nan"),
         **meas,
+        **launch_of(row),
     }
     par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
     out.update(par)

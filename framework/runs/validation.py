@@ -31,6 +31,8 @@ from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings,
     aic_launched,
     engine_family,
     launch_engine,
+    launch_file,
+    launch_overrides,
     predict_rows,
     row_version,
     row_workload,
@@ -150,7 +152,7 @@ def base_overrides(
     par, chips, stages = parallel_overrides(row, tp)
     return [
         f"model={model}",
-        f"engine={engine_config_name(str(row['engine']), version, engines)}",
+        f"engine={launch_file(row) or engine_config_name(str(row['engine']), version, engines)}",
         f"hardware={system}",
         f"hardware.n_chips={chips * stages}",
         f"hardware.tensor_parallel={chips}",
@@ -160,6 +162,7 @@ def base_overrides(
         f"workload.kv_dtype={kv}",
         "workload.act_dtype=bf16",
         *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
+        *launch_overrides(row),  # how the row was launched (aic_mapping.yaml `launches`)
     ]
 
 

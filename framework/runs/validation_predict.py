@@ -15,11 +15,10 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from decodelab.config import compose as C
-from decodelab.core.build import build
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
-from decodelab.modes.serving.simulate import evaluate_serving, mixed_design
+from decodelab.modes.serving.simulate import evaluate_serving, serving_designs
 from decodelab.runs.validation_steps import output_rate
 
 # The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
@@ -106,10 +105,39 @@ def row_workload(row, static: bool = False) -> Dict[str, int]:
 
 
 def row_launch(row, family: str, launch: str) -> str:
-    """The launch a row runs with: `aic` or `defaults` (`auto` resolved by the row's version)."""
+    """The launch a row runs with: `aic` or `defaults` (`auto` resolved by the row's version), or
+    under `auto` the aic_mapping.yaml `launches` entry a row of AIConfigurator's schema names."""
     if launch == "auto":
+        if isinstance(row.get("launch"), str) and row.get("launch"):
+            return row["launch"]
         return "aic" if aic_launched(family, row.get("engine_version", "")) else "defaults"
     return launch
+
+
+def launch_file(row) -> str:
+    """The conf/engine file a row's `launches` entry runs it with ('' = its version's; runs/aic_rows.py)."""
+    f = row.get("engine_file")
+    return f if isinstance(f, str) else ""
+
+
+def launch_overrides(row) -> List[str]:
+    """The engine overrides of a row's `launches` entry (runs/aic_rows.py)."""
+    o = row.get("launch_overrides")
+    return list(o) if isinstance(o, (tuple, list)) else []
+
+
+def inferencex_tokens(row) -> Dict[str, object]:
+    """max_num_tokens of an InferenceX TensorRT-LLM launch (its scripts' MAX_NUM_TOKENS): round_up(
+    round, (k + 1) x clients per attention-DP rank + isl + extra), at least floor; k the engine
+    file's MTP draft tokens (k_attention_dp under attention DP). `tokens_rule` from aic_rows."""
+    rule = row.get("tokens_rule")
+    if not isinstance(rule, (tuple, list)) or not rule:
+        return {}
+    extra, rnd, floor, k, k_dp = rule
+    dp = int(row.get("dp", 1) or 1)
+    k = k_dp if dp > 1 and k_dp > 0 else k
+    need = (k + 1) * int(row["concurrency"]) // dp + int(row["isl"]) + extra
+    return {"max_tokens_per_step": max(floor, -(-need // rnd) * rnd)}
 
 
 def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
@@ -125,8 +153,12 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     sglang}.rule @095f58a5, from 2026-01-30; TensorRT-LLM's budget rounded up to 32 tokens from
     2026-02-25), while its deployment rules changed (batch size raised to >= 512 in the budget until
     2026-04-01, + 500 after): the benchmark ones are how measured points are launched. `auto`: `aic`
-    for a family and version in AIC_LAUNCHED, the engine files' defaults for the others."""
-    if row_launch(row, family, launch) != "aic":
+    for a family and version in AIC_LAUNCHED, the engine files' defaults for the others; a row
+    with a `launches` entry its rule (inferencex_tokens)."""
+    how = row_launch(row, family, launch)
+    if how not in ("aic", "defaults"):
+        return inferencex_tokens(row)
+    if how != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
     if family == "trtllm":
@@ -182,15 +214,14 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
 
     if key not in cache:
         cfg = composed(cache, key, overrides)
-        design = mixed = None
+        design = mixed = draft = None
         if not static:
-            try:
-                design = build(cfg)
-                mixed, _ = mixed_design(cfg, design)
+            try:  # with in-engine MTP the target beside its draft (modes/serving/mtp.py)
+                design, mixed, draft = serving_designs(cfg)
             except (ConfigError, Infeasible):
                 pass  # evaluate() records the reason
-        cache[key] = (cfg, design, mixed)
-    cfg, design, mixed = cache[key]
+        cache[key] = (cfg, design, mixed, draft)
+    cfg, design, mixed, draft = cache[key]
     values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
     family = engine_family(str(row["engine"]))
     values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
@@ -204,7 +235,7 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         if k not in pinned:
             OmegaConf.update(cfg, k, v)
     try:
-        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed)
+        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed, draft=draft)
     except ConfigError as e:
         return Result.invalid(str(e))
     except Infeasible as e:

@@ -1,0 +1,84 @@
+"""How the dev CSV's rows were launched (framework/data/validation/aic_mapping.yaml `launches`,
+framework/runs/aic_rows.py launch_of, validation_predict.inferencex_tokens) and DeepSeek's dense
+first layers in the MoE cost (framework/opcost/moe.py head_row)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from decodelab import kernel_layout as K
+from decodelab.components.models.experts import ffn_ops
+from decodelab.opcost.moe import head_row
+from decodelab.runs import aic_rows
+from decodelab.runs.validation_predict import inferencex_tokens, launch_engine, row_launch
+
+
+def aic_row(**cells) -> pd.Series:
+    base = {
+        "backend": "trtllm",
+        "backend_version": "1.2.0rc6.post3",
+        "model_path": "deepseek-ai/DeepSeek-R1",
+        "system": "b200_sxm",
+        "mode": "agg",
+        "silicon_data_source": "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=4; "
+        "measured=2026-02-05T19:55:05Z; wip=False; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+    }
+    return pd.Series({**base, **cells})
+
+
+def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():
+    got = aic_rows.launch_of(aic_row())
+    assert got["engine_file"] == "trtllm_inferencex_mtp"
+    assert got["tokens_rule"] == (64, 64, 0, 3, 1)  # extra, round, floor, MTP k, k under attention DP
+    row = {"concurrency": 4, "isl": 1024, "dp": 1, **got}
+    assert row_launch(row, "trtllm", "auto") == "inferencex-trtllm-mtp"
+    # InferenceX dsr1_fp4_b200_trt_mtp.sh: ((MTP + 1) x CONC + ISL + 64 + 63) / 64 x 64
+    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": (4 * 4 + 1024 + 64 + 63) // 64 * 64}
+    assert launch_engine(row, "trtllm", "aic") == {"max_tokens_per_step": 4 + 1024 + 1500}  # --launch aic
+    # attention DP 8: MTP = 1, the per-rank batch CONC / 8
+    dp = {**row, "concurrency": 64, "dp": 8}
+    assert inferencex_tokens(dp) == {"max_tokens_per_step": (2 * 8 + 1024 + 64 + 63) // 64 * 64}
+
+
+def test_the_launches_by_version_and_date():
+    post2 = aic_rows.launch_of(aic_row(backend_version="1.2.0rc6.post2"))
+    assert post2["engine_file"] == "trtllm_inferencex" and post2["tokens_rule"] == (64, 64, 8192, 0, 0)
+    pr392 = aic_row(backend_version="1.1.0rc2.post2", silicon_data_source="measured=2026-01-14T22:26:21Z")
+    assert aic_rows.launch_of(pr392)["engine_file"] == "trtllm_inferencex_mtp"
+    dec = aic_row(backend_version="1.1.0rc2.post2", silicon_data_source="measured=2025-12-15T00:00:00.000Z")
+    assert aic_rows.launch_of(dec)["engine_file"] == "trtllm_inferencex"
+    assert aic_rows.launch_of(aic_row(backend_version="1.3.0rc1")) == aic_rows.NO_LAUNCH  # AIConfigurator's own
+    assert aic_rows.launch_of(aic_row(mode="disagg")) == aic_rows.NO_LAUNCH
+    gptoss = aic_rows.launch_of(
+        aic_row(backend="vllm", backend_version="0.15.1", model_path="openai/gpt-oss-120b")
+    )
+    assert "engine.moe_mxfp4=w4a8" in gptoss["launch_overrides"] and gptoss["tokens_rule"] == ()
+
+
+def test_engine_field_follows_the_defaults_chain():
+    assert aic_rows.engine_field("trtllm_inferencex_mtp", ("mtp", "k")) == 3
+    assert aic_rows.engine_field("trtllm_inferencex", ("kv_block_tokens",)) == 32  # default.yaml's
+    assert aic_rows.engine_field("trtllm_inferencex", ("mtp", "k")) == 0
+
+
+def test_dense_first_layers_are_not_charged_the_moe_block():
+    """DeepSeek-V3's 3 dense layers of 61: the MoE head op (repeated 61 times) carries 58/61 of the
+    measured block plus the roofline of the dense layers' and shared expert's weights, so the 61
+    repeats charge the block 58 times."""
+    m = SimpleNamespace(
+        d_model=7168, n_layers=61, first_dense_layers=3, ffn_dim=18432, ffn_act="swiglu",
+        n_experts=256, experts_per_token=8, n_shared_experts=1, expert_ffn_dim=2048,
+    )  # fmt: skip
+    head = ffn_ops(m, 8, 1.0, 2.0, 4.0)[2]
+    assert head.name == "gate_up_proj" and head.moe_block[0] == "head"
+    assert head.moe_block[7] == pytest.approx(58 / 61)
+    block = np.full(K.N_MGRID, 100e-6)  # 100 us per MoE layer at every token count
+    t0, beyond = head_row(head, block, bw=8e12, peak=1e18, bw_eff=1.0, c_eff=1.0)
+    dense_w = 3 * 7168 * 3 * 18432 / 8 / 61  # per repeat: 3 dense FFNs' weights (1 byte) over 8 GPUs
+    shared_w = 58 * 7168 * 3 * 2048 / 8 / 61  # the shared expert of the 58 MoE layers
+    assert t0 == pytest.approx(58 / 61 * 100e-6 + (dense_w + shared_w) / 8e12, rel=1e-6)
+    assert 61 * t0 == pytest.approx(58 * 100e-6 + 61 * (dense_w + shared_w) / 8e12, rel=1e-6)
