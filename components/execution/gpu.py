@@ -1,7 +1,8 @@
 """GPU execution: every operator is its own kernel (TensorRT-LLM issues ~10 per decoder layer).
 
 Each kernel call pays `sync_us` (the kernel-boundary drain/synchronisation that CUDA graphs cannot
-remove) and, without CUDA graphs, its host dispatch (`eager_dispatch_us`: the engine's
+remove; a fitted law's in-graph t0 in its place), the engine's `boundary_sync_us` (a stack that pays
+more at each boundary than the microbenchmarks it is costed from: conf/engine/trtllm_2024.yaml) and, without CUDA graphs, its host dispatch (`eager_dispatch_us`: the engine's
 `eager_launch_us`, its framework's per-kernel dispatch, else the bare `hardware.launch_us`).
 Launches are asynchronous: the host enqueues kernels ahead of the GPU, so a step's launches are
 exposed only where their total exceeds the step's device time (the kernel, core/kernel.py:
@@ -45,6 +46,15 @@ def eager_dispatch_us(hw, engine=None) -> float:
     return float(e)
 
 
+def boundary_sync_us(engine=None) -> float:
+    """Microseconds of synchronisation the engine's stack adds at every kernel boundary beyond its
+    cost source (engine.boundary_sync_us; 0 without an engine)."""
+    b = float(getattr(engine, "boundary_sync_us", 0.0) or 0.0) if engine is not None else 0.0
+    if not b >= 0:
+        raise ConfigError(f"engine.boundary_sync_us={b} must be >= 0")
+    return b
+
+
 def assign_calls(ops: List[Op], hw, opt, engine=None) -> Tuple[List[Op], List[dict], List[str]]:
     notes = []
     if opt.kernel_looping:
@@ -60,6 +70,7 @@ def assign_calls(ops: List[Op], hw, opt, engine=None) -> Tuple[List[Op], List[di
         )
     # the host's dispatch of each call, pipelined against the step's kernels (core/kernel.py)
     launch = 0.0 if opt.cuda_graphs else eager_dispatch_us(hw, engine) * 1e-6
+    boundary = boundary_sync_us(engine) * 1e-6
     calls = []
     for i, op in enumerate(ops):
         op.call = i
@@ -67,7 +78,8 @@ def assign_calls(ops: List[Op], hw, opt, engine=None) -> Tuple[List[Op], List[di
             {
                 "repeat": op.repeat,
                 "launch_async": launch,
-                "launch_each": hw.sync_us * 1e-6,
+                "launch_each": hw.sync_us * 1e-6 + boundary,
+                "boundary_each": boundary,  # a law-costed call's t0 replaces sync_us, not this
                 "fill_each": 0.0,
                 "launch_once": 0.0,
                 "fill_once": 0.0,

@@ -302,7 +302,7 @@ def build(
                 f"hardware.op_model=fitted: kernel call {c} holds several ops; the fitted laws "
                 "cost one kernel per op (hardware.execution=gpu)"
             )
-        call_cost[c, K.C_LAUNCH_EACH] = 0.0
+        call_cost[c, K.C_LAUNCH_EACH] = calls[c].get("boundary_each", 0.0)  # t0 replaces sync_us only
     notes += registry.run_notes(ops, ctx)
     pk = policy.kernel_params(cfg.kv_policy, m)
     hwv = np.zeros(K.N_HW)

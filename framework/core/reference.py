@@ -212,7 +212,7 @@ def _group_step(
         # batch barrier: each invocation idles while the samples beyond the free slots leave it
         fill = call["fill_each"] + call["sample_gap"] * max(0.0, seqs - call["free_samples"])
         # a law's t0 was measured inside a CUDA graph: it is the call's boundary (no sync_us)
-        serial = acc["law_t0"] if acc["law"] else call["launch_each"]
+        serial = acc["law_t0"] + call.get("boundary_each", 0.0) if acc["law"] else call["launch_each"]
         out["launch_sync"] += n * serial + call["launch_once"]
         out["fill_drain"] += n * fill + call["fill_once"]
         t_call[c] = n * (body + fill + serial) + call["launch_once"] + call["fill_once"]

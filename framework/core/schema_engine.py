@@ -116,6 +116,11 @@ class EngineConfig:
     # GQA/MHA attention; MLA keeps its own RoPE.
     fused_add_norm: bool = False
     separate_rope: bool = False
+    # Synchronisation at every kernel boundary of a GPU step beyond what the cost source holds (a
+    # fitted law's in-graph t0, a table's time, or hardware.sync_us): a stack whose kernels do not
+    # overlap each launch with the previous kernel's tail pays it at every one of its ~10 kernels
+    # per layer (components/execution/gpu.py). 0 in every measured engine's file; conf/engine/trtllm_2024.yaml.
+    boundary_sync_us: float = 0.0
     # Admission reserve (framework/modes/serving/admission.py; SGLang's new_token_ratio): a request
     # is admitted only if its prompt + min(output, admit_clip_tokens) fits the free KV minus
     # ratio x the clipped output the running sequences still expect; the ratio starts at

@@ -92,7 +92,7 @@ def _refuse_second(p, fid: str, params) -> None:
         c = p.calibrated_on
         raise ConfigError(
             f"{p.name} is already calibrated on {c['figure']} (value {c['value']}, {c.get('date', '')}); "
-            f"one figure per parameter (conf/{REGISTRY.name})"
+            f"one figure per parameter (framework/data/{REGISTRY.name})"
         )
     other = calibration_figures(params).get(fid)
     if other:
@@ -119,7 +119,7 @@ def calibrate(param: str, figure: str, date: str, what_if=()) -> Dict:
         x, how = solve(lambda v: m.value(fid, {p.name: p.cast(v)}), target, p.lo, p.hi, p.integer)
         value, after = rounded(lambda v: m.value(fid, {p.name: v}), x, p, fig["published"], target)
         point = m.points.get(p.name)
-    note = f"calibrated on {fid}, conf/{REGISTRY.name}"
+    note = f"calibrated on {fid}, framework/data/{REGISTRY.name}"
     return {
         "param": p.name,
         "key": p.key,
