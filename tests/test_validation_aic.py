@@ -2,8 +2,6 @@
 docs/validation.md "Reading AIConfigurator's silicon rows"): each quirk of the schema by a hand-worked
 row, the rows refused with their reason, and another predictor's numbers beside ours (--peer)."""
 
-import math
-
 import pandas as pd
 import pytest
 
@@ -142,23 +140,6 @@ def test_splits_the_model_cannot_run_are_refused_with_a_reason(tmp_path):
     assert "Gated DeltaNet" in df.refuse[3]
 
 
-def test_a_disaggregated_row_lists_its_pools(tmp_path):
-    pools = (
-        "1,1,1,1,8,1,8,4,5,8,1,1,1,8"  # prefill: 1 worker, tp 1 x adp 8; decode: 5 workers of tp 8, batch 4
-    )
-    row = (
-        "d,silicon_concurrency=20,sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,8192,1024,"
-        f"fp8,fp8_block,,,,,,,{pools},900.5,20.25\n"
-    )
-    df = frame(tmp_path, row, agg())
-    r = df.iloc[0]
-    assert r["refuse"].startswith(
-        "mode=disagg: prefill 1 x (tp 1, adp 8, moe 1x8, batch 1), decode 5 x (tp 8, adp 1, moe 1x8, batch 4)"
-    )
-    assert (r["concurrency"], r["ttft_ms"], r["tpot_ms"], r["isl"]) == (20, 900.5, 20.25, 8192)
-    assert math.isnan(r["tp"])  # no agg columns on a disaggregated row
-
-
 def test_peer_mape_on_the_rows_both_predict(tmp_path):
     """Three rows: ours predicts rows 1 and 2 (+10% and -20% TPOT), the peer rows 2 and 3 (+5%, x);
     the peer column is taken on row 2 only: ours 20%, the peer's 5%."""
@@ -223,7 +204,7 @@ def test_validate_peer_on_a_tiny_csv(tmp_path):
     assert "TPOT peer" in out.stdout and "10.0%" in out.stdout  # the peer is 10% off on both rows
     assert "mode=disagg" in out.stdout and "over 2 rows run of 3" in out.stdout
     refused = pd.read_csv(tmp_path / "o" / "silicon_refused.csv")
-    assert list(refused.row) == [3] and list(refused.kind) == ["mode=disagg"]
+    assert list(refused.row) == [3] and list(refused.kind) == ["mode=disagg pools not recorded"]
 
 
 def test_deepseek_v3_1_is_deepseek_v3s_shapes(compose):

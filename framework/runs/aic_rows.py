@@ -14,7 +14,7 @@ The schema's quirks, each handled here:
 - a replica is tp_size x attention_dp_size GPUs per pipeline stage (x pp_size), its experts split
   moe_tp_size x moe_ep_size ways over them (moe_tp x moe_ep = tp x attention_dp);
 - a disaggregated row (`mode` disagg) has empty tp/batch columns and `prefill_*` / `decode_*` pool
-  columns instead: read and described, not run (validate maps aggregated rows)."""
+  columns instead (disagg_of): run as conf/disagg pools (framework/runs/validation_disagg.py)."""
 
 from __future__ import annotations
 
@@ -99,19 +99,51 @@ def pool(row, side: str) -> str:
     )
 
 
-def disagg_reason(row) -> str:
-    """One line for a disaggregated row: its pools, and why validate does not run it."""
-    counts = [whole(row, f"{s}_num_workers") for s in ("prefill", "decode")]
-    why = (
-        "the pool sizes (prefill/decode_num_workers) are not recorded"
-        if None in counts
-        else "conf/disagg pools take tensor parallelism only (no attention DP, expert parallelism or "
-        "decode batch cap per pool)"
-    )
-    return (
-        f"{DISAGG}: prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}: not run, {why}; "
-        "validate maps aggregated rows (mode agg)"
-    )
+def pool_row(row, side: str) -> dict:
+    """A disaggregated row's pool in an aggregated row's columns (tp_size, ..., for parallel_of); a
+    moe column of 0 is not recorded (vLLM rows write 0 x 0: experts over all the pool's GPUs)."""
+    out = {c: cell(row, c) for c in ("model_path", "backend")}
+    for k in POOL_KEYS:
+        v = cell(row, f"{side}_{k}")
+        out[k] = "" if k.startswith("moe_") and v == "0" else v
+    return out
+
+
+def disagg_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
+    """(a disaggregated row's pools as columns `<side>_workers`, `_tp`, `_pp`, `_dp`, `_moe_tp`,
+    `_moe_ep`, `_batch`, and its clients; '' or the one line why it is not run): each pool's split
+    read as an aggregated replica's (parallel_of: one worker within one NVLink domain), no pipeline
+    stages, and the clients = decode workers x attention DP x decode batch size (the recorded
+    silicon_concurrency where given must agree)."""
+    desc = f"prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}"
+    counts = [whole(row, f"{s}_{k}") for s in ("prefill", "decode") for k in ("num_workers", "batch_size")]
+    if None in counts:
+        return {}, (
+            f"{DISAGG} pools not recorded: {desc}: the pool sizes (prefill/decode_num_workers, "
+            "_batch_size) are empty (AIConfigurator's cli_estimate needs them too)"
+        )
+    out: Dict[str, int] = {}
+    for side in ("prefill", "decode"):
+        par, why = parallel_of(pool_row(row, side), model, system)
+        if not why and par["pp"] > 1:
+            why = f"pipeline stages: pp_size {par['pp']} (pools of tensor parallelism and attention DP only)"
+        if why:
+            return out, f"{DISAGG} {side} pool {why}; {desc}"
+        out.update({f"{side}_{k}": v for k, v in par.items()})
+        out.update(
+            {
+                f"{side}_workers": whole(row, f"{side}_num_workers"),
+                f"{side}_batch": whole(row, f"{side}_batch_size"),
+            }
+        )
+    clients = out["decode_workers"] * out["decode_dp"] * out["decode_batch"]
+    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
+    if m and int(m.group(1)) != clients:
+        return out, (
+            f"{DISAGG} ambiguous concurrency: decode workers x attention DP x batch = {clients} clients, "
+            f"but silicon_data_source records silicon_concurrency={m.group(1)}; {desc}"
+        )
+    return {**out, "concurrency": clients}, ""
 
 
 def family_reason(model_path: str) -> str:
@@ -298,7 +330,9 @@ def to_row(row, n: int) -> dict:
     par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
     out.update(par)
     if mode == "disagg":
-        why = disagg_reason(row)
+        pools, why_d = disagg_of(row, model, system) if model else ({}, "")
+        out.update(pools, tp=pools.get("decode_tp", float("nan")))
+        why, why_c = why or why_d, ""
     elif mode != "agg":
         why = f"mode={mode}: validate maps aggregated serving rows (mode agg) only"
     out["refuse"] = why or why_m or why_c or why_p

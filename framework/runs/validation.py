@@ -21,6 +21,7 @@ from decodelab.runs.validation_names import (  # noqa: F401 (part of this module
     model_config_name,
     version_notes,
 )
+from decodelab.runs.validation_disagg import is_disagg, pool_overrides
 from decodelab.runs.validation_names import _model_yaml
 from decodelab.runs.validation_predict import (  # noqa: F401 (the row settings, part of this module's API)
     AIC_LAUNCHED,
@@ -163,6 +164,7 @@ def base_overrides(
         "workload.act_dtype=bf16",
         *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
         *launch_overrides(row),  # how the row was launched (aic_mapping.yaml `launches`)
+        *(pool_overrides(row, bool(_model_yaml(model).get("n_experts"))) if is_disagg(row) else []),
     ]
 
 

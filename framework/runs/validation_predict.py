@@ -19,6 +19,7 @@ from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving.simulate import evaluate_serving, serving_designs
+from decodelab.runs.validation_disagg import is_disagg, pool_settings
 from decodelab.runs.validation_steps import output_rate
 
 # The collector (AIConfigurator's eval pipeline: genai-perf, later aiperf, with the same arguments):
@@ -212,10 +213,11 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
     """The result of one row (its design built once per `cache`, its workload set in place)."""
     from omegaconf import OmegaConf
 
+    disagg = is_disagg(row)  # pools of their own: evaluated whole (modes/serving/disagg.py)
     if key not in cache:
         cfg = composed(cache, key, overrides)
         design = mixed = draft = None
-        if not static:
+        if not static and not disagg:
             try:  # with in-engine MTP the target beside its draft (modes/serving/mtp.py)
                 design, mixed, draft = serving_designs(cfg)
             except (ConfigError, Infeasible):
@@ -224,12 +226,15 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
     cfg, design, mixed, draft = cache[key]
     values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
     family = engine_family(str(row["engine"]))
-    values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
+    if disagg:
+        values.update(pool_settings(row, family, row_launch(row, family, launch) == "aic"))
+    else:
+        values.update({f"engine.{k}": v for k, v in launch_engine(row, family, launch).items()})
     if static or design is None:
         cfg = cfg.copy()
         for k, v in values.items():
-            if k not in pinned:
-                OmegaConf.update(cfg, k, v)
+            if k not in pinned:  # a pool's engine dict takes new keys (validation_disagg.pool_settings)
+                OmegaConf.update(cfg, k, v, force_add=k.startswith("disagg."))
         return evaluate(cfg, keep_steps=False)
     for k, v in values.items():  # in place: one composed config per design, many workloads
         if k not in pinned:

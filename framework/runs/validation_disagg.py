@@ -1,0 +1,81 @@
+"""Disaggregated rows of `decodelab validate` (AIConfigurator's `mode` disagg, read by
+framework/runs/aic_rows.py into the columns `prefill_*` / `decode_*`: workers, tp, pp, dp,
+moe_tp, moe_ep, batch): each row's pools as conf/disagg pools (modes/serving/disagg.py) and the
+launch settings of each pool's engine.
+
+A pool of `workers` instances of tp x dp GPUs runs its attention in dp data-parallel groups and
+its experts moe_tp x moe_ep ways (the aggregated rows' mapping, validation.parallel_overrides);
+its batch size is per attention-DP rank (concurrency = decode workers x dp x batch in every row),
+the batch cap of each rank (`disagg.<pool>.max_batch`). The KV crosses InfiniBand: every mapped
+row's deployment spans two or more 8-GPU nodes and which GPUs share a node is not recorded
+(conf/disagg/ib_1p1d.yaml: 400 Gb/s per GPU, one ConnectX-7 per GPU in DGX H100, H200 and B200)."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+SIDES = ("prefill", "decode")
+KV_LINK = "ib_1p1d"  # conf/disagg file of the KV link (module docstring)
+# The benchmark launch rules of AIConfigurator's generator for disaggregated pools (rule_plugin/
+# benchmark/{trtllm,vllm,sglang}.rule, aiconfigurator @71bb3d00e 2026-01-30, unchanged in what is used
+# here at @095f58a5): max_batch_size = the pool's batch size (prefill 1 unless given); CUDA graphs for
+# every batch 1..max_batch_size (no padded decode batch); TensorRT-LLM prefill: overlap scheduler off
+# (disable_overlap_scheduler true), max_num_tokens isl + 1500; decode: overlap on, max_num_tokens
+# max_batch_size (rounded up to tokens_per_block from 2026-02-25, #453: no decode step is bound by
+# it either way); vLLM prefill max_num_batched_tokens isl + 1500, decode max_batch_size; SGLang
+# max_prefill_tokens isl + 1500 on both (no mixed chunk outside aggregated workers).
+PREFILL_TOKENS_OVER_ISL = 1500
+
+
+def is_disagg(row) -> bool:
+    """Whether a row (aic_rows.to_row's) is a disaggregated deployment."""
+    return str(row.get("mode", "")).strip().lower() == "disagg"
+
+
+def pool_overrides(row, is_moe: bool) -> List[str]:
+    """The row's pools as overrides of its design (composed once per distinct deployment)."""
+    out = [f"disagg={KV_LINK}"]
+    for side in SIDES:
+        v = {k: int(row[f"{side}_{k}"]) for k in ("workers", "tp", "dp")}
+        out += [
+            f"disagg.{side}.instances={v['workers']}",
+            f"disagg.{side}.tensor_parallel={v['tp'] * v['dp']}",
+            f"disagg.{side}.attention_dp={v['dp']}",
+        ]
+        if is_moe:
+            moe_tp, moe_ep = int(row[f"{side}_moe_tp"]), int(row[f"{side}_moe_ep"])
+            mapping = "ep" if moe_ep > 1 else "tp"  # moe_ep groups of moe_tp GPUs where both > 1
+            out += [
+                f"disagg.{side}.moe_mapping={mapping}",
+                f"disagg.{side}.moe_ep={moe_ep if moe_tp > 1 and moe_ep > 1 else 0}",
+            ]
+    return out
+
+
+def pool_engine(family: str, side: str, batch: int, isl: int) -> Dict[str, object]:
+    """The engine settings AIConfigurator's benchmark launch gives one pool (module constants)."""
+    budget = isl + PREFILL_TOKENS_OVER_ISL
+    if family == "trtllm":
+        return (
+            {"overlap": False, "max_tokens_per_step": budget}
+            if side == "prefill"
+            else {"max_tokens_per_step": batch}
+        )
+    if family == "vllm":
+        tokens = budget if side == "prefill" else batch
+        return {"max_tokens_per_step": tokens, "chunk_size": tokens, "batch_buckets": []}
+    if family == "sglang":
+        return {"max_tokens_per_step": budget, "batch_buckets": []}
+    return {}
+
+
+def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
+    """Per-row fields of a disaggregated design: each pool's batch cap, and under AIConfigurator's
+    launch (`aic`) its engine settings."""
+    out: Dict[str, object] = {}
+    for side in SIDES:
+        batch = int(row[f"{side}_batch"])
+        out[f"disagg.{side}.max_batch"] = batch
+        if aic:
+            out[f"disagg.{side}.engine"] = pool_engine(family, side, batch, int(row["isl"]))
+    return out
