@@ -226,3 +226,27 @@ def test_invalid_single_run_is_recorded_and_exits_2(tmp_path):
     assert run.data.tags["status"] == "invalid"
     assert "workload.batch_size=0" in run.data.tags["reason"]
     assert (the_run_dir(tmp_path) / "mlflow_run_id").read_text().strip() == run.info.run_id
+
+
+def test_single_run_composes_its_config_once(tmp_path, monkeypatch):
+    """The command-line check composes the run's config and the Hydra app runs on it (issue 43:
+    one composition, not a check's two and Hydra's two more): the same files as before."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    real = ConfigLoaderImpl.load_configuration
+    composed = []
+
+    def counted(self, *a, **k):
+        composed.append(a[1] if len(a) > 1 else k.get("overrides"))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    res = decodelab(tmp_path, "model=llama3_2_1b", "workload.batch_size=2", "tracking=off")
+    assert res.rc == 0, res.err
+    assert composed == [["model=llama3_2_1b", "workload.batch_size=2", "tracking=off"]]
+    run = the_run_dir(tmp_path)
+    saved = yaml.safe_load((run / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    assert saved["mode"] == "RUN" and saved["overrides"]["hydra"] == ["hydra.mode=RUN"]
+    assert saved["overrides"]["task"] == ["model=llama3_2_1b", "workload.batch_size=2", "tracking=off"]
+    assert yaml.safe_load((run / ".hydra" / "config.yaml").read_text())["workload"]["batch_size"] == 2
+    assert read_result(run)["status"] == "ok"

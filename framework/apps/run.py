@@ -20,7 +20,7 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.core.labels import run_label
 from decodelab.output.files import print_result, where_lines, write_outputs
 from decodelab.apps.callbacks import recorded_run
-from decodelab.config import safety, searchpath
+from decodelab.config import precomposed, safety, searchpath
 
 CONF_DIR = str(paths.CONF_DIR)
 searchpath.register()  # a user's --config-dir and hydra.searchpath folders before conf/ (issue 40)
@@ -66,6 +66,8 @@ class DataOnlyCallbacks(hydra_run.Callbacks):
 
 
 hydra_run.Callbacks = DataOnlyCallbacks  # what Hydra.run / multirun instantiate (hydra-core 1.3)
+# a single run's config as decodelab.config.check composed it, not composed twice more by Hydra
+hydra_run.ConfigLoaderImpl = precomposed.ReusingLoader
 
 EXIT_STATUS = [0]  # set by a single run with invalid input; decodelab.apps.cli exits with it
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Sequence
 
-from decodelab.config import plan, safety
+from decodelab.config import plan, precomposed, safety
 from decodelab.config.diagnose import describe, search_dirs
 
 
@@ -68,6 +68,10 @@ def _compose_problems(config_dir, args, overrides: List[str]) -> List[str]:
         bad = next((o for o in overrides if not plan.parses(o)), None)
         return [describe(e, override=bad, search_dirs=dirs, syntax=bad is not None)]
     source = plan.Source(config_dir, args.config_name or "config", common)
+    if not args.multirun and not args.cfg and args.config_path is None:
+        quick = precomposed.check(source, overrides, plan.output_problem)  # one composition
+        if quick is not None:
+            return quick
     try:
         jobs = plan.jobs_of(source, overrides, multirun=bool(args.multirun))
         if jobs is None:  # a sweeper other than Hydra's basic one: it checks its own jobs
