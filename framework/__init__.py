@@ -1,7 +1,7 @@
 """decodelab: how fast does model M decode on hardware H, with KV-cache policy P and optimizations O,
 and why. The source of this package is the folder framework/ (components/ is decodelab.components).
 
-Python API (docs/architecture.md, README "Python API"):
+Python API (docs/api.md, README "Python API"; its layer: docs/architecture.md):
 
     r = decodelab.evaluate("model=llama3_1_70b", "hardware=dgx_h100", "workload.batch_size=8")
     r.status, r.metrics["tpot_ms"]

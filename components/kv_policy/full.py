@@ -1,6 +1,7 @@
 """Full KV cache: every prompt and generated token is kept and read at every decode step.
 
-Policy interface (every module in components/kv_policy/ provides it; docs/kv_policies.md):
+Policy interface (every module in components/kv_policy/ provides it; docs/kv_policies.md, "How a
+policy enters the model"):
   check(pol, model) -> list of one-line problems (ConfigError lines)
   cached_tokens(pol, prompt_len, generated, model=None) -> tokens stored per sequence
   kernel_params(pol, model=None) -> {prompt_cap, total_cap, read_cap} (0 = none; the caps

@@ -1,6 +1,6 @@
 """Data-parallel attention for GQA/MHA models (`hardware.attention_dp` = dp; SGLang
-`--enable-dp-attention --dp-size`, vLLM data parallelism with expert parallelism; docs/model.md
-section 2d), applied by dense.py and layers.py. The tp chips form dp attention groups of
+`--enable-dp-attention --dp-size`, vLLM data parallelism with expert parallelism; docs/model.md,
+"Parallelism beyond tensor parallelism"), applied by dense.py and layers.py. The tp chips form dp attention groups of
 tp_a = tp / dp chips: each group runs the attention block (QKV projection, RoPE + KV write,
 attention, output projection) for its own ceil(B/dp) of the step's B sequences, tensor-parallel
 over its tp_a chips (heads and KV heads split tp_a ways: the block's weights are held dp times),

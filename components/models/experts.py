@@ -1,6 +1,6 @@
 """Mixture-of-experts FFN of a decoder layer (used by layers.py): the gate (router GEMM), the
 top-k routing decision, the chosen experts' weights and the shared experts. Tensor parallel
-`tp`: every expert's FFN columns are split `tp` ways (docs/model.md section 2c).
+`tp`: every expert's FFN columns are split `tp` ways (docs/model.md, "MoE decode step").
 
 - Weights read per step: a step whose batch holds n tokens reads the weights of the experts
   those tokens activate. With top-k routing of each token to k of E experts, uniform and

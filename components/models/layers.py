@@ -1,7 +1,8 @@
 """Shared builder of the non-dense architectures (moe.py, mla.py, hybrid.py): attention that is
 GQA/MHA or MLA, FFN that is dense or mixture-of-experts, layers that are full, sliding-window or
 constant-state. The operator list follows dense.py (one op per engine kernel, per-chip costs
-under tensor parallel `tp`); docs/kv_policies.md gives the formulas.
+under tensor parallel `tp`); docs/kv_policies.md, "Architectures", gives the formulas (MoE:
+docs/model.md, "MoE decode step").
 
 Mixture of experts: components/models/experts.py (gate, routing decision, expert weights read).
 Multi-head latent attention (DeepSeek-V2/V3), absorbed-weight decode path: the cache holds one

@@ -5,7 +5,7 @@ mixture-of-experts (n_experts > 0, first_dense_layers dense), as in moe.py.
 
   KV bytes per token = n_layers * (kv_lora_rank + qk_rope_head_dim) * bytes
   (DeepSeek-V3/R1, BF16: 61 * 576 * 2 = 70,272 B; models.md)
-Formulas: components/models/layers.py; docs/kv_policies.md.
+Formulas: components/models/layers.py; docs/kv_policies.md, "Architectures".
 """
 
 from __future__ import annotations

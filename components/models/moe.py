@@ -1,7 +1,8 @@
 """Mixture-of-experts decoder (`arch: moe`): GQA/MHA attention (or MLA when kv_lora_rank > 0),
 top-k routed experts + always-on shared experts, optional dense first layers. Expert weights
 read per step = the expected number of distinct experts the step's tokens activate,
-E (1 - (1 - k/E)^tokens) (components/models/layers.py, docs/kv_policies.md). Models: Mixtral-8x7B.
+E (1 - (1 - k/E)^tokens) (components/models/experts.py, docs/model.md, "MoE decode step").
+Models: Mixtral-8x7B.
 """
 
 from __future__ import annotations

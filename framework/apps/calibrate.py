@@ -3,7 +3,8 @@
   decodelab calibrate sn40l.launch_us --on C9:3            find, print and record the value
   decodelab calibrate sn40l.launch_us --on C9:3 --dry-run  print the YAML lines, change nothing
   decodelab calibrate --list                               the parameters, ranges and calibrations
-  decodelab calibrate --table                              the same as docs/model.md's Markdown table
+  decodelab calibrate --table                              the full table (docs/claims.md, "Placeholders and
+                                                           calibrated parameters", shows part of it)
 
 PARAM is an entry of data/calibration.yaml (its name, or its config key when one entry has it);
 FIGURE a claim figure: `ID` for a claim of one figure, else `ID:N` (N from 1, as `decodelab
@@ -30,7 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--on", metavar="FIGURE", help="the claim figure to calibrate on: ID or ID:N")
     p.add_argument("--dry-run", action="store_true", help="print the YAML lines to change, write nothing")
     p.add_argument("--list", action="store_true", help="list the parameters, their ranges and calibrations")
-    p.add_argument("--table", action="store_true", help="the calibration table of docs/model.md (Markdown)")
+    p.add_argument("--table", action="store_true", help="the calibration table as Markdown (docs/claims.md)")
 
 
 def _list() -> int:

@@ -71,8 +71,8 @@ def run(a) -> int:
         loo = gemm.leave_one_out(data["gemm"][0])
         errs = "; ".join(f"{dt} n {e['n'][1]:.1f}% / k {e['k'][1]:.1f}%" for dt, e in loo.items())
         text += (
-            "# GEMMs at a design's own shapes from the table itself (docs/model.md 5d), interpolation error\n"
-            f"# by leave-one-out (mean |error|, each interior grid n / k from its neighbours): {errs}\n"
+            '# GEMMs at a design\'s own shapes from the table itself (docs/model.md, "Per-shape operator laws");\n'
+            f"# interpolation error by leave-one-out (mean |error|, each interior grid n / k from its neighbours): {errs}\n"
             f"op_tables:\n  gemm: {gemm_file}\n"
         )
     text += _other_tables(a.paths, data, header="gemm" not in data)  # gemm: op_tables is open
@@ -104,7 +104,8 @@ def _other_tables(paths: List[str], data: dict, header: bool) -> str:
     """The op_tables lines that name the generation attention file (`attention_decode`: decode
     attention from the table at the heads it has) and the all-reduce files as the chip's tables:
     TensorRT-LLM's (`all_reduce`) and each engine's own (`all_reduce_by_engine.<framework>`),
-    costed from the table at the GPU counts it has, the law at others (docs/model.md 5d)."""
+    costed from the table at the GPU counts it has, the law at others (docs/model.md, "Per-shape
+    operator laws")."""
     own = {k.split(":", 1)[1]: v[1] for k, v in data.items() if k.startswith("allreduce:")}
     lines = []
     if "generation_attention" in data:
@@ -116,7 +117,10 @@ def _other_tables(paths: List[str], data: dict, header: bool) -> str:
         lines += [f"    {eng}: {_file_named(paths, name)}" for eng, name in sorted(own.items())]
     if not lines:
         return ""
-    head = "# decode attention and all-reduces from their measured tables where they hold the shape (docs/model.md 5d)\n"
+    head = (
+        "# decode attention and all-reduces from their measured tables where they hold the shape\n"
+        '# (docs/model.md, "Per-shape operator laws")\n'
+    )
     return head + ("op_tables:\n" if header else "") + "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,7 @@
 """`decodelab import-model PATH/config.json [--name NAME] [--out-dir DIR]`: a model YAML from a
 Hugging Face config.json, written to DIR/model/NAME.yaml (default ./my_conf/model/), with the
 config.json key of every field in its comment; a generation_config.json beside it gives the model's
-sampling defaults (`generation_defaults`, docs/model.md 5e).
+sampling defaults (`generation_defaults`, docs/model.md, "The engine's sampler").
 
 The config.json keys it did not read are listed, and what the model schema cannot express is
 named (neither is an error); a key config.json omits takes its family's transformers default

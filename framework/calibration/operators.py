@@ -167,7 +167,8 @@ def generation_rows(df, kv_dtype: str, head_dim: int, hbm_bytes_s: float = 0.0, 
     """Decode attention with a `kv_dtype` cache: no window, GQA group 2..16 (MHA and larger groups
     use other kernels), batch <= 512, step <= 32767; with `hbm_bytes_s` > 0, also no row whose KV
     read (batch x (step + 1) x 2 x KV heads x head_dim x `kv_elt_bytes`) over its latency beats that
-    HBM bandwidth: such a row did not read its KV from HBM (docs/model.md section 5d)."""
+    HBM bandwidth: such a row did not read its KV from HBM
+    (docs/journal/2026-11-24-operator-laws-h100.md)."""
     d = df[(df.kv_cache_dtype.map(DTYPES) == kv_dtype) & (df.head_dim == head_dim) & (df.window_size <= 0)]
     group = d.num_heads / d.num_key_value_heads
     d = d[(group >= 2) & (group <= 16) & (d.batch_size <= 512) & (d.step <= 32767)]

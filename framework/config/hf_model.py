@@ -1,5 +1,5 @@
 """A Hugging Face `config.json` -> a model YAML in the schema of decodelab.core.schema.ModelConfig
-(`decodelab import-model`, docs/extending.md). Pure Python: json in, YAML text out.
+(`decodelab import-model`, docs/extending.md, "Add a model"). Pure Python: json in, YAML text out.
 
 Mapped: dense / GQA / MHA (llama, mistral, qwen2, qwen3: `head_dim` when given, else hidden_size /
 num_attention_heads); mixture of experts (mixtral and gpt-oss `num_local_experts`, qwen2_moe /

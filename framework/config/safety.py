@@ -70,7 +70,7 @@ RUNTIME_ENV_KEYS = frozenset({"working_dir", "excludes", "env_vars"})
 MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add to one file (a config has < 10,000)
 MAX_FILES, MAX_DEPTH = 5_000, 4  # a config directory's YAML files scanned, and how deep
 SKIP_DIRS = frozenset({"outputs", "multirun", "mlruns", "mlartifacts", "__pycache__", "node_modules"})
-DATA = "config files are data (docs/extending.md)"
+DATA = 'config files are data (docs/extending.md, "Your own config directory")'
 # where a _target_ may be (the key above it, or two above for a callback) and what it may name
 TARGETS = {"callbacks": CALLBACK_TARGETS, "launcher": LAUNCHER_TARGETS, "sweeper": SWEEPER_TARGETS}
 

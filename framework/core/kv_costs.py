@@ -9,7 +9,8 @@
 - `max_batch`: sequences whose KV slot (static capacity, or the cache at the end of the
   request) fits in HBM next to the weights, per chip of a tensor-parallel replica.
 
-Formulas: docs/kv_policies.md. Components know nothing of this module; the kernel neither.
+Formulas: docs/kv_policies.md, "How a policy enters the model" and "Policies". Components know
+nothing of this module; the kernel neither.
 """
 
 from __future__ import annotations

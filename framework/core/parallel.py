@@ -1,9 +1,9 @@
 """Parallelism beyond tensor parallelism, as config checks, kernel scalars and per-stage memory
-(docs/model.md section 2d). Pipeline parallelism (`hardware.pipeline_parallel` = pp): the decoder
-layers are split over pp stages (core/pipeline.py `layer_split`), each a group of
-`tensor_parallel` chips holding its layers' weights and KV; a replica is tp x pp chips. The step
-time is composed in the kernel (core/pipeline.py); this module fills its scalars and says where
-pipeline parallelism is not modelled."""
+(docs/model.md, "Parallelism beyond tensor parallelism"). Pipeline parallelism
+(`hardware.pipeline_parallel` = pp): the decoder layers are split over pp stages (core/pipeline.py
+`layer_split`), each a group of `tensor_parallel` chips holding its layers' weights and KV; a
+replica is tp x pp chips. The step time is composed in the kernel (core/pipeline.py); this module
+fills its scalars and says where pipeline parallelism is not modelled."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def check(e: List[str], cfg) -> None:
         e.append(
             f"hardware.pipeline_parallel={pp} is modelled for hardware.execution=gpu only (allowed "
             f"with {hw.execution}: 1); SN40L deployments shard across sockets by tensor parallelism "
-            "(docs/model.md section 2d)"
+            '(docs/model.md, "Parallelism beyond tensor parallelism")'
         )
     if cfg.get("disagg") is not None and cfg.disagg.get("enabled"):
         e.append(

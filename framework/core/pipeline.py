@@ -1,7 +1,7 @@
-"""Pipeline parallelism in the kernel (`hardware.pipeline_parallel`, docs/model.md section 2d):
-a step of one tensor-parallel group's operator list, composed over `pp` pipeline stages and `m`
-micro-batches. Plain numbers only (the kernel calls it from `kernel.step_core`; it knows nothing of
-models, components or configs).
+"""Pipeline parallelism in the kernel (`hardware.pipeline_parallel`, docs/model.md, "Parallelism
+beyond tensor parallelism"): a step of one tensor-parallel group's operator list, composed over `pp`
+pipeline stages and `m` micro-batches. Plain numbers only (the kernel calls it from
+`kernel.step_core`; it knows nothing of models, components or configs).
 
 The kernel costs one micro-batch through the whole operator list on one TP group; `t_call[c]` is
 the time call c took in it and `stage[c]` where the call runs (STAGE_LAYER: spread over the

@@ -1,5 +1,6 @@
 """The memory a serving engine keeps out of its KV pool for the activations of its start-up
-profile (`engine.profile_reserve`; build.kv_pool_bytes, docs/model.md 3b).
+profile (`engine.profile_reserve`; build.kv_pool_bytes, docs/model.md, "Serving: continuous
+batching").
 
 vLLM and TensorRT-LLM size the pool after one profiling forward pass and take its peak PyTorch
 allocation out of it:
@@ -16,7 +17,8 @@ The peak of the forward is the residual stream of `tokens` tokens plus the large
 of one layer operator (its activations read and written: `act_bytes_per_token` of the layer ops,
 e.g. SwiGLU's gate/up output and its product). The sampler's is `profile_sampler_bytes` per
 vocabulary entry of each sampled row, with the forward's hidden states still held. Memory
-outside PyTorch (CUDA context, NCCL and graph buffers) is not modelled (docs/model.md 3b)."""
+outside PyTorch (CUDA context, NCCL and graph buffers) is not modelled
+(docs/journal/2026-11-23-continuous-batching-and-kv-pool.md)."""
 
 from __future__ import annotations
 

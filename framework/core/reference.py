@@ -66,10 +66,11 @@ def reference_step_agg(
 
 
 def _pipeline_step(design, cfg, pp: int, agg) -> Dict[str, float]:
-    """Pipeline parallelism (docs/model.md section 2d), written out per stage: the batch in m
-    micro-batches of ceil(seqs / m) sequences; stage s holds the layers vLLM's get_pp_indices
-    gives it; one micro-batch's time on stage s is its layers' share of the decoder-layer calls
-    plus the embedding (s = 0) or the final norm, LM head and sampling (s = pp - 1)."""
+    """Pipeline parallelism (docs/model.md, "Parallelism beyond tensor parallelism"), written out
+    per stage: the batch in m micro-batches of ceil(seqs / m) sequences; stage s holds the layers
+    vLLM's get_pp_indices gives it; one micro-batch's time on stage s is its layers' share of the
+    decoder-layer calls plus the embedding (s = 0) or the final norm, LM head and sampling
+    (s = pp - 1)."""
     hw, m, w = cfg.hardware, cfg.model, cfg.workload
     mb = getattr(w, "pp_microbatches", 0) or pp
     seqs = max(1, math.ceil(agg[3] - 1e-9))

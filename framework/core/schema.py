@@ -121,8 +121,9 @@ class HardwareConfig:
     # Data-parallel attention (components/models/attn_dp.py): the tp chips run attention in this
     # many groups of tp / attention_dp chips, each for its own sequences; FFN/MoE over all tp chips
     attention_dp: int = 1
-    # Pipeline parallelism (framework/core/pipeline.py, docs/model.md section 2d): the decoder layers
-    # split over this many stages, each a group of tensor_parallel chips (tp x pp chips a replica)
+    # Pipeline parallelism (framework/core/pipeline.py, docs/model.md, "Parallelism beyond tensor
+    # parallelism"): the decoder layers split over this many stages, each a group of tensor_parallel
+    # chips (tp x pp chips a replica)
     pipeline_parallel: int = 1
     pp_link_bw_gb_s: float = 0.0  # inter-stage link per chip, one direction; 0 = link_bw_gb_s
     p2p_latency_us: float = -1.0  # one stage-to-stage send; < 0 = collective_latency_us
@@ -198,7 +199,8 @@ class KVPolicyConfig:
 
 @dataclass
 class OptimizationsConfig:
-    """Execution options. Each names the cost term it changes (see docs/model.md)."""
+    """Execution options. Each names the cost term it changes (see docs/model.md, "Operators and
+    kernel calls")."""
 
     name: str = "baseline"
     cuda_graphs: bool = False  # GPU: removes per-kernel launch, keeps sync
@@ -276,10 +278,10 @@ class WorkloadConfig:
     arrival_rate: float = 0.0  # open_loop: Poisson arrivals per second (ignored with a trace)
     trace: str = ""  # open_loop: CSV of arrival_s, prompt_len, output_len
     think_ms: float = 0.0  # closed_loop: client delay between a response and its next request
-    # closed_loop benchmark client (aiperf / genai-perf, docs/validation.md): warm-up requests run
-    # first and are excluded from the metrics; warmup_drain: the client waits until they all end
-    # and then releases `concurrency` requests at once (aiperf), so the measured phase starts from
-    # an idle engine; false: the measured requests follow the warm-up in the same closed loop.
+    # closed_loop benchmark client (aiperf / genai-perf, docs/validation.md, "How a row runs"):
+    # warm-up requests run first and are excluded from the metrics; warmup_drain: the client waits
+    # until they all end and then releases `concurrency` requests at once (aiperf), so the measured
+    # phase starts from an idle engine; false: the measured requests follow the warm-up in the same closed loop.
     warmup_requests: int = 0
     warmup_drain: bool = True
     prompt_dist: LengthDistConfig = field(default_factory=LengthDistConfig)

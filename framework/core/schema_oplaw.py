@@ -1,6 +1,7 @@
 """Typed schemas of the per-shape operator laws (`hardware.op_fit`, hardware.op_model=fitted;
 framework/opcost/ evaluates them, one module per operator family; framework/calibration/ fits
-them; docs/model.md 5d). The config schema stays in core: decodelab.opcost imports no config code."""
+them; docs/model.md, "Per-shape operator laws"). The config schema stays in core: decodelab.opcost
+imports no config code."""
 
 from __future__ import annotations
 
@@ -117,9 +118,9 @@ class OpTablesConfig:
 
 @dataclass
 class OpFitConfig:
-    """Fitted per-shape operator laws (hardware.op_model=fitted; docs/model.md). Keys: gemm by
-    weight dtype (bf16 | fp8); attention by `<kv dtype>_hd<head_dim>`; collectives by `tp<n>`.
-    An op whose class is missing is costed by the roofline law."""
+    """Fitted per-shape operator laws (hardware.op_model=fitted; docs/model.md, "Per-shape operator
+    laws"). Keys: gemm by weight dtype (bf16 | fp8); attention by `<kv dtype>_hd<head_dim>`;
+    collectives by `tp<n>`. An op whose class is missing is costed by the roofline law."""
 
     source: str = ""
     gemm: Dict[str, GemmLaw] = field(default_factory=dict)

@@ -1,7 +1,8 @@
-"""The decode attention family (hardware.op_model=fitted; docs/model.md 5d): the decoding sequences'
-part of a GQA/MHA attention call (components/ops.py attn_heads, attn_kv_heads, attn_head_dim) is
-costed by the law of its class (`op_fit.attention_decode.<kv dtype>_hd<head dim>`; the call is
-law-costed where the chip also has the class's prefill law, opcost.attention_prefill)
+"""The decode attention family (hardware.op_model=fitted; docs/model.md, "Per-shape operator laws"):
+the decoding sequences' part of a GQA/MHA attention call (components/ops.py attn_heads,
+attn_kv_heads, attn_head_dim) is costed by the law of its class
+(`op_fit.attention_decode.<kv dtype>_hd<head dim>`; the call is law-costed where the chip also has
+the class's prefill law, opcost.attention_prefill)
 
     t = t0 + ((c_sk seqs kvh)^p + (B_kv / BW_kv)^p)^(1/p),  B_kv = KV bytes read,
 

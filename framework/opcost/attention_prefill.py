@@ -1,5 +1,5 @@
-"""The prefill attention family (hardware.op_model=fitted; docs/model.md 5d): the prefilling
-sequences' part of a GQA/MHA attention call is costed by the law of its class
+"""The prefill attention family (hardware.op_model=fitted; docs/model.md, "Per-shape operator
+laws"): the prefilling sequences' part of a GQA/MHA attention call is costed by the law of its class
 (`op_fit.attention_prefill.<kv dtype>_hd<head dim>`; the call is law-costed where the chip also
 has the class's decode law, opcost.attention_decode, which costs its decoding sequences)
 

@@ -1,6 +1,7 @@
 """What every operator family shares: the context a price is asked in (`Ctx`), a family's answer
 (`Price`), a step's share of tokens for the pure-Python reference (`Step`), and the chip's rates
-and measured tables as the families read them (hardware.op_model=fitted, docs/model.md 5d)."""
+and measured tables as the families read them (hardware.op_model=fitted, docs/model.md, "Per-shape
+operator laws")."""
 
 from __future__ import annotations
 

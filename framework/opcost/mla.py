@@ -1,9 +1,10 @@
-"""The MLA family (hardware.op_model=fitted; docs/model.md 5d): MLA's absorbed-path attention over
-the latent (the decode-path attention op of components/models/mla.py: one KV head of kv_lora_rank +
-qk_rope_head_dim, read once for keys and values) is costed from a table of MLA decode attention
-microbenchmarks alone (`hardware.op_tables.mla_decode`, `mla_decode_by_engine.<family>`), read and
-interpolated as the GQA decode attention tables are (opcost.attention_decode); no law stands in
-where no table holds its heads per chip (the roofline law)."""
+"""The MLA family (hardware.op_model=fitted; docs/model.md, "Per-shape operator laws"; history:
+docs/journal/2026-11-27-mla-decode-tables.md): MLA's absorbed-path attention over the latent (the
+decode-path attention op of components/models/mla.py: one KV head of kv_lora_rank + qk_rope_head_dim,
+read once for keys and values) is costed from a table of MLA decode attention microbenchmarks alone
+(`hardware.op_tables.mla_decode`, `mla_decode_by_engine.<family>`), read and interpolated as the GQA
+decode attention tables are (opcost.attention_decode); no law stands in where no table holds its
+heads per chip (the roofline law)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sampler family: the engine's sampler as a cost (docs/model.md 5e).
+"""The sampler family: the engine's sampler as a cost (docs/model.md, "The engine's sampler").
 
 A serving engine samples each emitted token from the FP32 logits of its vocabulary. How much that
 costs depends on what the request asks for and on the engine's code path:
@@ -123,7 +123,7 @@ def standalone_note(ctx: Ctx) -> Optional[str]:
         return (
             f"engine.sampler.topk_topp={p}: the model's generation_defaults make every request a top-p "
             f"request, but hardware.op_fit.sampler has no {p!r} law on this chip: the sampling op is "
-            "costed as one pass over the logits (docs/model.md 5e)"
+            'costed as one pass over the logits (docs/model.md, "The engine\'s sampler")'
         )
     caveat = str(getattr(laws[p], "caveat", "") or "")
     if caveat:

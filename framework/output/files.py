@@ -165,7 +165,7 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
         ("% of roofline (Eq. 3)", f"{m['pct_roofline']:.1f} %"),
         ("kernel calls per step", f"{m['n_kernel_calls_per_step']:.0f}"),
     ]
-    if "pp_bubble_pct" in m:  # pipeline stages (docs/model.md 2d)
+    if "pp_bubble_pct" in m:  # pipeline stages (docs/model.md, "Parallelism beyond tensor parallelism")
         rows.append(
             (
                 f"pipeline idle: TPOT / TTFT ({m['pp_microbatches']:.0f} micro-batches)",
@@ -188,7 +188,8 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
         console.print(f"note: {n}")
 
 
-# Under every metric table: the two rows a newcomer cannot read off (docs/model.md sections 3-4).
+# Under every metric table: the two rows a newcomer cannot read off (docs/model.md, "% of roofline" and
+# "Time of one call and one step").
 LEGEND = (
     "% of roofline (Eq. 3): tok/s / HBM bound (weights + KV bytes per step)",
     "TPOT excess: kernel time above its roofline (below-peak efficiency)",

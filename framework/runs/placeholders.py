@@ -219,7 +219,8 @@ def current_value(p: Param, conf_dir: Path = CONF_DIR) -> str:
 
 
 def markdown_table(params: Dict[str, Param], points: Optional[Dict[str, object]] = None) -> str:
-    """The calibration table of docs/model.md: param, value, calibrated on, range, range source
+    """The calibration table (`decodelab calibrate --table`; docs/claims.md, "Placeholders and
+    calibrated parameters"): param, value, calibrated on, range, range source
     (values as written in their YAMLs unless `points` gives them)."""
     points = points if points is not None else {n: current_value(p) for n, p in params.items()}
     rows = [

@@ -42,7 +42,7 @@ WARMUP_PER_CLIENT = 2
 # generator served vLLM at all (#144, 2025-12-04); the generator and eval pipeline were aligned with
 # Dynamo 0.8.0 on 2026-01-24 (aiconfigurator #278). So rows from vLLM 0.12.0 on take the rule (Dynamo
 # main carried 0.12.0 from 2025-12-03, #4736, so a December run without it cannot be excluded:
-# docs/validation.md). SGLang: it passed --enable-mixed-chunk from 2026-01-19 (#257, #258); Dynamo
+# docs/journal/2026-11-27-validation-how-rows-run.md). SGLang: it passed --enable-mixed-chunk from 2026-01-19 (#257, #258); Dynamo
 # v0.8.0 / v0.8.1 pinned SGLang 0.5.6.post2 (before and after that date), v0.9.0 0.5.8 (#5590), and
 # the sglang-0.5.8 wheel was built 2026-01-23: from 0.5.8. Earlier versions (the shipped SGLang
 # 0.5.1.post1 rows among them) keep their engine files' defaults.

@@ -2,10 +2,10 @@
 framework/modes/serving/disagg.py runs the open loop).
 
 `concurrency` clients each send a request, wait for its last token from the decode pool and send
-the next one (the benchmark client of docs/validation.md). The decode pool has R = instances x
-attention groups ranks and the clients are spread evenly over them, as the one-pool serving mode
-spreads them over its attention groups: the simulation runs one decode rank (its ceil(C / R)
-clients, their requests, its scheduler with E_READY and a closed loop), which stands for all R,
+the next one (the benchmark client of docs/validation.md, "How a row runs"). The decode pool has
+R = instances x attention groups ranks and the clients are spread evenly over them, as the one-pool
+serving mode spreads them over its attention groups: the simulation runs one decode rank (its
+ceil(C / R) clients, their requests, its scheduler with E_READY and a closed loop), which stands for all R,
 and the prefill pool sees R copies of that rank's requests (a cohort: the j-th request of every
 decode rank is sent at the same time; round robin in sending order over the prefill pool's
 P x groups ranks; each rank first come first served, one scheduler each). A request's prefill

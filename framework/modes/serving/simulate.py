@@ -3,7 +3,8 @@
 
 `evaluate_serving(cfg, design)` is what `evaluate(cfg)` returns for a serving workload: the same
 result shape (status, reason, metrics as flat floats, notes) plus `serving`, the per-request and
-per-step arrays that framework/output/serving.py writes and plots. Equations: docs/model.md.
+per-step arrays that framework/output/serving.py writes and plots. Equations: docs/model.md,
+"Serving: continuous batching" and "TTFT under continuous batching".
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def engine_inputs(
                 f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights"
                 + (" and the start-up profile's activations)" if e.profile_reserve else ")")
                 if e.kv_mem_basis == "free"
-                else f"(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md 3b)"
+                else f'(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md, "Serving: continuous batching")'
             )
         )
     eng[SK.E_MAX_BATCH] = max_batch
