@@ -79,8 +79,8 @@ def check(source: Source, overrides: List[str], output_problem) -> Optional[List
 
 
 class ReusingLoader(ConfigLoaderImpl):
-    """Hydra's config loader, which gives the config `check` kept (a copy) when asked for the
-    same search path, config name and overrides; Hydra.run's own composition is the last use."""
+    """Hydra's config loader, which gives the config `check` kept when asked for the same search
+    path, config name and overrides: to Hydra.get_mode, then to Hydra.run, which owns it."""
 
     def load_configuration(
         self,
@@ -96,6 +96,6 @@ class ReusingLoader(ConfigLoaderImpl):
             return super().load_configuration(
                 config_name, overrides, run_mode, from_shell, validate_sweep_overrides
             )
-        if run_mode == RunMode.RUN:
+        if run_mode == RunMode.RUN:  # the last use (get_mode before it only reads hydra.mode)
             _KEPT.pop(key)
-        return copy.deepcopy(cfg)
+        return cfg
