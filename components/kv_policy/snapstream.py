@@ -6,9 +6,9 @@ middle and the prompt's last R tokens in the ring; every decode step writes its 
 ring (overwriting the oldest) and attends the slot, StreamingLLM-style. The slot has a constant
 capacity C = S + K + R, so graph shapes are static under continuous batching.
 
-The paper publishes none of S, K, R, the window or the pooling (claims.md): they are parameters
-(conf/kv_policy/snapstream.yaml states the chosen ones; sweeps/studies/kv_snapstream_params.yaml sweeps
-them). Granularity: MLA models (DeepSeek-R1) select per layer, shared by all heads; per query
+The paper publishes none of S, K, R, the window or the pooling (shared/reference/claims.md): they
+are parameters (conf/kv_policy/snapstream.yaml states the chosen ones;
+sweeps/studies/kv_snapstream_params.yaml sweeps them). Granularity: MLA models (DeepSeek-R1) select per layer, shared by all heads; per query
 head on GQA, a KV head holds S + R + G K at most.
 
   stored(P, t) = min(P + t, C)      read per step = stored      slot = C tokens (static)
