@@ -1,6 +1,7 @@
-"""Data-parallel attention (`hardware.attention_dp`; components/models/attn_dp.py, docs/model.md
-section 2d): bytes per chip worked by hand, the MLA case equal to `mla_mapping=data`, the default
-unchanged, the kernel against the reference, bad and infeasible combinations."""
+"""Data-parallel attention (`hardware.attention_dp`; components/models/attn_dp.py, docs/model.md,
+"Parallelism beyond tensor parallelism"): bytes per chip worked by hand, the MLA case equal to
+`mla_mapping=data`, the default unchanged, the kernel against the reference, bad and infeasible
+combinations."""
 
 from __future__ import annotations
 

@@ -170,7 +170,8 @@ GAPS = {
     (
         "C12",
         "experts one SN40L Node holds and serves",
-    ): "979 = 12 TiB DDR / 13.48 GB; the paper's 850 matches 12 TB / (7B x 2 B) = 857 (docs/coe.md)",
+    ): "979 = 12 TiB DDR / 13.48 GB; the paper's 850 matches 12 TB / (7B x 2 B) = 857 "
+    "(docs/journal/2026-11-23-samba-coe.md, gap 1)",
 }
 
 
@@ -181,7 +182,8 @@ def rows(claim_rows):
 
 def test_claim_figures_within_tolerance_except_documented_gaps(rows):
     """Every C10-C12 figure reproduces within its tolerance (or range), except the gaps of
-    docs/coe.md section 6, which must still fail (a fix, or a regression, is noticed)."""
+    docs/journal/2026-11-23-samba-coe.md ("6. Gaps"; docs/coe.md, "Limits"), which must still fail
+    (a fix, or a regression, is noticed)."""
     assert {cid for cid, _ in rows} == {"C10", "C11", "C12"} and set(GAPS) <= set(rows)
     assert all(r["simulated"] is not None for r in rows.values())
     off = {
@@ -193,7 +195,7 @@ def test_claim_figures_within_tolerance_except_documented_gaps(rows):
 
 
 def test_claim_values_pinned(rows):
-    """The numbers docs/coe.md reports (a change in the model shows up here first)."""
+    """The numbers docs/generated/claims.md reports (a change in the model shows up here first)."""
     sim = {k: r["simulated"] for k, r in rows.items()}
     # 3.63 / 6.43 on the papers' GPU stack (conf/engine/trtllm_2024.yaml: its kernel boundaries calibrated on
     # C1:1); 3.43 / 6.21 with the TensorRT-LLM 1.0 tables' boundaries alone

@@ -1,7 +1,7 @@
 """Expert parallelism with all-to-all dispatch and combine (`hardware.moe_mapping=a2a` with
-data-parallel MLA attention; components/models/experts.py, docs/model.md section 2d): the bytes
-worked by hand, the step's collective time, the kernel against the reference, and the
-combinations that are not modelled."""
+data-parallel MLA attention; components/models/experts.py, docs/model.md, "MoE decode step" and
+"Parallelism beyond tensor parallelism"): the bytes worked by hand, the step's collective time, the
+kernel against the reference, and the combinations that are not modelled."""
 
 from __future__ import annotations
 

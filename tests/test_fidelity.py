@@ -308,7 +308,8 @@ def test_prefix_reuse_is_exact(smollm):
 
 ACCEPT_OVERRIDES = {  # the policies' own YAMLs, sized for a 1k-token prompt
     "streaming_llm": ["kv_policy.sinks=4", "kv_policy.window=124"],  # 4 sinks + 124 recent
-    # one selection per layer: per-KV-head selection loses the needle on this model (docs/fidelity.md)
+    # one selection per layer: per-KV-head selection loses the needle on this model
+    # (docs/journal/2026-11-23-fidelity-grid.md)
     "snapkv_layer": ["kv_policy.budget=512", "kv_policy.granularity=layer"],
     "snapstream": [
         "kv_policy.sinks=4",

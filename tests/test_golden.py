@@ -261,7 +261,8 @@ def test_kernel_calls_per_step_gpu(compose):
     # a launch longer than every kernel is the critical path: the step is 324 launches + host
     slow = off("engine.eager_launch_us=null", "hardware.launch_us=1000")
     assert slow["tpot_ms"] == pytest.approx(324 * 1.0 + 0.1, rel=1e-9)
-    # the fitted operator laws (docs/model.md 5d): RoPE + KV write run inside the attention call
+    # the fitted operator laws (docs/model.md, "Per-shape operator laws"): RoPE + KV write run inside
+    # the attention call
     m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm", PAPER))["metrics"]
     assert m["n_kernel_calls_per_step"] == 1 + 9 * 32 + 3 == 292
     m = evaluate(compose("model=llama3_1_8b", "hardware=h100_sxm"))["metrics"]

@@ -239,7 +239,7 @@ def test_decodelab_grid_writes_one_table_and_one_mlflow_parent(tmp_path):
 
 @pytest.mark.benchmark
 def test_benchmark_one_million_designs(tmp_path):
-    """`decodelab grid scale/grid_1m -j 2` (docs/sweeps.md): reports wall time, designs/s, CPU
+    """`decodelab grid scale/grid_1m -j 2` (docs/sweeps.md, "Benchmarks"): reports wall time, designs/s, CPU
     seconds and the peak memory of the process tree; asserts the results, never the clock."""
     import pyarrow.parquet as pq
 

@@ -385,7 +385,8 @@ def test_kvplot_writes_plot_and_table(tmp_path):
 
 
 def test_a_policy_needs_only_check_cached_tokens_and_kernel_params():
-    """The interface functions a module leaves out are the full cache's (docs/extending.md)."""
+    """The interface functions a module leaves out are the full cache's (docs/kv_policies.md, "How a
+    policy enters the model")."""
     import types
     from decodelab.components.kv_policy import Policy
 

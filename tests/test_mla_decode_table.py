@@ -1,7 +1,8 @@
 """MLA decode attention from measured tables (hardware.op_tables.mla_decode and its _by_engine
-tables, framework/opcost/attention_decode.py, docs/model.md 5d): the spike filter worked by hand, the
-shipped tables' rows reproduced at a DeepSeek-V3 design's own shape, the engine's own table and
-the fallback, the mappings that keep the roofline, and the kernel against the reference."""
+tables, framework/opcost/attention_decode.py, docs/model.md, "Per-shape operator laws"; history:
+docs/journal/2026-11-27-mla-decode-tables.md): the spike filter worked by hand, the shipped tables'
+rows reproduced at a DeepSeek-V3 design's own shape, the engine's own table and the fallback, the
+mappings that keep the roofline, and the kernel against the reference."""
 
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ def test_bad_mapping_is_one_error_line(compose):
 def test_mappings_on_the_c14_graphs(compose):
     """128k on the (131072, 1) graph: context parallelism reads 1/16 of the latent per chip (faster at
     batch 1); data-parallel attention reads every attention weight on every chip (slower); at the
-    (4096, 4) graph the latent hardly matters. C13-C15 with each mapping: docs/kv_policies.md."""
+    (4096, 4) graph the latent hardly matters. C13-C15 with each mapping:
+    docs/journal/2026-11-23-kv-policies-and-c13-c15.md ("MLA across sockets: three mappings")."""
     base = (
         "model=deepseek_r1",
         "hardware=sn40l_rack16",

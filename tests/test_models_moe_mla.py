@@ -187,7 +187,7 @@ def test_snapstream_claims(snapstream_rows, key):
 
 
 def test_snapstream_claim_values(snapstream_rows):
-    """The values docs/kv_policies.md reports."""
+    """The values docs/generated/claims.md reports (the 4x: docs/kv_policies.md, "Architectures")."""
     v = {k[1]: r["simulated"] for k, r in snapstream_rows.items()}
     assert v["KV memory per sequence at 128k, full over SnapStream"] == pytest.approx(4.0, rel=1e-3)
     assert v["MTP factor at 80% acceptance"] == pytest.approx(2.44)

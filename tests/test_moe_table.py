@@ -1,7 +1,7 @@
-"""MoE layers' routed-expert blocks from measured MoE tables (framework/opcost/moe.py, docs/model.md
-5d): the head op takes the table's block time at its shape, its tails run inside it, the dense and
-shared-expert part adds its roofline time; a shape or split the tables lack is carried from the nearest
-measured block, a dtype they lack keeps the roofline law."""
+"""MoE layers' routed-expert blocks from measured MoE tables (framework/opcost/moe.py, docs/model.md,
+"MoE decode step"): the head op takes the table's block time at its shape, its tails run inside it,
+the dense and shared-expert part adds its roofline time; a shape or split the tables lack is carried
+from the nearest measured block, a dtype they lack keeps the roofline law."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Pipeline parallelism (hardware.pipeline_parallel, workload.pp_microbatches; framework/core/
-pipeline.py, docs/model.md section 2d): hand-worked bubbles and transfers, the layer split, memory
-per stage, the kernel against the reference, pp = 1 unchanged, infeasible and bad inputs."""
+pipeline.py, docs/model.md, "Parallelism beyond tensor parallelism"): hand-worked bubbles and
+transfers, the layer split, memory per stage, the kernel against the reference, pp = 1 unchanged,
+infeasible and bad inputs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The engine's sampler as a cost (framework/opcost/sampler.py, docs/model.md 5e): which requests take
-the sort path, the law's value worked by hand, the kernel and the reference alike, the shipped law
-against its microbenchmark, a chip without the law, and bad input as one error line each."""
+"""The engine's sampler as a cost (framework/opcost/sampler.py, docs/model.md, "The engine's
+sampler"): which requests take the sort path, the law's value worked by hand, the kernel and the
+reference alike, the shipped law against its microbenchmark, a chip without the law, and bad input as
+one error line each."""
 
 from __future__ import annotations
 

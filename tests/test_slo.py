@@ -151,7 +151,8 @@ def test_real_design_holds_at_max_rate_and_fails_above():
 def test_more_replicas_scale_the_max_rate_exactly():
     """n_chips 1 -> 2 at TP1: two replicas, each sees half the Poisson stream (a random split of
     a Poisson process is two Poisson processes), so the system rate doubles and per chip is equal.
-    (More chips in tensor parallel can lower the rate of a small model: docs/capacity.md.)"""
+    (More chips in tensor parallel can lower the rate of a small model: docs/capacity.md, "What it
+    reports"; docs/journal/2026-11-25-slo-capacity.md, "More chips and the max rate".)"""
     from decodelab.config import plan as SP
 
     slo = SLO(ttft_ms=50, tpot_ms=4, tol=0.05)
@@ -222,10 +223,11 @@ def test_search_space_with_an_slo_block(tmp_path):
 def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
     """Llama-3.2-1B, one replica of TP1 -> TP2 -> TP4 chips on DGX H100, p90 TPOT <= 4 ms: the
     TPOT SLO binds and each doubling raises the max rate (measured 58.7, 86.7, 108 req/s; per
-    chip it falls: docs/capacity.md says why). The GPU's scaling alone: with TensorRT-LLM's host
-    dispatch of eager steps (engine.eager_launch_us, 35 us per kernel call) this 1B model's steps
-    with prefill work are host-bound (~6-7 ms), more so with the all-reduce calls of TP > 1, and
-    the max rate falls with TP instead (tests/test_eager_dispatch.py)."""
+    chip it falls: docs/journal/2026-11-25-slo-capacity.md, "More chips and the max rate", says
+    why). The GPU's scaling alone: with TensorRT-LLM's host dispatch of eager steps
+    (engine.eager_launch_us, 35 us per kernel call) this 1B model's steps with prefill work are
+    host-bound (~6-7 ms), more so with the all-reduce calls of TP > 1, and the max rate falls with
+    TP instead (tests/test_eager_dispatch.py)."""
     from decodelab.config import plan as SP
     from decodelab.runs.slo_sweep import evaluate_design
 
@@ -251,8 +253,8 @@ def test_more_tensor_parallel_chips_never_lower_the_max_rate_here():
 
 @pytest.mark.slow
 def test_capacity_walkthrough_commands(tmp_path):
-    """docs/capacity.md end to end on a smaller space (fewer requests, two TP degrees, one engine):
-    import-model from the shipped config.json, decodelab slo with the model from my_conf, then
+    """The walk-through of docs/journal/2026-11-25-slo-capacity.md end to end on a smaller space
+    (fewer requests, two TP degrees, one engine): import-model from the shipped config.json, decodelab slo with the model from my_conf, then
     decodelab compare of the front's child runs."""
     from decodelab.paths import SOURCE_ROOT
 
@@ -276,7 +278,7 @@ def test_capacity_walkthrough_commands(tmp_path):
 
 
 def test_a_short_run_fails_on_the_steady_state_check():
-    """docs/capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s: p90 TTFT and TPOT
+    """docs/journal/2026-11-25-slo-capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s: p90 TTFT and TPOT
     stay far inside loose SLOs (the batch is still ramping up; 4,000 requests give a p90 TPOT
     of 19.8 ms instead of 9.0), so only the steady-state condition (rate x mean E2E <= N / 4)
     fails the rate."""

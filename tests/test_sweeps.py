@@ -82,7 +82,8 @@ def test_fast_sweep_gives_the_jobs_and_results_of_hydra_multirun(tmp_path):
     assert hydra.returncode == 0, explain(hydra)
     (mdir,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     plan, out = sweep(tmp_path, args, target="c1_gpu_bandwidth")
-    # c1_gpu_bandwidth runs each design at TP 2, 4 and 8 (claims.md C1): 3 x 2 models x 2 batches
+    # c1_gpu_bandwidth runs each design at TP 2, 4 and 8 (shared/reference/claims.md C1): 3 x 2 models
+    # x 2 batches
     assert len(plan.jobs) == 12 and out.counts()["ok"] == 12
     for d in result_dirs(out.sweep_dir):
         fast = json.loads((d / "result.json").read_text())

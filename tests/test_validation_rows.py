@@ -195,8 +195,8 @@ def test_bad_fp8_checkpoint_is_one_line():
 
 @pytest.mark.slow
 def test_validate_all_runs_every_shipped_csv(tmp_path):
-    """`decodelab validate --all`: every shipped CSV in one process (the 396 rows; docs/validation.md
-    benchmark), one table each; with --csv it is one error line."""
+    """`decodelab validate --all`: every shipped CSV in one process (the 396 rows; docs/sweeps.md,
+    "Benchmarks"), one table each; with --csv it is one error line."""
     from conftest import cli
 
     out = cli(tmp_path, "validate", "--all", "--no-track")
