@@ -1,7 +1,8 @@
 """The max SLO-bound rate (decodelab.runs.slo, `decodelab slo`): the bisection on a toy design
 whose answer is known by hand, goodput arithmetic by hand, properties on real small designs
 (the SLO holds at the max rate and fails just above it; more replicas scale the rate), bad
-input as one error line, and the capacity-planning walk-through of docs/capacity.md."""
+input as one error line, and the capacity-planning walk-through of
+docs/journal/2026-11-25-slo-capacity.md."""
 
 from __future__ import annotations
 
@@ -278,10 +279,10 @@ def test_capacity_walkthrough_commands(tmp_path):
 
 
 def test_a_short_run_fails_on_the_steady_state_check():
-    """docs/journal/2026-11-25-slo-capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s: p90 TTFT and TPOT
-    stay far inside loose SLOs (the batch is still ramping up; 4,000 requests give a p90 TPOT
-    of 19.8 ms instead of 9.0), so only the steady-state condition (rate x mean E2E <= N / 4)
-    fails the rate."""
+    """docs/journal/2026-11-25-slo-capacity.md: Llama-3.2-1B on one H100, 200 requests at 80 req/s:
+    p90 TTFT and TPOT stay far inside loose SLOs (the batch is still ramping up; 4,000 requests
+    give a p90 TPOT of 19.8 ms instead of 9.0), so only the steady-state condition (rate x mean
+    E2E <= N / 4) fails the rate."""
     from decodelab.config import plan as SP
     from decodelab.runs.items import run
 
