@@ -30,7 +30,10 @@ GAPS = {
     "DGX faster than C1's, as the paper's estimate from standalone runs may have been",
     ("C9", "fusion speedup on decode, min"): "5.9x: with ~11x more calls unfused, <= 2x on Bloom-176B needs "
     "unfused calls <= ~50 us, which caps Mistral's fusion at ~8x against the 13x C9:1 sets",
-    ("C9", "hardware orchestration on decode, max"): "3.8x: 8x wants ~560 us per repeated software call, more "
+    (
+        "C9",
+        "hardware orchestration on decode, max",
+    ): "3.8x: 8x wants ~560 us per repeated software call, more "
     "than a first launch; the designs' per-call times span 7.6x, the published 8x / 1.4x need 17.5x",
     (
         "C9",
