@@ -97,8 +97,9 @@ def test_pools_with_experts_split_both_ways_and_vllm_zero_moe_columns(tmp_path):
 
 def test_disaggregated_rows_still_refused_say_why(tmp_path):
     """Pool sizes not recorded (most of the dev file: AIConfigurator's own estimator needs them too),
-    a worker wider than one NVLink domain (16 GPUs on H100), pipeline stages in a pool, and a recorded
-    concurrency the pools do not give: each refused with one line naming the pools."""
+    pipeline stages in a pool, and a recorded concurrency the pools do not give: each refused with
+    one line naming the pools. A worker of 16 H100s (two nodes) runs: its collectives cross the
+    scale-out network (hardware.nvlink_domain, scale_out_bw_gb_s)."""
     unrecorded = ",,8,1,1,1,8,,,8,1,1,1,8"
     wide = "1,1,1,1,16,1,16,2,3,16,1,1,1,16"
     staged = "1,1,4,2,1,4,1,4,5,8,1,1,1,8"
@@ -113,14 +114,15 @@ def test_disaggregated_rows_still_refused_say_why(tmp_path):
     kinds = [aic_rows.reason_kind(r) for r in df.refuse]
     assert kinds == [
         "mode=disagg pools not recorded",
-        "mode=disagg prefill pool multi-node",
+        "",
         "mode=disagg prefill pool pipeline stages",
         "mode=disagg ambiguous concurrency",
     ]
     assert "prefill ? x (tp 8, adp 1, moe 1x8, batch ?)" in df.refuse[0]
-    assert "16 GPUs, more than the 8 of one h100_sxm NVLink domain" in df.refuse[1]
     assert "= 20 clients, but silicon_data_source records silicon_concurrency=24" in df.refuse[3]
     assert all("\n" not in r for r in df.refuse) and math.isnan(df.tp[0])
+    _, items = read_rows(tmp_path / "silicon.csv")
+    assert "disagg.prefill.tensor_parallel=16" in items[1][1] and "disagg.decode.instances=3" in items[1][1]
 
 
 @pytest.mark.slow

@@ -162,8 +162,8 @@ def check(e: List[str], cfg) -> None:
         e.append(f"hardware.attention_dp={dp} is not modelled with speculative decoding (allowed: 1)")
     elif dp > 1 and _kind(w) != "static" and cfg.get("disagg") is not None and cfg.disagg.get("enabled"):
         e.append(
-            f"hardware.attention_dp={dp} is not modelled with disaggregated pools (allowed with "
-            f"disagg={cfg.disagg.name}: 1)"
+            f"hardware.attention_dp={dp} does not reach disaggregated pools (disagg={cfg.disagg.name}): "
+            "each pool takes its own, disagg.prefill.attention_dp / disagg.decode.attention_dp"
         )
     check_experts(e, cfg)
     check_network(e, hw)

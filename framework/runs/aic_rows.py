@@ -109,11 +109,11 @@ def pool_row(row, side: str) -> dict:
     return out
 
 
-def disagg_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
+def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
     """(a disaggregated row's pools as columns `<side>_workers`, `_tp`, `_pp`, `_dp`, `_moe_tp`,
     `_moe_ep`, `_batch`, and its clients; '' or the one line why it is not run): each pool's split
-    read as an aggregated replica's (parallel_of: one worker within one NVLink domain), no pipeline
-    stages, and the clients = decode workers x attention DP x decode batch size (the recorded
+    read as an aggregated replica's (parallel_of; a worker may span nodes), no pipeline stages, and
+    the clients = decode workers x attention DP x decode batch size (the recorded
     silicon_concurrency where given must agree)."""
     desc = f"prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}"
     counts = [whole(row, f"{s}_{k}") for s in ("prefill", "decode") for k in ("num_workers", "batch_size")]
@@ -124,7 +124,9 @@ def disagg_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
         )
     out: Dict[str, int] = {}
     for side in ("prefill", "decode"):
-        par, why = parallel_of(pool_row(row, side), model, system)
+        # a worker may span NVLink domains: the hardware's nvlink_domain / scale_out_bw_gb_s cost its
+        # collectives (parallel_of's one-domain rule is for aggregated replicas, system "" skips it)
+        par, why = parallel_of(pool_row(row, side), model, "")
         if not why and par["pp"] > 1:
             why = f"pipeline stages: pp_size {par['pp']} (pools of tensor parallelism and attention DP only)"
         if why:
@@ -330,7 +332,7 @@ def to_row(row, n: int) -> dict:
     par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
     out.update(par)
     if mode == "disagg":
-        pools, why_d = disagg_of(row, model, system) if model else ({}, "")
+        pools, why_d = disagg_of(row, model) if model else ({}, "")
         out.update(pools, tp=pools.get("decode_tp", float("nan")))
         why, why_c = why or why_d, ""
     elif mode != "agg":
