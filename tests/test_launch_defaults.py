@@ -37,7 +37,8 @@ def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():
     row = {"concurrency": 4, "isl": 1024, "dp": 1, **got}
     assert row_launch(row, "trtllm", "auto") == "inferencex-trtllm-mtp"
     # InferenceX dsr1_fp4_b200_trt_mtp.sh: ((MTP + 1) x CONC + ISL + 64 + 63) / 64 x 64
-    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": (4 * 4 + 1024 + 64 + 63) // 64 * 64}
+    want = (4 * 4 + 1024 + 64 + 63) // 64 * 64
+    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": want}
     assert launch_engine(row, "trtllm", "aic") == {"max_tokens_per_step": 4 + 1024 + 1500}  # --launch aic
     # attention DP 8: MTP = 1, the per-rank batch CONC / 8
     dp = {**row, "concurrency": 64, "dp": 8}
@@ -51,7 +52,8 @@ def test_the_launches_by_version_and_date():
     assert aic_rows.launch_of(pr392)["engine_file"] == "trtllm_inferencex_mtp"
     dec = aic_row(backend_version="1.1.0rc2.post2", silicon_data_source="measured=2025-12-15T00:00:00.000Z")
     assert aic_rows.launch_of(dec)["engine_file"] == "trtllm_inferencex"
-    assert aic_rows.launch_of(aic_row(backend_version="1.3.0rc1")) == aic_rows.NO_LAUNCH  # AIConfigurator's own
+    own = aic_row(backend_version="1.3.0rc1")  # AIConfigurator's own gap-analysis rows
+    assert aic_rows.launch_of(own) == aic_rows.NO_LAUNCH
     assert aic_rows.launch_of(aic_row(mode="disagg")) == aic_rows.NO_LAUNCH
     gptoss = aic_rows.launch_of(
         aic_row(backend="vllm", backend_version="0.15.1", model_path="openai/gpt-oss-120b")
