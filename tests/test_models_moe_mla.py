@@ -171,7 +171,13 @@ def test_expert_ffn_must_shard(compose):
 
 # ------------------------------------------------------------------------ claims C13 - C15
 
-GAPS = {}
+GAPS = {
+    (
+        "C14",
+        "aggregate tok/s on the static graph x MTP factor, SnapStream, max over contexts",
+    ): "with the MoE routing boundary the sambastack-tools menu's largest batch (4 at 4k) gives 1241 tok/s; "
+    "the batch-8 graphs of SambaNova's docs example template are a what-if (docs/model.md 5b)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -191,13 +197,13 @@ def test_snapstream_claim_values(snapstream_rows):
     v = {k[1]: r["simulated"] for k, r in snapstream_rows.items()}
     assert v["KV memory per sequence at 128k, full over SnapStream"] == pytest.approx(4.0, rel=1e-3)
     assert v["MTP factor at 80% acceptance"] == pytest.approx(2.44)
-    # best context: the (4096, 4) graph of the sambastack-tools menu, 2048 + 2048 tokens, x 2.44; the MoE
-    # routing boundary costs its hardware launch only (route_fill_us 0, calibrated on this figure: 1241
-    # with a full 30 us drain, tests/test_moe_cost.py)
+    # best context: the (4096, 4) graph of the sambastack-tools menu, 2048 + 2048 tokens: 509 tok/s x 2.44
+    # (at 128k the (131072, 1) graph gives 159 x 2.44 = 389: docs/model.md 5b); both pay the MoE
+    # routing boundary, 58 x 31 us per step (tests/test_moe_cost.py)
     key = "aggregate tok/s on the static graph x MTP factor, SnapStream, max over contexts"
-    assert v[key] == pytest.approx(1593, rel=0.02)
+    assert v[key] == pytest.approx(1241, rel=0.02)
     assert v["decode throughput at max batch, SnapStream over full, max over contexts"] == pytest.approx(
-        3.83, rel=0.02
+        3.92, rel=0.02
     )
     assert 1.0 < v["prefill overhead (TTFT ratio, batch 1), max over contexts"] < 1.01
 
