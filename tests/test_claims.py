@@ -24,6 +24,10 @@ GAPS = {
         "SD k=5 BS1 over target alone",
     ): "the pair's AR(5) is unpublished (DF Table 1); one i.i.d. alpha gives k=5 too close to k=9",
     (
+        "C7",
+        "all optimizations + SD over unoptimized target",
+    ): "405B + 3B acceptance is a PLACEHOLDER (0.85); the cell needs the paper's AR(9) for the pair",
+    (
         "C8",
         "SN40L-16 over DGX H100, 70B + 8B draft k=9",
     ): "2.70x: the DGX SD round on the papers' stack (C1's 300 tok/s); 1.7x at Table IV's SN40L speed wants a "
