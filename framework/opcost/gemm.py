@@ -47,7 +47,9 @@ FIT_GROUPS = ("gemm",)  # the hardware.op_fit groups of this family's laws
 # element). FP8 GEMMs quantize their BF16 input first: read 2 + write 1 + GEMM read 1 = 4.
 GEMM_BYTES = {"bf16": (2.0, 2.0), "fp8": (1.0, 4.0), "fp8_block": (1.0, 4.0)}  # fp8_block: 1x128 groups
 COLUMNS = ("gemm_dtype", "m", "n", "k", "latency_ms")
-DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block"}
+# table gemm_dtype -> decodelab weight dtype; nvfp4 (TensorRT-LLM's FP4 Linear, activation quantization
+# included) has no law (GEMM_BYTES): a chip's table costs it at the shapes it holds (table_only)
+DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
 M_MIN, M_MAX = 1, 16384  # the fit rows of decodelab fit-hardware (m > 16k runs 5-10% slower)
 MIN_POINTS = 8  # fewer m points at a shape: the class law
 
@@ -218,11 +220,27 @@ def table_row(op, ctx: Ctx, dtype: str, law):
     return gemm_row(at, law.t0_us * 1e-6, ratio)
 
 
+def table_only(op, ctx: Ctx, dtype: str) -> Optional[Price]:
+    """The price of a GEMM whose dtype has no law (NVFP4): the measured table's row at the op's own
+    shape, the engine's table first, t0 0 (the whole time is the table's); None where no table holds
+    the dtype and shape, or the table was measured on another chip (no law to carry it here)."""
+    hw = ctx.hw
+    if not matches(op) or table_mismatch(hw):
+        return None
+    paths = [t for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine), op_table(hw, "gemm"))) if t]
+    for path in paths:
+        at = measured_row(path, dtype, float(op.gemm_n), float(op.gemm_k))
+        if at is not None:
+            row = (0.0, at)
+            return Price(NAME, K.LAW_GEMM, {K.L_T0: 0.0, K.L_G_P: 1.0}, at, K.L_G_TAB, law=(None, dtype, row))
+    return None
+
+
 def price(op, ctx: Ctx) -> Optional[Price]:
     """The law's constants (A_c s per token, C_m s, A_m s per token), or the measured table's row."""
     g, dtype = law_of(op, ctx)
     if g is None:
-        return None
+        return table_only(op, ctx, dtype)
     (wb, ab), bw = GEMM_BYTES[dtype], hbm_bw(ctx.hw)
     n, k, pk = op.gemm_n, op.gemm_k, peak(ctx.hw, dtype)
     cols = {
