@@ -269,3 +269,23 @@ def test_closed_loop_decode_ranks_and_prefill_copies():
     assert "one decode rank of 4 simulated with its 4 clients" in " ".join(res["notes"])
     m2 = evaluate(compose_cfg(*ov, "disagg.prefill.instances=2"))["metrics"]
     assert m2["prefill_ttft_ms"] < m["prefill_ttft_ms"] and m2["ttft_ms"] <= m["ttft_ms"]
+
+
+def test_closed_loop_fixed_point_stops_on_convergence_or_a_two_round_cycle(monkeypatch):
+    """settle() ends when no delay moves more than 1 us, or when the delays repeat those of two
+    rounds before (two requests taking a NIC in turn flip every round), and says which."""
+    from decodelab.modes.serving import disagg_closed as DC
+
+    def flipping(cfg, pools, reqs, delay, units):
+        return {"delay": np.array([0.5, 0.2 if delay[1] == 0.1 else 0.1, 0.3])}
+
+    monkeypatch.setattr(DC, "one_round", flipping)
+    reqs = (np.zeros(3), np.ones(3), np.ones(3))
+    _, rounds, how = DC.settle(None, None, reqs, None)
+    assert (
+        how.startswith(f"settled in {rounds} rounds into a two-round cycle of 1 of 3 requests")
+        and rounds == 4
+    )
+    monkeypatch.setattr(DC, "one_round", lambda cfg, pools, reqs, delay, units: {"delay": np.full(3, 0.25)})
+    _, rounds, how = DC.settle(None, None, reqs, None)
+    assert (rounds, how) == (2, "converged in 2 rounds")

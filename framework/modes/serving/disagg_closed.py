@@ -16,9 +16,11 @@ sees as the client's delay before the request arrives (the scheduler's per-reque
 The two pools are coupled (the decode rank's completions are the prefill pool's arrivals, the
 prefill pool's delays the decode rank's arrivals), so the delays are the fixed point of: decode
 rank with delays d -> send times -> prefill pool and transfers -> delays d'. Starting from d = 0
-it is iterated until no delay moves more than TOL_S (or MAX_ROUNDS, said in a note). A decode
-rank takes its requests in the order its clients sent them (the scheduler admits arrivals in
-index order: with equal prompts the prefill pool ends them in sending order too)."""
+it is iterated until no delay moves more than TOL_S, or the delays repeat those of two rounds
+before (a few requests whose order flips each round, e.g. two transfers of equal prefill end taking
+a NIC in turn), or MAX_ROUNDS (said in a note). A decode rank takes its requests in the order its
+clients sent them (the scheduler admits arrivals in index order: with equal prompts the prefill
+pool ends them in sending order too)."""
 
 from __future__ import annotations
 
@@ -104,27 +106,41 @@ def closed_pools(cfg) -> Tuple[tuple, tuple, Tuple[int, int], list]:
     return ((pc, pd_, pm), (dc, dd, dm)), reqs, units, notes + more
 
 
+def settle(cfg, pools, reqs, units) -> Tuple[Dict[str, object], int, str]:
+    """Iterate one_round from zero delays: (the last round, rounds run, how it ended). It ends when
+    no delay moves more than TOL_S, or when the delays repeat those of two rounds before (requests
+    whose order flips at a step boundary every round: a two-round cycle)."""
+    delay = np.zeros(len(reqs[1]))
+    before = None
+    for rounds in range(1, MAX_ROUNDS + 1):
+        sim = one_round(cfg, pools, reqs, delay, units)
+        moved = np.abs(sim["delay"] - delay)
+        if moved.max() <= TOL_S:
+            return sim, rounds, f"converged in {rounds} rounds"
+        if before is not None and np.max(np.abs(sim["delay"] - before)) <= TOL_S:
+            flips = int(np.sum(moved > TOL_S))
+            return (
+                sim,
+                rounds,
+                (
+                    f"settled in {rounds} rounds into a two-round cycle of {flips} of {len(moved)} requests "
+                    f"(delays {moved.max() * 1e3:.3g} ms apart)"
+                ),
+            )
+        before, delay = delay, sim["delay"]
+    return sim, rounds, f"did not converge in {rounds} rounds (last change {moved.max() * 1e3:.3g} ms)"
+
+
 def simulate_closed(cfg) -> Dict[str, object]:
     """The fixed point of one_round (module docstring), in disagg.simulate_disagg's layout plus
     `copies` (decode ranks the simulated one stands for) and `units` (ranks simulated per pool)."""
     pools, reqs, units, notes = closed_pools(cfg)
-    delay = np.zeros(len(reqs[1]))
-    for rounds in range(1, MAX_ROUNDS + 1):
-        sim = one_round(cfg, pools, reqs, delay, units)
-        moved = float(np.max(np.abs(sim["delay"] - delay)))
-        delay = sim["delay"]
-        if moved <= TOL_S:
-            break
+    sim, rounds, how = settle(cfg, pools, reqs, units)
     copies, ranks = units
     notes.append(
         f"closed loop over the pools: one decode rank of {copies} simulated with its "
         f"{len(np.flatnonzero(reqs[0] == 0))} clients, the prefill pool ({ranks} ranks) with "
-        f"{copies} copies of its requests; the prefill delays "
-        + (
-            f"converged in {rounds} rounds"
-            if moved <= TOL_S
-            else f"did not converge in {rounds} rounds (last change {moved * 1e3:.3g} ms)"
-        )
+        f"{copies} copies of its requests; the prefill delays {how}"
     )
     sim.update(
         prompt=reqs[1],
