@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from decodelab.errors import ConfigError
+
 # Where an op sits: `pre` runs once per step before the decoder stack, `layer` once per decoder
 # layer (the op's `repeat` says how many), `post` once after it.
 STAGES = ("pre", "layer", "post")
@@ -90,6 +92,28 @@ HEAD_BYTES = 2.0
 def lm_head_dtype(w_bytes: float):
     """(bytes per weight, gemm_dtype) of the LM head for weights of `w_bytes` bytes."""
     return (HEAD_BYTES, "bf16") if w_bytes < HEAD_BYTES else (w_bytes, "")
+
+
+def keep_bf16(ops, names, w_bytes: float):
+    """`ops` with the ops named in `names` read as BF16 weights (a quantized checkpoint that leaves
+    them unquantized: model.quant_bf16_ops): weights held and read scaled from `w_bytes` to 2 bytes,
+    costed as BF16 GEMMs (gemm_dtype), as the LM head already is; the others unchanged. Raises
+    ConfigError for a name no op has."""
+    unknown = sorted(set(names) - {op.name for op in ops})
+    if unknown:
+        raise ConfigError(
+            f"model.quant_bf16_ops names {', '.join(unknown)}, which this design has no op of "
+            f"(ops: {', '.join(dict.fromkeys(op.name for op in ops))})"
+        )
+    if w_bytes >= HEAD_BYTES:  # weights already 16-bit or wider
+        return ops
+    names, scale = set(names), HEAD_BYTES / w_bytes
+    for op in ops:
+        if op.name in names:
+            op.weight_bytes *= scale
+            op.resident_bytes = op.resident_bytes * scale if op.resident_bytes > 0 else op.resident_bytes
+            op.gemm_dtype = "bf16"
+    return ops
 
 
 def op_builders(repeat: int, w_bytes: float, act_bytes: float, gemm_dtype: str = ""):

@@ -12,7 +12,7 @@ from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.components.kv_policy import KV_POLICIES
 from decodelab.components.models import ARCHITECTURES
 from decodelab.components.models.experts import weight_read
-from decodelab.components.ops import Op, lm_head_dtype
+from decodelab.components.ops import Op, keep_bf16, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs, parallel, profile_reserve
@@ -200,8 +200,7 @@ def build(
     wb, ab, kb = (DTYPE_BYTES[w.weight_dtype], DTYPE_BYTES[w.act_dtype], DTYPE_BYTES[w.kv_dtype])
     kv_costs.check_policy(policy, cfg.kv_policy, m)
 
-    mapping = getattr(hw, "mla_mapping", "replicated")
-    moe_map = getattr(hw, "moe_mapping", "tp")
+    mapping, moe_map = getattr(hw, "mla_mapping", "replicated"), getattr(hw, "moe_mapping", "tp")
     expert_only = w.weight_dtype in (getattr(m, "expert_only_dtypes", None) or ())
     ops = arch.build_ops(
         m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
@@ -209,6 +208,7 @@ def build(
         **({"dense_w_bytes": DTYPE_BYTES["bf16"]} if expert_only else {}),
         **engine_kernels(cfg),
     )  # fmt: skip
+    ops = keep_bf16(ops, (getattr(m, "quant_bf16_ops", None) or {}).get(w.weight_dtype) or (), wb)
     ops, calls, notes = execution.assign_calls(ops, hw, opt, getattr(cfg, "engine", None))
     notes += fp4_note(hw, w.weight_dtype)
     if moe_map != "tp" and not m.n_experts > 0:

@@ -51,6 +51,11 @@ class ModelConfig:
     # gpt-oss's MXFP4 (its model card): under workload.weight_dtype in this list the non-expert
     # weights are read and costed as BF16 GEMMs (components/models/layers.py)
     expert_only_dtypes: List[str] = field(default_factory=list)
+    # Ops a quantized checkpoint leaves in BF16, per weight dtype: under workload.weight_dtype = a key,
+    # the listed ops (components/models op names) read BF16 weights and are costed as BF16 GEMMs, as
+    # the LM head already is (components/ops.py keep_bf16; e.g. NVIDIA's NVFP4 DeepSeek checkpoints
+    # keep the MLA projections in BF16: conf/model/deepseek_r1.yaml)
+    quant_bf16_ops: Dict[str, List[str]] = field(default_factory=dict)
     # Mixture of experts (arch=moe)
     n_experts: int = 0
     experts_per_token: int = 0
