@@ -21,6 +21,7 @@ from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
 from decodelab.opcost import registry, sampler
 from decodelab.opcost.base import Ctx
+from decodelab.opcost.moe import KERNELS
 
 
 @dataclass
@@ -105,6 +106,7 @@ def fp4_note(hw, dtype: str) -> List[str]:
 
 
 MOE_MXFP4 = ("w4a16", "w4a8")
+MOE_BACKENDS = tuple(KERNELS)  # engine.moe_backend values (opcost/moe.py)
 
 
 def moe_mxfp4(cfg) -> str:
@@ -115,9 +117,21 @@ def moe_mxfp4(cfg) -> str:
     return v
 
 
+def moe_backend(cfg) -> str:
+    """engine.moe_backend, or engine.moe_backend_attention_dp where set and attention runs data-parallel
+    (hardware.attention_dp > 1 or MLA's data mapping)."""
+    e, hw = cfg.engine, cfg.hardware
+    dp = getattr(hw, "attention_dp", 1) > 1 or getattr(hw, "mla_mapping", "") == "data"
+    v = (dp and getattr(e, "moe_backend_attention_dp", "")) or getattr(e, "moe_backend", "")
+    if v and v not in MOE_BACKENDS:
+        raise ConfigError(f"engine.moe_backend={v!r} is not one of: {', '.join(MOE_BACKENDS)} (or empty)")
+    return v
+
+
 def cost_context(cfg) -> Ctx:
     """The plain values the operator costs need (decodelab.opcost): chip, workload dtypes, tensor
-    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4."""
+    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4 and
+    the MoE backend (moe_backend)."""
     hw, w = cfg.hardware, cfg.workload
     return Ctx(
         hw=hw,
@@ -128,6 +142,7 @@ def cost_context(cfg) -> Ctx:
         sampler_path=sampler.path(cfg),
         vocab=int(cfg.model.vocab_size),
         moe_mxfp4=moe_mxfp4(cfg),
+        moe_backend=moe_backend(cfg),
     )
 
 

@@ -81,6 +81,12 @@ class EngineConfig:
     # The activations MXFP4 expert weights (gpt-oss) run with, which picks the measured MoE kernel
     # (opcost/moe.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
     moe_mxfp4: str = "w4a16"
+    # The MoE backend (TensorRT-LLM's moe_config.backend), which picks the measured MoE kernel where a
+    # table times several (opcost/moe.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | "" (every
+    # kernel the table holds, their median); moe_backend_attention_dp: the backend under attention DP
+    # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS
+    moe_backend: str = ""
+    moe_backend_attention_dp: str = ""
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
     # kept: vLLM's hybrid KV-cache manager) | full (as a full-attention layer's) | ratio (a pool of

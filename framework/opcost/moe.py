@@ -74,6 +74,14 @@ DTYPES = {
     "nvfp4": "nvfp4",
 }
 MIN_POINTS = 8  # fewer measured token counts at a shape: the roofline law
+# engine.moe_backend -> the table's kernel_source of that backend (AIConfigurator collector/trtllm/collect_moe.py
+# @095f58a5: its NVFP4 min-latency cases run `moe_backend = "trtllm"` (TRTLLM-gen kernels, SM100, <= 256 experts),
+# the others CUTLASS, block-scaled FP8 on SM100 DeepGEMM). "" = every kernel a table holds (their median per shape)
+KERNELS = {
+    "trtllm": "moe_torch_flow_min_latency",
+    "cutlass": "moe_torch_flow_cutlass",
+    "deepgemm": "deepgemm",
+}
 Key = Tuple[str, int, int, int, int, int, int]
 # Bytes per expert weight of a table dtype (block scales: 1/32 B per MXFP4 weight, 1/16 per NVFP4)
 WEIGHT_BYTES = {
@@ -87,13 +95,32 @@ WEIGHT_BYTES = {
 }
 
 
+BLOCK = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+
+
+def kernel_rows(df, backend: str):
+    """The rows of an MoE table an engine of `backend` (engine.moe_backend, KERNELS) runs: a block
+    (dtype, shape, split) its kernel measured keeps that kernel's rows only, another block all its
+    rows; every row for backend "" or a table without kernel_source."""
+    import pandas as pd  # heavy: on use
+
+    kernel = KERNELS.get(backend, backend)
+    if not backend or "kernel_source" not in df.columns:
+        return df
+    mine = (df.kernel_source == kernel).to_numpy()
+    blocks = pd.MultiIndex.from_frame(df[BLOCK])
+    return df[mine | ~blocks.isin(blocks[mine])]
+
+
 @table_cache(maxsize=16)
-def curves(path: str) -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
+def curves(path: str, backend: str = "") -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     """(moe_dtype, hidden, expert FFN, top-k, experts, moe_tp, moe_ep) -> (tokens, seconds) of the
-    table at `path`, tokens ascending (cached per path)."""
+    table at `path` as an engine of MoE backend `backend` runs it (kernel_rows), tokens ascending
+    (cached per path and backend)."""
     known = {v: v for v in DTYPES.values()}
     df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
-    keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    df = kernel_rows(df, backend)
+    keys = BLOCK
     med = df.groupby(keys + ["num_tokens"], sort=True).latency_ms.median()  # one pass: blocks sorted
     idx = med.index
     tokens, seconds = idx.get_level_values("num_tokens").to_numpy(float), med.to_numpy(float) * 1e-3
@@ -140,11 +167,11 @@ def problem(path: str) -> Optional[str]:
 
 
 @table_cache(maxsize=1024)
-def block_row(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int]) -> Optional[np.ndarray]:
+def block_row(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") -> Optional[np.ndarray]:
     """Seconds of the routed-expert block at the kernel's M_GRID token counts (read-only), or None
     where the table lacks the dtype or the exact shape (hidden, expert FFN, top-k, experts, moe_tp,
-    moe_ep)."""
-    c = curves(path).get((DTYPES.get(dtype, ""), *shape))
+    moe_ep); `backend`: curves'."""
+    c = curves(path, backend).get((DTYPES.get(dtype, ""), *shape))
     if c is None or len(c[0]) < MIN_POINTS:
         return None
     return tables.grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
@@ -179,22 +206,23 @@ def _distance(a: Key, b: Key) -> float:
 
 
 @table_cache(maxsize=1024)
-def nearest(path: str, dtype: str, shape: Tuple[int, int, int, int, int, int]) -> Optional[Key]:
+def nearest(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") -> Optional[Key]:
     """The table's measured block (its key) nearest to `shape` in `dtype` (_distance; ties: the
     first in key order), or None where the table holds no block of the dtype with enough points."""
     want = (DTYPES.get(dtype, ""), *shape)
-    have = sorted(k for k, c in curves(path).items() if k[0] == want[0] and len(c[0]) >= MIN_POINTS)
+    have = sorted(k for k, c in curves(path, backend).items() if k[0] == want[0] and len(c[0]) >= MIN_POINTS)
     return min(have, key=lambda k: _distance(want, k)) if have else None
 
 
-def near_row(path: str, dtype: str, shape, bw: float, peak: float):
+def near_row(path: str, dtype: str, shape, bw: float, peak: float, backend: str = ""):
     """(seconds at M_GRID, the measured key it was carried from) of a block the table does not
     hold: the nearest measured block's curve x ideal(wanted) / ideal(measured) at each token count;
     None where the table holds nothing of the dtype."""
-    key = nearest(path, dtype, tuple(shape))
+    key = nearest(path, dtype, tuple(shape), backend)
     if key is None:
         return None
-    row = block_row(path, dtype, key[1:]) * ideal(key[0], shape, bw, peak) / ideal(key[0], key[1:], bw, peak)
+    row = block_row(path, dtype, key[1:], backend)
+    row = row * ideal(key[0], shape, bw, peak) / ideal(key[0], key[1:], bw, peak)
     return row, key
 
 
@@ -220,34 +248,34 @@ def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff
 SIBLING = {"fp8_block": "fp8", "fp8": "fp8_block"}
 
 
-def block_of(op, paths, dtype: str, bw: float, peak: float):
+def block_of(op, paths, dtype: str, bw: float, peak: float, backend: str = ""):
     """(seconds at M_GRID, where from) of an MoE block op's routed-expert block: the first of
     `paths` (the engine's own table, the chip's) that holds it exactly (where from: None), else
     the first that holds its dtype, carried from its nearest block (near_row; where from: (path,
     measured key)); where no table holds the dtype, the same from its SIBLING dtype (TensorRT-LLM
     1.3.0rc10's B300, GB200 and GB300 tables hold FP8 but no block-scaled FP8); None where no
-    table holds either (the roofline law)."""
+    table holds either (the roofline law). `backend`: the engine's MoE kernel (curves)."""
     shape = tuple(int(x) for x in op.moe_block[1:7])  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
     paths = list(dict.fromkeys(p for p in paths if p))
     for dt in (dtype, SIBLING.get(dtype)):
         if dt is None:
             continue
         for path in paths:
-            block = block_row(path, dt, shape)
+            block = block_row(path, dt, shape, backend)
             if block is not None:
                 return block, None if dt == dtype else (path, (DTYPES[dt], *shape))
         for path in paths:
-            got = near_row(path, dt, shape, bw, peak)
+            got = near_row(path, dt, shape, bw, peak, backend)
             if got is not None:
                 return got[0], (path, got[1])
     return None
 
 
-def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float):
+def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: float, backend: str = ""):
     """(skip, head row, where from) of an MoE block op from its block (block_of): a tail op is
     skipped (inside the head's time), a head op gets head_row; where from as block_of's; None where
     no table holds its dtype (the roofline law)."""
-    got = block_of(op, paths, dtype, bw, peak)
+    got = block_of(op, paths, dtype, bw, peak, backend)
     if got is None:
         return None
     if op.moe_block[0] == "tail":
@@ -289,7 +317,9 @@ def price(op, ctx: Ctx) -> Optional[Price]:
     (LAW_SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm)."""
     hw = ctx.hw
     dt = moe_dtype(gemm_dtype(op, ctx.weight_dtype), ctx.moe_mxfp4)
-    got = lookup(op, paths(ctx), dt, hbm_bw(hw), peak(hw, dt), hw.bw_eff_max, hw.compute_eff_max)
+    got = lookup(
+        op, paths(ctx), dt, hbm_bw(hw), peak(hw, dt), hw.bw_eff_max, hw.compute_eff_max, ctx.moe_backend
+    )
     if got is None:
         return None
     skip, row, source = got
