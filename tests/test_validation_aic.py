@@ -209,12 +209,12 @@ def test_validate_peer_on_a_tiny_csv(tmp_path):
 
 def test_deepseek_v3_1_is_deepseek_v3s_shapes(compose):
     """conf/model/deepseek_v3_1.yaml (HF deepseek-ai/DeepSeek-V3.1, the V3 architecture): the
-    671,026,404,352 parameters its source line states, every shape field equal to DeepSeek-V3's."""
+    671,026,404,352 parameters its source line states, every shape field equal to DeepSeek-V3's (the NVFP4
+    checkpoints' BF16 ops, quant_bf16_ops, are the checkpoint's: V3.1-NVFP4's list was not found)."""
     from decodelab.components.models import layers
 
     v31, v3 = compose("model=deepseek_v3_1").model, compose("model=deepseek_v3").model
     assert layers.param_counts(v31)["total"] == 671_026_404_352
-    assert {k: v for k, v in v31.items() if k not in ("name", "source")} == {
-        k: v for k, v in v3.items() if k not in ("name", "source")
-    }
+    skip = ("name", "source", "quant_bf16_ops")
+    assert {k: v for k, v in v31.items() if k not in skip} == {k: v for k, v in v3.items() if k not in skip}
     assert aic_rows.model_of("nvidia/DeepSeek-V3.1-NVFP4") == ("deepseek_v3_1", "")
