@@ -13,6 +13,7 @@ from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import disagg_pools as DG
 from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 
@@ -31,7 +32,7 @@ def test_kv_transfer_golden():
     NIC in parallel: 1.34218 + 0.02 = 1.36218 ms. TP1 prefill -> TP2 decode: the prefill GPU's one
     NIC carries all 128 MiB: 2.70435 ms again."""
     cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm")
-    assert S.kv_bytes_per_token_chip(build(cfg)) == 2 * 8 * 128 * 2 * 32 == 131072
+    assert SM.kv_bytes_per_token_chip(build(cfg)) == 2 * 8 * 128 * 2 * 32 == 131072
     bytes_ = 1024 * 131072
     assert bytes_ == 128 * 2**20
     t = DG.transfer_times(np.array([0.0]), np.array([0]), np.array([0]), np.array([bytes_]), 50.0, 20.0)

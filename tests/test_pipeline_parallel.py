@@ -338,7 +338,7 @@ def test_serving_pool_is_the_tightest_stage_by_hand():
     half the KV bytes per chip, and about half the weights: the pool (of the stage that holds the
     fewest tokens, build()) holds more than twice the tokens of one GPU holding every layer. One
     TP1 x PP2 replica takes the whole stream (system = aggregate)."""
-    from decodelab.modes.serving import simulate as S
+    from decodelab.modes.serving.metrics import kv_bytes_per_token_chip
 
     one = build(compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", "workload=open_loop", *SERVE))
     cfg2 = compose_cfg(
@@ -347,8 +347,8 @@ def test_serving_pool_is_the_tightest_stage_by_hand():
     )  # fmt: skip
     two = build(cfg2)
     kv_all = sum(op.kv_write_per_token * op.repeat for op in one.ops)
-    assert S.kv_bytes_per_token_chip(one) == kv_all
-    assert S.kv_bytes_per_token_chip(two) == pytest.approx(kv_all / 2, rel=1e-12)
+    assert kv_bytes_per_token_chip(one) == kv_all
+    assert kv_bytes_per_token_chip(two) == pytest.approx(kv_all / 2, rel=1e-12)
     assert two.memory["kv_pool_bytes"] < 2 * one.memory["kv_pool_bytes"]
     tokens_one = one.memory["kv_pool_bytes"] / kv_all
     tokens_two = two.memory["kv_pool_bytes"] / (kv_all / 2)

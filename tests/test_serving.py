@@ -11,6 +11,7 @@ import pytest
 
 from conftest import cli, compose_cfg
 from decodelab.core import kernel as K
+from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import build
@@ -282,7 +283,7 @@ def test_kv_memory_caps_concurrency():
     p, o, k = 1000, 50, 3
     cfg = compose_cfg("workload=closed_loop")
     d = build(cfg)
-    per_tok = S.kv_bytes_per_token_chip(d)
+    per_tok = SM.kv_bytes_per_token_chip(d)
     blocks = math.ceil((p + o - 1) / 32)
     free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
     frac = (k + 0.5) * blocks * 32 * per_tok / free_hbm
@@ -310,7 +311,7 @@ def test_preemption_recomputes_and_finishes_everything():
         "engine.kv_mem_fraction=0.002",
         *SMALL,
     )
-    pool_tokens = np.floor(design.memory["kv_pool_bytes"] / S.kv_bytes_per_token_chip(design) / 16) * 16
+    pool_tokens = np.floor(design.memory["kv_pool_bytes"] / SM.kv_bytes_per_token_chip(design) / 16) * 16
     assert req[:, SK.R_PREEMPT].sum() > 0
     assert np.isfinite(req[:, SK.R_DONE]).all()
     assert steps[:, SK.T_RESERVED].max() <= pool_tokens
@@ -327,7 +328,7 @@ def test_token_accounting_and_breakdown():
     assert steps[:, SK.T_PREFILL].sum() == req[:, SK.R_PROMPT].sum()
     assert steps[:, SK.T_DECODE].sum() + len(req) == req[:, SK.R_OUTPUT].sum()
     assert (steps[:, SK.T_TOKENS] <= cfg.engine.max_tokens_per_step).all()
-    m = S.serving_metrics(cfg, design, req, steps)
+    m = SM.serving_metrics(cfg, design, req, steps)
     parts = sum(m[f"tpot_{c}_ms"] for c in K.CAUSES)
     assert parts == pytest.approx(m["tpot_ms"], rel=1e-9)
     assert sum(m[f"time_{c}_pct"] for c in K.CAUSES) == pytest.approx(100.0, rel=1e-9)
@@ -459,7 +460,7 @@ def test_preempt_pool_of_exactly_one_request():
     cfg = compose_cfg(*base)
     d = build(cfg)
     free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
-    frac = 7.5 * blk * S.kv_bytes_per_token_chip(d) / free_hbm
+    frac = 7.5 * blk * SM.kv_bytes_per_token_chip(d) / free_hbm
     _, _, req, steps, _, eng = _run(*base, f"engine.kv_mem_fraction={frac}")
     assert eng[SK.E_CAP_BLOCKS] == 7 and req[:, SK.R_PREEMPT].sum() > 0
     assert np.isfinite(req[:, SK.R_DONE]).all() and steps[:, SK.T_RESERVED].max() <= 7 * blk

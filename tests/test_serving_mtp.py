@@ -10,6 +10,7 @@ import pytest
 from decodelab.components.speculative import mtp_tokens_per_step
 from decodelab.modes.resolve import resolved
 from decodelab.modes.serving import mtp
+from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
 from decodelab.core.build import build
 
@@ -72,5 +73,5 @@ def test_mtp_designs_hold_the_module_and_its_kv():
     design, draft = mtp.designs(cfg)
     plain = build(cfg)
     assert design.memory["kv_pool_bytes"] < plain.memory["kv_pool_bytes"]  # the module's weights beside
-    per_tok = S.kv_bytes_per_token_chip(design)
-    assert per_tok == pytest.approx(S.kv_bytes_per_token_chip(plain) * 17 / 16)  # 16 layers + the module's
+    per_tok = SM.kv_bytes_per_token_chip(design)
+    assert per_tok == pytest.approx(SM.kv_bytes_per_token_chip(plain) * 17 / 16)  # 16 layers + the module's

@@ -1,3 +1,3 @@
 """decodelab.modes.serving: request-level continuous batching. Requests as arrays
-(workload), the Numba scheduler (scheduler), its pure-Python mirror (reference) and the
-metrics of a serving run (simulate)."""
+(workload), the Numba scheduler (scheduler), its pure-Python mirror (reference), the run
+(simulate) and its metrics (metrics)."""

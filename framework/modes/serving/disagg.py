@@ -49,11 +49,11 @@ from decodelab.modes.serving.disagg_pools import (
     run_ranks,
     transfer_times,
 )
-from decodelab.modes.serving.simulate import (
+from decodelab.modes.serving.metrics import (
     PCTS,
-    _pct,
     kv_bytes_per_token_chip,
     latency_metrics,
+    pct,
     weighted_percentile,
 )
 from decodelab.modes.serving.workload import requests
@@ -198,7 +198,7 @@ def disagg_metrics(cfg, sim) -> Dict[str, float]:
     arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
     m, tpot = latency_metrics(req)
     pre_done = sim["prefill"][:, SK.R_DONE]
-    _pct(pre_done - arrival, "prefill_ttft", m)
+    pct(pre_done - arrival, "prefill_ttft", m)
     xfer = sim["ready"] - pre_done
     m["kv_transfer_ms"] = float(np.mean(xfer)) * 1e3
     m["kv_transfer_p90_ms"] = float(np.percentile(xfer, 90)) * 1e3

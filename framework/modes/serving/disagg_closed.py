@@ -37,7 +37,7 @@ from decodelab.modes.serving.disagg_pools import (
     run_ranks,
     transfer_times,
 )
-from decodelab.modes.serving.simulate import kv_bytes_per_token_chip
+from decodelab.modes.serving.metrics import kv_bytes_per_token_chip
 from decodelab.modes.serving.workload import group_workload, requests
 
 TOL_S = 1e-6  # a delay that moves less than 1 us between two rounds has converged
