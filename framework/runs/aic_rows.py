@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 from decodelab.paths import CONF_DIR, VALIDATION_DIR
-from decodelab.runs import aic_parallel
+from decodelab.runs import aic_parallel, aic_recipes
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -114,9 +114,12 @@ def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
     `_moe_ep`, `_batch`, and its clients; '' or the one line why it is not run): each pool's split
     read as an aggregated replica's (parallel_of; a worker may span nodes), no pipeline stages, and
     the clients = decode workers x attention DP x decode batch size (the recorded
-    silicon_concurrency where given must agree)."""
+    silicon_concurrency where given must agree). Rows of a `disagg_recipes` dump without pool sizes
+    take their benchmark recipe's pools (aic_recipes.pools_of)."""
     desc = f"prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}"
     counts = [whole(row, f"{s}_{k}") for s in ("prefill", "decode") for k in ("num_workers", "batch_size")]
+    if None in counts and aic_recipes.applies(row):
+        return aic_recipes.pools_of(row)  # the benchmark's recipe (aic_mapping.yaml disagg_recipes)
     if None in counts:
         return {}, (
             f"{DISAGG} pools not recorded: {desc}: the pool sizes (prefill/decode_num_workers, "

@@ -1,0 +1,153 @@
+"""Pool sizes of disaggregated rows that do not record them, from the recipes their benchmark ran
+(framework/runs/aic_rows.py disagg_of; the rule and its sources: framework/data/validation/
+aic_mapping.yaml `disagg_recipes`, the recipes: its `file`, SemiAnalysis InferenceX's Dynamo
+disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over time).
+
+- `applies`: the row's silicon_data_source names a dump of `disagg_recipes.markers`;
+- `matches`: the recipes of the row's system, backend, precision, isl, osl whose conc-list holds its
+  silicon_concurrency and whose image its backend_version, stated at its measured= time;
+- `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import math
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from decodelab.paths import VALIDATION_DIR
+
+MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\dT[\d:.]+Z)")
+CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+DATE_ONLY = "T00:00:00.000Z"  # a db-dump copy's time: the UTC day only
+REFUSED = "mode=disagg"
+
+
+@functools.lru_cache(maxsize=None)
+def _rule() -> dict:
+    import yaml
+
+    rules = yaml.safe_load((Path(VALIDATION_DIR) / "aic_mapping.yaml").read_text()) or {}
+    return rules.get("disagg_recipes") or {}
+
+
+@functools.lru_cache(maxsize=None)
+def recipes() -> tuple:
+    """The recipes of `disagg_recipes.file`, each with its window as UTC datetimes (`t0`, `t1`)."""
+    import yaml
+
+    rule = _rule()
+    if not rule.get("file"):
+        return ()
+    entries = yaml.safe_load((Path(VALIDATION_DIR) / rule["file"]).read_text()) or []
+    return tuple(
+        {**e, "t0": _utc(e["since"]), "t1": _utc(e["until"]) if e["until"] else None} for e in entries
+    )
+
+
+def _utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def _cell(row, col: str) -> str:
+    v = row.get(col, "")
+    return "" if v is None else str(v).strip()
+
+
+def applies(row) -> bool:
+    source = _cell(row, "silicon_data_source")
+    return any(m in source for m in _rule().get("markers") or [])
+
+
+def _window(source: str) -> Optional[Tuple[dt.datetime, dt.datetime]]:
+    """(first, last) time the row may have been measured: its measured= time, or its UTC day."""
+    m = MEASURED.search(source)
+    if not m:
+        return None
+    t = _utc(m.group(1))
+    return (t, t + dt.timedelta(days=1)) if m.group(1).endswith(DATE_ONLY) else (t, t)
+
+
+def matches(row, clients: int) -> List[dict]:
+    """The recipes a row may have run (module docstring)."""
+    window = _window(_cell(row, "silicon_data_source"))
+    if window is None:
+        return []
+    first, last = window
+    fields = {k: _cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
+    return [
+        e
+        for e in recipes()
+        if (e["system"], e["backend"], e["precision"])
+        == (fields["system"], fields["backend"], fields["precision"])
+        and (str(e["isl"]), str(e["osl"])) == (fields["isl"], fields["osl"])
+        and clients in e["conc"]
+        and fields["backend_version"] in e["image"]
+        and e["t0"] <= last
+        and (e["t1"] is None or e["t1"] > first)
+    ]
+
+
+def _pools(e: dict) -> tuple:
+    """A recipe's pools, comparable across recipes."""
+    return tuple(tuple(sorted(e[side].items())) for side in ("prefill", "decode"))
+
+
+def _columns(e: dict, clients: int) -> Dict[str, int]:
+    """A recipe's pools as disagg_of's columns (aic_mapping.yaml `disagg_recipes`)."""
+    out: Dict[str, int] = {}
+    for side in ("prefill", "decode"):
+        p = e[side]
+        tp, dp = (1, p["tp"]) if p["dp_attn"] else (p["tp"], 1)
+        out.update(
+            {
+                f"{side}_workers": p["workers"],
+                f"{side}_tp": tp,
+                f"{side}_pp": 1,
+                f"{side}_dp": dp,
+                f"{side}_moe_tp": p["tp"] // p["ep"],
+                f"{side}_moe_ep": p["ep"],
+            }
+        )
+    ranks = out["decode_workers"] * out["decode_dp"]
+    out["prefill_batch"] = 0
+    out["decode_batch"] = e["decode"].get("batch") or math.ceil(clients / ranks)
+    return out
+
+
+def _name(e: dict) -> str:
+    return f"{e['key']}@{e['commit']} {e['config_file'] or 'conc ' + str(e['conc'])}"
+
+
+def pools_of(row) -> Tuple[Dict[str, int], str]:
+    """(the pools as disagg_of's columns with `concurrency`, '' or the one line why not run)."""
+    m = CONCURRENCY.search(_cell(row, "silicon_data_source"))
+    if not m:
+        return {}, f"{REFUSED} pools not recorded: no silicon_concurrency to match a recipe by"
+    clients = int(m.group(1))
+    found = matches(row, clients)
+    what = (
+        f"{_cell(row, 'system')} {_cell(row, 'backend')} {_cell(row, 'backend_version')} "
+        f"{_cell(row, 'precision')} {_cell(row, 'isl')}/{_cell(row, 'osl')} c{clients}"
+    )
+    if not found:
+        return (
+            {},
+            f"{REFUSED} no recipe: no InferenceX recipe of {what} at its measured time (aic_mapping.yaml disagg_recipes)",
+        )
+    if len({_pools(e) for e in found}) > 1:
+        names = "; ".join(_name(e) for e in found)
+        return {}, f"{REFUSED} ambiguous recipe: {what} matches recipes with different pools: {names}"
+    if all(e["mtp"] for e in found):
+        return (
+            {},
+            f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: the disaggregated pools build no MTP draft",
+        )
+    if any(e["mtp"] for e in found):
+        return (
+            {},
+            f"{REFUSED} MTP or not: {what} matches MTP and non-MTP recipes of the same pools ({_name(found[0])})",
+        )
+    return {**_columns(found[0], clients), "concurrency": clients}, ""

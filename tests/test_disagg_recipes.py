@@ -1,0 +1,85 @@
+"""Disaggregated rows without pool sizes mapped to InferenceX's recipes (framework/runs/aic_recipes.py,
+aic_mapping.yaml `disagg_recipes`, framework/data/validation/inferencex_disagg.yaml): one row's pools
+by hand, and the rows that stay refused with the reason that says which."""
+
+from test_validation_aic import frame
+
+from decodelab.runs import aic_rows
+
+# InferenceX's dsr1-fp4-b200-dynamo-trt as PR #588 (efe2f531c) stated it, merged 2026-01-29 15:52:13Z
+SRC = (
+    "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency={c}; measured={t}; wip=False; image=x"
+)
+T588 = "2026-01-29T15:52:16Z"
+FP4 = "trtllm,0.8.1.post1,deepseek-ai/DeepSeek-R1,b200_sxm,fp4,disagg,{isl},1024,nvfp4,nvfp4,,,,,,"
+# pool sizes empty; per-pool tp/pp/adp/moe as the dump records them (POOL_KEYS order per side)
+POOLS = ",,4,1,1,1,4,,,8,1,1,2,4"
+
+
+def row(c, t=T588, isl=1024, engine=FP4):
+    return f"d,{SRC.format(c=c, t=t)},{engine.format(isl=isl)},{POOLS},1000.0,20.0\n"
+
+
+def test_one_row_recipe_by_hand(tmp_path):
+    """B200 TensorRT-LLM (Dynamo 0.8.1.post1) FP4 1k/1k at 4096 clients, measured 3 s after PR #588
+    merged: its one recipe is the non-MTP ctx1_gen1_dep8_batch512_eplb0_mtp0 (prefill 1 worker of tp 4,
+    ep 4, dp-attn; decode 1 worker of tp 8, ep 8, dp-attn). So prefill: 1 worker, attention DP 4
+    (tp 1), experts 1 x 4; decode: 1 worker, attention DP 8, experts 1 x 8, batch 512 per rank
+    (the file name's batch512); prefill batch cap the engine's (0); clients 4096 (the recorded ones;
+    8 ranks x 512 = 4096 too). The recorded decode moe 2 x 4 is not used."""
+    r = frame(tmp_path, row(4096)).iloc[0]
+    assert r["refuse"] == "" and r["concurrency"] == 4096 and r["tp"] == 1
+    cols = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
+    got = [r[f"{side}_{k}"] for side in ("prefill", "decode") for k in cols]
+    assert got == [1, 1, 1, 4, 1, 4, 0, 1, 1, 1, 8, 1, 8, 512]
+
+
+def test_batch_from_clients_when_the_recipe_name_has_none(tmp_path):
+    """B200 SGLang 0.5.8.post1 FP4 1k/1k at 32 clients (PR #672, 46e0b5ff0, merged 2026-02-11
+    01:17:02Z): low-latency-dep4-1p-tep8-6d: decode 6 workers of tp 8 (attention TP), ep 8; no
+    batch in the name: ceil(32 / 6) = 6 per worker."""
+    sg = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
+    r = frame(tmp_path, row(32, t="2026-02-11T01:17:05Z", engine=sg)).iloc[0]
+    assert r["refuse"] == ""
+    assert [r["decode_workers"], r["decode_tp"], r["decode_dp"], r["decode_moe_ep"], r["decode_batch"]] == [
+        6,
+        8,
+        1,
+        8,
+        6,
+    ]
+    assert [r["prefill_workers"], r["prefill_tp"], r["prefill_dp"]] == [1, 1, 4]
+
+
+def test_ambiguous_recipes_stay_refused_naming_both(tmp_path):
+    """512 clients of the same SGLang FP4 key: max-tpt-dep4-1p-dep8-1d and -2d (1 or 2 decode workers)
+    both list 512: refused, the reason names both recipe files."""
+    sg = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
+    r = frame(tmp_path, row(512, t="2026-02-11T01:17:05Z", engine=sg)).iloc[0]
+    assert aic_rows.reason_kind(r["refuse"]) == "mode=disagg ambiguous recipe"
+    assert "max-tpt-dep4-1p-dep8-1d.yaml" in r["refuse"] and "max-tpt-dep4-1p-dep8-2d.yaml" in r["refuse"]
+    assert "\n" not in r["refuse"]
+
+
+def test_mtp_no_recipe_and_date_only_rows(tmp_path):
+    """6 clients: the MTP and non-MTP ctx1_gen5_tep8_batch1 recipes (same pools) both list 6: which
+    ran is not recorded; 875 clients: only the MTP recipe (ctx1_gen5_dep8_batch16_mtp3): no draft in
+    the pools; 7 clients: no recipe. A db-dump copy's date-only time (T00:00:00.000Z) matches the
+    recipes stated that UTC day (4096 as above); a day before PR #588, none."""
+    df = frame(
+        tmp_path,
+        row(6),
+        row(875),
+        row(7),
+        row(4096, t="2026-01-29T00:00:00.000Z"),
+        row(4096, t="2026-01-28T00:00:00.000Z"),
+    )
+    kinds = [aic_rows.reason_kind(r) if r else "" for r in df["refuse"]]
+    assert kinds == [
+        "mode=disagg MTP or not",
+        "mode=disagg MTP recipe",
+        "mode=disagg no recipe",
+        "",
+        "mode=disagg no recipe",
+    ]
+    assert df.iloc[3]["decode_batch"] == 512
