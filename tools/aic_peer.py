@@ -13,9 +13,11 @@ rank, as the schema counts it), tp / pp / attention-DP / MoE split, and for disa
 prefill_* / decode_* pools (an empty pp / attention-DP cell is 1; MoE sizes of 0 x 0 mean experts
 tensor-parallel over the pool's GPUs). Everything else is the estimator's default (ctx_tokens = isl,
 KV and FMHA dtypes inferred from the checkpoint). A row the SILICON database cannot answer with the
-row's quant modes is retried with the quant modes the estimator infers from the checkpoint, then in
-HYBRID database mode (SILICON tables extended by its SOL + empirical estimates); columns
-`database_mode` and `quant` record which answered (--silicon-only: the first attempt only).
+row's quant modes is retried with the quant modes the estimator infers from the checkpoint (the
+schema records gpt-oss's MXFP4 experts as `nvfp4`; the checkpoint gives BF16 GEMMs + w4a16_mxfp4
+experts), then in HYBRID database mode (SILICON tables extended by its SOL + empirical estimates),
+inferred then row quant; columns `database_mode` and `quant` record which answered (--silicon-only:
+the first attempt only).
 
 Its performance database is chosen per row: the row's (system, backend, backend_version) when the
 wheel ships that version as queryable, else the newest shipped version not newer than the row's,
@@ -42,7 +44,7 @@ ONE = ("pp_size", "attention_dp_size")  # an empty cell of these is 1
 FIELDS = ("row", "id", "ttft_ms", "tpot_ms", "db_version", "database_mode", "quant", "aic_version", "reason")
 # Tried in order until the estimator answers: (database mode, quant modes from the row or inferred by
 # the estimator from the checkpoint); `database_mode` and `quant` record the one that answered.
-ATTEMPTS = (("SILICON", "row"), ("SILICON", "inferred"), ("HYBRID", "row"))
+ATTEMPTS = (("SILICON", "row"), ("SILICON", "inferred"), ("HYBRID", "inferred"), ("HYBRID", "row"))
 
 
 def whole(row: dict, col: str, default=None):
