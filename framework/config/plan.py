@@ -35,7 +35,7 @@ from decodelab.config.composition import (  # noqa: F401  (re-exported: plan.com
     reset,
 )
 from decodelab.config.sweepfile import SweepError, check_count, find_sweep  # noqa: F401  (re-exported)
-from decodelab.config import safety
+from decodelab.config import derive, safety
 from decodelab.config import values as V
 from decodelab.config.diagnose import describe, did_you_mean, listing, search_dirs
 from decodelab.config.values import user_file_problems
@@ -52,18 +52,25 @@ class Plan:
     tracking: Dict = field(default_factory=dict)  # tracking node of the first job
     base_cfg: object = None  # first job's group choice, composed
     command_line: List[str] = field(default_factory=list)  # the overrides given
+    bases: Dict[tuple, bytes] = field(default_factory=dict)  # choice of groups -> config (config.derive)
+    known_groups: Dict[str, bool] = field(default_factory=dict)  # override key -> names a group
 
 
 # --------------------------------------------------------------------------- planning
 
 
 def jobs_of(
-    source: Source, overrides: Sequence[str], multirun: bool = True, limit: Optional[int] = None
+    source: Source,
+    overrides: Sequence[str],
+    multirun: bool = True,
+    limit: Optional[int] = None,
+    keep: Optional[Dict] = None,
 ) -> Optional[List[List[str]]]:
     """The jobs `decodelab [-m] OVERRIDES` runs from `source`: with -m, the sweep file's
     `hydra.sweeper.params` and the command line expanded by Hydra's basic sweeper (None for
     another sweeper, which expands its own), counted first (at most `limit` designs,
-    sweepfile.check_count); without, the one job. Raises SweepError."""
+    sweepfile.check_count); without, the one job. Raises SweepError. `keep`: gets the primary
+    config composed with its hydra node (`probe`), for the caller."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
@@ -85,6 +92,8 @@ def jobs_of(
             probe = compose(
                 config_name=source.config_name, overrides=list(source.common), return_hydra_config=True
             )
+            if keep is not None:
+                keep["probe"] = probe
             target = str(OmegaConf.select(probe, "hydra.sweeper._target_") or "")
             if not target.endswith("BasicSweeper"):
                 return None
@@ -129,14 +138,13 @@ def make_plan(target: Optional[str], overrides: List[str], max_designs: Optional
 
     reset()
     source = source_of(target, overrides)
-    name, common = source.config_name, source.common
-    jobs = jobs_of(source, overrides, limit=max_designs)
+    name = source.config_name
+    kept: Dict = {}
+    jobs = jobs_of(source, overrides, limit=max_designs, keep=kept)
     if jobs is None:
         raise SweepError("decodelab sweep runs Hydra's basic sweeper only (use decodelab -m for another)")
+    probe = kept["probe"]  # the primary config with its hydra node, composed once
     with hydra_context(source) as loader:
-        from hydra import compose
-
-        probe = compose(config_name=name, overrides=list(common), return_hydra_config=True)
         sweep_dir = Path(str(OmegaConf.select(probe, "hydra.sweep.dir"))).absolute()
         problem = output_problem(sweep_dir)
         if problem:
@@ -145,6 +153,7 @@ def make_plan(target: Optional[str], overrides: List[str], max_designs: Optional
         _check(composer, jobs)
         first = composer.config(jobs[0])
         groups = [composer.split(job)[0] for job in jobs]
+        shared = derive.bases(composer, groups[0], groups, derive.config_dirs(probe))
     values: Dict[str, set] = {}
     for job in jobs:
         for o in job:
@@ -168,6 +177,8 @@ def make_plan(target: Optional[str], overrides: List[str], max_designs: Optional
         OmegaConf.to_container(first.tracking, resolve=True),
         first,
         list(overrides),
+        shared,
+        composer.known_groups(),
     )
 
 

@@ -16,6 +16,24 @@ from decodelab.modes.dispatch import evaluate
 from decodelab.output.files import write_outputs
 
 
+class Chunk(list):
+    """Jobs (index, overrides) of one choice of config groups, with what the planning process
+    knows of them: the override keys that name groups and the choice's composed config
+    (pickled, config.derive; None: the worker composes it)."""
+
+    def __init__(self, items=(), known: Optional[Dict[str, bool]] = None, groups=(), base=None) -> None:
+        super().__init__(items)
+        self.known, self.groups, self.base = dict(known or {}), tuple(groups), base
+
+
+def composer_for(source: plan.Source, items) -> plan.Composer:
+    """The process's composer of `source`, told what the chunk carries (Chunk)."""
+    composer = plan.composer(source)
+    if isinstance(items, Chunk):
+        composer.adopt(items.known, items.groups, items.base)
+    return composer
+
+
 def run(cfg, error: Optional[str], keep_steps: bool = False) -> Result:
     """evaluate(cfg) as a result dict, also for a config that could not be built; never raises."""
     if cfg is None:
@@ -39,7 +57,7 @@ def evaluate_items(
     Returns their records (report.result_record + index, name, dir, overrides, files) or, for a
     design already recorded (same config hash), {index, skipped: run id, config_hash,
     overrides, config, name}."""
-    composer = plan.composer(source)
+    composer = composer_for(source, items)
     out = []
     for index, job in items:
         cfg, cfg_dict, name, error = plan.prepare(composer, job)

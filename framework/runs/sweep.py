@@ -28,6 +28,7 @@ from decodelab.output.progress import progress_bar
 from decodelab.output.table import TABLE_FILE, TableWriter, table_row
 from decodelab.runs import best
 from decodelab.runs.backends import Backend
+from decodelab.runs.items import Chunk
 from decodelab.runs.resume import Stored, on_disk, reused_record
 from decodelab.runs.summary import best_tags, finish_parent, summary_metrics
 from decodelab.tracking.recorder import Recorder
@@ -87,9 +88,10 @@ def chunks(plan, jobs: int) -> List[List[tuple]]:
     for i, g in enumerate(plan.groups):
         by_group.setdefault(g, []).append(i)
     out = []
-    for idx in by_group.values():
+    for g, idx in by_group.items():
         for k in range(0, len(idx), size):
-            out.append([(i, plan.jobs[i]) for i in idx[k : k + size]])
+            items = [(i, plan.jobs[i]) for i in idx[k : k + size]]
+            out.append(Chunk(items, plan.known_groups, g, plan.bases.get(g)))
     return out
 
 
