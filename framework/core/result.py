@@ -66,15 +66,16 @@ class Result:
     def get(self, key: str, default=None):
         return self[key] if key in self else default
 
-    def record(self, cfg_dict: Dict[str, Any]) -> Dict[str, Any]:
-        """The JSON-serialisable record of this result (result.json): everything but arrays."""
+    def record(self, cfg_dict: Dict[str, Any], key: Optional[str] = None) -> Dict[str, Any]:
+        """The JSON-serialisable record of this result (result.json): everything but arrays.
+        `key`: config_hash(cfg_dict), where the caller has it already (a sweep's worker)."""
         return {
             "status": self.status,
             "reason": self.reason,
             "notes": list(self.notes),
             "metrics": dict(self.metrics),
             "config": cfg_dict,
-            "config_hash": config_hash(cfg_dict),
+            "config_hash": key or config_hash(cfg_dict),
             "code_version": code_version(),
         }
 

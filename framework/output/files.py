@@ -110,13 +110,14 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_outputs(
-    cfg_dict, res, out_dir: Path, label: str, plots: bool = True, step_csv: bool = True
+    cfg_dict, res, out_dir: Path, label: str, plots: bool = True, step_csv: bool = True, key=None
 ) -> Dict[str, str]:
-    """Write result.json (always), steps.csv and breakdown.png (ok results) into out_dir."""
+    """Write result.json (always), steps.csv and breakdown.png (ok results) into out_dir.
+    `key`: the design's config_hash, where the caller has it already."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     path = out_dir / "result.json"
-    write_atomic(path, json.dumps(res.record(cfg_dict), indent=1, default=float))
+    write_atomic(path, json.dumps(res.record(cfg_dict, key), indent=1, default=float))
     files["result"] = str(path)
     if res["status"] == "ok":
         if step_csv and "times" in res:

@@ -78,11 +78,11 @@ def evaluate_items(
         if cfg is not None and res.status == "ok":
             name = run_label(cfg, res.metrics)  # batch_fill: the batch simulated
         d = Path(sweep_dir) / str(index)
-        files = write_outputs(cfg_dict, res, d, name, plots=plots, step_csv=plots)
+        files = write_outputs(cfg_dict, res, d, name, plots=plots, step_csv=plots, key=h)
         if res.status == "error":
             (d / "traceback.txt").write_text(res.notes[0])
             res.notes = []
-        rec = res.record(cfg_dict)
+        rec = res.record(cfg_dict, h)
         rec.update(index=index, name=name, dir=str(d), overrides=list(job), files=list(files.values()))
         out.append(rec)
     return out
