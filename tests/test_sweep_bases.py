@@ -99,3 +99,27 @@ def test_a_worker_given_the_chunks_composes_nothing(tmp_path, monkeypatch):
     finally:
         CO.reset()  # the worker's Hydra context (run_sweep leaves it so too)
     assert composed == [] and len(records) == 4 and all(r["status"] == "ok" for r in records)
+
+
+def _pid(*_args) -> list:
+    import os
+
+    return [os.getpid()]
+
+
+def test_warm_workers_are_the_ones_that_run_the_sweep():
+    """`decodelab sweep` starts its local workers before planning (Backend.warm: imports and
+    Numba's start in each while the plan is composed); the sweep's chunks run in those."""
+    from types import SimpleNamespace
+
+    from decodelab.runs.backends import Backend
+
+    plan = SimpleNamespace(source=None, sweep_dir="unused")
+    with Backend("local", 2) as workers:
+        workers.warm(items.warm_up)
+        warm = set(workers._warming)
+        workers._warming = None
+        ran = {
+            pid for chunk in workers.map(plan, [[i] for i in range(6)], {}, False, fn=_pid) for pid in chunk
+        }
+    assert len(warm) == 2 and ran <= warm

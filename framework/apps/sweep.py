@@ -14,9 +14,10 @@ from typing import Dict, List
 from decodelab.apps.common import add_max_designs, errors, narrow_table, run_module, workers
 from decodelab.config.plan import make_plan
 from decodelab.config.sweepfile import SweepError
-from decodelab.runs.backends import BACKENDS, BackendError
+from decodelab.runs.backends import BACKENDS, Backend, BackendError
 from decodelab.runs.best import DEFAULT_CHILDREN, parse_children
 from decodelab.output.files import where_lines
+from decodelab.runs.items import warm_up
 from decodelab.runs.sweep import SUMMARY_METRICS, Outcome, run_sweep
 
 
@@ -140,10 +141,17 @@ def run(a) -> int:
     first = a.args[0] if a.args else None
     has_target = first is not None and "=" not in first and not first.startswith(("~", "+"))
     sweep, overrides = (first, a.args[1:]) if has_target else (None, a.args)
+    workers = Backend("local", a.jobs) if a.backend == "local" and not a.address else None
+    if workers is not None:
+        workers.warm(warm_up)  # the workers import and start Numba while this process plans
     try:
         plan = make_plan(sweep, overrides, a.max_designs)
-    except SweepError as e:
-        return errors(str(e))
+    except BaseException as e:  # bad input, Ctrl-C while planning: the warm workers stop
+        if workers is not None:
+            workers.close()
+        if isinstance(e, SweepError):
+            return errors(str(e))
+        raise
     if a.address and a.backend != "dask":
         return errors("--address needs --backend dask")
     try:
@@ -155,6 +163,7 @@ def run(a) -> int:
             children=a.children,
             backend=a.backend,
             address=a.address,
+            workers=workers,
         )
     except BackendError as e:
         return errors(str(e))

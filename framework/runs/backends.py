@@ -29,6 +29,7 @@ class Backend:
             raise BackendError(f"--backend {kind}: no such backend (options: {', '.join(BACKENDS)})")
         self.kind, self.jobs, self.address = kind, max(1, jobs), address
         self.client = self.cluster = None
+        self._warming = None  # local workers' warm-up tasks (warm), drained before the sweep's
         if kind == "dask":
             self._start_dask()
 
@@ -52,6 +53,16 @@ class Backend:
                 f"{str(e).splitlines()[0][:200] if str(e).strip() else ''})"
             ) from None
 
+    def warm(self, fn: Callable) -> None:
+        """Start the local worker processes now, each running `fn` once (their imports, Numba's
+        start: items.warm_up) while this process still plans the sweep; joblib's next call
+        (map) reuses them."""
+        if self.kind == "local" and self.jobs > 1 and self._warming is None:
+            from joblib import Parallel, delayed
+
+            tasks = (delayed(fn)() for _ in range(self.jobs))
+            self._warming = Parallel(n_jobs=self.jobs, return_as="generator_unordered")(tasks)
+
     def describe(self) -> str:
         if self.kind == "dask":
             n = len(self.client.scheduler_info().get("workers", {}))
@@ -70,6 +81,9 @@ class Backend:
         self.close()
 
     def close(self) -> None:
+        if self._warming is not None:  # never used: the warm workers are stopped
+            self._warming.close()
+            self._warming = None
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -97,6 +111,10 @@ class Backend:
         import warnings
         from joblib import Parallel, delayed
 
+        if self._warming is not None:  # the same workers, warm: their warm-up done first
+            for _ in self._warming:
+                pass
+            self._warming = None
         with warnings.catch_warnings():  # an interrupted sweep leaves tasks unused: expected
             warnings.filterwarnings("ignore", message=".*tasks have been successfully executed")
             warnings.filterwarnings("ignore", message=".*tasks which were still being processed")

@@ -5,11 +5,15 @@ in the job's directory."""
 
 from __future__ import annotations
 
+import os
 import traceback
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
 from decodelab.config import plan
+from decodelab.core import kernel as K
 from decodelab.core.labels import run_label
 from decodelab.core.result import Result, config_hash
 from decodelab.modes.dispatch import evaluate
@@ -24,6 +28,14 @@ class Chunk(list):
     def __init__(self, items=(), known: Optional[Dict[str, bool]] = None, groups=(), base=None) -> None:
         super().__init__(items)
         self.known, self.groups, self.base = dict(known or {}), tuple(groups), base
+
+
+def warm_up() -> int:
+    """What a worker pays once, paid while the planning process still composes (a local
+    backend starts its workers first, runs.backends): this module's imports, Numba's start and
+    a kernel every design uses loaded from its cache. Returns the worker's process id."""
+    K.apply_caps(np.zeros((1, K.N_STEP)), 1.0, K.NO_CAPS)
+    return os.getpid()
 
 
 def composer_for(source: plan.Source, items) -> plan.Composer:

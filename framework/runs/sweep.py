@@ -103,16 +103,16 @@ def run_sweep(
     children: str = best.DEFAULT_CHILDREN,
     backend: str = "local",
     address: Optional[str] = None,
+    workers: Optional[Backend] = None,
 ) -> Outcome:
     """Evaluate and record every job of `plan` (decodelab.config.plan.make_plan). Raises
-    decodelab.runs.backends.BackendError before anything runs if the backend cannot start."""
+    decodelab.runs.backends.BackendError before anything runs if the backend cannot start.
+    `workers`: a Backend started before (warm: Backend.warm), used instead of a new one."""
     t0 = time.perf_counter()
-    workers = Backend(backend, jobs, address)
+    workers = workers or Backend(backend, jobs, address)
     SP.write_plan(plan)
     out = Outcome(plan.sweep_dir, n_jobs=len(plan.jobs), backend=workers.describe())
-    tr = plan.tracking
-    rec = None
-    stored = Stored()
+    tr, rec, stored = plan.tracking, None, Stored()
     if tr.get("enabled"):
         out.tracking = True
         rec = Recorder(
