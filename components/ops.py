@@ -77,7 +77,7 @@ class Op:
     # the whole block on its head op (framework/opcost/moe.py), its tails inside it
     replica: bool = False  # serving under data-parallel attention: the op runs on the tokens of
     # every attention group (the FFN and the collectives around it), the rest on its own group's
-    # (attn_dp.py); the kernel multiplies its tokens by the groups' share (H_DP_TOKENS)
+    # (attn_dp.py); the kernel multiplies its tokens by the groups' share (Hw.DP_TOKENS)
     call: int = -1  # kernel call index, set by the execution model
 
 

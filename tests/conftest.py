@@ -26,6 +26,7 @@ from hydra import initialize_config_dir
 
 import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config.compose import CONF_DIR
+from decodelab.modes.serving.layout import Req
 
 MODELS = sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (Path(CONF_DIR) / "hardware").glob("*.yaml"))
@@ -53,7 +54,6 @@ def assert_serve_matches_reference(cfg):
     import numpy as np
 
     from decodelab.core.build import build
-    from decodelab.modes.serving import scheduler as SK
     from decodelab.modes.serving import simulate as S
     from decodelab.modes.serving.mtp import draft_cfg
     from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
@@ -70,7 +70,7 @@ def assert_serve_matches_reference(cfg):
         design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"],
         draft,
     )  # fmt: skip
-    cols = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+    cols = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
     np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
     return steps
 

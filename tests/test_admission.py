@@ -12,6 +12,8 @@ from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
+from decodelab.modes.serving.layout import Eng, Req
+from decodelab.modes.serving.admission import Adm
 
 
 def _three(ratio: float):
@@ -31,7 +33,7 @@ def _three(ratio: float):
     p = S.prepare(cfg, design)
     args = list(p["kernel_args"])
     eng = args[-6].copy()
-    eng[SK.E_CAP_BLOCKS], eng[SK.E_BLOCK] = 400.0, 1.0
+    eng[Eng.CAP_BLOCKS], eng[Eng.BLOCK] = 400.0, 1.0
     args[-6] = eng
     prompt, output, arrival = np.full(3, 100.0), np.full(3, 50.0), np.zeros(3)
     req, steps, status = SK.serve(*args[:-4], arrival, prompt, output, args[-1][:3])
@@ -40,9 +42,7 @@ def _three(ratio: float):
     ref = reference_serve(
         design, cfg, mixed, engine_dict(eng, args[-5]), arrival, prompt, output, args[-1][:3]
     )
-    np.testing.assert_allclose(
-        req[:, [SK.R_START, SK.R_FIRST, SK.R_DONE]], reference_table(ref)[:, [1, 2, 3]]
-    )
+    np.testing.assert_allclose(req[:, [Req.START, Req.FIRST, Req.DONE]], reference_table(ref)[:, [1, 2, 3]])
     return req, steps
 
 
@@ -56,17 +56,17 @@ def test_reserve_golden():
     (in step 49: 1 prefill step + 49 decode steps). Without the reserve (admit_ratio 0) all
     three prompts (300 <= 400 tokens) are admitted in step 0."""
     req, steps = _three(0.7)
-    assert req[0, SK.R_START] == req[1, SK.R_START] == 0.0
-    assert req[0, SK.R_FIRST_STEP] == req[1, SK.R_FIRST_STEP] == 0
-    assert req[2, SK.R_START] == pytest.approx(req[0, SK.R_DONE], rel=1e-12)
-    assert req[0, SK.R_DONE_STEP] == 49  # 1 prefill step + 49 decode steps
+    assert req[0, Req.START] == req[1, Req.START] == 0.0
+    assert req[0, Req.FIRST_STEP] == req[1, Req.FIRST_STEP] == 0
+    assert req[2, Req.START] == pytest.approx(req[0, Req.DONE], rel=1e-12)
+    assert req[0, Req.DONE_STEP] == 49  # 1 prefill step + 49 decode steps
     req0, _ = _three(0.0)
-    assert req0[2, SK.R_FIRST_STEP] == 0 and req0[2, SK.R_START] == 0.0
+    assert req0[2, Req.FIRST_STEP] == 0 and req0[2, Req.START] == 0.0
 
 
 def test_ratio_decay_and_reestimate():
-    adm = np.zeros(AD.N_ADM)
-    adm[[AD.A_ON, AD.A_RATIO, AD.A_INIT, AD.A_MIN, AD.A_DECAY, AD.A_CLIP, AD.A_RETRACT]] = [
+    adm = np.zeros(Adm.size)
+    adm[[Adm.ON, Adm.RATIO, Adm.INIT, Adm.MIN, Adm.DECAY, Adm.CLIP, Adm.RETRACT]] = [
         1.0,
         0.7,
         0.7,
@@ -78,16 +78,16 @@ def test_ratio_decay_and_reestimate():
     run = np.array([0, 1])
     output, gen = np.array([100.0, 5000.0]), np.array([10.0, 0.0])
     AD.start_step(adm, run, 2, output, gen)
-    assert adm[AD.A_OFFSET] == pytest.approx(0.7 * (90 + 4096))  # the clip: 4096, not 5000
+    assert adm[Adm.OFFSET] == pytest.approx(0.7 * (90 + 4096))  # the clip: 4096, not 5000
     for _ in range(600):
         AD.end_step(adm, True, False, run, 2, output, gen)
-    assert adm[AD.A_RATIO] == pytest.approx(0.098)
+    assert adm[Adm.RATIO] == pytest.approx(0.098)
     AD.end_step(adm, True, False, run, 2, output, gen)  # floored at the minimum
-    assert adm[AD.A_RATIO] == pytest.approx(0.098)
+    assert adm[Adm.RATIO] == pytest.approx(0.098)
     AD.end_step(adm, True, True, run, 2, output, gen)  # a preemption: (10 + 0 + 20 x 2) / 5101
-    assert adm[AD.A_RATIO] == pytest.approx(50.0 / 5101.0)
+    assert adm[Adm.RATIO] == pytest.approx(50.0 / 5101.0)
     AD.idle(adm)
-    assert adm[AD.A_RATIO] == 0.7
+    assert adm[Adm.RATIO] == 0.7
     assert not AD.blocks_admission(adm, 0, 1e9, 0.0)  # nothing runs: never held back
 
 

@@ -17,6 +17,8 @@ from decodelab.core.checks import check_config
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Eng
 
 
 def _ops(*o):
@@ -99,7 +101,7 @@ def test_kernel_matches_reference(o):
     steps = np.vstack([K.request_steps(12, 700, 3), [[16, 500, 5, 1, 0]]])
     out = K.simulate(*d.arrays(), steps)
     for r, row in enumerate(reference_simulate(d, cfg, steps)):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
 
 
@@ -201,7 +203,6 @@ def test_sglang_group_settings_by_hand():
     from decodelab.components.placement import GIB
     from decodelab.core.build import kv_pool_bytes
     from decodelab.core.schema import memory_tiers
-    from decodelab.modes.serving import scheduler as SK
     from decodelab.modes.serving import simulate as S
 
     o = ("model=qwen3_30b_a3b", "hardware=dgx_h100", "hardware.n_chips=4", "hardware.tensor_parallel=4",
@@ -209,9 +210,9 @@ def test_sglang_group_settings_by_hand():
     for engine, budget, ratio in (("sglang", 4096, 0.21), ("default", 8192, 0.0)):
         cfg = compose_cfg(*o, f"engine={engine}", "hardware.attention_dp=2")
         p = S.prepare(cfg, build(cfg))
-        assert p["eng"][SK.E_MAX_TOKENS] == budget and p["eng"][SK.E_ADMIT_RATIO] == pytest.approx(ratio)
+        assert p["eng"][Eng.MAX_TOKENS] == budget and p["eng"][Eng.ADMIT_RATIO] == pytest.approx(ratio)
         if engine == "sglang":
-            assert p["eng"][SK.E_CHUNK] == 4096 and p["eng"][SK.E_ADMIT_MIN] == pytest.approx(0.098 * 0.3)
+            assert p["eng"][Eng.CHUNK] == 4096 and p["eng"][Eng.ADMIT_MIN] == pytest.approx(0.098 * 0.3)
     plain = compose_cfg(*o, "engine=sglang")
     dp = compose_cfg(*o, "engine=sglang", "hardware.attention_dp=2")
     tiers = memory_tiers(plain.hardware)

@@ -17,6 +17,7 @@ from decodelab.opcost import registry
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import B_GRID, C_GRID, Lin
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 STEPS = [2**i - 1 for i in range(1, 18)]  # a sequence reads step + 1 = 2 .. 131072 tokens
@@ -52,9 +53,9 @@ def test_interpolation_floor_and_kernel_by_hand(table):
     floor the floor: here 1e-9 s per KV token, 9000 tokens -> 9 us < 474 us, so at 1e-7 s per
     token the floor (900 us) wins. The jitted kernel takes the same values."""
     g = attntable.measured_grid(table, "bf16", 32, 8, 128)
-    assert g is not None and g.size == len(K.B_GRID) * len(K.C_GRID)
-    op_lin = np.zeros((1, K.N_LIN))
-    op_lin[0, K.L_TAB : K.L_TAB + g.size] = g
+    assert g is not None and g.size == len(B_GRID) * len(C_GRID)
+    op_lin = np.zeros((1, Lin.size))
+    op_lin[0, Lin.TAB : Lin.TAB + g.size] = g
     cases = [
         (3.0, 9000.0, 1e-9, 5.0 * math.sqrt(9000.0)),
         (4096.0, 4096.0 * 64, 1e-9, 5.0 * math.sqrt(2048 * 64) * 2.0),  # 2x the grid's largest batch
@@ -62,7 +63,7 @@ def test_interpolation_floor_and_kernel_by_hand(table):
     ]
     for seqs, kv, floor, us in cases:
         assert attntable.table_time(g, floor, seqs, kv) * 1e6 == pytest.approx(us, rel=1e-9)
-        op_lin[0, K.L_D_FLOOR] = floor
+        op_lin[0, Lin.D_FLOOR] = floor
         assert K._attn_table(op_lin, 0, seqs, kv) * 1e6 == pytest.approx(us, rel=1e-9)
 
 
@@ -75,7 +76,7 @@ def test_a_gap_grows_with_the_kv_read_and_the_grid_never_falls(tmp_path):
     g = attntable.measured_grid(str(p), "bf16", 32, 8, 128)
     t = attntable.table_time(g, 0.0, 8.0, 8 * 4096.0)
     assert t * 1e6 == pytest.approx(5.0 * math.sqrt(8 * 1024) * 4.0, rel=1e-9)
-    grid = np.asarray(g).reshape(len(K.B_GRID), len(K.C_GRID))
+    grid = np.asarray(g).reshape(len(B_GRID), len(C_GRID))
     assert (np.diff(grid, axis=0) >= 0).all() and (np.diff(grid, axis=1) >= 0).all()
 
 
@@ -88,8 +89,8 @@ def test_a_design_with_the_table_costs_its_decode_attention_from_it(table):
     )
     d = build(cfg)
     i = next(j for j, op in enumerate(d.ops) if op.name == "attention")
-    assert d.op_lin[i, K.L_D_TAB] == 1.0
-    assert d.op_lin[i, K.L_D_FLOOR] == pytest.approx(2 * 8 * 128 * 2 / 3350e9, rel=1e-12)
+    assert d.op_lin[i, Lin.D_TAB] == 1.0
+    assert d.op_lin[i, Lin.D_FLOOR] == pytest.approx(2 * 8 * 128 * 2 / 3350e9, rel=1e-12)
     assert K._attn_table(d.op_lin, i, 64.0, 64 * 2048.0) * 1e6 == pytest.approx(
         5.0 * math.sqrt(64 * 2048), rel=1e-9
     )
@@ -101,7 +102,7 @@ def test_a_design_with_the_table_costs_its_decode_attention_from_it(table):
     )
     d2 = build(cfg2)
     i2 = next(j for j, op in enumerate(d2.ops) if op.name == "attention")
-    assert d2.op_lin[i2, K.L_D_TAB] == 0.0
+    assert d2.op_lin[i2, Lin.D_TAB] == 0.0
 
 
 def test_an_engines_own_table_and_the_fallback(tmp_path, table):
@@ -128,7 +129,7 @@ def test_an_engines_own_table_and_the_fallback(tmp_path, table):
         5.0 * math.sqrt(64 * 2048), rel=1e-9
     )
     lin, i = attn("engine=default", "hardware.memory.hbm.bandwidth_gb_s=4000")
-    assert lin[i, K.L_D_TAB] == 0.0
+    assert lin[i, Lin.D_TAB] == 0.0
 
 
 def test_the_shipped_h100_tables():
@@ -214,4 +215,4 @@ def test_the_h200_and_b200_tables(chip, hbm):
         cfg = compose_cfg("model=qwen3_32b", f"hardware={chip}", "hardware.n_chips=8", f"engine={engine}")
         d = build(cfg)
         i = next(j for j, op in enumerate(d.ops) if op.name == "attention")
-        assert d.op_lin[i, K.L_D_TAB] == 1.0
+        assert d.op_lin[i, Lin.D_TAB] == 1.0

@@ -13,7 +13,6 @@ import yaml
 from conftest import (
     GROUPS,
     OK_FILES,
-    ROOT,  # noqa: F401
     all_runs,
     artifact_names,
     decodelab,
@@ -25,6 +24,7 @@ from conftest import (
     the_run_dir,
 )
 from decodelab.core import kernel as K  # noqa: F401
+from decodelab.kernel_layout import CAUSES
 
 # MLflow's SQLAlchemy store, read back in this process, warns about its own ORM usage.
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
@@ -51,7 +51,7 @@ def test_default_run_prints_metric_table(default_run):
     assert re.fullmatch(r"\d+\.\d+ ms", rows["TPOT"]), rows["TPOT"]
     assert re.fullmatch(r"\d+\.\d %", rows["% of roofline (Eq. 3)"])
     assert re.fullmatch(r"\d+\.\d+ GiB \(\d+ %\)", rows["memory hbm per chip"])
-    for cause in K.CAUSES:  # the time breakdown: one row per cause
+    for cause in CAUSES:  # the time breakdown: one row per cause
         assert re.fullmatch(r"\d+\.\d+ ms \(\d+ %\)", rows[f"TPOT {cause}"]), (cause, rows)
 
 
@@ -92,12 +92,12 @@ def test_default_run_records_one_mlflow_run(default_run):
         "n_kernel_calls_per_step",
     ):
         assert m in metrics, m
-    for cause in K.CAUSES:
+    for cause in CAUSES:
         assert f"tpot_{cause}_ms" in metrics and f"ttft_{cause}_ms" in metrics, cause
     assert metrics["tpot_ms"] > 0 and metrics["ttft_ms"] > metrics["tpot_ms"]
     assert 0 < metrics["pct_roofline"] <= 100
     # the breakdown explains the whole step time
-    assert sum(metrics[f"tpot_{c}_ms"] for c in K.CAUSES) == pytest.approx(metrics["tpot_ms"], rel=1e-6)
+    assert sum(metrics[f"tpot_{c}_ms"] for c in CAUSES) == pytest.approx(metrics["tpot_ms"], rel=1e-6)
     assert OK_FILES <= artifact_names(cwd, run.info.run_id)
 
 

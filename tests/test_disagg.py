@@ -1,5 +1,5 @@
 """Disaggregated prefill/decode serving (framework/modes/serving/disagg.py): the hand-worked KV
-transfer, a one-request run worked by hand, the scheduler's E_READY path against the pure-Python
+transfer, a one-request run worked by hand, the scheduler's Eng.READY path against the pure-Python
 reference, invariants and bad input."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
+from decodelab.modes.serving.layout import Eng, Req, StepLog
 
-REQ_COLS = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
 FIXED = ("workload.prompt_dist.kind=fixed", "workload.output_dist.kind=fixed")
 # the hardware's per-step host cost instead of the engine loop's (as tests/test_serving.py)
 HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
@@ -110,7 +111,7 @@ READY_CASES = {
 
 @pytest.mark.parametrize("case", list(READY_CASES))
 def test_ready_arrivals_match_reference(case):
-    """Requests arriving with their KV in the cache (E_READY: a decode pool): the Numba scheduler
+    """Requests arriving with their KV in the cache (Eng.READY: a decode pool): the Numba scheduler
     and the pure-Python reference give the same per-request times, incl. KV-bound waiting,
     preemption (a preempted request recomputes) and separate steps with batch buckets."""
     cfg = compose_cfg(
@@ -125,9 +126,9 @@ def test_ready_arrivals_match_reference(case):
     )
     design = build(cfg)
     p = S.prepare(cfg, design)
-    p["eng"][SK.E_READY] = 1.0
+    p["eng"][Eng.READY] = 1.0
     req, steps, status = SK.serve(*p["kernel_args"])
-    assert status == 0 and (steps[:, SK.T_PREFILL] == 0).all() == (case != "preempt")
+    assert status == 0 and (steps[:, StepLog.PREFILL] == 0).all() == (case != "preempt")
     ref = reference_serve(
         design,
         cfg,
@@ -140,9 +141,9 @@ def test_ready_arrivals_match_reference(case):
     )
     np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref), rtol=1e-9, atol=1e-12)
     if case == "preempt":
-        assert req[:, SK.R_PREEMPT].sum() > 0
+        assert req[:, Req.PREEMPT].sum() > 0
     else:
-        assert (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).any()  # KV or slots made some wait
+        assert (req[:, Req.START] > req[:, Req.ARRIVAL]).any()  # KV or slots made some wait
 
 
 def test_disagg_none_is_todays_serving():

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from conftest import compose_cfg, one_client_cfg
-from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.errors import ConfigError
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
+from decodelab.kernel_layout import CAUSES, Call
+from decodelab.modes.serving.layout import Eng, StepLog
 
 # Llama-3.1-8B (the default model), TP1, the default engine: embedding + 32 layers x 9 calls (input
 # norm with the residual add, QKV, RoPE/KV write, attention, O, residual norm, gate/up, activation,
@@ -25,13 +25,13 @@ def _steps(*ov, p=1000, o=4):
     design = build(cfg)
     assert float(np.sum(design.call_rep)) == CALLS
     _, steps, *_ = S.simulate_serving(cfg, design)
-    pre = steps[steps[:, SK.T_PREFILL] > 0]
-    dec = steps[steps[:, SK.T_PREFILL] == 0]
-    return pre[:, SK.T_DUR], dec[:, SK.T_DUR], steps
+    pre = steps[steps[:, StepLog.PREFILL] > 0]
+    dec = steps[steps[:, StepLog.PREFILL] == 0]
+    return pre[:, StepLog.DUR], dec[:, StepLog.DUR], steps
 
 
 def _host(steps):
-    return steps[:, SK.T_CAUSE + K.CAUSES.index("host")]
+    return steps[:, StepLog.CAUSE + CAUSES.index("host")]
 
 
 @pytest.mark.parametrize("overlap", ["false", "true"])
@@ -44,7 +44,7 @@ def test_eager_dispatch_golden(overlap):
     big, dec1, steps = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=1000")
     assert len(g) == 1 and g[0] < 0.1
     np.testing.assert_allclose(big, CALLS * 1e-3, rtol=1e-12)
-    pre_host = _host(steps[steps[:, SK.T_PREFILL] > 0])
+    pre_host = _host(steps[steps[:, StepLog.PREFILL] > 0])
     np.testing.assert_allclose(pre_host, CALLS * 1e-3 - g, rtol=1e-9)
     np.testing.assert_allclose(dec1, dec0, rtol=1e-12)
     small, _, _ = _steps(f"engine.overlap={overlap}", "engine.eager_launch_us=0.0001")
@@ -75,13 +75,13 @@ def test_null_keeps_the_hardware_per_call_launch():
     the kernel (the per-call rule of components/execution/gpu.py), and no step-level dispatch."""
     cfg = compose_cfg("workload=closed_loop", "engine.eager_launch_us=null")
     p = S.prepare(cfg, build(cfg))
-    assert p["eng"][SK.E_EAGER_HOST] == 0.0
+    assert p["eng"][Eng.EAGER_HOST] == 0.0
     mixed_cost = p["kernel_args"][5]
-    assert (mixed_cost[:, K.C_LAUNCH_ASYNC] == cfg.hardware.launch_us * 1e-6).all()
+    assert (mixed_cost[:, Call.LAUNCH_ASYNC] == cfg.hardware.launch_us * 1e-6).all()
     cfg = compose_cfg("workload=closed_loop", "engine.eager_launch_us=35")
     p = S.prepare(cfg, build(cfg))
-    assert p["eng"][SK.E_EAGER_HOST] == pytest.approx(CALLS * 35e-6, rel=1e-12)
-    assert (p["kernel_args"][5][:, K.C_LAUNCH_ASYNC] == 0.0).all()
+    assert p["eng"][Eng.EAGER_HOST] == pytest.approx(CALLS * 35e-6, rel=1e-12)
+    assert (p["kernel_args"][5][:, Call.LAUNCH_ASYNC] == 0.0).all()
 
 
 def test_negative_eager_launch_is_one_error():

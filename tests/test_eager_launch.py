@@ -16,6 +16,7 @@ from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
+from decodelab.kernel_layout import CAUSES, Call, Cause
 
 # Llama-3.1-8B BF16 on one H100, the roofline law with every overhead zeroed (test_golden.py
 # ZERO_OVERHEAD) and the Kernel Looping paper's kernels (engine.fused_add_norm=false): 1 + 10 x 32
@@ -85,17 +86,17 @@ def test_null_engine_figure_is_the_bare_launch():
 
 def test_one_per_call_figure_for_static_and_serving():
     """The call costs carry the engine's dispatch (the figure serving's eager steps use,
-    modes/serving/simulate.py E_EAGER_HOST) without CUDA graphs, nothing with them; a dataflow
+    modes/serving/simulate.py Eng.EAGER_HOST) without CUDA graphs, nothing with them; a dataflow
     chip's launches are its own."""
     cfg = compose_cfg("optimizations.cuda_graphs=false")
     assert cfg.engine.eager_launch_us == 35  # conf/engine/default.yaml (TensorRT-LLM PyTorch flow)
     assert gpu.eager_dispatch_us(cfg.hardware, cfg.engine) == 35.0
-    assert (build(cfg).call_cost[:, K.C_LAUNCH_ASYNC] == 35e-6).all()
-    assert (build(compose_cfg()).call_cost[:, K.C_LAUNCH_ASYNC] == 0.0).all()
+    assert (build(cfg).call_cost[:, Call.LAUNCH_ASYNC] == 35e-6).all()
+    assert (build(compose_cfg()).call_cost[:, Call.LAUNCH_ASYNC] == 0.0).all()
     vllm = compose_cfg("engine=vllm", "optimizations.cuda_graphs=false")
-    assert (build(vllm).call_cost[:, K.C_LAUNCH_ASYNC] == vllm.hardware.launch_us * 1e-6).all()
+    assert (build(vllm).call_cost[:, Call.LAUNCH_ASYNC] == vllm.hardware.launch_us * 1e-6).all()
     sn = compose_cfg("hardware=sn40l_node8", "optimizations=none")
-    assert (build(sn).call_cost[:, K.C_LAUNCH_ASYNC] == 0.0).all()
+    assert (build(sn).call_cost[:, Call.LAUNCH_ASYNC] == 0.0).all()
 
 
 def test_negative_dispatch_is_one_error():
@@ -137,7 +138,7 @@ def test_kernel_matches_reference_host_bound(pp):
     out = K.simulate(*d.arrays(), steps)
     ref = reference_simulate(d, cfg, steps)
     for r, row in enumerate(ref):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert out[r, k] == pytest.approx(row[cause], rel=1e-9, abs=1e-15), (r, cause)
 
 
@@ -160,12 +161,12 @@ def test_grid_closed_form_across_the_host_bound_boundary():
         K.request_steps(w.batch_size, w.prompt_len, w.output_len), w.prompt_len, on
     )
     dev = K.simulate(*on.arrays(), steps)[1:]
-    dev = dev.sum(1) - dev[:, K.K_HOST]
+    dev = dev.sum(1) - dev[:, Cause.HOST]
     calls = float(np.sum(on.call_rep))
     mid_us = (dev[0] + dev[-1]) / 2 / calls * 1e6
     d = build(compose_cfg(*base, "optimizations.cuda_graphs=false", f"engine.eager_launch_us={mid_us}"))
     per_row = K.simulate(*d.arrays(), steps)[1:]
-    exposed = per_row.sum(1) - per_row[:, K.K_HOST] - dev
+    exposed = per_row.sum(1) - per_row[:, Cause.HOST] - dev
     np.testing.assert_allclose(exposed, np.maximum(0.0, calls * mid_us * 1e-6 - dev), rtol=1e-9, atol=1e-15)
     assert exposed[0] > 0 and exposed[-1] == 0  # the boundary lies inside the run
     bws = np.array([d.tier_bw, d.tier_bw * 0.37, d.tier_bw * 3.1])

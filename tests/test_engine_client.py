@@ -22,6 +22,8 @@ from decodelab.runs.validation import (
     launch_notes,
     run_validation,
 )
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Req, StepLog
 
 HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -36,7 +38,7 @@ def _one_client(*ov, p=1000, o=8):
     rows = np.array([[1.0, p + g, 1.0, 1.0, 0.0] for g in range(1, o)])
     a = design.arrays()
     gpu = K.simulate(*a[:7], hw, rows).sum(1)
-    return steps[steps[:, SK.T_MIXED] == 0], gpu
+    return steps[steps[:, StepLog.MIXED] == 0], gpu
 
 
 @pytest.mark.parametrize(
@@ -55,16 +57,16 @@ def test_host_work_term_golden(overlap, h_iter, h_req, expect):
         f"engine.overlap={overlap}", f"engine.host_iter_us={h_iter}", f"engine.host_per_req_us={h_req}"
     )
     assert len(dec) == 7
-    np.testing.assert_allclose(dec[:, SK.T_DUR], expect(gpu), rtol=1e-12)
-    host = dec[:, SK.T_CAUSE + K.CAUSES.index("host")]
-    np.testing.assert_allclose(host, dec[:, SK.T_DUR] - gpu, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(dec[:, StepLog.DUR], expect(gpu), rtol=1e-12)
+    host = dec[:, StepLog.CAUSE + CAUSES.index("host")]
+    np.testing.assert_allclose(host, dec[:, StepLog.DUR] - gpu, rtol=1e-9, atol=1e-15)
 
 
 def test_host_iter_null_is_the_hardware_step_cost():
     """engine.host_iter_us null: the hardware's host_step_us every step, as a static decode."""
     dec, gpu = _one_client("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
     host = compose_cfg().hardware.host_step_us * 1e-6
-    np.testing.assert_allclose(dec[:, SK.T_DUR], gpu + host, rtol=1e-12)
+    np.testing.assert_allclose(dec[:, StepLog.DUR], gpu + host, rtol=1e-12)
 
 
 def test_per_request_host_work_scales_with_the_batch():
@@ -76,9 +78,9 @@ def test_per_request_host_work_scales_with_the_batch():
         cfg = compose_cfg(*base, "engine.host_iter_us=200", f"engine.host_per_req_us={h}")
         _, st, *_ = S.simulate_serving(cfg, build(cfg))
         steps[h] = st
-    dec0, dec1 = (steps[h][steps[h][:, SK.T_MIXED] == 0] for h in (0, 50))
-    assert (dec1[:, SK.T_SEQS] == 4).all()
-    np.testing.assert_allclose(dec1[:, SK.T_DUR] - dec0[:, SK.T_DUR], 4 * 50e-6, rtol=1e-9)
+    dec0, dec1 = (steps[h][steps[h][:, StepLog.MIXED] == 0] for h in (0, 50))
+    assert (dec1[:, StepLog.SEQS] == 4).all()
+    np.testing.assert_allclose(dec1[:, StepLog.DUR] - dec0[:, StepLog.DUR], 4 * 50e-6, rtol=1e-9)
 
 
 def _client(*ov):
@@ -100,7 +102,7 @@ def test_warmup_requests_are_excluded():
     res = _client("workload.n_requests=2", "workload.warmup_requests=1", "workload.warmup_drain=false")
     req = res["serving"]["requests"]
     assert len(req) == 2 and res["metrics"]["n_requests"] == 2.0
-    assert req[0, SK.R_ARRIVAL] > 0.0  # sent when the warm-up request ended
+    assert req[0, Req.ARRIVAL] > 0.0  # sent when the warm-up request ended
     # every request of one client is the same: TTFT is that of a lone request
     alone = _client("workload.n_requests=1")["metrics"]
     assert res["metrics"]["ttft_ms"] == pytest.approx(alone["ttft_ms"], rel=1e-12)
@@ -113,7 +115,7 @@ def test_warmup_exclusion_against_the_whole_run():
     whole = _client(*ov, "workload.n_requests=9")
     tail = _client(*ov, "workload.n_requests=6", "workload.warmup_requests=3", "workload.warmup_drain=false")
     r = whole["serving"]["requests"][3:]
-    ttft = np.mean(r[:, SK.R_FIRST] - r[:, SK.R_ARRIVAL]) * 1e3
+    ttft = np.mean(r[:, Req.FIRST] - r[:, Req.ARRIVAL]) * 1e3
     assert tail["metrics"]["ttft_ms"] == pytest.approx(ttft, rel=1e-12)
     # drained (aiperf): the measured phase starts idle with a burst, as a run without warm-up
     drained = _client(*ov, "workload.n_requests=6", "workload.warmup_requests=3")
@@ -135,9 +137,9 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         "engine.max_tokens_per_step=512",
     )
     req, steps, *_ = S.simulate_serving(cfg, build(cfg))
-    assert req[0, SK.R_FIRST_STEP] == 0 and req[1, SK.R_FIRST_STEP] == 1
-    assert steps[1, SK.T_DECODE] == 0 and steps[1, SK.T_PREFILL] == 512
-    assert np.isfinite(req[:, SK.R_DONE]).all()
+    assert req[0, Req.FIRST_STEP] == 0 and req[1, Req.FIRST_STEP] == 1
+    assert steps[1, StepLog.DECODE] == 0 and steps[1, StepLog.PREFILL] == 512
+    assert np.isfinite(req[:, Req.DONE]).all()
 
 
 # ---- decodelab validate: the engine column, malformed CSVs -----------------------------------
@@ -363,7 +365,7 @@ def _two_requests(lookahead: str, frac: float):
     args[-3] = np.array([500.0, 300.0])
     args[-2] = np.array([20.0, 4.0])
     _, st0, _ = SK.serve(*args[:-4], np.array([0.0, 1e9]), *args[-3:])  # request 0's steps alone
-    t_arr = st0[3, SK.T_START] + frac * st0[3, SK.T_DUR]
+    t_arr = st0[3, StepLog.START] + frac * st0[3, StepLog.DUR]
     req, steps, status = SK.serve(*args[:-4], np.array([0.0, t_arr]), *args[-3:])
     assert status == 0
     return steps, req, t_arr
@@ -376,10 +378,12 @@ def test_overlap_lookahead_golden(frac):
     comes one step later, at the end of step 5, and step 4 is request 0's decode alone."""
     for lookahead, step in (("false", 4), ("true", 5)):
         steps, req, t_arr = _two_requests(lookahead, frac)
-        assert req[1, SK.R_ARRIVAL] == t_arr
-        assert req[1, SK.R_FIRST_STEP] == step
-        assert req[1, SK.R_FIRST] == pytest.approx(steps[step, SK.T_START] + steps[step, SK.T_DUR], rel=1e-12)
-        assert steps[step - 1, SK.T_PREFILL] == 0 and steps[step, SK.T_PREFILL] == 300
+        assert req[1, Req.ARRIVAL] == t_arr
+        assert req[1, Req.FIRST_STEP] == step
+        assert req[1, Req.FIRST] == pytest.approx(
+            steps[step, StepLog.START] + steps[step, StepLog.DUR], rel=1e-12
+        )
+        assert steps[step - 1, StepLog.PREFILL] == 0 and steps[step, StepLog.PREFILL] == 300
 
 
 def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
@@ -395,8 +399,8 @@ def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
             f"engine.lookahead={lookahead}",
         )
         req, steps, *_ = S.simulate_serving(cfg, build(cfg))
-        assert req[1, SK.R_FIRST_STEP] == 3  # request 0: steps 0-2; request 1's prefill: step 3
-        assert steps[3, SK.T_START] == req[1, SK.R_ARRIVAL]
+        assert req[1, Req.FIRST_STEP] == 3  # request 0: steps 0-2; request 1's prefill: step 3
+        assert steps[3, StepLog.START] == req[1, Req.ARRIVAL]
 
 
 def _closed_pair(lookahead: str):
@@ -431,15 +435,15 @@ def test_a_request_issued_at_a_step_boundary_misses_the_step_scheduled_there():
     boundary too) step 4 is request 1's decode alone as well, and request 2 waits for step 5."""
     for lookahead, first in (("false", 4), ("true", 5)):
         req, steps = _closed_pair(lookahead)
-        assert req[0, SK.R_DONE_STEP] == 2
-        assert req[2, SK.R_ARRIVAL] == np.nextafter(req[0, SK.R_DONE], np.inf)
-        assert req[2, SK.R_ARRIVAL] > steps[3, SK.T_START] == req[0, SK.R_DONE]
-        assert req[2, SK.R_FIRST_STEP] == first
+        assert req[0, Req.DONE_STEP] == 2
+        assert req[2, Req.ARRIVAL] == np.nextafter(req[0, Req.DONE], np.inf)
+        assert req[2, Req.ARRIVAL] > steps[3, StepLog.START] == req[0, Req.DONE]
+        assert req[2, Req.FIRST_STEP] == first
         for k in range(3, first):  # request 1's decode alone until then
-            assert steps[k, SK.T_SEQS] == 1 and steps[k, SK.T_PREFILL] == 0
-        assert steps[first, SK.T_PREFILL] == 200
-        ttft = req[2, SK.R_FIRST] - req[2, SK.R_ARRIVAL]
-        assert ttft == pytest.approx(steps[3 : first + 1, SK.T_DUR].sum(), rel=1e-12)
+            assert steps[k, StepLog.SEQS] == 1 and steps[k, StepLog.PREFILL] == 0
+        assert steps[first, StepLog.PREFILL] == 200
+        ttft = req[2, Req.FIRST] - req[2, Req.ARRIVAL]
+        assert ttft == pytest.approx(steps[3 : first + 1, StepLog.DUR].sum(), rel=1e-12)
 
 
 def _row(**extra):

@@ -18,6 +18,7 @@ from decodelab.core.checks import check_config
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import CAUSES
 
 # a toy MLA + MoE model: 8 experts, top-2, d = 1024, 4 chips (2 experts each), every layer MoE
 TOY = (
@@ -87,7 +88,7 @@ def test_kernel_matches_reference():
     steps = np.vstack([K.request_steps(24, 1000, 3), [[16, 500, 5, 1, 0]]])
     out = K.simulate(*d.arrays(), steps)
     for r, row in enumerate(reference_simulate(d, cfg, steps)):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
 
 

@@ -27,11 +27,11 @@ from decodelab.components import kv_policy as kvp
 from decodelab.components.placement import GIB
 from decodelab.core import metrics as core_metrics
 from decodelab.modes import single
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate
 from decodelab.opcost import registry
 from decodelab.opcost.base import Price
-from decodelab import kernel_layout as KL
+from decodelab.kernel_layout import Law, Lin
+from decodelab.modes.serving.layout import Eng
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 KINDS = (
@@ -303,7 +303,7 @@ def test_engine_behaviour_reaches_the_scheduler_through_engine_inputs(monkeypatc
 
     def toy_engine_inputs(cfg, design, prompt, output, ready=False):
         eng, buckets, notes = engine_inputs(cfg, design, prompt, output, ready)
-        eng[SK.E_HOST_ITER] += pause_s
+        eng[Eng.HOST_ITER] += pause_s
         return eng, buckets, notes + ["toy: a 1 ms host pause per step"]
 
     one = ("engine=vllm", "workload=closed_loop", "workload.concurrency=1", "workload.n_requests=1")
@@ -332,7 +332,7 @@ def _toy_family(t0_s: float):
 
         @staticmethod
         def price(op, ctx):
-            return Price("toy_norm", KL.LAW_GEMM, cols={KL.L_T0: t0_s, KL.L_G_P: 1.0}, whole=True)
+            return Price("toy_norm", Law.GEMM, cols={Lin.T0: t0_s, Lin.G_P: 1.0}, whole=True)
 
         @staticmethod
         def reference(op, ctx, p, step):

@@ -16,7 +16,8 @@ import pytest
 from decodelab.components.models import dense
 from decodelab.core.build import build, peak_flops
 from decodelab.modes.dispatch import evaluate
-from decodelab.core.kernel import CAUSES
+
+from decodelab.kernel_layout import CAUSES
 
 GIB = 2**30
 # The Kernel Looping paper's TensorRT-LLM (~10 kernels per Llama decoder layer): the residual add a

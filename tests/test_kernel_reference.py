@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from conftest import DATAFLOW_HARDWARE, HARDWARE, MODELS, OPTIMIZATIONS, compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
-from decodelab.core.kernel import CAUSES, request_steps, simulate
+from decodelab.core.kernel import request_steps, simulate
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.kernel_layout import CAUSES
 
 REL, ABS = 1e-9, 1e-15
 SETTINGS = settings(

@@ -16,6 +16,7 @@ from decodelab.components.kv_policy import streaming_llm
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import Cap
 
 # Llama-3.1-8B: 32 layers, 32 query heads, 8 KV heads (G = 4), head dim 128
 LLAMA8B = SimpleNamespace(
@@ -68,7 +69,7 @@ def caps_of(module, p, model=None):
 def held(prompt, generated, caps):
     """Tokens held after `generated` decode steps: the caps with the read cap removed."""
     c = caps.copy()
-    c[K.P_READ_CAP] = 0.0
+    c[Cap.READ_CAP] = 0.0
     return K.attended_tokens(float(prompt), float(prompt + generated), c)
 
 

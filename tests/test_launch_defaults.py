@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from decodelab import kernel_layout as K
 from decodelab.components.models.experts import ffn_ops
 from decodelab.opcost.moe import head_row
 from decodelab.runs import aic_rows
 from decodelab.runs.validation_predict import inferencex_tokens, launch_engine, row_launch
+from decodelab.kernel_layout import N_MGRID
 
 
 def aic_row(**cells) -> pd.Series:
@@ -78,7 +78,7 @@ def test_dense_first_layers_are_not_charged_the_moe_block():
     head = ffn_ops(m, 8, 1.0, 2.0, 4.0)[2]
     assert head.name == "gate_up_proj" and head.moe_block[0] == "head"
     assert head.moe_block[7] == pytest.approx(58 / 61)
-    block = np.full(K.N_MGRID, 100e-6)  # 100 us per MoE layer at every token count
+    block = np.full(N_MGRID, 100e-6)  # 100 us per MoE layer at every token count
     t0, beyond = head_row(head, block, bw=8e12, peak=1e18, bw_eff=1.0, c_eff=1.0)
     dense_w = 3 * 7168 * 3 * 18432 / 8 / 61  # per repeat: 3 dense FFNs' weights (1 byte) over 8 GPUs
     shared_w = 58 * 7168 * 3 * 2048 / 8 / 61  # the shared expert of the 58 MoE layers

@@ -20,6 +20,7 @@ from decodelab.core.build import build
 from decodelab.core.kernel import request_steps, simulate
 from decodelab.core.reference import reference_simulate
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import CAUSES, Law, Lin
 
 OPS = DATA_DIR / "operators"
 TP8 = ("hardware.n_chips=8", "hardware.tensor_parallel=8", "workload.weight_dtype=fp8_block")
@@ -60,8 +61,8 @@ def test_deepseek_v3_decode_attention_is_the_measured_mla_row():
     sequence of 4096 tokens and 90.9 us for 64 (the roofline law charged 4.1 and 73 us); the floor
     is one latent (576 x 2 bytes) per KV token at the 4.8 TB/s peak, not a K and a V."""
     d, i = _attention("engine=default")
-    assert d.op_lin[i, K.L_LAW] == K.LAW_ATTN and d.op_lin[i, K.L_D_TAB] == 1.0
-    assert d.op_lin[i, K.L_D_FLOOR] == pytest.approx(576 * 2 / 4800e9, rel=1e-12)
+    assert d.op_lin[i, Lin.LAW] == Law.ATTN and d.op_lin[i, Lin.D_TAB] == 1.0
+    assert d.op_lin[i, Lin.D_FLOOR] == pytest.approx(576 * 2 / 4800e9, rel=1e-12)
     trt = OPS / "h200_sxm_generation_mla_trtllm_1.3.0rc20.parquet"
     for b, want_us in ((1, 18.4), (64, 90.9)):
         want = _meas(trt, 16, b, 4095)
@@ -97,7 +98,7 @@ def test_data_parallel_attention_in_serving_takes_the_table_at_all_heads():
     sequences, each chip attending all 128 heads over whole latents: the table's 128-head rows
     (H200 TensorRT-LLM, one sequence of 4096 tokens)."""
     d, i = _attention("hardware.attention_dp=8", "workload=closed_loop")
-    assert d.ops[i].attn_heads == 128 and d.op_lin[i, K.L_D_TAB] == 1.0
+    assert d.ops[i].attn_heads == 128 and d.op_lin[i, Lin.D_TAB] == 1.0
     trt = OPS / "h200_sxm_generation_mla_trtllm_1.3.0rc20.parquet"
     assert K._attn_table(d.op_lin, i, 1.0, 4096.0) == pytest.approx(_meas(trt, 128, 1, 4095), rel=1e-9)
 
@@ -109,7 +110,7 @@ def test_mappings_that_split_the_sequences_or_the_latent_keep_the_roofline(mappi
     over whole sequences at the heads it was given, does not describe them; the op keeps the
     roofline, and the design note says so."""
     d, i = _attention(f"hardware.mla_mapping={mapping}")
-    assert d.op_lin[i, K.L_D_TAB] == 0.0
+    assert d.op_lin[i, Lin.D_TAB] == 0.0
     assert any("attention (mla_mapping not replicated)" in n for n in d.notes)
 
 
@@ -133,5 +134,5 @@ def test_kernel_matches_reference_with_the_mla_table(engine):
     out = simulate(*design.arrays(), steps)
     ref = reference_simulate(design, cfg, steps)
     for r, row in enumerate(ref):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)

@@ -12,6 +12,7 @@ from conftest import claim_figure_params
 from decodelab.components.speculative import tokens_per_round
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import CAUSES, Step
 
 GIB = 2**30
 
@@ -230,7 +231,7 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     (a call whose ops do not run is not issued), in the Numba kernel and the Python reference
     alike, fused or one kernel per operator."""
     from decodelab.core.build import build
-    from decodelab.core.kernel import CAUSES, request_steps, simulate
+    from decodelab.core.kernel import request_steps, simulate
     from decodelab.core.reference import reference_simulate
 
     for fusion in ("layer", "none"):
@@ -251,7 +252,7 @@ def test_mla_prefill_path_in_kernel_and_reference(compose):
     import numpy as np
 
     absorbed = steps.copy()
-    absorbed[0, 4] = 0.0  # S_PREFILL = 0: the same row taken as decode-path work
+    absorbed[0, Step.PREFILL] = 0.0  # the same row taken as decode-path work
     t_pre = simulate(*design.arrays(), steps)[0].sum()
     t_abs = simulate(*design.arrays(), absorbed)[0].sum()
     assert t_pre < t_abs and np.isfinite(t_pre)

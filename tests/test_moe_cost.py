@@ -10,6 +10,7 @@ from decodelab.components.execution import dataflow
 from decodelab.components.models import layers
 from decodelab.components.ops import Op
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import Cause
 
 R1 = ("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8", "optimizations=all")
 
@@ -159,7 +160,7 @@ def test_expert_read_follows_the_steps_tokens(compose, batch):
         rows = K.simulate(
             d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, d.tier_bw, d.kv_frac, d.hw, steps
         )
-        return float(rows[0, K.K_MEM] + rows[0, K.K_EXCESS])
+        return float(rows[0, Cause.MEMORY] + rows[0, Cause.EXCESS])
 
     assert decode_memory(1) == pytest.approx(decode_memory(batch), rel=1e-9)
 

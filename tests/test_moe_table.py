@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from conftest import compose_cfg
-from decodelab.core import kernel as K
 from decodelab.opcost import moe as moetable
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import Law, Lin, M_GRID, N_MGRID
 
 VLLM_H100 = "operators/h100_sxm_moe_vllm_0.14.0.parquet"
 
@@ -32,13 +32,13 @@ def test_block_time_is_the_measured_latency():
             & (raw.num_experts == 128) & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1)]  # fmt: skip
     d, at = _ops("model=qwen3_30b_a3b", "engine=vllm", "workload=closed_loop")
     head = d.op_lin[at["gate_up_proj"]]
-    assert head[K.L_LAW] == K.LAW_GEMM and head[K.L_G_TAB] == 1.0
+    assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
     for m, ms in ((64, 0.4313), (1024, 0.7224)):
-        j = K.M_GRID.index(float(m))
-        assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(ms * 1e-3, rel=2e-3)
+        j = M_GRID.index(float(m))
+        assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(ms * 1e-3, rel=2e-3)
         assert float(q[q.num_tokens == m].latency_ms.iloc[0]) == pytest.approx(ms, rel=2e-3)
     for tail in ("activation", "down_proj"):
-        assert d.op_lin[at[tail], K.L_LAW] == K.LAW_SKIP  # inside the head's measured time
+        assert d.op_lin[at[tail], Lin.LAW] == Law.SKIP  # inside the head's measured time
 
 
 def test_dense_and_shared_part_adds_its_roofline_by_hand():
@@ -56,12 +56,12 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
     f_moe, spec = 58 / 61, op.experts_read
     w_ds = 1.5 * (spec[0] + spec[1] * 1)  # dense layers' gate/up + the shared expert's, per chip
     f_ds = 1.5 * (op.flops_per_token - f_moe * 8 * 2 * 7168 * 2 * 2048 / 8)
-    m = np.asarray(K.M_GRID)
+    m = np.asarray(M_GRID)
     rest = np.maximum(
         w_ds / (4800e9 * hw.bw_eff_max), m * f_ds / (hw.peak_tflops_fp8 * 1e12 * hw.compute_eff_max)
     )
     lin = d.op_lin[[op.name for op in d.ops].index("gate_up_proj")]
-    got = lin[K.L_T0] + lin[K.L_TAB : K.L_TAB + K.N_MGRID]
+    got = lin[Lin.T0] + lin[Lin.TAB : Lin.TAB + N_MGRID]
     np.testing.assert_allclose(got, f_moe * block + rest, rtol=1e-12)
 
 
@@ -77,10 +77,10 @@ def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
         "operators/h100_sxm_moe_trtllm_1.2.0rc5.parquet", "bf16", (2048, 768, 8, 128, 4, 1)
     )
     head = d.op_lin[at["gate_up_proj"]]
-    assert head[K.L_LAW] == K.LAW_GEMM and head[K.L_G_TAB] == 1.0
-    got = head[K.L_T0] + head[K.L_TAB : K.L_TAB + K.N_MGRID]
+    assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
+    got = head[Lin.T0] + head[Lin.TAB : Lin.TAB + N_MGRID]
     np.testing.assert_allclose(got, block * 760 / 768, rtol=1e-12)
-    assert all(d.op_lin[at[n], K.L_LAW] == K.LAW_SKIP for n in ("activation", "down_proj"))
+    assert all(d.op_lin[at[n], Lin.LAW] == Law.SKIP for n in ("activation", "down_proj"))
     assert any("MoE block carried from the nearest one measured (bfloat16, hidden 2048, expert FFN 768, "
                "top-8 of 128, moe_tp 4, moe_ep 1" in n for n in d.notes)  # fmt: skip
 
@@ -124,7 +124,7 @@ def test_ideal_block_time_by_hand():
     (FLOPs 37.7 MFLOP, 0.04 us); 1024 tokens activate all 128 (604 MB, 126 us) and do 2 x 2.36 M x
     8192 = 38.7 GFLOP (39.1 us): the read is longer."""
     t = moetable.ideal("bfloat16", (4096, 1536, 8, 128, 8, 1), 4.8e12, 989e12)
-    m = list(K.M_GRID)
+    m = list(M_GRID)
     assert t[m.index(1.0)] == pytest.approx(8 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
     assert t[m.index(1024.0)] == pytest.approx(128 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
 
@@ -133,9 +133,9 @@ def test_dtype_no_table_holds_keeps_the_roofline():
     """NVFP4 experts on the H100 (no H100 MoE table holds the dtype) and any MoE model on a roofline
     chip keep the roofline law for every FFN op."""
     d, at = _ops("model=qwen3_30b_a3b", "workload.weight_dtype=nvfp4")
-    assert all(d.op_lin[at[n], K.L_LAW] == K.LAW_NONE for n in ("gate_up_proj", "activation", "down_proj"))
+    assert all(d.op_lin[at[n], Lin.LAW] == Law.NONE for n in ("gate_up_proj", "activation", "down_proj"))
     sn = build(compose_cfg("hardware=sn40l_node8", "model=qwen3_30b_a3b"))
-    assert all(sn.op_lin[i, K.L_LAW] == K.LAW_NONE for i, op in enumerate(sn.ops) if op.moe_block)
+    assert all(sn.op_lin[i, Lin.LAW] == Law.NONE for i, op in enumerate(sn.ops) if op.moe_block)
 
 
 def test_block_scaled_fp8_the_table_lacks_takes_the_fp8_block():
@@ -219,8 +219,8 @@ def test_mxfp4_experts_run_with_the_engines_activations(extra, rows):
     raw = pd.read_parquet(DATA_DIR / "operators/gb200_moe_trtllm_1.3.0rc10.parquet")
     q = raw[(raw.moe_dtype == rows) & (raw.hidden_size == 2880) & (raw.num_experts == 128)
             & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
-    j = K.M_GRID.index(16.0)
-    assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
+    j = M_GRID.index(16.0)
+    assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
 
 
 @pytest.mark.parametrize("engine", ["default", "sglang_0_5_8"])
@@ -236,12 +236,12 @@ def test_b200_mxfp4_experts_take_the_1_3_0rc10_rows(engine):
         )
     )
     head = d.op_lin[[op.name for op in d.ops].index("gate_up_proj")]
-    assert head[K.L_G_TAB] == 1.0
+    assert head[Lin.G_TAB] == 1.0
     raw = pd.read_parquet(DATA_DIR / "operators/b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
     q = raw[(raw.moe_dtype == "w4a8_mxfp4_mxfp8") & (raw.hidden_size == 2880) & (raw.num_experts == 128)
             & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
-    j = K.M_GRID.index(16.0)
-    assert head[K.L_T0] + head[K.L_TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
+    j = M_GRID.index(16.0)
+    assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
     assert compose_cfg("hardware=h200_sxm", f"engine={engine}").engine.moe_mxfp4 == "w4a16"
 
 

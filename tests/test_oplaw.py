@@ -18,6 +18,7 @@ from decodelab.core import kernel as K
 from decodelab.opcost import attention_decode, attention_prefill, collectives, gemm
 from decodelab.opcost.base import Ctx
 from decodelab.core.build import build
+from decodelab.kernel_layout import Acc, CAUSES, Hw, Law, Lin, M_GRID
 
 P_BF16, P_FP8, BW = 989.4e12, 1978.9e12, 3.35e12  # H100 SXM datasheet (conf/hardware/h100_sxm.yaml)
 GEMM_BF16 = SimpleNamespace(e_c=0.7684, k0=97.9, e_b=0.8293, t0_us=3.301, p=3.915)
@@ -69,10 +70,10 @@ def _one_op_step(cfg, name, tokens, kv_read, pairs, seqs, prefill):
     """Seconds the kernel charges the op `name` in one step (its call alone), split by cause."""
     d = build(cfg)
     i = next(j for j, op in enumerate(d.ops) if op.name == name)
-    out = np.zeros(len(K.CAUSES))
+    out = np.zeros(len(CAUSES))
     acc = (
         np.zeros((len(d.calls), d.tier_bw.shape[0])),
-        np.zeros((len(d.calls), K.N_ACC)),
+        np.zeros((len(d.calls), Acc.size)),
         np.zeros((len(d.calls), 2)),
     )
     keep = d.op_call == d.op_call[i]
@@ -117,9 +118,9 @@ def test_kernel_constants_match_the_natural_form():
     out, d = _one_op_step(cfg, "qkv_proj", 128.0, 0.0, 0.0, 1.0, False)
     law = cfg.hardware.op_fit.gemm.bf16
     want = gemm.gemm_time(law, 128, 6144, 4096, P_BF16, BW, 2.0, 2.0)  # qkv: (32 + 2*8) * 128 = 6144
-    host = d.hw[K.H_HOST_STEP]
+    host = d.hw[Hw.HOST_STEP]
     assert out.sum() - host == pytest.approx(float(want), rel=1e-12)
-    assert out[K.CAUSES.index("launch_sync")] == pytest.approx(law.t0_us * 1e-6, rel=1e-12)
+    assert out[CAUSES.index("launch_sync")] == pytest.approx(law.t0_us * 1e-6, rel=1e-12)
     # decode attention, 64 sequences with 2048 KV tokens each
     out, _ = _one_op_step(cfg, "attention", 64.0, 64 * 2048.0, 64 * 2048.0, 64.0, False)
     want = attention_decode.decode_attention_time(
@@ -139,12 +140,12 @@ def test_fitted_skips_rope_and_roofline_keeps_it():
     fitted = build(compose_cfg("model=llama3_1_8b", "hardware=h100_sxm"))
     roof = build(compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", "hardware.op_model=roofline"))
     i = next(j for j, op in enumerate(fitted.ops) if op.name == "rope_kv_write")
-    assert fitted.op_lin[i, K.L_LAW] == K.LAW_SKIP and roof.op_lin[i, K.L_LAW] == K.LAW_NONE
+    assert fitted.op_lin[i, Lin.LAW] == Law.SKIP and roof.op_lin[i, Lin.LAW] == Law.NONE
     assert fitted.calls_per_step == roof.calls_per_step - 32  # one kernel per layer fewer
-    assert np.all(roof.op_lin[:, K.L_LAW :] == 0.0)
+    assert np.all(roof.op_lin[:, Lin.LAW :] == 0.0)
     # A100 has no microbenchmarks: roofline
     a100 = build(compose_cfg("model=llama3_1_8b", "hardware=a100_sxm"))
-    assert np.all(a100.op_lin[:, K.L_LAW :] == 0.0)
+    assert np.all(a100.op_lin[:, Lin.LAW :] == 0.0)
 
 
 # ---- the fit on synthetic CSVs made by the law
@@ -313,9 +314,9 @@ def test_fp8_block_gemm_golden_and_class():
     i = next(j for j, op in enumerate(d.ops) if op.name == "qkv_proj")
     # the kernel's constants: A_c = 2 n (k + k0) / (P e_c), C_m = n k wb / (BW e_b)
     n, k = d.ops[i].gemm_n, d.ops[i].gemm_k
-    assert d.op_lin[i, K.L_T0] == pytest.approx(5.505e-6, rel=1e-12)
-    assert d.op_lin[i, K.L_G_AC] == pytest.approx(2 * n * (k + 45.89) / (P_FP8 * 0.6127), rel=1e-12)
-    assert d.op_lin[i, K.L_G_CM] == pytest.approx(n * k * 1.0 / (BW * 0.8148), rel=1e-12)
+    assert d.op_lin[i, Lin.T0] == pytest.approx(5.505e-6, rel=1e-12)
+    assert d.op_lin[i, Lin.G_AC] == pytest.approx(2 * n * (k + 45.89) / (P_FP8 * 0.6127), rel=1e-12)
+    assert d.op_lin[i, Lin.G_CM] == pytest.approx(n * k * 1.0 / (BW * 0.8148), rel=1e-12)
 
 
 def test_fp8_block_without_its_class_uses_the_fp8_law():
@@ -402,12 +403,12 @@ def test_an_engines_own_all_reduce_law(tmp_path):
     }
     # TensorRT-LLM's all-reduce on the H100 comes from its measured 1.0.0rc3 table (tests/test_optable.py):
     # 8 tokens x 5120 x 2 B = 81,920 B, log-log between the measured 32,768 and 65,536 elements
-    trt_us = collectives.collective_row(hw.op_tables.all_reduce, 4, 10240.0)[list(K.M_GRID).index(8.0)] * 1e6
+    trt_us = collectives.collective_row(hw.op_tables.all_reduce, 4, 10240.0)[list(M_GRID).index(8.0)] * 1e6
     assert 4.1 < trt_us < 4.8
     # vLLM's from its own measured table likewise (op_tables.all_reduce_by_engine; its law, 5.116 us,
     # only where the table has no GPU count)
     vllm_us = collectives.collective_row(hw.op_tables.all_reduce_by_engine.vllm, 4, 10240.0)
-    vllm_us = vllm_us[list(K.M_GRID).index(8.0)] * 1e6
+    vllm_us = vllm_us[list(M_GRID).index(8.0)] * 1e6
     assert 5.0 < vllm_us < 6.0
     n_ar = 2 * 64
     assert ms["default"] - ms["vllm"] == pytest.approx(n_ar * (trt_us - vllm_us) * 1e-3, rel=0.01)

@@ -16,6 +16,7 @@ from decodelab.opcost import collectives, gemm, registry, tables
 from decodelab.opcost.base import Ctx
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import CAUSES, Law, Lin, M_GRID, N_MGRID, Step
 
 MS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384]
 
@@ -61,11 +62,11 @@ def test_row_and_natural_form_and_kernel_agree(table):
     t0, beyond = gemm.gemm_row(gemm.measured_row(table, "bf16", 2048.0, 1024.0), 1e-6)
     # t0 = min(the class law's 1 us, the fastest call 2.097152 x (1 + 1/256) = 2.105344 us) = 1 us
     assert t0 == pytest.approx(1e-6)
-    grid = np.asarray(K.M_GRID)
+    grid = np.asarray(M_GRID)
     # M_GRID's 48 is not a table m: linear between 32 and 64 -> 2.097152 x (1 + 48/256) = 2.490368 us
     assert beyond[list(grid).index(48.0)] + t0 == pytest.approx(2.490368e-6, rel=1e-12)
-    op_lin = np.zeros((1, K.N_LIN))
-    op_lin[0, K.L_TAB : K.L_TAB + K.N_MGRID] = beyond
+    op_lin = np.zeros((1, Lin.size))
+    op_lin[0, Lin.TAB : Lin.TAB + N_MGRID] = beyond
     for m in (1.0, 7.0, 100.0, 300.0, 5000.0, 16384.0, 20000.0):
         by_hand = _t_us(m, 2048, 1024) * 1e-6  # beyond 16384 the last segment's slope continues
         assert tables.table_time(t0, beyond, m) == pytest.approx(by_hand, rel=1e-9)
@@ -79,10 +80,10 @@ def test_a_design_with_the_table_costs_its_gemms_from_it(table):
     cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", f"hardware.op_tables.gemm={table}")
     d = build(cfg)
     by = {op.name: i for i, op in enumerate(d.ops)}
-    assert d.op_lin[by["qkv_proj"], K.L_G_TAB] == 0.0
+    assert d.op_lin[by["qkv_proj"], Lin.G_TAB] == 0.0
     i = by["o_proj"]
-    assert d.op_lin[i, K.L_G_TAB] == 1.0
-    t0 = d.op_lin[i, K.L_T0]
+    assert d.op_lin[i, Lin.G_TAB] == 1.0
+    t0 = d.op_lin[i, Lin.T0]
     assert t0 == pytest.approx(cfg.hardware.op_fit.gemm.bf16.t0_us * 1e-6)
     assert K._table(d.op_lin, i, 64.0) + t0 == pytest.approx(20.97152e-6, rel=1e-12)
 
@@ -212,8 +213,8 @@ def test_the_lm_head_stays_16_bit_under_fp8_weights():
     assert head.weight_bytes == 5120 * 151936 * 2 and head.gemm_dtype == "bf16"
     law = cfg.hardware.op_fit.gemm.bf16
     bw = cfg.hardware.memory.hbm.bandwidth_gb_s * 1e9
-    assert d.op_lin[i, K.L_G_TAB] == 0.0
-    assert d.op_lin[i, K.L_G_CM] == pytest.approx(151936 * 5120 * 2.0 / (bw * law.e_b), rel=1e-12)
+    assert d.op_lin[i, Lin.G_TAB] == 0.0
+    assert d.op_lin[i, Lin.G_CM] == pytest.approx(151936 * 5120 * 2.0 / (bw * law.e_b), rel=1e-12)
     _, qkv = by["qkv_proj"]
     assert qkv.gemm_dtype == "" and qkv.weight_bytes == 5120 * (64 + 16) * 128 * 1.0
     # BF16 weights: nothing changes for the head
@@ -238,12 +239,12 @@ def test_a_chip_with_other_peaks_scales_the_table():
     cfg = compose_cfg("model=llama3_1_8b", "hardware=h100_sxm", "hardware.memory.hbm.bandwidth_gb_s=4800")
     h100, other = build(cfg_h), build(cfg)
     i = next(j for j, op in enumerate(h100.ops) if op.name == "o_proj")
-    assert h100.op_lin[i, K.L_G_TAB] == 1.0 and other.op_lin[i, K.L_G_TAB] == 1.0
+    assert h100.op_lin[i, Lin.G_TAB] == 1.0 and other.op_lin[i, Lin.G_TAB] == 1.0
     law = cfg.hardware.op_fit.gemm.bf16
     here = float(gemm.gemm_time(law, 1, 4096, 4096, 989.4e12, 4.8e12, 2.0, 2.0))
     there = float(gemm.gemm_time(law, 1, 4096, 4096, 989.4e12, 3.35e12, 2.0, 2.0))
-    t_h = K._table(h100.op_lin, i, 1.0) + h100.op_lin[i, K.L_T0]
-    t_o = K._table(other.op_lin, i, 1.0) + other.op_lin[i, K.L_T0]
+    t_h = K._table(h100.op_lin, i, 1.0) + h100.op_lin[i, Lin.T0]
+    t_o = K._table(other.op_lin, i, 1.0) + other.op_lin[i, Lin.T0]
     assert t_o == pytest.approx(t_h * here / there, rel=1e-9) and t_o < t_h
     r_h, r_o = evaluate(cfg_h), evaluate(cfg)
     assert r_o.metrics["tpot_ms"] < r_h.metrics["tpot_ms"]
@@ -285,7 +286,7 @@ def test_the_all_reduce_table_by_hand(tmp_path):
     collectives.collective_row.cache_clear()
     # bytes per token 2**14 (8192 elements x 2 B): M_GRID tokens 64 -> 1 MiB, 128 -> 2 MiB, 512 -> 8 MiB
     row = collectives.collective_row(str(p), 4, 2.0**14)
-    grid = list(K.M_GRID)
+    grid = list(M_GRID)
     assert row[grid.index(1.0)] == pytest.approx(10e-6)
     assert row[grid.index(64.0)] == pytest.approx(10e-6)
     assert row[grid.index(128.0)] == pytest.approx(20e-6, rel=1e-12)
@@ -306,7 +307,7 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
     cfg = compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4")
     d = build(cfg)
     i = next(j for j, op in enumerate(d.ops) if op.coll_kind == "all_reduce")
-    assert d.op_lin[i, K.L_LAW] == K.LAW_COLL and d.op_lin[i, K.L_G_TAB] == 1.0
+    assert d.op_lin[i, Lin.LAW] == Law.COLL and d.op_lin[i, Lin.G_TAB] == 1.0
     raw = pd.read_csv(DATA_DIR / "operators" / "h100_sxm_allreduce_trtllm_1.0.0rc3.csv")
     r4 = raw[raw.num_gpus == 4].set_index("message_size").latency_ms * 1e-3
     w = (np.log(327680) - np.log(262144)) / (np.log(524288) - np.log(262144))
@@ -314,12 +315,12 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
     assert K._table(d.op_lin, i, 64.0) == pytest.approx(by_hand, rel=1e-9)
     out, _ = _step(d, 64.0)
     ref = reference_step(d, cfg, 1.0, 1024.0, 64.0)
-    assert out[K.CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
+    assert out[CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
     vllm = build(
         compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=4", "engine=vllm")
     )
     j = next(j for j, op in enumerate(vllm.ops) if op.coll_kind == "all_reduce")
-    assert vllm.op_lin[j, K.L_G_TAB] == 1.0
+    assert vllm.op_lin[j, Lin.G_TAB] == 1.0
     v_cfg = compose_cfg("model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=8", "engine=vllm")
     v8 = build(v_cfg)
     j = next(j for j, op in enumerate(v8.ops) if op.coll_kind == "all_reduce")
@@ -334,18 +335,18 @@ def test_the_h100_all_reduce_is_costed_from_its_table():
     assert float(law) == pytest.approx(5.7e-6, abs=0.1e-6)
     out, _ = _step(v8, 16.0)
     ref = reference_step(v8, v_cfg, 1.0, 1024.0, 16.0)
-    assert out[K.CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
+    assert out[CAUSES.index("collectives")] == pytest.approx(ref["collectives"], rel=1e-9)
     no_table = compose_cfg(
         "model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=8", "engine=vllm",
         "hardware.op_tables.all_reduce_by_engine.vllm=",
     )  # fmt: skip
-    assert build(no_table).op_lin[j, K.L_G_TAB] == 0.0
+    assert build(no_table).op_lin[j, Lin.G_TAB] == 0.0
 
 
 def _step(d, seqs):
     """One decode step of `seqs` sequences at 1024 KV tokens each, by the kernel."""
-    steps = np.zeros((1, K.N_STEP))
-    steps[0, K.S_QTOK], steps[0, K.S_CTX], steps[0, K.S_SEQS], steps[0, K.S_OUT] = 1.0, 1024.0, seqs, 1.0
+    steps = np.zeros((1, Step.size))
+    steps[0, Step.QTOK], steps[0, Step.CTX], steps[0, Step.SEQS], steps[0, Step.OUT] = 1.0, 1024.0, seqs, 1.0
     return K.simulate(*d.arrays(), steps)[0], steps
 
 
@@ -460,16 +461,16 @@ def test_an_engines_own_gemm_table(tmp_path, table):
         return d, i
 
     d, i = o_proj(f"hardware.op_tables.gemm={table}", "engine=vllm")
-    t0 = d.op_lin[i, K.L_T0]
+    t0 = d.op_lin[i, Lin.T0]
     assert K._table(d.op_lin, i, 64.0) + t0 == pytest.approx(2 * 20.97152e-6, rel=1e-12)
     # beyond m = 4096: the last segment (1024 -> 4096) continued, by hand
     t1024, t4096 = 2 * _t_us(1024, 4096, 4096), 2 * _t_us(4096, 4096, 4096)
     beyond = t4096 + (t4096 - t1024) / 3072 * (16384 - 4096)
     assert K._table(d.op_lin, i, 16384.0) + t0 == pytest.approx(beyond * 1e-6, rel=1e-12)
     d, i = o_proj(f"hardware.op_tables.gemm={table}", "engine=default")
-    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, K.L_T0] == pytest.approx(20.97152e-6, rel=1e-12)
+    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, Lin.T0] == pytest.approx(20.97152e-6, rel=1e-12)
     d, i = o_proj(f"hardware.op_tables.gemm={fp8}", "engine=vllm", "workload.weight_dtype=fp8")
-    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, K.L_T0] == pytest.approx(20.97152e-6, rel=1e-12)
+    assert K._table(d.op_lin, i, 64.0) + d.op_lin[i, Lin.T0] == pytest.approx(20.97152e-6, rel=1e-12)
 
 
 @pytest.mark.parametrize("chip", ["h100_sxm", "h200_sxm", "b200_sxm"])
@@ -489,11 +490,11 @@ def test_the_engine_gemm_tables(chip):
         assert set(raw.gemm_dtype) == dtypes
         r = raw[(raw.gemm_dtype == "bfloat16") & (raw.n == 4096) & (raw.k == 4096)].set_index("m").latency_ms
         row = gemm.measured_row(path, "bf16", 4096.0, 4096.0)
-        assert row[list(K.M_GRID).index(4096.0)] == pytest.approx(r[4096] * 1e-3, rel=0.05)
+        assert row[list(M_GRID).index(4096.0)] == pytest.approx(r[4096] * 1e-3, rel=0.05)
         d = build(compose_cfg("model=llama3_1_8b", f"hardware={chip}", f"engine={eng}"))
         i = next(j for j, op in enumerate(d.ops) if op.name == "o_proj")  # n = k = 4096
-        assert K._table(d.op_lin, i, 4096.0) + d.op_lin[i, K.L_T0] == pytest.approx(
-            row[list(K.M_GRID).index(4096.0)], rel=1e-9
+        assert K._table(d.op_lin, i, 4096.0) + d.op_lin[i, Lin.T0] == pytest.approx(
+            row[list(M_GRID).index(4096.0)], rel=1e-9
         )
     if chip != "h100_sxm":
         return

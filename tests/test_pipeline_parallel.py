@@ -22,20 +22,22 @@ from decodelab.core.pipeline import compose, layer_split, microbatches
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
+from decodelab.kernel_layout import CAUSES, Cause
+from decodelab.modes.serving.layout import StepLog
 
 LAYER, PRE, POST = 0.0, 1.0, 2.0
 
 
 def _compose(t_call, stage, L, pp, m, p2p, one_shot, out=None):
     """compose() on a row whose causes are the calls' times as memory time (host 0)."""
-    row = np.zeros(len(K.CAUSES))
-    row[K.K_MEM] = sum(t_call)
+    row = np.zeros(len(CAUSES))
+    row[Cause.MEMORY] = sum(t_call)
     if out is not None:
         row[:] = out
     n_first, n_mid, n_last = layer_split(L, pp)
     compose(
         row, np.array(t_call), np.array(stage), float(L), float(n_first), float(n_mid), float(n_last),
-        float(pp), float(m), p2p, one_shot, K.K_HOST, K.K_COLL, K.K_FILL,
+        float(pp), float(m), p2p, one_shot, Cause.HOST, Cause.COLLECTIVES, Cause.FILL_DRAIN,
     )  # fmt: skip
     return row
 
@@ -56,12 +58,12 @@ def test_gpipe_bubble_by_hand():
     # of it, so the bubble is 6 ms = (pp - 1) / (m + pp - 1) = 3/7 of the step.
     row = _compose([8e-3], [LAYER], 8, 4, 4, 0.0, True)
     assert row.sum() == pytest.approx(14e-3, rel=1e-12)
-    assert row[K.K_MEM] == pytest.approx(8e-3, rel=1e-12)  # m T / pp = 4 x 8 / 4
-    assert row[K.K_FILL] / row.sum() == pytest.approx(3 / 7, rel=1e-12)
+    assert row[Cause.MEMORY] == pytest.approx(8e-3, rel=1e-12)  # m T / pp = 4 x 8 / 4
+    assert row[Cause.FILL_DRAIN] / row.sum() == pytest.approx(3 / 7, rel=1e-12)
     # m = 1: (pp - 1) / pp = 3/4 idle; m = 12: 3/15
-    assert _compose([8e-3], [LAYER], 8, 4, 1, 0.0, True)[K.K_FILL] / 8e-3 == pytest.approx(3 / 4)
+    assert _compose([8e-3], [LAYER], 8, 4, 1, 0.0, True)[Cause.FILL_DRAIN] / 8e-3 == pytest.approx(3 / 4)
     row = _compose([8e-3], [LAYER], 8, 4, 12, 0.0, True)
-    assert row[K.K_FILL] / row.sum() == pytest.approx(3 / 15, rel=1e-12)
+    assert row[Cause.FILL_DRAIN] / row.sum() == pytest.approx(3 / 15, rel=1e-12)
 
 
 def test_decode_steady_state_by_hand():
@@ -73,24 +75,24 @@ def test_decode_steady_state_by_hand():
     # on average -> 1 ms idle (stage imbalance: fill_drain), the transfer is hidden (0).
     row = _compose([8e-3, 1e-3], [LAYER, POST], 4, 2, 2, 0.5e-3, False)
     assert row.sum() == pytest.approx(10e-3, rel=1e-12)
-    assert row[K.K_MEM] == pytest.approx(9e-3, rel=1e-12)
-    assert row[K.K_FILL] == pytest.approx(1e-3, rel=1e-12)
-    assert row[K.K_COLL] == pytest.approx(0.0, abs=1e-15)
+    assert row[Cause.MEMORY] == pytest.approx(9e-3, rel=1e-12)
+    assert row[Cause.FILL_DRAIN] == pytest.approx(1e-3, rel=1e-12)
+    assert row[Cause.COLLECTIVES] == pytest.approx(0.0, abs=1e-15)
     # m = 1: step = max(5, 9.5) = 9.5 ms: the transfer (0.5) is exposed, the other stage idles
     # 9 - 9/2 = 4.5 ms
     row = _compose([8e-3, 1e-3], [LAYER, POST], 4, 2, 1, 0.5e-3, False)
     assert row.sum() == pytest.approx(9.5e-3, rel=1e-12)
-    assert row[K.K_COLL] == pytest.approx(0.5e-3, rel=1e-12)
-    assert row[K.K_FILL] == pytest.approx(4.5e-3, rel=1e-12)
+    assert row[Cause.COLLECTIVES] == pytest.approx(0.5e-3, rel=1e-12)
+    assert row[Cause.FILL_DRAIN] == pytest.approx(4.5e-3, rel=1e-12)
     # prefill (one-shot), m = 2: (m - 1) t_max + T + transfer = 5 + 9 + 0.5 = 14.5 ms
     row = _compose([8e-3, 1e-3], [LAYER, POST], 4, 2, 2, 0.5e-3, True)
     assert row.sum() == pytest.approx(14.5e-3, rel=1e-12)
-    assert row[K.K_COLL] == pytest.approx(0.5e-3, rel=1e-12)
+    assert row[Cause.COLLECTIVES] == pytest.approx(0.5e-3, rel=1e-12)
     # host time is paid once per step, not scaled
-    out = np.zeros(len(K.CAUSES))
-    out[K.K_MEM], out[K.K_HOST] = 9e-3, 0.1e-3
+    out = np.zeros(len(CAUSES))
+    out[Cause.MEMORY], out[Cause.HOST] = 9e-3, 0.1e-3
     row = _compose([8e-3, 1e-3], [LAYER, POST], 4, 2, 2, 0.5e-3, False, out)
-    assert row[K.K_HOST] == 0.1e-3 and row.sum() == pytest.approx(10.1e-3, rel=1e-12)
+    assert row[Cause.HOST] == 0.1e-3 and row.sum() == pytest.approx(10.1e-3, rel=1e-12)
 
 
 def test_microbatches():
@@ -214,7 +216,7 @@ def test_kernel_matches_reference(model, tp, pp, mb, batch):
     out = K.simulate(*d.arrays(), steps)
     ref = reference_simulate(d, cfg, steps)
     for r, row in enumerate(ref):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
 
 
@@ -305,7 +307,7 @@ def test_kernel_matches_reference_random(data):
     steps = np.array(rows, dtype=float)
     out = K.simulate(*d.arrays(), steps)
     for r, row in enumerate(reference_simulate(d, cfg, steps)):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
 
 
@@ -323,14 +325,13 @@ def test_serving_with_stages_matches_the_reference(workload, extra):
     """Serving over pipeline stages: every step (decode, prefill, mixed) is the kernel's pipeline
     composition of its aggregates (steady state, or GPipe for a prefill-only step); the Numba
     scheduler equals its pure-Python reference, which costs each step per stage."""
-    from decodelab.modes.serving import scheduler as SK
 
     cfg = compose_cfg(
         "model=llama3_1_8b", "hardware=dgx_h100", "hardware.n_chips=4", "hardware.tensor_parallel=2",
         "hardware.pipeline_parallel=2", f"workload={workload}", *SERVE, *extra,
     )  # fmt: skip
     steps = assert_serve_matches_reference(cfg)
-    assert np.all(steps[:, SK.T_DUR] > 0)
+    assert np.all(steps[:, StepLog.DUR] > 0)
 
 
 def test_serving_pool_is_the_tightest_stage_by_hand():

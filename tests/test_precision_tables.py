@@ -13,6 +13,7 @@ from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.opcost import gemm, tables
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import Lin
 
 MS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384]
 
@@ -53,14 +54,14 @@ def test_an_nvfp4_gemm_is_costed_from_the_table_by_hand(fp4_table):
     )
     d = build(cfg)
     i = _op(d, "o_proj")
-    assert d.op_lin[i, K.L_G_TAB] == 1.0 and d.op_lin[i, K.L_T0] == 0.0
+    assert d.op_lin[i, Lin.G_TAB] == 1.0 and d.op_lin[i, Lin.T0] == 0.0
     w = np.log(5.0) / np.log(8.0)
     lo, hi = _t_us(64, 1024, 8192), _t_us(64, 8192, 8192)  # 19.43718 and 85.49747 us
     by_hand = np.exp((1 - w) * np.log(lo) + w * np.log(hi)) * 1e-6  # 61.1713 us
     assert by_hand == pytest.approx(61.1713e-6, rel=1e-5)
     assert K._table(d.op_lin, i, 64.0) == pytest.approx(by_hand, rel=1e-12)
     # the LM head keeps its 16-bit weights and the bf16 law
-    assert d.op_lin[_op(d, "lm_head"), K.L_G_TAB] == 0.0
+    assert d.op_lin[_op(d, "lm_head"), Lin.G_TAB] == 0.0
 
 
 def test_an_nvfp4_gemm_outside_every_table_keeps_the_roofline_law(fp4_table, tmp_path):
@@ -72,7 +73,7 @@ def test_an_nvfp4_gemm_outside_every_table_keeps_the_roofline_law(fp4_table, tmp
     )
     d = build(cfg)
     i = _op(d, "o_proj")
-    assert d.op_lin[i, K.L_LAW] == 0.0 and d.op_lin[i, K.L_G_TAB] == 0.0
+    assert d.op_lin[i, Lin.LAW] == 0.0 and d.op_lin[i, Lin.G_TAB] == 0.0
 
 
 def test_the_shipped_b200_table_reproduces_its_nvfp4_rows():

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from conftest import compose_cfg
-from decodelab.core import kernel as K
 from decodelab.core.build import build, moe_backend
 from decodelab.errors import ConfigError
 from decodelab.opcost import moe
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import M_GRID
 
 R1_FP4 = ("model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8")
 V2 = "model.quant_bf16_ops.nvfp4=[q_a_proj,q_b_proj,kv_a_proj,q_absorb,v_absorb,kv_b_decompress]"
@@ -74,7 +74,7 @@ def test_shipped_b200_deepseek_block_by_kernel():
     token: TRTLLM-gen 41.952 us, CUTLASS 62.075 us (the source rows); the shipped median was their mean."""
     path = str(DATA_DIR / "operators" / "b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
     shape = (7168, 2048, 8, 256, 1, 8)
-    assert K.M_GRID[0] == 1
+    assert M_GRID[0] == 1
     assert moe.block_row(path, "nvfp4", shape, "trtllm")[0] == pytest.approx(41.952e-6, rel=1e-4)
     assert moe.block_row(path, "nvfp4", shape, "cutlass")[0] == pytest.approx(62.075e-6, rel=1e-4)
     assert moe.block_row(path, "nvfp4", shape, "")[0] == pytest.approx(52.0135e-6, rel=1e-4)

@@ -19,6 +19,7 @@ from decodelab.core.kernel import simulate
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
 from decodelab.paths import DATA_DIR
+from decodelab.kernel_layout import Law, Lin
 
 QWEN_VLLM = ("model=qwen3_32b", "engine=vllm", "hardware=h100_sxm", "workload=closed_loop")
 
@@ -60,11 +61,11 @@ def test_the_law_by_hand_and_in_the_kernel():
     assert law.s_per_tok * 1e6 == pytest.approx(20.592, abs=5e-4)
     assert float(sampler.time(law, 128)) * 1e6 == pytest.approx(2774.7, abs=0.1)
     row = _sampling_row(build(cfg))
-    assert row[K.L_LAW] == K.LAW_GEMM and row[K.L_G_TAB] == 0.0
-    t = K._pnorm(row[K.L_G_AC] * 128, row[K.L_G_CM] + row[K.L_G_AM] * 128, row[K.L_G_P]) + row[K.L_T0]
+    assert row[Lin.LAW] == Law.GEMM and row[Lin.G_TAB] == 0.0
+    t = K._pnorm(row[Lin.G_AC] * 128, row[Lin.G_CM] + row[Lin.G_AM] * 128, row[Lin.G_P]) + row[Lin.T0]
     assert t * 1e6 == pytest.approx(2774.7, abs=0.1)
     # the kernel path: the sampling op keeps the roofline pass (no law columns)
-    assert _sampling_row(build(compose_cfg(*QWEN_VLLM, "engine.sampler.topk_topp=kernel")))[K.L_LAW] == 0.0
+    assert _sampling_row(build(compose_cfg(*QWEN_VLLM, "engine.sampler.topk_topp=kernel")))[Lin.LAW] == 0.0
 
 
 def test_kernel_matches_reference_and_the_sort_costs_what_the_law_says():
@@ -128,7 +129,7 @@ def test_a_borrowed_law_says_so_in_the_run_note():
 def test_a_chip_without_the_law_notes_it_and_keeps_the_pass():
     cfg = compose_cfg(*QWEN_VLLM, "hardware=a100_sxm")
     d = build(cfg)
-    assert _sampling_row(d)[K.L_LAW] == 0.0
+    assert _sampling_row(d)[Lin.LAW] == 0.0
     assert any("hardware.op_fit.sampler has no 'sort' law" in n for n in d.notes)
 
 

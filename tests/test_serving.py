@@ -13,14 +13,15 @@ from conftest import cli, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
-from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 from decodelab.core.reference import reference_step
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 from decodelab.runs.validation import default_csv, mape, run_validation
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Eng, Req, StepLog
 
-REQ_COLS = [SK.R_ARRIVAL, SK.R_START, SK.R_FIRST, SK.R_DONE, SK.R_PREEMPT, SK.R_MAX_ITL]
+REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
 SMALL = ("workload.n_requests=16", "workload.prompt_len=300", "workload.output_len=12")
 # the hardware's per-step host cost instead of the engine loop's (the static-decode setting)
 HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
@@ -212,8 +213,8 @@ def test_reference_cases_cover_preemption_and_waiting():
             _, _, req, steps, _, _ = _run(*ov, caps=caps)
         except S.Infeasible:
             continue
-        preempted += req[:, SK.R_PREEMPT].sum() > 0
-        waited += (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).any()
+        preempted += req[:, Req.PREEMPT].sum() > 0
+        waited += (req[:, Req.START] > req[:, Req.ARRIVAL]).any()
     assert preempted >= 1 and waited >= 3
 
 
@@ -236,13 +237,13 @@ def test_one_client_is_the_static_batch_of_one():
     cause = [reference_step(d, cfg, p, p, 1.0)["launch_sync"] for d in (eager_design, design)]
     eager = (cause[0] - cause[1]) * 1e3  # ms: exposed eager launches
     assert 0 <= eager < design.call_rep.sum() * cfg.hardware.launch_us * 1e-3
-    ttft = (req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]) * 1e3
-    tpot = (req[:, SK.R_DONE] - req[:, SK.R_FIRST]) / (o - 1) * 1e3
+    ttft = (req[:, Req.FIRST] - req[:, Req.ARRIVAL]) * 1e3
+    tpot = (req[:, Req.DONE] - req[:, Req.FIRST]) / (o - 1) * 1e3
     np.testing.assert_allclose(ttft, static["ttft_ms"] + eager, rtol=1e-12)
     np.testing.assert_allclose(tpot, static["tpot_ms"], rtol=1e-12)
     # back to back: each request arrives just after the previous one ends (one ulp: after the
     # scheduling decision at that boundary, scheduler.py)
-    np.testing.assert_array_equal(req[1:, SK.R_ARRIVAL], np.nextafter(req[:-1, SK.R_DONE], np.inf))
+    np.testing.assert_array_equal(req[1:, Req.ARRIVAL], np.nextafter(req[:-1, Req.DONE], np.inf))
     *_, req2, _, _, _ = _run(
         "workload=closed_loop",
         "workload.concurrency=1",
@@ -253,7 +254,7 @@ def test_one_client_is_the_static_batch_of_one():
         *HW_HOST,
     )
     np.testing.assert_allclose(
-        (req2[:, SK.R_FIRST] - req2[:, SK.R_ARRIVAL]) * 1e3, static["ttft_ms"], rtol=1e-12
+        (req2[:, Req.FIRST] - req2[:, Req.ARRIVAL]) * 1e3, static["ttft_ms"], rtol=1e-12
     )
 
 
@@ -271,10 +272,10 @@ def test_static_buckets_round_the_batch_up(buckets, padded):
         f"engine.batch_buckets={buckets}",
         *HW_HOST,
     )
-    dec = steps[steps[:, SK.T_MIXED] == 0]
-    assert len(dec) == 5 and (dec[:, SK.T_SEQS] == 3).all() and (dec[:, SK.T_PADDED] == padded).all()
+    dec = steps[steps[:, StepLog.MIXED] == 0]
+    assert len(dec) == 5 and (dec[:, StepLog.SEQS] == 3).all() and (dec[:, StepLog.PADDED] == padded).all()
     rows = np.array([[1.0, p + g, padded, 1.0, 0.0] for g in range(1, 6)])
-    np.testing.assert_allclose(dec[:, SK.T_DUR], K.simulate(*design.arrays(), rows).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(dec[:, StepLog.DUR], K.simulate(*design.arrays(), rows).sum(1), rtol=1e-12)
 
 
 def test_kv_memory_caps_concurrency():
@@ -295,10 +296,10 @@ def test_kv_memory_caps_concurrency():
         f"workload.output_len={o}",
         f"engine.kv_mem_fraction={frac}",
     )
-    assert steps[:, SK.T_SEQS].max() == k
-    assert (req[:, SK.R_START] > req[:, SK.R_ARRIVAL]).sum() >= 16 - k
-    assert steps[:, SK.T_RESERVED].max() <= k * blocks * 32
-    assert (steps[:, SK.T_KV] <= steps[:, SK.T_RESERVED]).all()
+    assert steps[:, StepLog.SEQS].max() == k
+    assert (req[:, Req.START] > req[:, Req.ARRIVAL]).sum() >= 16 - k
+    assert steps[:, StepLog.RESERVED].max() <= k * blocks * 32
+    assert (steps[:, StepLog.KV] <= steps[:, StepLog.RESERVED]).all()
 
 
 def test_preemption_recomputes_and_finishes_everything():
@@ -312,11 +313,11 @@ def test_preemption_recomputes_and_finishes_everything():
         *SMALL,
     )
     pool_tokens = np.floor(design.memory["kv_pool_bytes"] / SM.kv_bytes_per_token_chip(design) / 16) * 16
-    assert req[:, SK.R_PREEMPT].sum() > 0
-    assert np.isfinite(req[:, SK.R_DONE]).all()
-    assert steps[:, SK.T_RESERVED].max() <= pool_tokens
+    assert req[:, Req.PREEMPT].sum() > 0
+    assert np.isfinite(req[:, Req.DONE]).all()
+    assert steps[:, StepLog.RESERVED].max() <= pool_tokens
     # recomputed prefills: more prefill tokens than prompts
-    assert steps[:, SK.T_PREFILL].sum() > req[:, SK.R_PROMPT].sum()
+    assert steps[:, StepLog.PREFILL].sum() > req[:, Req.PROMPT].sum()
 
 
 def test_token_accounting_and_breakdown():
@@ -325,13 +326,13 @@ def test_token_accounting_and_breakdown():
     )
     # every prompt token is prefilled once; every output token comes from a decode step or the
     # last prefill chunk
-    assert steps[:, SK.T_PREFILL].sum() == req[:, SK.R_PROMPT].sum()
-    assert steps[:, SK.T_DECODE].sum() + len(req) == req[:, SK.R_OUTPUT].sum()
-    assert (steps[:, SK.T_TOKENS] <= cfg.engine.max_tokens_per_step).all()
+    assert steps[:, StepLog.PREFILL].sum() == req[:, Req.PROMPT].sum()
+    assert steps[:, StepLog.DECODE].sum() + len(req) == req[:, Req.OUTPUT].sum()
+    assert (steps[:, StepLog.TOKENS] <= cfg.engine.max_tokens_per_step).all()
     m = SM.serving_metrics(cfg, design, req, steps)
-    parts = sum(m[f"tpot_{c}_ms"] for c in K.CAUSES)
+    parts = sum(m[f"tpot_{c}_ms"] for c in CAUSES)
     assert parts == pytest.approx(m["tpot_ms"], rel=1e-9)
-    assert sum(m[f"time_{c}_pct"] for c in K.CAUSES) == pytest.approx(100.0, rel=1e-9)
+    assert sum(m[f"time_{c}_pct"] for c in CAUSES) == pytest.approx(100.0, rel=1e-9)
     assert m["ttft_p50_ms"] <= m["ttft_p90_ms"] <= m["ttft_p99_ms"]
 
 
@@ -462,8 +463,8 @@ def test_preempt_pool_of_exactly_one_request():
     free_hbm = d.memory["kv_pool_bytes"] / cfg.engine.kv_mem_fraction
     frac = 7.5 * blk * SM.kv_bytes_per_token_chip(d) / free_hbm
     _, _, req, steps, _, eng = _run(*base, f"engine.kv_mem_fraction={frac}")
-    assert eng[SK.E_CAP_BLOCKS] == 7 and req[:, SK.R_PREEMPT].sum() > 0
-    assert np.isfinite(req[:, SK.R_DONE]).all() and steps[:, SK.T_RESERVED].max() <= 7 * blk
+    assert eng[Eng.CAP_BLOCKS] == 7 and req[:, Req.PREEMPT].sum() > 0
+    assert np.isfinite(req[:, Req.DONE]).all() and steps[:, StepLog.RESERVED].max() <= 7 * blk
 
 
 def test_validation_rows_tpot_within_target():
@@ -514,9 +515,9 @@ def test_sliding_window_pool_read_and_pairs_by_hand(rule):
     from decodelab.modes.serving import parts
     from decodelab.modes.serving.reference import pool_tokens, read_and_pairs
 
-    eng = np.zeros(SK.N_ENG)
-    eng[SK.E_BLOCK] = 16.0
-    eng[SK.E_SLIDE], eng[SK.E_WINDOW], eng[SK.E_SLIDE_MEM] = 0.5, 128.0, SWA[rule]
+    eng = np.zeros(Eng.size)
+    eng[Eng.BLOCK] = 16.0
+    eng[Eng.SLIDE], eng[Eng.WINDOW], eng[Eng.SLIDE_MEM] = 0.5, 128.0, SWA[rule]
     held = {"window": 564.0, "full": 1000.0, "ratio": 900.0}[rule]
     ref = engine_dict(eng, np.zeros(0))
     assert parts.mem_tokens(1000.0, eng) == pytest.approx(held)
@@ -529,12 +530,12 @@ def test_sliding_window_pool_read_and_pairs_by_hand(rule):
     assert parts.window_pairs(6.0, 6.0, 3.0) == 15.0
     assert parts.window_pairs(4.0, 6.0, 3.0) == 12.0
     assert parts.window_pairs(1.0, 1000.0, 128.0) == 128.0
-    eng[SK.E_WINDOW] = 3.0
+    eng[Eng.WINDOW] = 3.0
     ref = engine_dict(eng, np.zeros(0))
     assert parts.layer_pairs(6.0, 6.0, eng) == pytest.approx(0.5 * 21 + 0.5 * 15)
     assert read_and_pairs(6.0, 6.0, ref)[1] == pytest.approx(0.5 * 21 + 0.5 * 15)
     assert read_and_pairs(4.0, 6.0, ref)[1] == pytest.approx(0.5 * 18 + 0.5 * 12)
-    eng[SK.E_SLIDE] = 0.0  # no sliding layers: every layer a full-attention one
+    eng[Eng.SLIDE] = 0.0  # no sliding layers: every layer a full-attention one
     assert parts.mem_tokens(1000.0, eng) == 1000.0 and parts.read_tokens(1.0, 1000.0, eng) == 1000.0
 
 
@@ -555,8 +556,8 @@ def test_sliding_window_pool_rules_order_capacity():
             "engine=vllm",
             f"engine.swa_kv={rule}",
         )
-        ttft[rule] = float(np.nanmean(req[:, SK.R_FIRST] - req[:, SK.R_ARRIVAL]))
-        assert eng[SK.E_SLIDE] == 0.5 and eng[SK.E_WINDOW] == 128.0
+        ttft[rule] = float(np.nanmean(req[:, Req.FIRST] - req[:, Req.ARRIVAL]))
+        assert eng[Eng.SLIDE] == 0.5 and eng[Eng.WINDOW] == 128.0
     assert ttft["window"] < ttft["ratio"] < ttft["full"]
 
 
@@ -565,7 +566,7 @@ def test_decode_batches_past_the_largest_graph():
     eager, unpadded step (vLLM, SGLang, TensorRT-LLM run batches past their largest graph without
     one), paying the host dispatch of its kernels that a graphed step does not; a static-graph
     engine (`cap`) runs at most four."""
-    dec, host = {}, SK.T_CAUSE + K.CAUSES.index("host")
+    dec, host = {}, StepLog.CAUSE + CAUSES.index("host")
     for overflow in ("eager", "cap"):
         cfg, design, req, steps, mixed, eng = _run(
             "hardware=h100_sxm",
@@ -578,10 +579,10 @@ def test_decode_batches_past_the_largest_graph():
             "engine.batch_buckets=[1,2,4]",
             f"engine.graph_overflow={overflow}",
         )
-        dec[overflow] = steps[steps[:, SK.T_DECODE] == steps[:, SK.T_SEQS]]
-    assert dec["eager"][:, SK.T_SEQS].max() == 6 and dec["cap"][:, SK.T_SEQS].max() == 4
-    big = dec["eager"][dec["eager"][:, SK.T_SEQS] == 6]
-    four = dec["cap"][dec["cap"][:, SK.T_SEQS] == 4]
-    assert np.all(big[:, SK.T_PADDED] == 6) and np.all(four[:, SK.T_PADDED] == 4)
+        dec[overflow] = steps[steps[:, StepLog.DECODE] == steps[:, StepLog.SEQS]]
+    assert dec["eager"][:, StepLog.SEQS].max() == 6 and dec["cap"][:, StepLog.SEQS].max() == 4
+    big = dec["eager"][dec["eager"][:, StepLog.SEQS] == 6]
+    four = dec["cap"][dec["cap"][:, StepLog.SEQS] == 4]
+    assert np.all(big[:, StepLog.PADDED] == 6) and np.all(four[:, StepLog.PADDED] == 4)
     # the engine dispatches the eager step's kernels one by one (engine.eager_launch_us)
     assert four[:, host].max() == 0.0 and big[:, host].min() > 0.0

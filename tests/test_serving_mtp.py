@@ -11,10 +11,10 @@ from decodelab.components.speculative import mtp_tokens_per_step
 from decodelab.modes.resolve import resolved
 from decodelab.modes.serving import mtp
 from decodelab.modes.serving import metrics as SM
-from decodelab.modes.serving import simulate as S
 from decodelab.core.build import build
 
 from conftest import assert_serve_matches_reference, compose_cfg
+from decodelab.modes.serving.layout import StepLog
 
 # a small model given an MTP module, so the tests build in a second
 SMALL = ("model=llama3_2_1b", "hardware=h100_sxm", "model.n_mtp_modules=1")
@@ -50,9 +50,9 @@ def test_one_client_steps_by_hand():
     steps_off = assert_serve_matches_reference(off)
     assert len(steps_on) == 1 + math.ceil((9 - 1) / 2)
     assert len(steps_off) == 1 + 8
-    assert steps_on[1:, S.SK.T_TOKENS].tolist() == [2.0] * 4
+    assert steps_on[1:, StepLog.TOKENS].tolist() == [2.0] * 4
     # a verify step of 2 tokens plus the draft pass costs more than a 1-token step, less than two
-    assert steps_off[1, S.SK.T_DUR] < steps_on[1, S.SK.T_DUR] < 2 * steps_off[1, S.SK.T_DUR]
+    assert steps_off[1, StepLog.DUR] < steps_on[1, StepLog.DUR] < 2 * steps_off[1, StepLog.DUR]
 
 
 @pytest.mark.parametrize("engine", ["default", "vllm", "sglang_0_5_8"])
@@ -63,7 +63,7 @@ def test_scheduler_matches_reference_with_mtp(engine):
         "model.mtp_acceptance=[0.8,0.6]", "engine.mtp.k=3",
     )  # fmt: skip
     steps = assert_serve_matches_reference(resolved(cfg))
-    assert steps[:, S.SK.T_TOKENS].max() >= 4  # decode sequences put k + 1 tokens into a step
+    assert steps[:, StepLog.TOKENS].max() >= 4  # decode sequences put k + 1 tokens into a step
 
 
 def test_mtp_designs_hold_the_module_and_its_kv():

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import all_runs, artifact_names, decodelab, split_sweep
 from decodelab.core.result import Result
-from decodelab.modes.serving import scheduler as SK
 from decodelab.runs.slo import SLO, SloError, find_max_rate, judge, slo_metrics
+from decodelab.modes.serving.layout import Req
 
 N = 100  # requests of the toy design
 
@@ -24,12 +24,12 @@ def toy(rate: float, capacity: float = 10.0, replicas: int = 2, chips: int = 4) 
     """A design whose p90 TTFT is 100 ms x rate and p90 TPOT 2 ms x rate (bounds 1000 and 30 ms:
     TTFT binds at 10 req/s, TPOT at 15), mean E2E 1 s, N requests of 11 output tokens each;
     the first 80% of its requests meet both SLOs whatever the rate."""
-    req = np.zeros((N, SK.N_REQ))
-    req[:, SK.R_OUTPUT] = 11.0
-    req[:, SK.R_ARRIVAL] = 0.0
+    req = np.zeros((N, Req.size))
+    req[:, Req.OUTPUT] = 11.0
+    req[:, Req.ARRIVAL] = 0.0
     good = np.arange(N) < 0.8 * N
-    req[:, SK.R_FIRST] = np.where(good, 0.5, 5.0)  # TTFT 500 ms or 5 s
-    req[:, SK.R_DONE] = req[:, SK.R_FIRST] + 10 * 0.01  # TPOT 10 ms
+    req[:, Req.FIRST] = np.where(good, 0.5, 5.0)  # TTFT 500 ms or 5 s
+    req[:, Req.DONE] = req[:, Req.FIRST] + 10 * 0.01  # TPOT 10 ms
     span = N / rate
     agg = N * 11.0 / span
     m = {

@@ -15,6 +15,7 @@ from decodelab.components.models.experts import busiest_chip_experts, ep_groups
 from decodelab.core.checks import check_config
 from decodelab.errors import ConfigError
 from decodelab.runs.validation import parallel_overrides
+from decodelab.kernel_layout import CAUSES
 
 
 def _ffn(m, tp, **kw):
@@ -181,7 +182,7 @@ def test_wide_ep_over_two_nodes_kernel_equals_reference():
     steps = np.vstack([K.request_steps(64, 1000, 3), [[16, 500, 5, 1, 0]]])
     out = K.simulate(*d.arrays(), steps)
     for r, row in enumerate(reference_simulate(d, cfg, steps)):
-        for k, cause in enumerate(K.CAUSES):
+        for k, cause in enumerate(CAUSES):
             assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
     two = evaluate(cfg)
     one = evaluate(compose_cfg(*WIDE, "hardware.nvlink_domain=16"))

@@ -14,7 +14,6 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, keep_bf16, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
-from decodelab.core import kernel as K
 from decodelab.core import kv_costs, parallel, profile_reserve
 from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
 from decodelab.core.schema import memory_tiers
@@ -22,6 +21,7 @@ from decodelab.errors import ConfigError
 from decodelab.opcost import registry, sampler
 from decodelab.opcost.base import Ctx
 from decodelab.opcost.moe import KERNELS
+from decodelab.kernel_layout import CAUSES, Call, Hw, Law, Lin, M_GRID, N_MGRID, OpPath
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Design:
     notes: List[str] = field(default_factory=list)
     # KV policy and layer-kind costs beyond the caps (framework/core/kv_costs.py)
     kv_read_model: Optional[np.ndarray] = None  # kv_costs.R_*: decode rows' attended tokens
-    kv_prefill_s: np.ndarray = field(default_factory=lambda: np.zeros(len(K.CAUSES)))  # per sequence
+    kv_prefill_s: np.ndarray = field(default_factory=lambda: np.zeros(len(CAUSES)))  # per sequence
     max_batch: int = 0  # sequences whose KV slot fits HBM after weights
     kv_slot_bytes_chip: float = 0.0  # one sequence's KV slot, per chip
     kv_slot_bytes_model: float = 0.0  # one sequence's KV slot, whole model
@@ -74,7 +74,7 @@ def _lookup(registry: dict, field_name: str, key: str):
     return registry[key]
 
 
-PATHS = {"all": K.PATH_ALL, "decode": K.PATH_DECODE, "prefill": K.PATH_PREFILL}
+PATHS = {"all": OpPath.ALL, "decode": OpPath.DECODE, "prefill": OpPath.PREFILL}
 
 
 def engine_family(cfg) -> str:
@@ -182,8 +182,8 @@ def expert_read_ratios(op: Op) -> np.ndarray:
     """An MoE expert op's weight read at each kernel M_GRID token count over its weight_bytes (the
     read at the design's tokens_per_step): experts.weight_read of its `experts_read` spec."""
     if not op.weight_bytes > 0:
-        return np.ones(K.N_MGRID)
-    return np.array([weight_read(op.experts_read, m) / op.weight_bytes for m in K.M_GRID])
+        return np.ones(N_MGRID)
+    return np.array([weight_read(op.experts_read, m) / op.weight_bytes for m in M_GRID])
 
 
 def engine_kernels(cfg) -> Dict[str, bool]:
@@ -273,7 +273,7 @@ def build(
     tier_names = [t.name for t in tiers]
     n_t = len(tier_names)
     op_w = np.zeros((len(ops), n_t))
-    op_lin = np.zeros((len(ops), K.N_LIN))
+    op_lin = np.zeros((len(ops), Lin.size))
     ctx = cost_context(cfg)  # what the operator families price the ops with (decodelab.opcost)
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
@@ -291,11 +291,11 @@ def build(
             PATHS[op.path],
             *registry.columns(op, ctx),
         )
-        op_lin[i, K.L_REPLICA] = 1.0 if op.replica else 0.0
+        op_lin[i, Lin.REPLICA] = 1.0 if op.replica else 0.0
         if op.experts_read:
-            op_lin[i, K.L_W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
-            op_lin[i, K.L_W_RATIO : K.L_W_RATIO + K.N_MGRID] = expert_read_ratios(op)
-    call_cost = np.zeros((len(calls), K.N_CALL))
+            op_lin[i, Lin.W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
+            op_lin[i, Lin.W_RATIO : Lin.W_RATIO + N_MGRID] = expert_read_ratios(op)
+    call_cost = np.zeros((len(calls), Call.size))
     stages = parallel.call_stages(ops, len(calls))
     for c, call in enumerate(calls):
         call_cost[c] = (
@@ -310,28 +310,28 @@ def build(
             stages[c],
         )
     # a call costed by a fitted law: its t0 (measured in a CUDA graph) holds the kernel boundary
-    law_calls = {op.call for i, op in enumerate(ops) if op_lin[i, K.L_LAW] != K.LAW_NONE}
+    law_calls = {op.call for i, op in enumerate(ops) if op_lin[i, Lin.LAW] != Law.NONE}
     for c in law_calls:
         if sum(op.call == c for op in ops) > 1:
             raise ConfigError(
                 f"hardware.op_model=fitted: kernel call {c} holds several ops; the fitted laws "
                 "cost one kernel per op (hardware.execution=gpu)"
             )
-        call_cost[c, K.C_LAUNCH_EACH] = calls[c].get("boundary_each", 0.0)  # t0 replaces sync_us only
+        call_cost[c, Call.LAUNCH_EACH] = calls[c].get("boundary_each", 0.0)  # t0 replaces sync_us only
     notes += registry.run_notes(ops, ctx)
     pk = policy.kernel_params(cfg.kv_policy, m)
-    hwv = np.zeros(K.N_HW)
-    hwv[K.H_PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
-    hwv[K.H_BW_EFF_MAX] = hw.bw_eff_max
-    hwv[K.H_BW_HALF] = hw.bw_half_mb * 1e6
-    hwv[K.H_C_EFF_MAX] = hw.compute_eff_max
-    hwv[K.H_C_HALF] = hw.compute_half_gflop * 1e9
-    hwv[K.H_ATTN_REL] = kv_costs.attention_efficiency(hw) / hw.compute_eff_max
+    hwv = np.zeros(Hw.size)
+    hwv[Hw.PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
+    hwv[Hw.BW_EFF_MAX] = hw.bw_eff_max
+    hwv[Hw.BW_HALF] = hw.bw_half_mb * 1e6
+    hwv[Hw.C_EFF_MAX] = hw.compute_eff_max
+    hwv[Hw.C_HALF] = hw.compute_half_gflop * 1e9
+    hwv[Hw.ATTN_REL] = kv_costs.attention_efficiency(hw) / hw.compute_eff_max
     bw, lat = parallel.collective_link(hw)  # NVLink, or the network between NVLink domains
-    hwv[K.H_LINK_BW], hwv[K.H_COLL_LAT] = max(bw, 1e-9) * 1e9, lat * 1e-6
-    hwv[K.H_HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
-    hwv[K.H_ACT_TIER] = tier_names.index("hbm")
-    hwv[K.H_DP_TOKENS] = 1.0  # a serving run sets its groups' share (modes/serving/simulate.py)
+    hwv[Hw.LINK_BW], hwv[Hw.COLL_LAT] = max(bw, 1e-9) * 1e9, lat * 1e-6
+    hwv[Hw.HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
+    hwv[Hw.ACT_TIER] = tier_names.index("hbm")
+    hwv[Hw.DP_TOKENS] = 1.0  # a serving run sets its groups' share (modes/serving/simulate.py)
     parallel.fill_hw(hwv, cfg, ab)
     hbm = tiers[tier_names.index("hbm")]
     return Design(
@@ -362,7 +362,7 @@ def build(
                 1 if c.get("looped", c["launch_once"] or c["fill_once"]) else c["repeat"]
                 for i, c in enumerate(calls)
                 if any(
-                    op.call == i and op.path != "prefill" and op_lin[j, K.L_LAW] != K.LAW_SKIP
+                    op.call == i and op.path != "prefill" and op_lin[j, Lin.LAW] != Law.SKIP
                     for j, op in enumerate(ops)
                 )
             )
@@ -385,7 +385,7 @@ def build(
             w.prompt_len,
             tp,
             hw,
-            hwv[K.H_PEAK_FLOPS],
+            hwv[Hw.PEAK_FLOPS],
             hbm.bandwidth_gb_s * 1e9,
             kb,
             ab,

@@ -7,7 +7,7 @@ powered and `tdp_w` while it runs a kernel body, so over a span of `seconds` of 
 
     P = idle_w + (tdp_w - idle_w) * u,      u = busy_seconds / seconds
 
-Busy causes (kernel.CAUSES) are those of a kernel body: `memory` and `compute` (the roofline
+Busy causes (CAUSES) are those of a kernel body: `memory` and `compute` (the roofline
 time) and `excess` (the same kernel below its peak efficiency). Idle causes are the waits:
 `launch_sync`, `fill_drain`, `host`, `collectives` (waiting on a peer or the link), and in
 serving runs the gaps between steps when no request is in flight. TDP during a body is an upper
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
-from decodelab.core import kernel as K
+from decodelab.kernel_layout import CAUSES
 
 BUSY_CAUSES = ("memory", "compute", "excess")
-_BUSY = [K.CAUSES.index(c) for c in BUSY_CAUSES]
+_BUSY = [CAUSES.index(c) for c in BUSY_CAUSES]
 
 
 def busy_seconds(cause_seconds: Sequence[float]) -> float:
-    """Seconds of kernel bodies among seconds split by kernel.CAUSES."""
+    """Seconds of kernel bodies among seconds split by CAUSES."""
     return float(sum(cause_seconds[k] for k in _BUSY))
 
 

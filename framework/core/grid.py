@@ -24,6 +24,7 @@ from decodelab.core.metrics import rate_metrics
 from decodelab.core.schema import memory_tiers
 from decodelab.core.tree import Tree, missing_keys, replace
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.kernel_layout import CAUSES, Law, Lin
 
 
 def per_design_reason(cfg) -> Optional[str]:
@@ -126,7 +127,7 @@ def _evaluate_group(base, first, patch, bw_values, idx, out: Block) -> None:
         tier_bws[:, d.tier_names.index(t)] = v * 1e9
         if t == "hbm":
             hbm_bw = parallel.replica_chips(cfg.hardware) * v * 1e9
-    walk = bool(np.any(d.op_lin[:, K.L_LAW] == K.LAW_ATTN))  # decode attention law: not affine
+    walk = bool(np.any(d.op_lin[:, Lin.LAW] == Law.ATTN))  # decode attention law: not affine
     prefill, decode, rows = grid_kernel.decode_grid(
         d.op_call, d.op_w, d.op_lin, d.call_rep, d.call_cost, tier_bws, d.kv_frac, d.hw, steps, walk
     )
@@ -156,7 +157,7 @@ def grid_metrics(cfg, design: Design, prefill, decode_sum, hbm_bw_total, kv_sele
     full = lambda x: np.full(n, float(x))  # noqa: E731
     res = rate_metrics(design, w, ttft, tpot, tokens, mean_ctx, replicas, hbm_bw_total)
     res["n_kernel_calls_per_step"] = full(design.calls_per_step)
-    for k, c in enumerate(K.CAUSES):
+    for k, c in enumerate(CAUSES):
         res[f"tpot_{c}_ms"] = decode_sum[:, k] / tokens * 1e3
         res[f"ttft_{c}_ms"] = prefill[:, k] * 1e3
     ddr = design.tier_names.index("ddr") if "ddr" in design.tier_names else -1

@@ -23,9 +23,10 @@ import numpy as np
 from numba import njit
 
 from decodelab.core import kernel as K
+from decodelab.kernel_layout import Acc, Call, Cause, Hw, Layout, Link, Step
 
-# branch bits of one call (sig[c]): which way each max/min/if of kernel.step_core went
-_B_ACTIVE, _B_TOTAL, _B_FLOPS, _B_MEMA, _B_LINK, _B_IDEAL, _B_MEMI, _B_EXPOSED, _B_CTX = range(9)
+# branch bits of one call (sig[c], bit 1 << Branch.*): which way each max/min/if of kernel.step_core went
+Branch = Layout("Branch", "ACTIVE", "TOTAL", "FLOPS", "MEMA", "LINK", "IDEAL", "MEMI", "EXPOSED", "CTX")
 _NONAFFINE = -1  # a call whose memory time is not affine in x: walk the rows
 
 
@@ -34,16 +35,16 @@ def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_
     """Branches of the step kernel.step_core just costed (its accumulators are still in acc_*)."""
     n_calls = acc_flops.shape[0]
     n_tiers = tier_bw.shape[0]
-    peak = hw[K.H_PEAK_FLOPS]
+    peak = hw[Hw.PEAK_FLOPS]
     host, device = K.dispatch_device(call_rep, call_cost, acc_flops)
     host_bound = host > device  # the step's launches exposed (kernel._step_body): marked on every call
     for c in range(n_calls):
-        if acc_flops[c, K.A_ACTIVE] == 0.0:
+        if acc_flops[c, Acc.ACTIVE] == 0.0:
             sig[c] = 0
             continue
-        bits = 1 << _B_ACTIVE
+        bits = 1 << Branch.ACTIVE
         if ctx >= 1.0:
-            bits |= 1 << _B_CTX
+            bits |= 1 << Branch.CTX
         total = 0.0
         mem_i = 0.0
         first_bw = -1.0
@@ -57,35 +58,35 @@ def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_
                     mixed = True
             total += acc_bytes[c, t]
             mem_i += acc_bytes[c, t] / tier_bw[t]
-        if mixed and hw[K.H_BW_HALF] > 0.0:
+        if mixed and hw[Hw.BW_HALF] > 0.0:
             sig[c] = _NONAFFINE
             continue
         mem_a = 0.0
         if total > 0.0:
-            bits |= 1 << _B_TOTAL
-            mem_a = mem_i / K._eff(total, hw[K.H_BW_EFF_MAX], hw[K.H_BW_HALF])
-        comp_i = acc_flops[c, K.A_FLOPS] / peak
+            bits |= 1 << Branch.TOTAL
+            mem_a = mem_i / K._eff(total, hw[Hw.BW_EFF_MAX], hw[Hw.BW_HALF])
+        comp_i = acc_flops[c, Acc.FLOPS] / peak
         comp_a = 0.0
-        if acc_flops[c, K.A_FLOPS] > 0.0:
-            bits |= 1 << _B_FLOPS
-            comp_a = (acc_flops[c, K.A_WORK] + hw[K.H_C_HALF]) / (peak * hw[K.H_C_EFF_MAX])
+        if acc_flops[c, Acc.FLOPS] > 0.0:
+            bits |= 1 << Branch.FLOPS
+            comp_a = (acc_flops[c, Acc.WORK] + hw[Hw.C_HALF]) / (peak * hw[Hw.C_EFF_MAX])
         link = 0.0
-        if acc_link[c, 0] > 0.0:
-            link = acc_link[c, 0] / hw[K.H_LINK_BW]
-        if acc_flops[c, K.A_LAW] > 0.0:
-            ach = acc_flops[c, K.A_LAW_T]
+        if acc_link[c, Link.BYTES] > 0.0:
+            link = acc_link[c, Link.BYTES] / hw[Hw.LINK_BW]
+        if acc_flops[c, Acc.LAW] > 0.0:
+            ach = acc_flops[c, Acc.LAW_T]
         else:
             if mem_a >= comp_a:
-                bits |= 1 << _B_MEMA
+                bits |= 1 << Branch.MEMA
             ach = max(mem_a, comp_a)
-        if call_cost[c, K.C_OVERLAP_LINK] > 0.0 and ach >= link:
-            bits |= 1 << _B_LINK
+        if call_cost[c, Call.OVERLAP_LINK] > 0.0 and ach >= link:
+            bits |= 1 << Branch.LINK
         if max(mem_i, comp_i) <= ach:
-            bits |= 1 << _B_IDEAL
+            bits |= 1 << Branch.IDEAL
         if mem_i >= comp_i:
-            bits |= 1 << _B_MEMI
+            bits |= 1 << Branch.MEMI
         if host_bound:
-            bits |= 1 << _B_EXPOSED
+            bits |= 1 << Branch.EXPOSED
         sig[c] = bits
 
 
@@ -104,17 +105,17 @@ def _row(
         tier_bw,
         kv_frac,
         hw,
-        steps[r, K.S_QTOK],
-        steps[r, K.S_CTX],
-        steps[r, K.S_SEQS],
-        steps[r, K.S_OUT],
-        steps[r, K.S_PREFILL],
+        steps[r, Step.QTOK],
+        steps[r, Step.CTX],
+        steps[r, Step.SEQS],
+        steps[r, Step.OUT],
+        steps[r, Step.PREFILL],
         acc_b,
         acc_f,
         acc_l,
         out,
     )
-    _signature(call_rep, call_cost, tier_bw, hw, steps[r, K.S_CTX], acc_b, acc_f, acc_l, sig)
+    _signature(call_rep, call_cost, tier_bw, hw, steps[r, Step.CTX], acc_b, acc_f, acc_l, sig)
 
 
 @njit(cache=True)
@@ -127,7 +128,7 @@ def _walk(
         _row(
             op_call, op_w, op_lin, call_rep, call_cost, tier_bw, kv_frac, hw, steps, r, acc_b, acc_f, acc_l, g, sig
         )  # fmt: skip
-        for k in range(7):
+        for k in range(Cause.size):
             out[k] += g[k]
 
 
@@ -159,8 +160,8 @@ def pieces(steps):
         b = a
         if a + 1 < n:
             b = a + 1
-            d = steps[a + 1, K.S_CTX] - steps[a, K.S_CTX]
-            while b + 1 < n and steps[b + 1, K.S_CTX] - steps[b, K.S_CTX] == d:
+            d = steps[a + 1, Step.CTX] - steps[a, Step.CTX]
+            while b + 1 < n and steps[b + 1, Step.CTX] - steps[b, Step.CTX] == d:
                 b += 1
         starts[k] = a
         ends[k] = b
@@ -177,14 +178,14 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
     n_d = tier_bws.shape[0]
     n_calls = call_rep.shape[0]
     n_t = tier_bws.shape[1]
-    prefill = np.zeros((n_d, 7))
-    decode = np.zeros((n_d, 7))
+    prefill = np.zeros((n_d, Cause.size))
+    decode = np.zeros((n_d, Cause.size))
     rows = np.zeros(n_d, dtype=np.int64)
     acc_b = np.zeros((n_calls, n_t))
-    acc_f = np.zeros((n_calls, K.N_ACC))
-    acc_l = np.zeros((n_calls, 2))
-    ga = np.zeros(7)
-    gb = np.zeros(7)
+    acc_f = np.zeros((n_calls, Acc.size))
+    acc_l = np.zeros((n_calls, Link.size))
+    ga = np.zeros(Cause.size)
+    gb = np.zeros(Cause.size)
     sa = np.zeros(n_calls, dtype=np.int64)
     sb = np.zeros(n_calls, dtype=np.int64)
     starts, ends = pieces(steps)
@@ -246,7 +247,7 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
             )
             cnt += 1
             if a == b:
-                for k in range(7):
+                for k in range(Cause.size):
                     decode[d, k] += ga[k]
                 continue
             _row(
@@ -272,10 +273,10 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
                 break
             if _same(sa, sb):
                 m = float(b - a + 1)
-                for k in range(7):
+                for k in range(Cause.size):
                     decode[d, k] += m * (ga[k] + gb[k]) / 2.0
             elif b == a + 1:
-                for k in range(7):
+                for k in range(Cause.size):
                     decode[d, k] += ga[k] + gb[k]
             else:
                 mid = (a + b) // 2
@@ -285,7 +286,7 @@ def decode_grid(op_call, op_w, op_lin, call_rep, call_cost, tier_bws, kv_frac, h
                 stack[top + 1, 1] = b
                 top += 2
         if nonaffine:  # a call's memory time is not affine in x: walk every row
-            for k in range(7):
+            for k in range(Cause.size):
                 decode[d, k] = 0.0
             _walk(
                 op_call, op_w, op_lin, call_rep, call_cost, bw, kv_frac, hw, steps, acc_b, acc_f, acc_l, ga, sa,

@@ -12,9 +12,7 @@ from numba import njit
 from decodelab.kernel_layout import (
     B_GRID,
     C_GRID,
-    L_D_FLOOR,
-    L_TAB,
-    L_W_RATIO,
+    Lin,
     M_GRID,
     N_BGRID,
     N_CGRID,
@@ -43,7 +41,7 @@ _M_GRID = np.array(M_GRID)
 
 
 @njit(cache=True)
-def _table(op_lin, o, m, col=L_TAB):
+def _table(op_lin, o, m, col=Lin.TAB):
     """Op o's tabulated GEMM time beyond t0 at m tokens (linear between the M_GRID points and
     along the last segment beyond them), or another M_GRID row of its from column `col`."""
     j = 0
@@ -55,16 +53,16 @@ def _table(op_lin, o, m, col=L_TAB):
 
 @njit(cache=True)
 def _weight_ratio(op_lin, o, m):
-    """Op o's weight read at m tokens over that at the design's tokens_per_step (L_W_TAB: linear
+    """Op o's weight read at m tokens over that at the design's tokens_per_step (Lin.W_TAB: linear
     between the M_GRID points, constant beyond them)."""
-    return _table(op_lin, o, min(max(m, _M_GRID[0]), _M_GRID[N_MGRID - 1]), L_W_RATIO)
+    return _table(op_lin, o, min(max(m, _M_GRID[0]), _M_GRID[N_MGRID - 1]), Lin.W_RATIO)
 
 
 @njit(cache=True)
 def _attn_table(op_lin, o, seqs, kv):
     """Op o's tabulated decode attention time (whole call) for `seqs` sequences reading `kv` KV
     tokens: log-bilinear on the B_GRID x C_GRID powers of two, linear in the KV read beyond the
-    grid, never below L_D_FLOOR x kv (opcost/attention_decode.py table_time is its twin)."""
+    grid, never below Lin.D_FLOOR x kv (opcost/attention_decode.py table_time is its twin)."""
     s = max(seqs, 1.0)
     c = max(kv / s, 1.0)
     sc = min(max(s, B_GRID[0]), B_GRID[N_BGRID - 1])
@@ -75,10 +73,10 @@ def _attn_table(op_lin, o, seqs, kv):
     j = min(int(y), N_CGRID - 2)
     fx = x - i
     fy = y - j
-    b0 = L_TAB + i * N_CGRID + j
+    b0 = Lin.TAB + i * N_CGRID + j
     b1 = b0 + N_CGRID
     v = (1 - fx) * ((1 - fy) * op_lin[o, b0] + fy * op_lin[o, b0 + 1]) + fx * (
         (1 - fy) * op_lin[o, b1] + fy * op_lin[o, b1 + 1]
     )
     t = np.exp(v) * max(1.0, (s * c) / (sc * cc))
-    return max(t, op_lin[o, L_D_FLOOR] * kv)
+    return max(t, op_lin[o, Lin.D_FLOOR] * kv)

@@ -22,6 +22,7 @@ import numpy as np
 
 from decodelab.core import kernel as K
 from decodelab.errors import ConfigError
+from decodelab.kernel_layout import CAUSES, Cap, Cause, Step
 
 (R_DENSE, R_META, R_PAGE, R_EXTRA, R_FULL, R_SLIDE, R_WINDOW, R_STATE, R_STATE_TOK) = range(9)
 N_READ = 9
@@ -57,7 +58,7 @@ def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
 def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np.ndarray:
     """Layer-averaged KV token-equivalents one decode step reads per sequence holding `stored`."""
     stored = np.asarray(stored, dtype=np.float64)
-    cap = caps[K.P_READ_CAP]
+    cap = caps[Cap.READ_CAP]
     r = np.minimum(stored, cap) if cap > 0 else stored.copy()
     r = rm[R_DENSE] * stored + (1.0 - rm[R_DENSE]) * r
     if rm[R_PAGE] > 0:
@@ -76,22 +77,22 @@ def memory_fraction(tokens: float, rm: np.ndarray) -> float:
 
 
 def attended_rows(steps: np.ndarray, prompt_len: float, design) -> np.ndarray:
-    """Rows whose S_CTX holds the context reached -> the KV token-equivalents each attends.
+    """Rows whose Step.CTX holds the context reached -> the KV token-equivalents each attends.
     Prefill rows (context within the prompt) attend everything, as kernel.attended_tokens."""
     caps = design.kv_caps
     out = K.apply_caps(steps, prompt_len, caps)
     rm = getattr(design, "kv_read_model", None)
     if rm is None:
         return out
-    ctx = steps[:, K.S_CTX]
+    ctx = steps[:, Step.CTX]
     dec = ctx > prompt_len
     if not dec.any():
         return out
-    kept = min(prompt_len, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt_len
+    kept = min(prompt_len, caps[Cap.PROMPT_CAP]) if caps[Cap.PROMPT_CAP] > 0 else prompt_len
     stored = kept + (ctx[dec] - prompt_len)
-    if caps[K.P_TOTAL_CAP] > 0:
-        stored = np.minimum(stored, caps[K.P_TOTAL_CAP])
-    out[dec, K.S_CTX] = effective_tokens(stored, caps, rm)
+    if caps[Cap.TOTAL_CAP] > 0:
+        stored = np.minimum(stored, caps[Cap.TOTAL_CAP])
+    out[dec, Step.CTX] = effective_tokens(stored, caps, rm)
     return out
 
 
@@ -117,7 +118,7 @@ def prefill_seconds(
     bytes are scaled by that replication (conservative for the score terms). Roofline per chip
     at the machine's eff_max (the compute part is query-key scoring: the attention efficiency);
     the excess over the ideal time is reported as `excess`."""
-    out = np.zeros(len(K.CAUSES))
+    out = np.zeros(len(CAUSES))
     c = policy.prefill_overhead(pol, m, prompt_len, kb, ab)
     if c["flops"] <= 0 and c["bytes"] <= 0:
         return out
@@ -126,8 +127,8 @@ def prefill_seconds(
     mem_i = c["bytes"] / tp * repl / hbm_bw
     comp_i = c["flops"] / tp / peak_flops
     ach = max(mem_i / hw.bw_eff_max, comp_i / attention_efficiency(hw))
-    out[K.K_MEM if mem_i >= comp_i else K.K_COMP] = max(mem_i, comp_i)
-    out[K.K_EXCESS] = ach - max(mem_i, comp_i)
+    out[Cause.MEMORY if mem_i >= comp_i else Cause.COMPUTE] = max(mem_i, comp_i)
+    out[Cause.EXCESS] = ach - max(mem_i, comp_i)
     return out
 
 
@@ -156,4 +157,4 @@ def policy_metrics(design, batch: int, ttft_s: float) -> Dict[str, float]:
 def attended_at(design, prompt_len: float, ctx: float) -> float:
     """KV token-equivalents a decode step at context `ctx` attends (one sequence)."""
     row = np.array([[1.0, ctx, 1.0]])
-    return float(attended_rows(row, prompt_len, design)[0, K.S_CTX])
+    return float(attended_rows(row, prompt_len, design)[0, Step.CTX])

@@ -8,10 +8,10 @@ from typing import Dict
 import numpy as np
 
 from decodelab.components.placement import GIB
-from decodelab.core import kernel as K
 from decodelab.core import cost, kv_costs, parallel
 from decodelab.core.build import Design
 from decodelab.core.pipeline import microbatches
+from decodelab.kernel_layout import CAUSES, Cause
 
 
 def rate_metrics(design: Design, w, ttft, tpot, tokens: float, mean_ctx: float, replicas: int, hbm_bw_total):
@@ -56,13 +56,13 @@ def metrics(
     replicas = parallel.replicas(hw)
     res = rate_metrics(design, w, ttft, tpot, tokens, mean_ctx, replicas, design.hbm_bw_total)
     res["n_kernel_calls_per_step"] = design.calls_per_step
-    for k, cause in enumerate(K.CAUSES):
+    for k, cause in enumerate(CAUSES):
         res[f"tpot_{cause}_ms"] = float(decode_sum[k]) / tokens * 1e3
         res[f"ttft_{cause}_ms"] = float(prefill[k]) * 1e3
     if parallel.pp_of(hw) > 1:  # a GPU's fill_drain is the pipeline's idle time (core/pipeline.py)
         res["pp_microbatches"] = float(microbatches(b, parallel.microbatches(cfg))[1])  # non-empty ones
-        res["pp_bubble_pct"] = 100.0 * float(decode_sum[K.K_FILL] / decode_sum.sum())
-        res["ttft_pp_bubble_pct"] = 100.0 * float(prefill[K.K_FILL]) / ttft if ttft > 0 else 0.0
+        res["pp_bubble_pct"] = 100.0 * float(decode_sum[Cause.FILL_DRAIN] / decode_sum.sum())
+        res["ttft_pp_bubble_pct"] = 100.0 * float(prefill[Cause.FILL_DRAIN]) / ttft if ttft > 0 else 0.0
     ddr = design.tier_names.index("ddr") if "ddr" in design.tier_names else -1
     res["kv_ddr_pct"] = 100.0 * float(design.kv_frac[ddr]) if ddr >= 0 else 0.0  # kv_placement
     for name, used in memory["used"].items():

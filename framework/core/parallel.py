@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from decodelab.core import kernel as K
 from decodelab.core.pipeline import layer_split
 from decodelab.errors import Infeasible
+from decodelab.kernel_layout import Hw
 
 
 def pp_of(hw) -> int:
@@ -70,7 +70,7 @@ def group_clients(concurrency: int, groups: int) -> int:
 
 def dp_token_scale(cfg) -> float:
     """The replica's tokens per token of the simulated group, the factor on the FFN's tokens
-    (kernel H_DP_TOKENS): concurrency / ceil(concurrency / groups) in a closed loop (fewer clients
+    (kernel Hw.DP_TOKENS): concurrency / ceil(concurrency / groups) in a closed loop (fewer clients
     than groups leave groups idle), the groups in an open loop (each takes every groups-th
     request); 1 without data-parallel attention in serving."""
     g = serving_groups(cfg)
@@ -246,29 +246,29 @@ def check_feasible(cfg) -> None:
 
 
 def fill_hw(hwv, cfg, act_bytes: float) -> None:
-    """The kernel's pipeline scalars; H_PP = 1: no pipeline. H_PP stages, H_PP_MB micro-batches,
-    H_PP_LAYERS decoder layers, H_PP_FIRST / MID / LAST the layers of the first, busiest middle
-    and last stage, H_P2P_BYTES_TOK bytes per token and chip over the stage link of H_P2P_BW
-    bytes/s, H_P2P_AG_TOK bytes per token of the all-gather inside the receiving stage (over
-    H_LINK_BW), H_P2P_LAT the latency of one boundary (s)."""
+    """The kernel's pipeline scalars; Hw.PP = 1: no pipeline. Hw.PP stages, Hw.PP_MB micro-batches,
+    Hw.PP_LAYERS decoder layers, Hw.PP_FIRST / MID / LAST the layers of the first, busiest middle
+    and last stage, Hw.P2P_BYTES_TOK bytes per token and chip over the stage link of Hw.P2P_BW
+    bytes/s, Hw.P2P_AG_TOK bytes per token of the all-gather inside the receiving stage (over
+    Hw.LINK_BW), Hw.P2P_LAT the latency of one boundary (s)."""
     hw, m = cfg.hardware, cfg.model
     pp = pp_of(hw)
-    hwv[K.H_PP] = pp
-    hwv[K.H_PP_MB] = microbatches(cfg)
-    hwv[K.H_PP_LAYERS] = m.n_layers
-    hwv[K.H_PP_FIRST], hwv[K.H_PP_MID], hwv[K.H_PP_LAST] = layer_split(m.n_layers, pp)
+    hwv[Hw.PP] = pp
+    hwv[Hw.PP_MB] = microbatches(cfg)
+    hwv[Hw.PP_LAYERS] = m.n_layers
+    hwv[Hw.PP_FIRST], hwv[Hw.PP_MID], hwv[Hw.PP_LAST] = layer_split(m.n_layers, pp)
     # a stage boundary carries each token's hidden state and residual (2 d_model activations; vLLM
     # IntermediateTensors {hidden_states, residual}); every rank of the tp group sends 1/tp of them
     # and the next stage all-gathers them inside its group (vLLM send_tensor_dict /
     # recv_tensor_dict with all_gather_group = the tp group)
     tp, act = hw.tensor_parallel, 2.0 * m.d_model * act_bytes
-    hwv[K.H_P2P_BYTES_TOK] = act / tp
-    hwv[K.H_P2P_AG_TOK] = (tp - 1) / tp * act
+    hwv[Hw.P2P_BYTES_TOK] = act / tp
+    hwv[Hw.P2P_AG_TOK] = (tp - 1) / tp * act
     bw = getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s
-    hwv[K.H_P2P_BW] = max(bw, 1e-9) * 1e9
+    hwv[Hw.P2P_BW] = max(bw, 1e-9) * 1e9
     lat = getattr(hw, "p2p_latency_us", -1.0)
     lat = lat if lat >= 0 else hw.collective_latency_us
-    hwv[K.H_P2P_LAT] = (lat + (collective_link(hw)[1] if tp > 1 else 0.0)) * 1e-6
+    hwv[Hw.P2P_LAT] = (lat + (collective_link(hw)[1] if tp > 1 else 0.0)) * 1e-6
 
 
 def call_stages(ops, n_calls: int) -> List[float]:

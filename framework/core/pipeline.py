@@ -4,8 +4,8 @@ pipeline stages and `m` micro-batches. Plain numbers only (the kernel calls it f
 `kernel.step_core`; it knows nothing of models, components or configs).
 
 The kernel costs one micro-batch through the whole operator list on one TP group; `t_call[c]` is
-the time call c took in it and `stage[c]` where the call runs (STAGE_LAYER: spread over the
-stages by their decoder layers; STAGE_PRE: the first stage only; STAGE_POST: the last only).
+the time call c took in it and `stage[c]` where the call runs (Stage.LAYER: spread over the
+stages by their decoder layers; Stage.PRE: the first stage only; Stage.POST: the last only).
 Stage s holds n_s of the L decoder layers (`layer_split`), so its time per micro-batch is
     t_s = n_s / L * T_layer + [s = 0] T_pre + [s = pp - 1] T_post
 and the slowest stage t_max = max over the first, the busiest middle and the last stage.
@@ -31,7 +31,9 @@ import math
 
 from numba import njit
 
-STAGE_LAYER, STAGE_PRE, STAGE_POST = 0.0, 1.0, 2.0
+from decodelab.kernel_layout import Layout
+
+Stage = Layout("Stage", "LAYER", "PRE", "POST")  # the codes of call_cost[c, Call.STAGE]
 
 
 def layer_split(n_layers: int, pp: int):
@@ -68,9 +70,9 @@ def compose(
     t_layer = 0.0
     t_post = 0.0
     for c in range(t_call.shape[0]):
-        if stage[c] == STAGE_PRE:
+        if stage[c] == Stage.PRE:
             t_pre += t_call[c]
-        elif stage[c] == STAGE_POST:
+        elif stage[c] == Stage.POST:
             t_post += t_call[c]
         else:
             t_layer += t_call[c]

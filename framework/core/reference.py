@@ -10,11 +10,10 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from decodelab.components.execution import EXECUTION_MODELS
-from decodelab import kernel_layout as K
 from decodelab.core import parallel
 from decodelab.core.build import cost_context, expert_read_ratios, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
-from decodelab.kernel_layout import M_GRID
+from decodelab.kernel_layout import M_GRID, Law
 from decodelab.opcost import registry
 from decodelab.opcost.base import Step
 from decodelab.core.kv_costs import attention_efficiency
@@ -151,7 +150,7 @@ def _group_step(
         n_tok, ctx, prs = shares[op.path]
         ps = registry.prices(op, cost)
         code = registry.law_code(ps)
-        if n_tok < 0.5 or code == K.LAW_SKIP:  # whole token counts: no sequence takes this path
+        if n_tok < 0.5 or code == Law.SKIP:  # whole token counts: no sequence takes this path
             continue
         active.add(op.call)
         if op.stage == "post":
@@ -166,9 +165,9 @@ def _group_step(
             acc["law_t"] += t
             acc["law_t0"] += t0
             acc["law_coll"] += coll
-            if code == K.LAW_COLL:
+            if code == Law.COLL:
                 continue  # the measured collective holds its own memory traffic
-        w_scale = 1.0  # an MoE expert op reads the experts its tokens activate (kernel L_W_TAB)
+        w_scale = 1.0  # an MoE expert op reads the experts its tokens activate (kernel Lin.W_TAB)
         if op.experts_read:
             w_scale = float(np.interp(n_tok, M_GRID, expert_read_ratios(op)))
         for t in tiers:

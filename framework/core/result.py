@@ -37,8 +37,8 @@ class Result:
     reason: str = ""
     metrics: Dict[str, float] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
-    steps: Optional[np.ndarray] = None  # kernel rows (core.kernel S_* columns)
-    times: Optional[np.ndarray] = None  # seconds of each row by cause (core.kernel.CAUSES)
+    steps: Optional[np.ndarray] = None  # kernel rows (kernel_layout.Step columns)
+    times: Optional[np.ndarray] = None  # seconds of each row by cause (kernel_layout.CAUSES)
     serving: Optional[Dict[str, Any]] = None  # serving runs: requests, steps, KV bytes per token
     timings: Dict[str, float] = field(default_factory=dict)  # seconds spent per phase (profiling)
 

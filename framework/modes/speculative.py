@@ -21,6 +21,7 @@ from decodelab.core.metrics import metrics
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.resolve import with_fields
+from decodelab.kernel_layout import CAUSES
 
 
 def _check(s) -> None:
@@ -134,13 +135,13 @@ def evaluate_speculative(cfg, design: Design, keep_steps: bool) -> Result:
     t_pre = K.simulate(*design.arrays(), pre)[0] + K.simulate(*draft.arrays(), pre_d)[0]
     t_pre = t_pre + w.batch_size * design.kv_prefill_s  # KV-policy selection at prefill
     t_ver = K.simulate(*design.arrays(), verify)
-    t_dra = K.simulate(*draft.arrays(), drafting).reshape(rounds, s.k, len(K.CAUSES)).sum(1)
+    t_dra = K.simulate(*draft.arrays(), drafting).reshape(rounds, s.k, len(CAUSES)).sum(1)
     same_group = dcfg.hardware.tensor_parallel == hw.tensor_parallel
     t_hand = spec.handoff_seconds(
         same_group, s.k, w.batch_size, hw.collective_latency_us * 1e-6, max(hw.link_bw_gb_s, 1e-9) * 1e9
     )
     per_round = t_ver + t_dra
-    per_round[:, K.CAUSES.index("collectives")] += t_hand
+    per_round[:, CAUSES.index("collectives")] += t_hand
     tokens = rounds * e_tok
     mean_ctx = float(ctx0.mean() + e_tok / 2)
     m = metrics(cfg, design, t_pre, per_round.sum(0), tokens, mean_ctx, memory)

@@ -19,7 +19,7 @@ TB/s and the measured kernels sustain 2.9-3.1 TB/s. With a
 table, a decode attention op whose (query heads, KV heads, head dim, KV dtype) per chip the table
 holds is costed from it:
   1. the measured latency over (sequences, KV tokens per sequence) at the op's heads, on the
-     kernel's grid (kernel_layout.B_GRID x C_GRID, powers of two; a cell the table lacks: below a
+     kernel's grid (B_GRID x C_GRID, powers of two; a cell the table lacks: below a
      row's first measured context that time, between two measured ones log-interpolated, beyond
      its last linear in the KV read), made non-decreasing in both axes; log-bilinear between grid points, linear in the KV read beyond
      the grid;
@@ -39,11 +39,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost import tables
 from decodelab.opcost.base import ATTN_DTYPES, ATTN_KEY, Ctx, Price, Step, attention_fitted, attention_key
 from decodelab.opcost.base import check_tables, gqa_attention, hbm_bw, op_table, pnorm, table_mismatch
 from decodelab.opcost.tablecache import table_cache
+from decodelab.kernel_layout import B_GRID, C_GRID, Law, Lin
 
 NAME = "attention_decode"
 FIT_GROUPS = ("attention_decode",)
@@ -72,10 +72,10 @@ def shapes(path: str) -> Dict[Tuple[str, int, int, int], Tuple[np.ndarray, np.nd
         raise tables.TableError(f"{path}: needs full-attention rows (window_size 0)")
     b = df.batch_size.to_numpy(float)
     c = df.step.to_numpy(float) + 1.0
-    bi = np.log2(b) - np.log2(K.B_GRID[0])
-    ci = np.log2(c) - np.log2(K.C_GRID[0])
-    on = (bi == np.round(bi)) & (ci == np.round(ci)) & (bi >= 0) & (bi < len(K.B_GRID))
-    on &= (ci >= 0) & (ci < len(K.C_GRID))
+    bi = np.log2(b) - np.log2(B_GRID[0])
+    ci = np.log2(c) - np.log2(C_GRID[0])
+    on = (bi == np.round(bi)) & (ci == np.round(ci)) & (bi >= 0) & (bi < len(B_GRID))
+    on &= (ci >= 0) & (ci < len(C_GRID))
     d = df[on].assign(bi=bi[on].astype(int), ci=ci[on].astype(int), dt=df.kv_cache_dtype[on].map(KV_DTYPES))
     keys = ["dt", "num_heads", "num_key_value_heads", "head_dim"]
     g = d.groupby(keys + ["bi", "ci"], sort=True).latency_ms.mean().reset_index()
@@ -117,8 +117,8 @@ def filled(grid: np.ndarray) -> Optional[np.ndarray]:
     g = grid.copy()
     if np.isfinite(g).sum() * 2 < g.size:
         return None
-    lc = np.log(np.asarray(K.C_GRID))
-    lb = np.log(np.asarray(K.B_GRID))
+    lc = np.log(np.asarray(C_GRID))
+    lb = np.log(np.asarray(B_GRID))
     for i in range(g.shape[0]):
         ok = np.flatnonzero(np.isfinite(g[i]))
         if ok.size == 0:
@@ -145,7 +145,7 @@ def measured_grid(path: str, kv_dtype: str, heads: int, kv_heads: int, head_dim:
     at = shapes(path).get((kv_dtype, int(heads), int(kv_heads), int(head_dim)))
     if at is None:
         return None
-    g = np.full((len(K.B_GRID), len(K.C_GRID)), np.nan)
+    g = np.full((len(B_GRID), len(C_GRID)), np.nan)
     g[at[0], at[1]] = at[2]
     g = filled(without_glitches(g))
     if g is None:
@@ -168,12 +168,12 @@ def for_op(paths, kv_dtype: str, heads, kv_heads, head_dim):
 def table_time(logt: np.ndarray, floor_s_per_tok: float, seqs: float, kv_tokens: float) -> float:
     """Seconds of a tabulated decode attention call over `seqs` sequences reading `kv_tokens` KV
     tokens in all (the reference's twin of the kernel's _attn_table)."""
-    nb, nc = len(K.B_GRID), len(K.C_GRID)
+    nb, nc = len(B_GRID), len(C_GRID)
     s = max(float(seqs), 1.0)
     c = max(float(kv_tokens) / s, 1.0)
-    sc = min(max(s, K.B_GRID[0]), K.B_GRID[-1])
-    cc = min(max(c, K.C_GRID[0]), K.C_GRID[-1])
-    x, y = np.log2(sc / K.B_GRID[0]), np.log2(cc / K.C_GRID[0])
+    sc = min(max(s, B_GRID[0]), B_GRID[-1])
+    cc = min(max(c, C_GRID[0]), C_GRID[-1])
+    x, y = np.log2(sc / B_GRID[0]), np.log2(cc / C_GRID[0])
     i, j = min(int(x), nb - 2), min(int(y), nc - 2)
     fx, fy = x - i, y - j
     v = (
@@ -215,8 +215,8 @@ def table_price(name: str, cols: dict, table) -> Price:
     """A decode attention op's price from its measured table (decode_table) over the law columns
     `cols` (none for MLA's latent attention)."""
     grid, floor, t0 = table
-    cols = {**cols, K.L_D_T0: t0, K.L_D_FLOOR: floor}
-    return Price(name, K.LAW_ATTN, cols, grid, K.L_D_TAB, law=(None, table))
+    cols = {**cols, Lin.D_T0: t0, Lin.D_FLOOR: floor}
+    return Price(name, Law.ATTN, cols, grid, Lin.D_TAB, law=(None, table))
 
 
 def table_reference(p: Price, step: Step) -> Tuple[float, float, float]:
@@ -233,15 +233,15 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         return None
     d, kvh, hd = ctx.hw.op_fit.attention_decode[attention_key(ctx, op)], op.attn_kv_heads, op.attn_head_dim
     cols = {
-        K.L_D_T0: d.t0_us * 1e-6,
-        K.L_D_SEQ: d.c_sk_ns * 1e-9 * kvh,
-        K.L_D_CTX: 2.0 * kvh * hd * ATTN_DTYPES[ctx.kv_dtype] / (d.bw_kv_tbs * 1e12),
-        K.L_D_P: d.p,
+        Lin.D_T0: d.t0_us * 1e-6,
+        Lin.D_SEQ: d.c_sk_ns * 1e-9 * kvh,
+        Lin.D_CTX: 2.0 * kvh * hd * ATTN_DTYPES[ctx.kv_dtype] / (d.bw_kv_tbs * 1e12),
+        Lin.D_P: d.p,
     }
     table = decode_table(op, ctx, d.t0_us * 1e-6)  # the measured table in place of the law
     if table is not None:
         return table_price(NAME, cols, table)
-    return Price(NAME, K.LAW_ATTN, cols, law=(d, None))
+    return Price(NAME, Law.ATTN, cols, law=(d, None))
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

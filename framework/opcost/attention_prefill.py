@@ -15,7 +15,6 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost.base import (
     ATTN_KEY,
     Ctx,
@@ -26,6 +25,7 @@ from decodelab.opcost.base import (
     gqa_attention,
     peak,
 )
+from decodelab.kernel_layout import Law, Lin
 
 NAME = "attention_prefill"
 FIT_GROUPS = ("attention_prefill",)
@@ -49,12 +49,12 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         return None
     a, h, hd = ctx.hw.op_fit.attention_prefill[attention_key(ctx, op)], op.attn_heads, op.attn_head_dim
     cols = {
-        K.L_T0: a.t0_us * 1e-6,
-        K.L_A_PAIR: 4.0 * h * hd / (peak(ctx.hw, ctx.kv_dtype) * a.e_a),
-        K.L_A_TOK: h * a.tau_tok_ns * 1e-9,
-        K.L_A_SEQ: h * a.tau_seq_ns * 1e-9,
+        Lin.T0: a.t0_us * 1e-6,
+        Lin.A_PAIR: 4.0 * h * hd / (peak(ctx.hw, ctx.kv_dtype) * a.e_a),
+        Lin.A_TOK: h * a.tau_tok_ns * 1e-9,
+        Lin.A_SEQ: h * a.tau_seq_ns * 1e-9,
     }
-    return Price(NAME, K.LAW_ATTN, cols, law=a)
+    return Price(NAME, Law.ATTN, cols, law=a)
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

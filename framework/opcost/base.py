@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional
 
 import numpy as np
 
-from decodelab import kernel_layout as K
+from decodelab.kernel_layout import Law, Lin
 
 OP_MODELS = ("roofline", "fitted")
 ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
@@ -53,19 +53,19 @@ class Ctx:
 
 @dataclass(frozen=True)
 class Price:
-    """A family's cost of one op in the kernel's law columns (kernel_layout L_*).
-    `code`: the LAW_* law the op runs under (LAW_NONE: only adds columns to another family's law);
-    `cols`: column -> value; `tab`: the op's measured row (columns L_TAB ...), flagged by column
-    `tab_flag` (L_G_TAB: on M_GRID; L_D_TAB: on B_GRID x C_GRID); `whole`: this family alone costs
+    """A family's cost of one op in the kernel's law columns (kernel_layout Lin).
+    `code`: the kernel_layout.Law the op runs under (Law.NONE: only adds columns to another family's law);
+    `cols`: column -> value; `tab`: the op's measured row (columns Lin.TAB ...), flagged by column
+    `tab_flag` (Lin.G_TAB: on M_GRID; Lin.D_TAB: on B_GRID x C_GRID); `whole`: this family alone costs
     the op (no other family is asked); `fallback`: `code` and `tab` hold only where no other
     family costs the op (a collective alone). `law`: the family's own law data, for its reference
     timing and note."""
 
     family: str
-    code: float = K.LAW_NONE
+    code: float = Law.NONE
     cols: Mapping[int, float] = field(default_factory=dict)
     tab: Optional[np.ndarray] = None
-    tab_flag: int = K.L_G_TAB
+    tab_flag: int = Lin.G_TAB
     whole: bool = False
     fallback: bool = False
     law: Any = None

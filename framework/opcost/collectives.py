@@ -19,10 +19,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, op_table
 from decodelab.opcost.tablecache import table_cache
+from decodelab.kernel_layout import Law, Lin, M_GRID
 
 NAME = "collectives"
 FIT_GROUPS = ("all_reduce", "all_gather")
@@ -67,7 +67,7 @@ def collective_row(path: str, n_gpus: int, bytes_per_token: float):
     if c is None or bytes_per_token <= 0:
         return None
     b, t = c
-    s = np.asarray(K.M_GRID) * bytes_per_token
+    s = np.asarray(M_GRID) * bytes_per_token
     at = np.exp(np.interp(np.log(s), np.log(b), np.log(t)))
     big = s > b[-1]
     at[big] = t[-1] * s[big] / b[-1]
@@ -98,20 +98,20 @@ def law_of(op, ctx: Ctx):
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:
-    """The law's constants; the op's law (LAW_COLL) and its table row only where it is the
+    """The law's constants; the op's law (Law.COLL) and its table row only where it is the
     collective alone (`fallback`: no other family costs the op)."""
     c, path = law_of(op, ctx)
     if c is None:
         return None
     cols = {
-        K.L_C_BYTES: op.coll_bytes_per_token,
-        K.L_C_LO: c.a_lo_us * 1e-6,
-        K.L_C_HI: c.a_hi_us * 1e-6,
-        K.L_C_SW: c.s_switch_bytes,
-        K.L_C_INV_BW: 1.0 / (c.beta_gb_s * 1e9),
+        Lin.C_BYTES: op.coll_bytes_per_token,
+        Lin.C_LO: c.a_lo_us * 1e-6,
+        Lin.C_HI: c.a_hi_us * 1e-6,
+        Lin.C_SW: c.s_switch_bytes,
+        Lin.C_INV_BW: 1.0 / (c.beta_gb_s * 1e9),
     }
     tab = collective_row(path, ctx.tp, float(op.coll_bytes_per_token)) if path else None
-    return Price(NAME, K.LAW_COLL, cols, tab, K.L_G_TAB, fallback=True, law=c)
+    return Price(NAME, Law.COLL, cols, tab, Lin.G_TAB, fallback=True, law=c)
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

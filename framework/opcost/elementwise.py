@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from decodelab import kernel_layout as K
 from decodelab.opcost.base import Ctx, Price, Step, attention_fitted
+from decodelab.kernel_layout import Law
 
 NAME = "elementwise"
 FIT_GROUPS = ()
@@ -21,7 +21,7 @@ def matches(op) -> bool:
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:
-    return Price(NAME, K.LAW_SKIP, whole=True) if attention_fitted(ctx, op) else None
+    return Price(NAME, Law.SKIP, whole=True) if attention_fitted(ctx, op) else None
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

@@ -16,7 +16,7 @@ the table's (n, k) grid is costed by the table itself:
      (log n, log k) on log latency, 1 <= m <= 16384 (the fit rows of decodelab fit-hardware);
   2. that curve made non-decreasing in m (isotonic regression of log latency: a stretch where
      the measured kernels dip costs its geometric mean), at the kernel's token grid
-     (kernel_layout.M_GRID), linear in m between grid points and along the end segments beyond
+     (M_GRID), linear in m between grid points and along the end segments beyond
      them (a prefill chunk above 16384 tokens).
 An op outside the grid, a dtype the table lacks, or a corner the table does not hold keeps the
 class law. On a chip whose HBM bandwidth or peaks differ from those the table was measured with
@@ -35,11 +35,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak, pnorm
 from decodelab.opcost.base import table_mismatch
 from decodelab.opcost.tablecache import table_cache
+from decodelab.kernel_layout import Law, Lin, M_GRID
 
 NAME = "gemm"
 FIT_GROUPS = ("gemm",)  # the hardware.op_fit groups of this family's laws
@@ -214,7 +214,7 @@ def table_row(op, ctx: Ctx, dtype: str, law):
         )
         bw_there = float(t.hbm_gb_s or hw.memory["hbm"].bandwidth_gb_s) * 1e9
         wb, ab = GEMM_BYTES[dtype]
-        m = np.asarray(K.M_GRID)
+        m = np.asarray(M_GRID)
         here = gemm_time(law, m, n, k, peak(hw, dtype), hbm_bw(hw), wb, ab)
         ratio = here / gemm_time(law, m, n, k, peak(there, dtype), bw_there, wb, ab)
     return gemm_row(at, law.t0_us * 1e-6, ratio)
@@ -232,7 +232,7 @@ def table_only(op, ctx: Ctx, dtype: str) -> Optional[Price]:
         at = measured_row(path, dtype, float(op.gemm_n), float(op.gemm_k))
         if at is not None:
             row = (0.0, at)
-            return Price(NAME, K.LAW_GEMM, {K.L_T0: 0.0, K.L_G_P: 1.0}, at, K.L_G_TAB, law=(None, dtype, row))
+            return Price(NAME, Law.GEMM, {Lin.T0: 0.0, Lin.G_P: 1.0}, at, Lin.G_TAB, law=(None, dtype, row))
     return None
 
 
@@ -244,17 +244,17 @@ def price(op, ctx: Ctx) -> Optional[Price]:
     (wb, ab), bw = GEMM_BYTES[dtype], hbm_bw(ctx.hw)
     n, k, pk = op.gemm_n, op.gemm_k, peak(ctx.hw, dtype)
     cols = {
-        K.L_T0: g.t0_us * 1e-6,
-        K.L_G_AC: 2.0 * n * (k + g.k0) / (pk * g.e_c),  # s per token
-        K.L_G_CM: n * k * wb / (bw * g.e_b),  # s
-        K.L_G_AM: (k * ab + 2.0 * n) / (bw * g.e_b),  # s per token
-        K.L_G_P: g.p,
+        Lin.T0: g.t0_us * 1e-6,
+        Lin.G_AC: 2.0 * n * (k + g.k0) / (pk * g.e_c),  # s per token
+        Lin.G_CM: n * k * wb / (bw * g.e_b),  # s
+        Lin.G_AM: (k * ab + 2.0 * n) / (bw * g.e_b),  # s per token
+        Lin.G_P: g.p,
     }
     row = table_row(op, ctx, dtype, g)  # the measured table at the op's own shape, where it has one
     if row is not None:
-        cols[K.L_T0] = row[0]
+        cols[Lin.T0] = row[0]
     tab = None if row is None else row[1]
-    return Price(NAME, K.LAW_GEMM, cols, tab, K.L_G_TAB, law=(g, dtype, row))
+    return Price(NAME, Law.GEMM, cols, tab, Lin.G_TAB, law=(g, dtype, row))
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

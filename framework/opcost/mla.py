@@ -15,6 +15,7 @@ import numpy as np
 from decodelab.opcost import attention_decode
 from decodelab.opcost.base import Ctx, Price, Step, check_tables
 
+
 NAME = "mla"
 FIT_GROUPS = ()
 

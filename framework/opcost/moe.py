@@ -17,7 +17,7 @@ dtype, balanced routing. With one, the block's head op (the gate/up op, componen
 experts.py) is costed at a step's tokens by
     MoE layer share x table(tokens) + the dense layers' and shared experts' part of the block
 (that part by the roofline law at the chip's achievable rates, its weights and FLOPs the
-block's over the head op's), and its activation and down ops inside it (LAW_SKIP). The table
+block's over the head op's), and its activation and down ops inside it (Law.SKIP). The table
 curve is made non-decreasing in tokens (isotonic regression of log latency, as opcost/gemm.py),
 linear in tokens between the measured points and at the kernel's M_GRID. Tables: AIConfigurator
 @095f58a5 systems/data/<chip>/moe/<engine>/<version>/moe_perf.parquet, balanced rows, gated kernels
@@ -42,11 +42,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak
 from decodelab.opcost.base import table_mismatch
 from decodelab.opcost.tablecache import table_cache
+from decodelab.kernel_layout import Law, Lin, M_GRID
 
 NAME = "moe"
 FIT_GROUPS = ()
@@ -184,7 +184,7 @@ def ideal(dtype: str, shape, bw: float, peak: float) -> np.ndarray:
     gets 1 / moe_ep of the assignments; it reads its min(experts, n x top-k) / moe_ep activated
     experts' three (gate, up, down) matrices once and does 2 FLOPs per weight per assignment."""
     h, f, k, e, tp, ep = (float(x) for x in shape)
-    n = np.asarray(K.M_GRID, float)
+    n = np.asarray(M_GRID, float)
     cols = 3.0 * h * f / tp  # weights of one expert on one rank
     weights = np.minimum(e, n * k) / ep * cols * WEIGHT_BYTES.get(dtype, 2.0)
     flops = 2.0 * cols * n * k / ep
@@ -232,7 +232,7 @@ def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff
     shared-expert part (per token FLOPs and weights of the head op beyond its routed experts, times
     the block's over the head's)."""
     f_moe, routed, factor = op.moe_block[7:]
-    m = np.asarray(K.M_GRID)
+    m = np.asarray(M_GRID)
     spec = op.experts_read
     w_ds = factor * (spec[0] + spec[1] * spec[4]) if spec else 0.0  # dense layers + shared experts
     f_ds = factor * max(op.flops_per_token - routed, 0.0)
@@ -313,8 +313,8 @@ def matches(op) -> bool:
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:
-    """The whole block on its head op (LAW_GEMM from the table's row), its tail ops inside it
-    (LAW_SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm)."""
+    """The whole block on its head op (Law.GEMM from the table's row), its tail ops inside it
+    (Law.SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm)."""
     hw = ctx.hw
     dt = moe_dtype(gemm_dtype(op, ctx.weight_dtype), ctx.moe_mxfp4)
     got = lookup(
@@ -324,9 +324,9 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         return None
     skip, row, source = got
     if skip:
-        return Price(NAME, K.LAW_SKIP, whole=True, law=(None, source))
-    cols = {K.L_T0: row[0]}
-    return Price(NAME, K.LAW_GEMM, cols, row[1], K.L_G_TAB, whole=True, law=(row, source))
+        return Price(NAME, Law.SKIP, whole=True, law=(None, source))
+    cols = {Lin.T0: row[0]}
+    return Price(NAME, Law.GEMM, cols, row[1], Lin.G_TAB, whole=True, law=(row, source))
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

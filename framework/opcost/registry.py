@@ -1,6 +1,6 @@
 """The registry of operator families (`hardware.op_model: fitted`, docs/model.md "Per-shape operator
 laws"): which family's fitted law or measured table costs which op, reduced to a few per-op
-constants the kernel evaluates with a few flops per step (the `L_*` law columns of `op_lin`,
+constants the kernel evaluates with a few flops per step (the law columns of `op_lin`, kernel_layout.Lin,
 decodelab/kernel_layout.py; all 0: the roofline law), their pure-Python reference timing, the
 design's checks and its note. Each family is one module (opcost/README.md shows the seam):
 
@@ -25,7 +25,6 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost import (
     attention_decode,
     attention_prefill,
@@ -37,6 +36,7 @@ from decodelab.opcost import (
     sampler,
 )
 from decodelab.opcost.base import OP_MODELS, Ctx, Price, Step, check_values
+from decodelab.kernel_layout import Law, Lin
 
 # Asked in this order; the first family whose price is `whole` costs the op alone (an MoE block
 # before its ops' GEMM laws), the others' prices add up (a GEMM and its collective).
@@ -93,27 +93,27 @@ def _prices(op, ctx: Ctx) -> Tuple[Price, ...]:
             return (p,)
         got.append(p)
     if any(not p.fallback for p in got):  # a fallback's law and table only where it is alone
-        got = [replace(p, code=K.LAW_NONE, tab=None) if p.fallback else p for p in got]
+        got = [replace(p, code=Law.NONE, tab=None) if p.fallback else p for p in got]
     return tuple(got)
 
 
 def law_code(ps) -> float:
-    """The LAW_* law an op's prices put it under (LAW_NONE: the roofline law)."""
-    codes = [p.code for p in ps if p.code != K.LAW_NONE]
-    return codes[-1] if codes else K.LAW_NONE
+    """The kernel_layout.Law an op's prices put it under (Law.NONE: the roofline law)."""
+    codes = [p.code for p in ps if p.code != Law.NONE]
+    return codes[-1] if codes else Law.NONE
 
 
 def columns(op, ctx: Ctx) -> np.ndarray:
-    """The op's law columns of `op_lin` (kernel_layout.L_LAW ...; all 0: the roofline law)."""
-    row = np.zeros(K.N_LIN - K.L_LAW)
+    """The op's law columns of `op_lin` (Lin.LAW ...; all 0: the roofline law)."""
+    row = np.zeros(Lin.size - Lin.LAW)
     for p in prices(op, ctx):
-        if p.code != K.LAW_NONE:
+        if p.code != Law.NONE:
             row[0] = p.code
         for col, v in p.cols.items():
-            row[col - K.L_LAW] = v
+            row[col - Lin.LAW] = v
         if p.tab is not None:  # a measured table in place of the law
-            row[p.tab_flag - K.L_LAW] = 1.0
-            row[K.L_TAB - K.L_LAW : K.L_TAB - K.L_LAW + p.tab.size] = p.tab
+            row[p.tab_flag - Lin.LAW] = 1.0
+            row[Lin.TAB - Lin.LAW : Lin.TAB - Lin.LAW + p.tab.size] = p.tab
     return row
 
 

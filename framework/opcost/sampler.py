@@ -22,8 +22,8 @@ from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.opcost.base import Ctx, Price, Step, hbm_bw
+from decodelab.kernel_layout import Law, Lin
 
 NAME = "sampler"
 FIT_GROUPS = ("sampler",)
@@ -140,8 +140,8 @@ def price(op, ctx: Ctx) -> Optional[Price]:
     smp = law(ctx.sampler_path, ctx.hw, ctx.vocab)
     if smp is None:
         return None
-    cols = {K.L_T0: smp.t0, K.L_G_AM: smp.s_per_tok, K.L_G_P: 1.0}
-    return Price(NAME, K.LAW_GEMM, cols, whole=True, law=smp)
+    cols = {Lin.T0: smp.t0, Lin.G_AM: smp.s_per_tok, Lin.G_P: 1.0}
+    return Price(NAME, Law.GEMM, cols, whole=True, law=smp)
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:

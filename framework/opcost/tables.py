@@ -8,8 +8,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from decodelab import kernel_layout as K
 from decodelab.paths import resolve_user_path
+from decodelab.kernel_layout import M_GRID
 
 
 class TableError(ValueError):
@@ -52,7 +52,7 @@ def grid_row(m: np.ndarray, t: np.ndarray) -> np.ndarray:
     made non-decreasing and read-only (a GEMM table's curve at a shape; an MoE table's block)."""
     from scipy.optimize import isotonic_regression  # heavy: on use
 
-    grid = np.asarray(K.M_GRID)  # inside the fit rows' m range [1, 16384]
+    grid = np.asarray(M_GRID)  # inside the fit rows' m range [1, 16384]
     # Measured curves are not monotone in m: kernel selection gives neighbouring m 3-6% apart and
     # block-scaled FP8 a sawtooth of tile boundaries (H100, n = k = 5120: 15.5 us at m = 64, 24.6
     # at 65, 17.4 at 128, 31.4 at 129). The least-squares non-decreasing fit of log latency
@@ -74,7 +74,7 @@ def table_time(t0: float, beyond: np.ndarray, m):
     """Seconds of a tabulated op at m tokens, in natural form (the reference's twin of the kernel's
     interpolation, kernel_lookup._table: linear between the M_GRID points, along the end segments
     beyond them); `beyond`: its times beyond t0 at M_GRID."""
-    grid = np.asarray(K.M_GRID)
+    grid = np.asarray(M_GRID)
     m = np.asarray(m, float)
     j = np.clip(np.searchsorted(grid, m, side="left") - 1, 0, len(grid) - 2)
     a, b = beyond[j], beyond[j + 1]

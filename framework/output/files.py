@@ -9,9 +9,9 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from decodelab.core import kernel as K
 from decodelab.output.serving import write_serving
 from decodelab.output.serving import cost_rows, print_serving
+from decodelab.kernel_layout import CAUSES, Step
 
 COLORS = {
     "memory": "#4c72b0",
@@ -28,12 +28,12 @@ def steps_table(res: Dict[str, Any]):
     import pandas as pd
 
     steps, times = res["steps"], res["times"]
-    df = pd.DataFrame(times * 1e3, columns=[f"{c}_ms" for c in K.CAUSES])
+    df = pd.DataFrame(times * 1e3, columns=[f"{c}_ms" for c in CAUSES])
     df.insert(0, "phase", ["prefill"] + ["decode"] * (len(df) - 1))
-    df.insert(1, "query_tokens", steps[:, K.S_QTOK].astype(int))
-    df.insert(2, "context", steps[:, K.S_CTX].astype(int))
-    df.insert(3, "sequences", steps[:, K.S_SEQS].astype(int))
-    df.insert(4, "sampled_per_seq", steps[:, K.S_OUT].astype(int))
+    df.insert(1, "query_tokens", steps[:, Step.QTOK].astype(int))
+    df.insert(2, "context", steps[:, Step.CTX].astype(int))
+    df.insert(3, "sequences", steps[:, Step.SEQS].astype(int))
+    df.insert(4, "sampled_per_seq", steps[:, Step.OUT].astype(int))
     df["total_ms"] = times.sum(axis=1) * 1e3
     return df
 
@@ -44,10 +44,10 @@ def write_steps_csv(res: Dict[str, Any], path: Path) -> Path:
     steps, times = res["steps"], res["times"] * 1e3
     cols = (
         ["phase", "query_tokens", "context", "sequences", "sampled_per_seq"]
-        + [f"{c}_ms" for c in K.CAUSES]
+        + [f"{c}_ms" for c in CAUSES]
         + ["total_ms"]
     )
-    ints = steps[:, [K.S_QTOK, K.S_CTX, K.S_SEQS, K.S_OUT]].astype(int)
+    ints = steps[:, [Step.QTOK, Step.CTX, Step.SEQS, Step.OUT]].astype(int)
     total = times.sum(axis=1)
     lines = [",".join(cols)]
     for i in range(len(times)):
@@ -79,7 +79,7 @@ def breakdown_plot(metrics_list, labels, path: Path, title: str = "Time per outp
     ax = fig.subplots()
     y = np.arange(n)[::-1]  # the first result on top
     left = np.zeros(n)
-    for cause in K.CAUSES:
+    for cause in CAUSES:
         vals = np.array([m.get(f"tpot_{cause}_ms", 0.0) for m in metrics_list])
         ax.barh(y, vals, left=left, height=0.7, label=cause, color=COLORS[cause])
         left += vals
@@ -177,7 +177,7 @@ def print_result(label: str, res: Dict[str, Any]) -> None:
     for key in sorted(k for k in m if k.startswith("mem_") and k.endswith("_gib")):
         tier = key[4:-4]
         rows.append((f"memory {tier} per chip", f"{m[key]:.2f} GiB ({m[f'mem_{tier}_pct']:.0f} %)"))
-    for cause in K.CAUSES:
+    for cause in CAUSES:
         v = m[f"tpot_{cause}_ms"]
         rows.append((f"  TPOT {cause}", f"{v:.3f} ms ({100 * v / m['tpot_ms']:.0f} %)"))
     for r in rows:

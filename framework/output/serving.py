@@ -10,8 +10,8 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from decodelab.core import kernel as K
-from decodelab.modes.serving import scheduler as SK
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Req, StepLog
 
 GIB = float(2**30)
 MAX_TIMELINE_ROWS = 100_000  # longer runs are written every k-th step
@@ -21,18 +21,18 @@ def requests_table(res: Dict[str, Any]):
     import pandas as pd
 
     r = res["serving"]["requests"]
-    out = r[:, SK.R_OUTPUT]
+    out = r[:, Req.OUTPUT]
     df = pd.DataFrame(
         {
-            "arrival_s": r[:, SK.R_ARRIVAL],
-            "prompt_len": r[:, SK.R_PROMPT].astype(int),
+            "arrival_s": r[:, Req.ARRIVAL],
+            "prompt_len": r[:, Req.PROMPT].astype(int),
             "output_len": out.astype(int),
-            "queue_ms": (r[:, SK.R_START] - r[:, SK.R_ARRIVAL]) * 1e3,
-            "ttft_ms": (r[:, SK.R_FIRST] - r[:, SK.R_ARRIVAL]) * 1e3,
-            "tpot_ms": (r[:, SK.R_DONE] - r[:, SK.R_FIRST]) / (out - 1.0) * 1e3,
-            "e2e_ms": (r[:, SK.R_DONE] - r[:, SK.R_ARRIVAL]) * 1e3,
-            "max_itl_ms": r[:, SK.R_MAX_ITL] * 1e3,
-            "preemptions": r[:, SK.R_PREEMPT].astype(int),
+            "queue_ms": (r[:, Req.START] - r[:, Req.ARRIVAL]) * 1e3,
+            "ttft_ms": (r[:, Req.FIRST] - r[:, Req.ARRIVAL]) * 1e3,
+            "tpot_ms": (r[:, Req.DONE] - r[:, Req.FIRST]) / (out - 1.0) * 1e3,
+            "e2e_ms": (r[:, Req.DONE] - r[:, Req.ARRIVAL]) * 1e3,
+            "max_itl_ms": r[:, Req.MAX_ITL] * 1e3,
+            "preemptions": r[:, Req.PREEMPT].astype(int),
         }
     )
     df.index.name = "request"
@@ -48,20 +48,20 @@ def timeline_table(res: Dict[str, Any]):
     per_tok = res["serving"]["kv_bytes_per_token_chip"]
     df = pd.DataFrame(
         {
-            "start_s": s[:, SK.T_START],
-            "duration_ms": s[:, SK.T_DUR] * 1e3,
-            "sequences": s[:, SK.T_SEQS].astype(int),
-            "padded_batch": s[:, SK.T_PADDED].astype(int),
-            "tokens": s[:, SK.T_TOKENS],
-            "prefill_tokens": s[:, SK.T_PREFILL],
-            "decode_tokens": s[:, SK.T_DECODE].astype(int),
-            "kv_gib": s[:, SK.T_KV] * per_tok / GIB,
-            "kv_reserved_gib": s[:, SK.T_RESERVED] * per_tok / GIB,
-            "waiting": s[:, SK.T_WAIT].astype(int),
+            "start_s": s[:, StepLog.START],
+            "duration_ms": s[:, StepLog.DUR] * 1e3,
+            "sequences": s[:, StepLog.SEQS].astype(int),
+            "padded_batch": s[:, StepLog.PADDED].astype(int),
+            "tokens": s[:, StepLog.TOKENS],
+            "prefill_tokens": s[:, StepLog.PREFILL],
+            "decode_tokens": s[:, StepLog.DECODE].astype(int),
+            "kv_gib": s[:, StepLog.KV] * per_tok / GIB,
+            "kv_reserved_gib": s[:, StepLog.RESERVED] * per_tok / GIB,
+            "waiting": s[:, StepLog.WAIT].astype(int),
         }
     )
-    for k, cause in enumerate(K.CAUSES):
-        df[f"{cause}_ms"] = s[:, SK.T_CAUSE + k] * 1e3
+    for k, cause in enumerate(CAUSES):
+        df[f"{cause}_ms"] = s[:, StepLog.CAUSE + k] * 1e3
     return df
 
 
@@ -231,7 +231,7 @@ def serving_rows(m: Dict[str, float]) -> list:
         ("time in steps with prefill", f"{m['mixed_step_time_pct']:.1f} %"),
     ]
     rows += cost_rows(m)
-    for cause in K.CAUSES:
+    for cause in CAUSES:
         rows.append(
             (
                 f"  TPOT {cause}",

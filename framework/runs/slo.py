@@ -43,7 +43,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from decodelab.core.result import Result
-from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving.layout import Req
 
 PCTS = (50, 90, 99)  # the percentiles a serving run reports
 LIMITS = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -224,10 +224,10 @@ def attainment(res: Result, slo: SLO) -> Optional[np.ndarray]:
     req = (res.serving or {}).get("requests")
     if req is None or not len(req):
         return None
-    arrival, first, done = req[:, SK.R_ARRIVAL], req[:, SK.R_FIRST], req[:, SK.R_DONE]
+    arrival, first, done = req[:, Req.ARRIVAL], req[:, Req.FIRST], req[:, Req.DONE]
     values = {
         "ttft": (first - arrival) * 1e3,
-        "tpot": (done - first) / np.maximum(req[:, SK.R_OUTPUT] - 1.0, 1.0) * 1e3,
+        "tpot": (done - first) / np.maximum(req[:, Req.OUTPUT] - 1.0, 1.0) * 1e3,
         "e2e": (done - arrival) * 1e3,
     }
     good = np.ones(len(req), bool)
@@ -261,7 +261,7 @@ def slo_metrics(search: Search, slo: SLO) -> Dict[str, float]:
         rate = out["max_rate_rps"]  # offered, all replicas: in a steady state also the completion rate
         out["slo_attainment_pct"] = 100.0 * float(good.mean())
         out["goodput_rps"] = rate * float(good.sum()) / n
-        out["goodput_tok_s"] = rate * float(req[good, SK.R_OUTPUT].sum()) / n
+        out["goodput_tok_s"] = rate * float(req[good, Req.OUTPUT].sum()) / n
         out["goodput_tok_s_per_chip"] = out["goodput_tok_s"] / chips
         for pool in ("prefill", "decode"):  # disaggregated designs: per chip of each pool
             if m.get(f"{pool}_chips"):

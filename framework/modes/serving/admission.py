@@ -19,15 +19,18 @@ the queue is admitted whatever its reserve, so a request larger than the reserve
 cannot wait forever (SGLang would leave it waiting; a request that large does not occur in the
 shipped rows: the check that it fits the pool at all is in simulate.engine_inputs).
 
-The state lives in a small array `adm` (A_* below); admit_ratio = 0 turns the rule off.
+The state lives in a small array `adm` (adm[Adm.*] below); admit_ratio = 0 turns the rule off.
 """
 
 from __future__ import annotations
 
 from numba import njit
 
-A_ON, A_RATIO, A_OFFSET, A_CLIP, A_INIT, A_MIN, A_DECAY, A_RETRACT = range(8)
-N_ADM = 8
+from decodelab.kernel_layout import Layout
+
+# on (1: the rule holds), the ratio now, the reserve of the running sequences this step, the output
+# clip, the ratio's start, its floor, its decay per decode step, the retract steps of a preemption
+Adm = Layout("Adm", "ON", "RATIO", "OFFSET", "CLIP", "INIT", "MIN", "DECAY", "RETRACT")
 
 
 @njit(cache=True)
@@ -40,24 +43,24 @@ def left(output, gen, clip):
 def start_step(adm, run, n_run, output, gen):
     """The reserve of the running sequences at the start of a step's admission."""
     s = 0.0
-    if adm[A_ON] > 0.0:
+    if adm[Adm.ON] > 0.0:
         for j in range(n_run):
             i = run[j]
-            s += adm[A_RATIO] * left(output[i], gen[i], adm[A_CLIP])
-    adm[A_OFFSET] = s
+            s += adm[Adm.RATIO] * left(output[i], gen[i], adm[Adm.CLIP])
+    adm[Adm.OFFSET] = s
 
 
 @njit(cache=True)
 def blocks_admission(adm, n_run, total, free_tokens):
     """True when the reserve rule holds back a request needing `total` tokens (prompt + clipped
     output left)."""
-    return adm[A_ON] > 0.0 and n_run > 0 and total >= free_tokens - adm[A_OFFSET]
+    return adm[Adm.ON] > 0.0 and n_run > 0 and total >= free_tokens - adm[Adm.OFFSET]
 
 
 @njit(cache=True)
 def end_step(adm, had_decode, preempted, run, n_run, output, gen):
     """The ratio after a step: re-estimated after a preemption, else decayed by a decode step."""
-    if adm[A_ON] <= 0.0:
+    if adm[Adm.ON] <= 0.0:
         return
     if preempted:
         dec = 0.0
@@ -66,12 +69,12 @@ def end_step(adm, had_decode, preempted, run, n_run, output, gen):
             i = run[j]
             dec += gen[i]
             mx += output[i]
-        adm[A_RATIO] = min(1.0, (dec + adm[A_RETRACT] * n_run) / (mx + 1.0))
+        adm[Adm.RATIO] = min(1.0, (dec + adm[Adm.RETRACT] * n_run) / (mx + 1.0))
     elif had_decode:
-        adm[A_RATIO] = max(adm[A_RATIO] - adm[A_DECAY], adm[A_MIN])
+        adm[Adm.RATIO] = max(adm[Adm.RATIO] - adm[Adm.DECAY], adm[Adm.MIN])
 
 
 @njit(cache=True)
 def idle(adm):
     """The engine idles: the ratio starts over."""
-    adm[A_RATIO] = adm[A_INIT]
+    adm[Adm.RATIO] = adm[Adm.INIT]

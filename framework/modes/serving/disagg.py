@@ -14,7 +14,7 @@ instances x groups ranks, each one Numba scheduler), run the workload in three s
    own NIC, so the ranks move their shards in parallel and a transfer lasts
    latency + tokens x max(bytes/token per prefill chip, per decode chip) / bw_gb_s. The sending
    and receiving ranks' links carry one transfer at a time (FIFO by prefill end).
-3. decode: each decode rank is the same scheduler with E_READY (requests arrive with their
+3. decode: each decode rank is the same scheduler with Eng.READY (requests arrive with their
    KV in the cache at prefill end + transfer): its first step over a request attends the prompt
    and emits the first token the client sees (the decode instance streams every token), then
    continuous batching of decode steps.
@@ -35,10 +35,8 @@ import numpy as np
 
 from decodelab.components.placement import GIB
 from decodelab.core import cost
-from decodelab.core import kernel as K
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.disagg_closed import simulate_closed
 from decodelab.modes.serving.disagg_pools import (
     POOLS,
@@ -57,6 +55,8 @@ from decodelab.modes.serving.metrics import (
     weighted_percentile,
 )
 from decodelab.modes.serving.workload import requests
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Req, StepLog
 
 ROUTINGS = ("round_robin",)
 LOOPS = ("open_loop", "closed_loop")
@@ -100,7 +100,7 @@ def simulate_open(cfg) -> Dict[str, object]:
     D = cfg.disagg.decode.instances * groups(dc)
     src, dst = np.arange(n) % P, np.arange(n) % D
     pre, pre_steps = run_ranks((pc, pd_, pm), src, arrival, prompt, np.ones(n), False, "prefill")
-    done = pre[:, SK.R_DONE]
+    done = pre[:, Req.DONE]
     tokens = kept_tokens(prompt, pd_.kv_caps)
     bpt = (kv_bytes_per_token_chip(pd_), kv_bytes_per_token_chip(dd))
     link = cfg.disagg.kv_link
@@ -136,10 +136,10 @@ def client_requests(sim) -> np.ndarray:
     first and last token from the decode instance, preemptions of both pools, the decode ITL."""
     pre, dec = sim["prefill"], sim["decode"]
     req = dec.copy()
-    req[:, SK.R_ARRIVAL] = sim["arrival"]
-    req[:, SK.R_START] = pre[:, SK.R_START]
-    req[:, SK.R_PREEMPT] = pre[:, SK.R_PREEMPT] + dec[:, SK.R_PREEMPT]
-    req[:, SK.R_FIRST_STEP] = req[:, SK.R_DONE_STEP] = np.nan  # steps of separate instances
+    req[:, Req.ARRIVAL] = sim["arrival"]
+    req[:, Req.START] = pre[:, Req.START]
+    req[:, Req.PREEMPT] = pre[:, Req.PREEMPT] + dec[:, Req.PREEMPT]
+    req[:, Req.FIRST_STEP] = req[:, Req.DONE_STEP] = np.nan  # steps of separate instances
     return req
 
 
@@ -148,9 +148,9 @@ def busy_fraction(sim, name: str, span: float, kernels: bool = False) -> float:
     kernel-body time (core/cost.py busy_seconds), per rank."""
     steps = np.vstack(sim[f"{name}_steps"])
     if kernels:
-        seconds = cost.busy_seconds(steps[:, SK.T_CAUSE : SK.T_CAUSE + len(K.CAUSES)].sum(0))
+        seconds = cost.busy_seconds(steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)].sum(0))
     else:
-        seconds = float(steps[:, SK.T_DUR].sum())
+        seconds = float(steps[:, StepLog.DUR].sum())
     return seconds / (sim["units"][name] * span)
 
 
@@ -175,9 +175,9 @@ def rate_metrics(cfg, sim, req, tpot, span: float) -> Dict[str, float]:
     d, copies = cfg.disagg, sim["copies"]
     chips = {name: d[name].tensor_parallel * d[name].instances for name in POOLS}
     n_chips = chips["prefill"] + chips["decode"]
-    tokens = copies * float(req[:, SK.R_OUTPUT].sum())
+    tokens = copies * float(req[:, Req.OUTPUT].sum())
     m = {"makespan_s": span, "n_requests": float(copies * len(req))}
-    m["n_preemptions"] = float(copies * req[:, SK.R_PREEMPT].sum())
+    m["n_preemptions"] = float(copies * req[:, Req.PREEMPT].sum())
     m["tok_s_system"] = tokens / span
     # one deployment takes the whole arrival stream (no replicas of it): aggregate = system
     m["tok_s_aggregate"] = m["tok_s_system"]
@@ -195,28 +195,28 @@ def rate_metrics(cfg, sim, req, tpot, span: float) -> Dict[str, float]:
 
 def disagg_metrics(cfg, sim) -> Dict[str, float]:
     req = client_requests(sim)
-    arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
+    arrival, done = req[:, Req.ARRIVAL], req[:, Req.DONE]
     m, tpot = latency_metrics(req)
-    pre_done = sim["prefill"][:, SK.R_DONE]
+    pre_done = sim["prefill"][:, Req.DONE]
     pct(pre_done - arrival, "prefill_ttft", m)
     xfer = sim["ready"] - pre_done
     m["kv_transfer_ms"] = float(np.mean(xfer)) * 1e3
     m["kv_transfer_p90_ms"] = float(np.percentile(xfer, 90)) * 1e3
     m["kv_transfer_mib"] = float(np.mean(sim["kv_bytes"])) / 2**20
-    m["prefill_queue_ms"] = float(np.mean(sim["prefill"][:, SK.R_START] - arrival)) * 1e3
-    m["decode_queue_ms"] = float(np.mean(sim["decode"][:, SK.R_START] - sim["ready"])) * 1e3
+    m["prefill_queue_ms"] = float(np.mean(sim["prefill"][:, Req.START] - arrival)) * 1e3
+    m["decode_queue_ms"] = float(np.mean(sim["decode"][:, Req.START] - sim["ready"])) * 1e3
     m["queue_ms"] = m["prefill_queue_ms"] + m["decode_queue_ms"]
     dsteps = np.vstack(sim["decode_steps"])
-    dur, decn = dsteps[:, SK.T_DUR], dsteps[:, SK.T_DECODE]
+    dur, decn = dsteps[:, StepLog.DUR], dsteps[:, StepLog.DECODE]
     m["itl_ms"] = float(np.sum(dur * decn) / max(decn.sum(), 1.0)) * 1e3
     for p in PCTS:
         m[f"itl_p{p}_ms"] = weighted_percentile(dur, decn, p) * 1e3
     m.update(rate_metrics(cfg, sim, req, tpot, float(done.max() - arrival.min())))
-    m["decode_batch_mean"] = float(np.sum(dsteps[:, SK.T_SEQS] * dur)) / float(dur.sum())
-    m["decode_batch_max"] = float(dsteps[:, SK.T_SEQS].max())
+    m["decode_batch_mean"] = float(np.sum(dsteps[:, StepLog.SEQS] * dur)) / float(dur.sum())
+    m["decode_batch_max"] = float(dsteps[:, StepLog.SEQS].max())
     dd = sim["designs"][1]
     m["kv_pool_gib"] = dd.memory["kv_pool_bytes"] / GIB
-    kv_max = float(dsteps[:, SK.T_KV].max()) * kv_bytes_per_token_chip(dd) / GIB
+    kv_max = float(dsteps[:, StepLog.KV].max()) * kv_bytes_per_token_chip(dd) / GIB
     m["kv_mem_max_gib"] = kv_max
     m["kv_mem_max_pct"] = 100.0 * kv_max / max(m["kv_pool_gib"], 1e-30)
     if "rounds" in sim:

@@ -5,7 +5,7 @@ framework/modes/serving/disagg.py runs the open loop).
 the next one (the benchmark client of docs/validation.md, "How a row runs"). The decode pool has
 R = instances x attention groups ranks and the clients are spread evenly over them, as the one-pool
 serving mode spreads them over its attention groups: the simulation runs one decode rank (its
-ceil(C / R) clients, their requests, its scheduler with E_READY and a closed loop), which stands for all R,
+ceil(C / R) clients, their requests, its scheduler with Eng.READY and a closed loop), which stands for all R,
 and the prefill pool sees R copies of that rank's requests (a cohort: the j-th request of every
 decode rank is sent at the same time; round robin in sending order over the prefill pool's
 P x groups ranks; each rank first come first served, one scheduler each). A request's prefill
@@ -28,7 +28,6 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.disagg_pools import (
     groups,
     kept_tokens,
@@ -39,6 +38,7 @@ from decodelab.modes.serving.disagg_pools import (
 )
 from decodelab.modes.serving.metrics import kv_bytes_per_token_chip
 from decodelab.modes.serving.workload import group_workload, requests
+from decodelab.modes.serving.layout import Req
 
 TOL_S = 1e-6  # a delay that moves less than 1 us between two rounds has converged
 MAX_ROUNDS = 40
@@ -71,15 +71,15 @@ def one_round(cfg, pools, reqs, delay: np.ndarray, units) -> Dict[str, object]:
     first = np.where(np.isnan(arrival0), np.nan, arrival0 + delay)
     think = delay + cfg.workload.think_ms * 1e-3
     d_req, d_steps = run_instance(*dec, first, prompt, output, True, "decode", think=think)
-    send = d_req[:, SK.R_ARRIVAL] - delay
+    send = d_req[:, Req.ARRIVAL] - delay
     rows, p_steps, j_of, r_of, q_of = prefill_cohorts(pre, send, prompt, copies, ranks)
     bpt = max(kv_bytes_per_token_chip(pre[1]), kv_bytes_per_token_chip(dec[1]))
     kv_bytes = kept_tokens(prompt, pre[1].kv_caps) * bpt
     link = cfg.disagg.kv_link
-    ready = transfer_times(rows[:, SK.R_DONE], q_of, r_of, kv_bytes[j_of], link.bw_gb_s, link.latency_us)
+    ready = transfer_times(rows[:, Req.DONE], q_of, r_of, kv_bytes[j_of], link.bw_gb_s, link.latency_us)
     n = len(prompt)
-    pre_rows = np.full((n, SK.N_REQ), np.nan)
-    for col in (SK.R_START, SK.R_DONE, SK.R_PREEMPT):
+    pre_rows = np.full((n, Req.size), np.nan)
+    for col in (Req.START, Req.DONE, Req.PREEMPT):
         pre_rows[:, col] = cohort_mean(rows[:, col], j_of, n, copies)
     return {
         "arrival": send,

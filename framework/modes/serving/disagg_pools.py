@@ -18,13 +18,14 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from decodelab.core import kernel as K
 from decodelab.core import parallel
 from decodelab.core.build import Design, build
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.simulate import design_args, engine_inputs, mixed_design
+from decodelab.kernel_layout import Cap
+from decodelab.modes.serving.layout import Req
 
 POOLS = ("prefill", "decode")
 
@@ -113,7 +114,7 @@ def run_ranks(pool, rank, arrival, prompt, output, ready: bool, name: str):
     """Every rank of a pool over the requests dealt to it (`rank[k]`: request k's rank; each rank's
     requests in arrival order): per-request rows in the requests' order, and each rank's steps.
     `pool`: (config, design, mixed design) of one instance."""
-    req = np.full((len(prompt), SK.N_REQ), np.nan)
+    req = np.full((len(prompt), Req.size), np.nan)
     steps: List[np.ndarray] = []
     for r in np.unique(rank):
         idx = np.flatnonzero(rank == r)
@@ -125,8 +126,8 @@ def run_ranks(pool, rank, arrival, prompt, output, ready: bool, name: str):
 
 def kept_tokens(prompt: np.ndarray, caps: np.ndarray) -> np.ndarray:
     """Prompt tokens whose KV the policy keeps after the prefill (scheduler.held_tokens at g = 1)."""
-    n = np.minimum(prompt, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt.copy()
-    return np.minimum(n, caps[K.P_TOTAL_CAP]) if caps[K.P_TOTAL_CAP] > 0 else n
+    n = np.minimum(prompt, caps[Cap.PROMPT_CAP]) if caps[Cap.PROMPT_CAP] > 0 else prompt.copy()
+    return np.minimum(n, caps[Cap.TOTAL_CAP]) if caps[Cap.TOTAL_CAP] > 0 else n
 
 
 def transfer_times(done, src, dst, rank_bytes, bw_gb_s: float, latency_us: float) -> np.ndarray:

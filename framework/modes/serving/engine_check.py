@@ -4,7 +4,7 @@ one ConfigError listing every bad field with its allowed values."""
 from __future__ import annotations
 
 from decodelab.errors import ConfigError
-from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving.layout import ORDERS
 
 ON_KV_FULL = ("queue", "preempt")
 SWA_KV = ("window", "full", "ratio")
@@ -18,8 +18,8 @@ def check_engine(e) -> None:
             errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
     if e.chunk_size < 0:
         errors.append(f"engine.chunk_size={e.chunk_size} must be >= 0 (0: whole prompts)")
-    if e.order not in SK.ORDERS:
-        errors.append(f"engine.order={e.order!r} is not one of: {', '.join(SK.ORDERS)}")
+    if e.order not in ORDERS:
+        errors.append(f"engine.order={e.order!r} is not one of: {', '.join(ORDERS)}")
     if e.on_kv_full not in ON_KV_FULL:
         errors.append(f"engine.on_kv_full={e.on_kv_full!r} is not one of: {', '.join(ON_KV_FULL)}")
     elif e.on_kv_full == "preempt" and e.chunk_size == 0:

@@ -13,10 +13,10 @@ import numpy as np
 
 from decodelab.components.placement import GIB
 from decodelab.core import cost
-from decodelab.core import kernel as K
 from decodelab.core import parallel
 from decodelab.core.build import Design
-from decodelab.modes.serving import scheduler as SK
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.serving.layout import Req, StepLog
 
 PCTS = (50, 90, 99)
 
@@ -49,8 +49,8 @@ def weighted_percentile(values: np.ndarray, weights: np.ndarray, p):
 
 def latency_metrics(req: np.ndarray) -> Tuple[Dict[str, float], np.ndarray]:
     """TTFT, TPOT and end-to-end mean and percentiles of the requests (per request TPOT too)."""
-    arrival, first, done = req[:, SK.R_ARRIVAL], req[:, SK.R_FIRST], req[:, SK.R_DONE]
-    tpot = (done - first) / (req[:, SK.R_OUTPUT] - 1.0)
+    arrival, first, done = req[:, Req.ARRIVAL], req[:, Req.FIRST], req[:, Req.DONE]
+    tpot = (done - first) / (req[:, Req.OUTPUT] - 1.0)
     m: Dict[str, float] = {}
     pct(first - arrival, "ttft", m)
     pct(tpot, "tpot", m)
@@ -60,16 +60,16 @@ def latency_metrics(req: np.ndarray) -> Tuple[Dict[str, float], np.ndarray]:
 
 def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> Dict[str, float]:
     """Every metric of an aggregated serving run from the scheduler's requests and steps."""
-    arrival, done = req[:, SK.R_ARRIVAL], req[:, SK.R_DONE]
-    out_len = req[:, SK.R_OUTPUT]
+    arrival, done = req[:, Req.ARRIVAL], req[:, Req.DONE]
+    out_len = req[:, Req.OUTPUT]
     m, tpot = latency_metrics(req)
-    dur = steps[:, SK.T_DUR]
-    dec = steps[:, SK.T_DECODE]
+    dur = steps[:, StepLog.DUR]
+    dec = steps[:, StepLog.DECODE]
     m["itl_ms"] = float(np.sum(dur * dec) / max(dec.sum(), 1.0)) * 1e3
     for p, v in zip(PCTS, weighted_percentile(dur, dec, PCTS)):
         m[f"itl_p{p}_ms"] = float(v) * 1e3
-    m["itl_max_ms"] = float(req[:, SK.R_MAX_ITL].max()) * 1e3
-    m["queue_ms"] = float(np.mean(req[:, SK.R_START] - arrival)) * 1e3
+    m["itl_max_ms"] = float(req[:, Req.MAX_ITL].max()) * 1e3
+    m["queue_ms"] = float(np.mean(req[:, Req.START] - arrival)) * 1e3
     span = float(done.max() - arrival.min())
     busy = float(dur.sum())
     g = parallel.dp_token_scale(cfg)  # the replica's requests per simulated group's (1: one scheduler)
@@ -77,28 +77,28 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["makespan_s"] = span
     m["n_requests"] = float(len(req))
     m["n_steps"] = float(len(steps))
-    m["n_preemptions"] = float(req[:, SK.R_PREEMPT].sum())
+    m["n_preemptions"] = float(req[:, Req.PREEMPT].sum())
     m["tok_s_aggregate"] = g * float(out_len.sum()) / span
     m["tok_s_system"] = m["tok_s_aggregate"] * replicas
     m["tok_s_user"] = float(np.mean(1.0 / tpot))
     m["requests_per_s"] = g * len(req) / span
     m["busy_pct"] = 100.0 * busy / span
-    m["mixed_step_time_pct"] = 100.0 * float(np.sum(dur * steps[:, SK.T_MIXED])) / busy
-    m["batch_mean"] = float(np.sum(steps[:, SK.T_SEQS] * dur)) / busy
-    m["batch_max"] = float(steps[:, SK.T_SEQS].max())
-    m["queue_len_mean"] = float(np.sum(steps[:, SK.T_WAIT] * dur)) / busy
+    m["mixed_step_time_pct"] = 100.0 * float(np.sum(dur * steps[:, StepLog.MIXED])) / busy
+    m["batch_mean"] = float(np.sum(steps[:, StepLog.SEQS] * dur)) / busy
+    m["batch_max"] = float(steps[:, StepLog.SEQS].max())
+    m["queue_len_mean"] = float(np.sum(steps[:, StepLog.WAIT] * dur)) / busy
     per_tok = kv_bytes_per_token_chip(design)
-    kv = steps[:, SK.T_KV] * per_tok / GIB
+    kv = steps[:, StepLog.KV] * per_tok / GIB
     m["kv_mem_mean_gib"] = float(np.sum(kv * dur)) / busy
     m["kv_mem_max_gib"] = float(kv.max())
     m["kv_pool_gib"] = design.memory["kv_pool_bytes"] / GIB
     m["kv_mem_max_pct"] = 100.0 * m["kv_mem_max_gib"] / max(m["kv_pool_gib"], 1e-30)
     m["n_kernel_calls_per_step"] = design.calls_per_step
     # time of each request's decode span by cause (steps after its first token up to its last)
-    cum = np.vstack([np.zeros(len(K.CAUSES)), np.cumsum(steps[:, SK.T_CAUSE : SK.T_CAUSE + 7], 0)])
-    f, d = req[:, SK.R_FIRST_STEP].astype(int), req[:, SK.R_DONE_STEP].astype(int)
+    cum = np.vstack([np.zeros(len(CAUSES)), np.cumsum(steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)], 0)])
+    f, d = req[:, Req.FIRST_STEP].astype(int), req[:, Req.DONE_STEP].astype(int)
     per_req = (cum[d + 1] - cum[f + 1]) / (out_len - 1.0)[:, None]
-    for k, cause in enumerate(K.CAUSES):
+    for k, cause in enumerate(CAUSES):
         m[f"tpot_{cause}_ms"] = float(per_req[:, k].mean()) * 1e3
         m[f"time_{cause}_pct"] = 100.0 * float(cum[-1, k]) / busy
     for name, used in design.memory["used"].items():

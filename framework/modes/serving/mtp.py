@@ -41,7 +41,7 @@ def draft_k(cfg) -> int:
 
 
 def engine_slots(cfg) -> Tuple[float, float]:
-    """(E_SPEC_K, E_SPEC_TOK): the draft tokens per step and the tokens a decoding sequence emits
+    """(Eng.SPEC_K, Eng.SPEC_TOK): the draft tokens per step and the tokens a decoding sequence emits
     per step (1 without MTP)."""
     k = draft_k(cfg)
     if k == 0:

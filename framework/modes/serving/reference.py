@@ -12,9 +12,9 @@ from typing import List
 
 import numpy as np
 
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving.reference_step import step_seconds
 from decodelab.modes.serving.simulate import eager_steps
+from decodelab.modes.serving.layout import Eng, ORDERS
 
 
 @dataclass
@@ -86,35 +86,35 @@ def read_and_pairs(q: float, a: float, eng: dict):
 
 
 def engine_dict(eng, buckets) -> dict:
-    """The kernel's engine vector (framework/modes/serving/scheduler.py E_*) as named settings."""
+    """The kernel's engine vector (Eng, modes/serving/layout.py) as named settings."""
     return {
-        "max_batch": int(eng[SK.E_MAX_BATCH]),
-        "max_tokens": float(eng[SK.E_MAX_TOKENS]),
-        "chunk": float(eng[SK.E_CHUNK]),
-        "order": SK.ORDERS[int(eng[SK.E_ORDER])],
-        "mixed": bool(eng[SK.E_MIXED]),
-        "preempt": bool(eng[SK.E_PREEMPT]),
-        "cap_blocks": float(eng[SK.E_CAP_BLOCKS]),
-        "block": float(eng[SK.E_BLOCK]),
-        "closed": bool(eng[SK.E_CLOSED]),
-        "overlap": bool(eng[SK.E_OVERLAP]),
-        "host_iter": float(eng[SK.E_HOST_ITER]),
-        "host_req": float(eng[SK.E_HOST_REQ]),
-        "eager_host": float(eng[SK.E_EAGER_HOST]),
-        "eager_decode": bool(eng[SK.E_EAGER_DECODE]),
-        "lookahead": bool(eng[SK.E_LOOKAHEAD]),
-        "admit_ratio": float(eng[SK.E_ADMIT_RATIO]),
-        "admit_min": float(eng[SK.E_ADMIT_MIN]),
-        "admit_decay": float(eng[SK.E_ADMIT_DECAY]),
-        "admit_clip": float(eng[SK.E_ADMIT_CLIP]),
-        "admit_retract": float(eng[SK.E_ADMIT_RETRACT]),
-        "ready": bool(eng[SK.E_READY]),
-        "slide": float(eng[SK.E_SLIDE]),
-        "window": float(eng[SK.E_WINDOW]),
-        "slide_mem": float(eng[SK.E_SLIDE_MEM]),
-        "graph_max": float(eng[SK.E_GRAPH_MAX]),
-        "spec_k": float(eng[SK.E_SPEC_K]),
-        "spec_tok": float(eng[SK.E_SPEC_TOK]) if eng[SK.E_SPEC_TOK] > 0 else 1.0,
+        "max_batch": int(eng[Eng.MAX_BATCH]),
+        "max_tokens": float(eng[Eng.MAX_TOKENS]),
+        "chunk": float(eng[Eng.CHUNK]),
+        "order": ORDERS[int(eng[Eng.ORDER])],
+        "mixed": bool(eng[Eng.MIXED]),
+        "preempt": bool(eng[Eng.PREEMPT]),
+        "cap_blocks": float(eng[Eng.CAP_BLOCKS]),
+        "block": float(eng[Eng.BLOCK]),
+        "closed": bool(eng[Eng.CLOSED]),
+        "overlap": bool(eng[Eng.OVERLAP]),
+        "host_iter": float(eng[Eng.HOST_ITER]),
+        "host_req": float(eng[Eng.HOST_REQ]),
+        "eager_host": float(eng[Eng.EAGER_HOST]),
+        "eager_decode": bool(eng[Eng.EAGER_DECODE]),
+        "lookahead": bool(eng[Eng.LOOKAHEAD]),
+        "admit_ratio": float(eng[Eng.ADMIT_RATIO]),
+        "admit_min": float(eng[Eng.ADMIT_MIN]),
+        "admit_decay": float(eng[Eng.ADMIT_DECAY]),
+        "admit_clip": float(eng[Eng.ADMIT_CLIP]),
+        "admit_retract": float(eng[Eng.ADMIT_RETRACT]),
+        "ready": bool(eng[Eng.READY]),
+        "slide": float(eng[Eng.SLIDE]),
+        "window": float(eng[Eng.WINDOW]),
+        "slide_mem": float(eng[Eng.SLIDE_MEM]),
+        "graph_max": float(eng[Eng.GRAPH_MAX]),
+        "spec_k": float(eng[Eng.SPEC_K]),
+        "spec_tok": float(eng[Eng.SPEC_TOK]) if eng[Eng.SPEC_TOK] > 0 else 1.0,
         "buckets": [float(b) for b in buckets],
     }
 

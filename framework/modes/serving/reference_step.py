@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from decodelab.core.kernel import CAUSES
+
 from decodelab.core.reference import reference_step_agg
+from decodelab.kernel_layout import CAUSES
 
 
 def aggregates(step: List[tuple], eng: dict, caps, attended, read_and_pairs) -> Tuple[list, list, bool]:

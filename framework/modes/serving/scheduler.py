@@ -26,23 +26,23 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
   preempts the newest running sequence, which later recomputes its prompt + generated tokens;
 - a decode-only step runs at the smallest compiled batch bucket >= its sequences (static
   graphs; every per-sequence term scaled to the padded batch) and with `call_cost` (e.g. CUDA
-  graphs); a step with prefill work, or a decode-only step larger than E_GRAPH_MAX (> 0: the
+  graphs); a step with prefill work, or a decode-only step larger than Eng.GRAPH_MAX (> 0: the
   largest CUDA graph; engine.graph_overflow=eager), runs unpadded with `call_cost_mixed`;
 - host work of the engine loop per step: host_iter + host_req x sequences (the caller passes
-  `hw` with its per-step host cost moved into E_HOST_ITER). Without overlap the step lasts its
+  `hw` with its per-step host cost moved into Eng.HOST_ITER). Without overlap the step lasts its
   GPU time + host work; with an overlap scheduler only max(0, host work - GPU time) is exposed.
-- ready (E_READY, disaggregated decode pools: framework/modes/serving/disagg.py): every request
+- ready (Eng.READY, disaggregated decode pools: framework/modes/serving/disagg.py): every request
   arrives with its prompt's KV already in the cache (moved from a prefill instance), so it is
   admitted as a decoding sequence (KV, batch slot; no token budget) before the step's work is
   picked, and its first decode step attends the prompt and emits its first token (vLLM's
   NixlConnector: the decode instance computes the last prompt position); a preempted one
   recomputes like any request.
-- in-engine MTP speculative decoding (E_SPEC_K = k > 0, modes/serving/mtp.py): a decoding
+- in-engine MTP speculative decoding (Eng.SPEC_K = k > 0, modes/serving/mtp.py): a decoding
   sequence puts k + 1 tokens into the step (its last token and k drafts, out of the token budget)
-  and emits E_SPEC_TOK tokens on average (the expected accepted length), so it finishes after
-  about (output - 1) / E_SPEC_TOK decode steps; the MTP module's draft passes add to the step's
+  and emits Eng.SPEC_TOK tokens on average (the expected accepted length), so it finishes after
+  about (output - 1) / Eng.SPEC_TOK decode steps; the MTP module's draft passes add to the step's
   time (stepcost.py); the rejected drafts' KV is freed (a sequence holds what it emitted).
-The KV policy is the caller's caps (kernel.P_*): a decode step attends attended_tokens(prompt,
+The KV policy is the caller's caps (kernel_layout.Cap): a decode step attends attended_tokens(prompt,
 prompt + generated, caps); a sequence holds min(min(p, prompt_cap) + g - 1, total_cap) tokens after
 its prefill and g generated tokens (the newest token's KV is written by the next step).
 """
@@ -54,16 +54,16 @@ from numba import njit
 
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving import stepcost as SC
-from decodelab.modes.serving.layout import *  # noqa: F403 -- the array layout is this module's interface
 from decodelab.modes.serving.parts import _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
 from decodelab.modes.serving.pick import (
-    G_PADDED,
-    G_TOKENS,
-    N_AGG,
+    Agg,
     compact_running,
     pick_step,
     step_aggregates,
 )
+from decodelab.kernel_layout import Cause
+from decodelab.modes.serving.layout import Cnt, Eng, Fb, Ix, Req, Seq, State, StepLog
+from decodelab.modes.serving.admission import Adm
 
 
 @njit(cache=True)
@@ -87,57 +87,57 @@ def serve(
     think,
 ):
     """Simulate the requests (arrival NaN: issued later by a closed-loop client, `think[k]` s
-    after a request ends); returns (req[n, N_REQ], steps[m, N_STEP], status) with status 0 =
+    after a request ends); returns (req[n, Req.size], steps[m, StepLog.size], status) with status 0 =
     all served, 1 = stuck (a request can never be scheduled: the caller checks beforehand).
-    `draft`: the MTP draft design's arrays (stepcost.py; unused unless eng[E_SPEC_K] > 0)."""
+    `draft`: the MTP draft design's arrays (stepcost.py; unused unless eng[Eng.SPEC_K] > 0)."""
     n = prompt.shape[0]
     arrival = arrival_in.copy()
-    order = int(eng[E_ORDER])
-    preempt = eng[E_PREEMPT] > 0.0
-    cap_blocks = eng[E_CAP_BLOCKS]
-    block = eng[E_BLOCK]
-    closed = eng[E_CLOSED] > 0.0
-    lookahead = eng[E_LOOKAHEAD] > 0.0
-    graph_max = eng[E_GRAPH_MAX]
-    spec_tok = eng[E_SPEC_TOK] if eng[E_SPEC_TOK] > 0.0 else 1.0  # tokens a decoding sequence emits
+    order = int(eng[Eng.ORDER])
+    preempt = eng[Eng.PREEMPT] > 0.0
+    cap_blocks = eng[Eng.CAP_BLOCKS]
+    block = eng[Eng.BLOCK]
+    closed = eng[Eng.CLOSED] > 0.0
+    lookahead = eng[Eng.LOOKAHEAD] > 0.0
+    graph_max = eng[Eng.GRAPH_MAX]
+    spec_tok = eng[Eng.SPEC_TOK] if eng[Eng.SPEC_TOK] > 0.0 else 1.0  # tokens a decoding sequence emits
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
     target = (op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, kv_frac, hw)
     scratch = SC.scratch(call_rep.shape[0], tier_bw.shape[0])
     dscratch = SC.scratch(draft[3].shape[0], tier_bw.shape[0])
-    row = np.zeros(7)
-    drow = np.zeros(7)
-    agg = np.zeros(N_AGG)
+    row = np.zeros(Cause.size)
+    drow = np.zeros(Cause.size)
+    agg = np.zeros(Agg.size)
 
-    req = np.full((n, N_REQ), np.nan)
-    req[:, R_PROMPT] = prompt
-    req[:, R_OUTPUT] = output
-    req[:, R_PREEMPT] = 0.0
-    req[:, R_MAX_ITL] = 0.0
-    seq = np.zeros((N_SQ, n))  # the scheduler's state (layout.py), one row per field
-    seq[SQ_PROMPT] = prompt
-    seq[SQ_OUTPUT] = output
-    seq[SQ_PRE] = prompt
-    if eng[E_READY] > 0.0:  # the prompt's KV arrives with the request (a disaggregated decode pool)
-        seq[SQ_DONE] = prompt
-    ix = np.zeros((N_IX, n), np.int64)
-    state = ix[IX_STATE]  # views of the rows serve itself updates
-    q_of = seq[SQ_Q]
-    done_tok = seq[SQ_DONE]
-    pre_len = seq[SQ_PRE]
-    gen = seq[SQ_GEN]
-    blocks = seq[SQ_BLOCKS]
-    last_tok = seq[SQ_LAST]
-    cnt = np.zeros(4, np.int64)
-    fb = np.zeros(3)
-    fb[F_FREE] = cap_blocks
-    adm = np.zeros(AD.N_ADM)
-    adm[AD.A_ON] = 1.0 if eng[E_ADMIT_RATIO] > 0.0 else 0.0
-    adm[AD.A_INIT] = eng[E_ADMIT_RATIO]
-    adm[AD.A_RATIO] = eng[E_ADMIT_RATIO]
-    adm[AD.A_MIN] = eng[E_ADMIT_MIN]
-    adm[AD.A_DECAY] = eng[E_ADMIT_DECAY]
-    adm[AD.A_CLIP] = eng[E_ADMIT_CLIP]
-    adm[AD.A_RETRACT] = eng[E_ADMIT_RETRACT]
+    req = np.full((n, Req.size), np.nan)
+    req[:, Req.PROMPT] = prompt
+    req[:, Req.OUTPUT] = output
+    req[:, Req.PREEMPT] = 0.0
+    req[:, Req.MAX_ITL] = 0.0
+    seq = np.zeros((Seq.size, n))  # the scheduler's state (layout.py), one row per field
+    seq[Seq.PROMPT] = prompt
+    seq[Seq.OUTPUT] = output
+    seq[Seq.PRE] = prompt
+    if eng[Eng.READY] > 0.0:  # the prompt's KV arrives with the request (a disaggregated decode pool)
+        seq[Seq.DONE] = prompt
+    ix = np.zeros((Ix.size, n), np.int64)
+    state = ix[Ix.STATE]  # views of the rows serve itself updates
+    q_of = seq[Seq.Q]
+    done_tok = seq[Seq.DONE]
+    pre_len = seq[Seq.PRE]
+    gen = seq[Seq.GEN]
+    blocks = seq[Seq.BLOCKS]
+    last_tok = seq[Seq.LAST]
+    cnt = np.zeros(Cnt.size, np.int64)
+    fb = np.zeros(Fb.size)
+    fb[Fb.FREE] = cap_blocks
+    adm = np.zeros(Adm.size)
+    adm[Adm.ON] = 1.0 if eng[Eng.ADMIT_RATIO] > 0.0 else 0.0
+    adm[Adm.INIT] = eng[Eng.ADMIT_RATIO]
+    adm[Adm.RATIO] = eng[Eng.ADMIT_RATIO]
+    adm[Adm.MIN] = eng[Eng.ADMIT_MIN]
+    adm[Adm.DECAY] = eng[Eng.ADMIT_DECAY]
+    adm[Adm.CLIP] = eng[Eng.ADMIT_CLIP]
+    adm[Adm.RETRACT] = eng[Eng.ADMIT_RETRACT]
     next_arr = 0
     issued = n
     if closed:
@@ -145,7 +145,7 @@ def serve(
         while issued < n and not np.isnan(arrival[issued]):
             issued += 1
 
-    steps = np.zeros((4096, N_STEP))  # grows by doubling
+    steps = np.zeros((4096, StepLog.size))  # grows by doubling
     n_steps = 0
     n_done = 0
     t = 0.0
@@ -153,13 +153,13 @@ def serve(
     while n_done < n:
         cut = t  # requests that arrived by now are seen by the scheduler
         if lookahead and in_flight:  # this step was scheduled when the previous one started
-            cut = steps[n_steps - 1, T_START]
+            cut = steps[n_steps - 1, StepLog.START]
         while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= cut:
-            state[next_arr] = ST_WAIT
-            req[next_arr, R_ARRIVAL] = arrival[next_arr]
-            cnt[C_WAIT] = _enqueue(ix[IX_WQ], cnt[C_WAIT], next_arr, pre_len, order)
+            state[next_arr] = State.WAIT
+            req[next_arr, Req.ARRIVAL] = arrival[next_arr]
+            cnt[Cnt.WAIT] = _enqueue(ix[Ix.WQ], cnt[Cnt.WAIT], next_arr, pre_len, order)
             next_arr += 1
-        if cnt[C_RUN] == 0 and cnt[C_WAIT] == 0:
+        if cnt[Cnt.RUN] == 0 and cnt[Cnt.WAIT] == 0:
             if in_flight:  # an idle engine schedules as soon as its last step ends
                 in_flight = False
                 continue
@@ -172,13 +172,13 @@ def serve(
 
         # ---- pick the step's work
         n_dec = pick_step(seq, ix, cnt, fb, adm, req, caps, eng, t)
-        n_sched = cnt[C_SCHED]
+        n_sched = cnt[Cnt.SCHED]
         if n_sched == 0:  # nothing fits now: wait for the next arrival, else stuck
             if in_flight:
                 in_flight = False
                 continue
             AD.idle(adm)
-            if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[C_RUN] == 0:
+            if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[Cnt.RUN] == 0:
                 t = max(t, arrival[next_arr])
                 continue
             status = 1
@@ -186,8 +186,8 @@ def serve(
 
         # ---- the fused step's aggregates and cost (stepcost.py)
         step_aggregates(seq, ix, n_sched, n_dec, caps, eng, buckets, agg)
-        tokens = agg[G_TOKENS]
-        padded = agg[G_PADDED]
+        tokens = agg[Agg.TOKENS]
+        padded = agg[Agg.PADDED]
         graphed = n_dec == n_sched and (graph_max <= 0.0 or n_sched <= graph_max)
         dur = SC.step_time(
             target, draft, tier_bw, eng, agg, graphed, n_sched, n_dec, scratch, dscratch, row, drow
@@ -196,12 +196,12 @@ def serve(
 
         # ---- advance the sequences
         for s in range(n_sched):
-            i = ix[IX_SCHED, s]
+            i = ix[Ix.SCHED, s]
             if s < n_dec:
                 gen[i] += spec_tok
-                if np.isnan(req[i, R_FIRST]):  # E_READY: the decode pool's first token
-                    req[i, R_FIRST] = t_end
-                    req[i, R_FIRST_STEP] = n_steps
+                if np.isnan(req[i, Req.FIRST]):  # Eng.READY: the decode pool's first token
+                    req[i, Req.FIRST] = t_end
+                    req[i, Req.FIRST_STEP] = n_steps
                     last_tok[i] = t_end
             else:
                 done_tok[i] += q_of[i]
@@ -211,21 +211,21 @@ def serve(
                 if preempt:  # the policy selects: free what it drops
                     keep = kv_blocks(held_tokens(prompt[i], gen[i], caps), eng)
                     if keep < blocks[i]:
-                        fb[F_FREE] += blocks[i] - keep
+                        fb[Fb.FREE] += blocks[i] - keep
                         blocks[i] = keep
-                if np.isnan(req[i, R_FIRST]):
-                    req[i, R_FIRST] = t_end
-                    req[i, R_FIRST_STEP] = n_steps
+                if np.isnan(req[i, Req.FIRST]):
+                    req[i, Req.FIRST] = t_end
+                    req[i, Req.FIRST_STEP] = n_steps
                     last_tok[i] = t_end
             itl = t_end - last_tok[i]
-            if itl > req[i, R_MAX_ITL]:
-                req[i, R_MAX_ITL] = itl
+            if itl > req[i, Req.MAX_ITL]:
+                req[i, Req.MAX_ITL] = itl
             last_tok[i] = t_end
             if gen[i] >= output[i]:
-                state[i] = ST_DONE
-                req[i, R_DONE] = t_end
-                req[i, R_DONE_STEP] = n_steps
-                fb[F_FREE] += blocks[i]
+                state[i] = State.DONE
+                req[i, Req.DONE] = t_end
+                req[i, Req.DONE_STEP] = n_steps
+                fb[Fb.FREE] += blocks[i]
                 blocks[i] = 0.0
                 n_done += 1
                 if closed and issued < n:
@@ -235,23 +235,23 @@ def serve(
                     issued += 1
         kv = compact_running(seq, ix, cnt, caps, eng)
         if n_steps == steps.shape[0]:
-            grown = np.zeros((2 * n_steps, N_STEP))
+            grown = np.zeros((2 * n_steps, StepLog.size))
             grown[:n_steps] = steps
             steps = grown
         st = steps[n_steps]
-        st[T_START] = t
-        st[T_DUR] = dur
-        for c in range(7):
-            st[T_CAUSE + c] = row[c]
-        st[T_SEQS] = n_sched
-        st[T_PADDED] = padded
-        st[T_TOKENS] = tokens
-        st[T_PREFILL] = fb[F_PREFILL]
-        st[T_DECODE] = n_dec
-        st[T_KV] = kv * block
-        st[T_RESERVED] = (cap_blocks - fb[F_FREE]) * block
-        st[T_WAIT] = cnt[C_WAIT]
-        st[T_MIXED] = 1.0 if n_dec < n_sched else 0.0
+        st[StepLog.START] = t
+        st[StepLog.DUR] = dur
+        for c in range(Cause.size):
+            st[StepLog.CAUSE + c] = row[c]
+        st[StepLog.SEQS] = n_sched
+        st[StepLog.PADDED] = padded
+        st[StepLog.TOKENS] = tokens
+        st[StepLog.PREFILL] = fb[Fb.PREFILL]
+        st[StepLog.DECODE] = n_dec
+        st[StepLog.KV] = kv * block
+        st[StepLog.RESERVED] = (cap_blocks - fb[Fb.FREE]) * block
+        st[StepLog.WAIT] = cnt[Cnt.WAIT]
+        st[StepLog.MIXED] = 1.0 if n_dec < n_sched else 0.0
         n_steps += 1
         t = t_end
         in_flight = True

@@ -14,7 +14,6 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from decodelab.components.placement import GIB
-from decodelab.core import kernel as K
 from decodelab.core import kv_costs as KC
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
@@ -26,6 +25,8 @@ from decodelab.modes.serving.engine_check import check_engine
 from decodelab.modes.serving.metrics import kv_bytes_per_token_chip, serving_metrics
 from decodelab.modes.serving.workload import group_requests, group_workload, simulated_warmup
 from decodelab.errors import ConfigError, Infeasible
+from decodelab.kernel_layout import Call, Cap, Hw
+from decodelab.modes.serving.layout import Eng, ORDERS
 
 
 def mixed_design(cfg, design: Design) -> Tuple[Design, list]:
@@ -61,7 +62,7 @@ def step_call_costs(cfg, design: Design, mixed: Design) -> Tuple[np.ndarray, np.
         if cfg.engine.eager_launch_us is None or not eager:
             return d.call_cost
         cc = d.call_cost.copy()
-        cc[:, K.C_LAUNCH_ASYNC] = 0.0
+        cc[:, Call.LAUNCH_ASYNC] = 0.0
         return cc
 
     return costs(design, decode_eager), costs(mixed, mixed_eager)
@@ -114,39 +115,39 @@ def serving_designs(cfg, design: Optional[Design] = None) -> Tuple[Design, Desig
 
 def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.ndarray:
     """scheduler.max_held_tokens over arrays of requests (numpy, one call)."""
-    kept = np.minimum(prompt, caps[K.P_PROMPT_CAP]) if caps[K.P_PROMPT_CAP] > 0 else prompt
+    kept = np.minimum(prompt, caps[Cap.PROMPT_CAP]) if caps[Cap.PROMPT_CAP] > 0 else prompt
     n = kept + output - 1.0
-    if caps[K.P_TOTAL_CAP] > 0:
-        n = np.minimum(n, caps[K.P_TOTAL_CAP])
+    if caps[Cap.TOTAL_CAP] > 0:
+        n = np.minimum(n, caps[Cap.TOTAL_CAP])
     return np.maximum(prompt, n)
 
 
 def sliding_layers(eng: np.ndarray, design: Design, e) -> None:
     """The sliding-window layers' share, window and pool rule (engine.swa_kv) into eng (layout.py
-    E_SLIDE, E_WINDOW, E_SLIDE_MEM); state layers stay costed as full-attention ones."""
+    Eng.SLIDE, Eng.WINDOW, Eng.SLIDE_MEM); state layers stay costed as full-attention ones."""
     rm = getattr(design, "kv_read_model", None)
     if rm is None or rm[KC.R_SLIDE] <= 0 or rm[KC.R_WINDOW] <= 0:
         return
-    eng[SK.E_SLIDE] = rm[KC.R_SLIDE]
-    eng[SK.E_WINDOW] = rm[KC.R_WINDOW]
-    eng[SK.E_SLIDE_MEM] = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
+    eng[Eng.SLIDE] = rm[KC.R_SLIDE]
+    eng[Eng.WINDOW] = rm[KC.R_WINDOW]
+    eng[Eng.SLIDE_MEM] = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
 
 
 def admission_slots(eng: np.ndarray, e, admit: float) -> None:
     """The admission reserve's slots of the engine vector (engine.admit_*, x `admit`: the share
     under data-parallel attention, engine.dp_attention.admit_scale)."""
-    eng[SK.E_ADMIT_RATIO] = admit * e.admit_ratio
-    eng[SK.E_ADMIT_MIN] = admit * e.admit_ratio_min
-    eng[SK.E_ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
-    eng[SK.E_ADMIT_CLIP] = e.admit_clip_tokens
-    eng[SK.E_ADMIT_RETRACT] = e.admit_retract_steps
+    eng[Eng.ADMIT_RATIO] = admit * e.admit_ratio
+    eng[Eng.ADMIT_MIN] = admit * e.admit_ratio_min
+    eng[Eng.ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
+    eng[Eng.ADMIT_CLIP] = e.admit_clip_tokens
+    eng[Eng.ADMIT_RETRACT] = e.admit_retract_steps
 
 
 def engine_inputs(
     cfg, design: Design, prompt, output, ready: bool = False
 ) -> Tuple[np.ndarray, np.ndarray, list]:
     """The engine vector and bucket list for the kernel; raises Infeasible for requests that
-    could never be scheduled. ready: the requests arrive with their prompt's KV (SK.E_READY, a
+    could never be scheduled. ready: the requests arrive with their prompt's KV (Eng.READY, a
     disaggregated decode pool), so no prompt is prefilled whole."""
     e, w = cfg.engine, cfg.workload
     check_engine(e)
@@ -183,8 +184,8 @@ def engine_inputs(
             f"max_tokens_per_step={budget} with whole-prompt prefill "
             "(engine.chunk_size=0)"
         )
-    eng = np.zeros(SK.N_ENG)
-    eng[SK.E_BLOCK] = block
+    eng = np.zeros(Eng.size)
+    eng[Eng.BLOCK] = block
     sliding_layers(eng, design, e)
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
@@ -201,40 +202,40 @@ def engine_inputs(
                 else f'(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md, "Serving: continuous batching")'
             )
         )
-    eng[SK.E_MAX_BATCH] = max_batch
-    eng[SK.E_GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
-    eng[SK.E_MAX_TOKENS] = budget
-    eng[SK.E_CHUNK] = chunk
-    eng[SK.E_ORDER] = SK.ORDERS.index(e.order)
-    eng[SK.E_MIXED] = 1.0 if e.mixed_steps else 0.0
-    eng[SK.E_PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
-    eng[SK.E_CAP_BLOCKS] = cap_blocks
-    eng[SK.E_CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
-    eng[SK.E_OVERLAP] = 1.0 if e.overlap else 0.0
+    eng[Eng.MAX_BATCH] = max_batch
+    eng[Eng.GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
+    eng[Eng.MAX_TOKENS] = budget
+    eng[Eng.CHUNK] = chunk
+    eng[Eng.ORDER] = ORDERS.index(e.order)
+    eng[Eng.MIXED] = 1.0 if e.mixed_steps else 0.0
+    eng[Eng.PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
+    eng[Eng.CAP_BLOCKS] = cap_blocks
+    eng[Eng.CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
+    eng[Eng.OVERLAP] = 1.0 if e.overlap else 0.0
     # the engine loop's host work replaces the hardware's per-step host cost (see serving_hw)
-    eng[SK.E_HOST_ITER] = design.hw[K.H_HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
-    eng[SK.E_HOST_REQ] = e.host_per_req_us * 1e-6
-    eng[SK.E_LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
+    eng[Eng.HOST_ITER] = design.hw[Hw.HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
+    eng[Eng.HOST_REQ] = e.host_per_req_us * 1e-6
+    eng[Eng.LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
     admission_slots(eng, e, admit)
-    eng[SK.E_SPEC_K], eng[SK.E_SPEC_TOK] = mtp.engine_slots(cfg)
-    eng[SK.E_READY] = 1.0 if ready else 0.0
+    eng[Eng.SPEC_K], eng[Eng.SPEC_TOK] = mtp.engine_slots(cfg)
+    eng[Eng.READY] = 1.0 if ready else 0.0
     # the engine's dispatch of an eager step: its kernel calls (call_rep: per-layer calls x layers)
     if e.eager_launch_us is not None:
         mixed_eager, decode_eager = eager_steps(cfg)
         if mixed_eager:
-            eng[SK.E_EAGER_HOST] = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep))
-        eng[SK.E_EAGER_DECODE] = 1.0 if decode_eager else 0.0
+            eng[Eng.EAGER_HOST] = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep))
+        eng[Eng.EAGER_DECODE] = 1.0 if decode_eager else 0.0
     return eng, buckets, notes
 
 
 def serving_hw(design: Design, cfg=None) -> np.ndarray:
     """The machine vector the scheduler runs with: the per-step host cost is the engine's
-    (E_HOST_ITER, E_HOST_REQ, overlap), so the kernel's own host term is zero; under data-parallel
-    attention the FFN's tokens are every group's (H_DP_TOKENS, core/parallel.py dp_token_scale)."""
+    (Eng.HOST_ITER, Eng.HOST_REQ, overlap), so the kernel's own host term is zero; under data-parallel
+    attention the FFN's tokens are every group's (Hw.DP_TOKENS, core/parallel.py dp_token_scale)."""
     hw = design.hw.copy()
-    hw[K.H_HOST_STEP] = 0.0
+    hw[Hw.HOST_STEP] = 0.0
     if cfg is not None:
-        hw[K.H_DP_TOKENS] = parallel.dp_token_scale(cfg)
+        hw[Hw.DP_TOKENS] = parallel.dp_token_scale(cfg)
     return hw
 
 
@@ -274,7 +275,7 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
             "tokens (every group's, balanced); requests, steps, batch and KV are the group's, "
             "throughput the replica's"
         )
-    if draft is None and eng[SK.E_SPEC_K] > 0:
+    if draft is None and eng[Eng.SPEC_K] > 0:
         draft = draft_args(cfg, build(mtp.draft_cfg(cfg)))
     args = (
         *design_args(cfg, design, mixed, draft),

@@ -1,6 +1,6 @@
 """The time of one serving step (framework/modes/serving/scheduler.py), jitted: the fused forward
 over the step's aggregates (kernel.step_core), the draft passes of in-engine MTP speculative
-decoding (E_SPEC_K = k > 0; modes/serving/mtp.py) and the engine loop's host work.
+decoding (Eng.SPEC_K = k > 0; modes/serving/mtp.py) and the engine loop's host work.
 
 A design's arrays travel as one tuple, (op_call, op_w, op_lin, call_rep, call_cost,
 call_cost_mixed, kv_frac, hw): call_cost for a decode-only step a CUDA graph replays, the mixed
@@ -11,7 +11,7 @@ TensorRT-LLM's MTP Eagle path reuses it for every draft token, SGLang's NEXTN / 
 likewise): after the target's forward has verified each decoding sequence's k + 1 positions, the
 module's first pass runs over the step's tokens (the verified positions and any prefill chunk,
 whose last position then drafts too) and emits a draft token per sequence that emits a token
-(G_EMIT); passes 2..k run one token per such sequence (NVIDIA TensorRT-LLM tech blog 2, "DeepSeek
+(Agg.EMIT); passes 2..k run one token per such sequence (NVIDIA TensorRT-LLM tech blog 2, "DeepSeek
 R1 MTP Implementation and Optimization": MTP Eagle, the first MTP forward takes all accepted
 tokens, the next ones the last draft token). The draft attends its own one-layer KV cache."""
 
@@ -20,26 +20,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from decodelab.core.kernel import K_HOST, N_ACC, step_core
+from decodelab.core.kernel import step_core
 from decodelab.modes.serving.layout import (
-    E_EAGER_DECODE,
-    E_EAGER_HOST,
-    E_HOST_ITER,
-    E_HOST_REQ,
-    E_OVERLAP,
-    E_SPEC_K,
+    Eng,
 )
 from decodelab.modes.serving.pick import (
-    G_EMIT,
-    G_KV,
-    G_PADDED,
-    G_PAIRS,
-    G_PRE_KV,
-    G_PRE_PAIRS,
-    G_PRE_TOK,
-    G_SAMPLED,
-    G_TOKENS,
+    Agg,
 )
+from decodelab.kernel_layout import Acc, Cause, Link
 
 
 @njit(cache=True)
@@ -58,49 +46,59 @@ def forward(arrays, graphed, tier_bw, tokens, sampled, kv_read, pairs, seqs, pre
 @njit(cache=True)
 def draft_passes(draft, graphed, tier_bw, agg, pre_seqs, k, scratch, drow, row):
     """Adds to `row` the k draft passes of the MTP module (module docstring)."""
-    n = agg[G_EMIT]
+    n = agg[Agg.EMIT]
     if k <= 0 or n <= 0.0:
         return
-    pre = (agg[G_PRE_TOK], agg[G_PRE_KV], agg[G_PRE_PAIRS], pre_seqs)
+    pre = (agg[Agg.PRE_TOK], agg[Agg.PRE_KV], agg[Agg.PRE_PAIRS], pre_seqs)
     forward(
-        draft, graphed, tier_bw, agg[G_TOKENS], n, agg[G_KV], agg[G_PAIRS], agg[G_PADDED], pre, scratch, drow
+        draft,
+        graphed,
+        tier_bw,
+        agg[Agg.TOKENS],
+        n,
+        agg[Agg.KV],
+        agg[Agg.PAIRS],
+        agg[Agg.PADDED],
+        pre,
+        scratch,
+        drow,
     )
-    for c in range(7):
+    for c in range(Cause.size):
         row[c] += drow[c]
     if k > 1:  # one token per emitting sequence, attending what the decoding ones hold
-        kv = agg[G_KV] - agg[G_PRE_KV]
-        forward(draft, graphed, tier_bw, n, n, kv, kv, agg[G_PADDED], (0.0, 0.0, 0.0, 0.0), scratch, drow)
-        for c in range(7):
+        kv = agg[Agg.KV] - agg[Agg.PRE_KV]
+        forward(draft, graphed, tier_bw, n, n, kv, kv, agg[Agg.PADDED], (0.0, 0.0, 0.0, 0.0), scratch, drow)
+        for c in range(Cause.size):
             row[c] += (k - 1) * drow[c]
 
 
 @njit(cache=True)
 def step_time(target, draft, tier_bw, eng, agg, graphed, n_sched, n_dec, scratch, dscratch, row, drow):
     """Seconds of one step (its causes into `row`): the target's forward, the MTP draft's passes
-    (E_SPEC_K), and the engine loop's host work, host_iter + host_req x sequences plus the eager
-    dispatch of a step no graph replays (E_EAGER_HOST); with the overlap scheduler only the part
+    (Eng.SPEC_K), and the engine loop's host work, host_iter + host_req x sequences plus the eager
+    dispatch of a step no graph replays (Eng.EAGER_HOST); with the overlap scheduler only the part
     over the step's GPU time is exposed, without it the dispatch beyond the forward's own."""
-    pre = (agg[G_PRE_TOK], agg[G_PRE_KV], agg[G_PRE_PAIRS], float(n_sched - n_dec))
+    pre = (agg[Agg.PRE_TOK], agg[Agg.PRE_KV], agg[Agg.PRE_PAIRS], float(n_sched - n_dec))
     forward(
-        target, graphed, tier_bw, agg[G_TOKENS], agg[G_SAMPLED], agg[G_KV], agg[G_PAIRS], agg[G_PADDED],
+        target, graphed, tier_bw, agg[Agg.TOKENS], agg[Agg.SAMPLED], agg[Agg.KV], agg[Agg.PAIRS], agg[Agg.PADDED],
         pre, scratch, row,
     )  # fmt: skip
-    draft_passes(draft, graphed, tier_bw, agg, pre[3], int(eng[E_SPEC_K]), dscratch, drow, row)
+    draft_passes(draft, graphed, tier_bw, agg, pre[3], int(eng[Eng.SPEC_K]), dscratch, drow, row)
     gpu = 0.0
-    for c in range(7):
-        if c != K_HOST:
+    for c in range(Cause.size):
+        if c != Cause.HOST:
             gpu += row[c]
-    host = row[K_HOST] + eng[E_HOST_ITER] + eng[E_HOST_REQ] * n_sched
-    dispatch = eng[E_EAGER_HOST] if (not graphed or eng[E_EAGER_DECODE] > 0.0) else 0.0
-    if eng[E_OVERLAP] > 0.0:  # the CPU prepares this step while the GPU runs the previous one
+    host = row[Cause.HOST] + eng[Eng.HOST_ITER] + eng[Eng.HOST_REQ] * n_sched
+    dispatch = eng[Eng.EAGER_HOST] if (not graphed or eng[Eng.EAGER_DECODE] > 0.0) else 0.0
+    if eng[Eng.OVERLAP] > 0.0:  # the CPU prepares this step while the GPU runs the previous one
         host = max(0.0, host + dispatch - gpu)
     else:  # the forward's kernels run while the rest of them are dispatched
         host += max(0.0, dispatch - gpu)
-    row[K_HOST] = host
+    row[Cause.HOST] = host
     return gpu + host
 
 
 @njit(cache=True)
 def scratch(n_calls, n_tiers):
     """Per-call accumulators step_core fills: (acc_bytes, acc_flops, acc_link)."""
-    return np.zeros((n_calls, n_tiers)), np.zeros((n_calls, N_ACC)), np.zeros((n_calls, 2))
+    return np.zeros((n_calls, n_tiers)), np.zeros((n_calls, Acc.size)), np.zeros((n_calls, Link.size))
