@@ -131,7 +131,7 @@ def test_h2o_heavy_plus_recent_and_score_traffic():
     from decodelab.components.models import dense
 
     rm = kv_costs.read_model(KV_POLICIES["h2o"], p, dense, model, 2.0)
-    assert rm[kv_costs.R_EXTRA] == pytest.approx(1 / 64)
+    assert rm[kv_costs.ReadModel.EXTRA] == pytest.approx(1 / 64)
 
 
 def test_pyramidkv_layer_budgets():

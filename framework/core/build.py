@@ -21,7 +21,7 @@ from decodelab.errors import ConfigError
 from decodelab.opcost import registry, sampler
 from decodelab.opcost.base import Ctx
 from decodelab.opcost.moe import KERNELS
-from decodelab.kernel_layout import CAUSES, Call, Hw, Law, Lin, M_GRID, N_MGRID, OpPath
+from decodelab.kernel_layout import CAUSES, Call, Cap, Hw, Law, Lin, M_GRID, N_MGRID, OpPath
 
 
 @dataclass
@@ -45,10 +45,10 @@ class Design:
     calls_per_step: float  # kernel calls per step (a looped call counts once)
     kv_bytes_per_token: float  # whole model, all chips
     hbm_bw_total: float  # bytes/s over the tensor-parallel group
-    kv_caps: np.ndarray  # KV-policy caps (kernel.P_*), applied to step rows
+    kv_caps: np.ndarray  # KV-policy caps (kernel_layout.Cap), applied to step rows
     notes: List[str] = field(default_factory=list)
     # KV policy and layer-kind costs beyond the caps (framework/core/kv_costs.py)
-    kv_read_model: Optional[np.ndarray] = None  # kv_costs.R_*: decode rows' attended tokens
+    kv_read_model: Optional[np.ndarray] = None  # kv_costs.ReadModel: decode rows' attended tokens
     kv_prefill_s: np.ndarray = field(default_factory=lambda: np.zeros(len(CAUSES)))  # per sequence
     max_batch: int = 0  # sequences whose KV slot fits HBM after weights
     kv_slot_bytes_chip: float = 0.0  # one sequence's KV slot, per chip
@@ -74,7 +74,7 @@ def _lookup(registry: dict, field_name: str, key: str):
     return registry[key]
 
 
-PATHS = {"all": OpPath.ALL, "decode": OpPath.DECODE, "prefill": OpPath.PREFILL}
+PATHS = {name.lower(): code for name, code in OpPath}  # Op.path -> op_lin[o, Lin.PATH]
 
 
 def engine_family(cfg) -> str:
@@ -186,6 +186,54 @@ def expert_read_ratios(op: Op) -> np.ndarray:
     return np.array([weight_read(op.experts_read, m) / op.weight_bytes for m in M_GRID])
 
 
+def op_row(op: Op, ctx: Ctx) -> np.ndarray:
+    """The op's row of op_lin by column (kernel_layout.Lin): the law columns its operator families
+    price (opcost registry: Lin.LAW onwards), its roofline terms per token, per KV token and per
+    pair, the sequences it runs for, and an MoE expert op's weight read at the M_GRID token counts."""
+    row = np.zeros(Lin.size)
+    row[Lin.LAW :] = registry.columns(op, ctx)
+    row[Lin.FLOPS_TOK] = op.flops_per_token
+    row[Lin.ACT_TOK] = op.act_bytes_per_token
+    row[Lin.KV_READ_CTX] = op.kv_read_per_ctx
+    row[Lin.KV_WRITE_TOK] = op.kv_write_per_token
+    row[Lin.ATTN_FLOPS_CTX] = op.attn_flops_per_ctx
+    row[Lin.LINK_TOK] = parallel.link_bytes(op, ctx.hw)  # at collective_link's bandwidth
+    row[Lin.NCOLL] = op.n_collectives
+    row[Lin.SAMPLED] = 1.0 if op.stage == "post" else 0.0
+    row[Lin.FLOPS_CTX] = op.flops_per_ctx
+    row[Lin.ACT_CTX] = op.act_bytes_per_ctx
+    row[Lin.PATH] = PATHS[op.path]
+    row[Lin.REPLICA] = 1.0 if op.replica else 0.0
+    if op.experts_read:
+        row[Lin.W_TAB] = 1.0  # the weights read follow the step's tokens
+        row[Lin.W_RATIO : Lin.W_RATIO + N_MGRID] = expert_read_ratios(op)
+    return row
+
+
+def machine_vector(cfg, act_tier: int, steps_per_trip: float, act_bytes: float) -> np.ndarray:
+    """The kernel's machine vector hw (kernel_layout.Hw), every field by name; `act_tier`: the
+    memory tier activations live in (HBM), `steps_per_trip`: steps the host's per-step cost is
+    spread over. Pipeline fields: core/parallel.py pipeline_fields."""
+    hw = cfg.hardware
+    bw, lat = parallel.collective_link(hw)  # NVLink, or the network between NVLink domains
+    return Hw.vector(
+        {
+            "peak_flops": peak_flops(hw, cfg.workload.weight_dtype),
+            "bw_eff_max": hw.bw_eff_max,
+            "bw_half": hw.bw_half_mb * 1e6,
+            "c_eff_max": hw.compute_eff_max,
+            "c_half": hw.compute_half_gflop * 1e9,
+            "attn_rel": kv_costs.attention_efficiency(hw) / hw.compute_eff_max,
+            "link_bw": max(bw, 1e-9) * 1e9,
+            "coll_lat": lat * 1e-6,
+            "host_step": hw.host_step_us * 1e-6 / steps_per_trip,
+            "act_tier": act_tier,
+            "dp_tokens": 1.0,  # a serving run sets its groups' share (modes/serving/simulate.py)
+            **parallel.pipeline_fields(cfg, act_bytes),
+        }
+    )
+
+
 def engine_kernels(cfg) -> Dict[str, bool]:
     """The engine's decoder-layer kernels (engine.fused_add_norm, engine.separate_rope) for a GPU
     design; a dataflow chip's kernels are its execution model's fusion (components/execution)."""
@@ -277,38 +325,11 @@ def build(
     ctx = cost_context(cfg)  # what the operator families price the ops with (decodelab.opcost)
     for i, op in enumerate(ops):
         op_w[i] = np.asarray(mem["weight_frac"]) * op.weight_bytes
-        op_lin[i] = (
-            op.flops_per_token,
-            op.act_bytes_per_token,
-            op.kv_read_per_ctx,
-            op.kv_write_per_token,
-            op.attn_flops_per_ctx,
-            parallel.link_bytes(op, hw),
-            op.n_collectives,
-            1.0 if op.stage == "post" else 0.0,
-            op.flops_per_ctx,
-            op.act_bytes_per_ctx,
-            PATHS[op.path],
-            *registry.columns(op, ctx),
-        )
-        op_lin[i, Lin.REPLICA] = 1.0 if op.replica else 0.0
-        if op.experts_read:
-            op_lin[i, Lin.W_TAB] = 1.0  # the weights read follow the step's tokens (kernel_layout)
-            op_lin[i, Lin.W_RATIO : Lin.W_RATIO + N_MGRID] = expert_read_ratios(op)
+        op_lin[i] = op_row(op, ctx)
     call_cost = np.zeros((len(calls), Call.size))
     stages = parallel.call_stages(ops, len(calls))
-    for c, call in enumerate(calls):
-        call_cost[c] = (
-            call["launch_each"],
-            call["fill_each"],
-            call["launch_once"],
-            call["fill_once"],
-            1.0 if call["overlap_link"] else 0.0,
-            call["sample_gap"],
-            call["free_samples"],
-            call["launch_async"],
-            stages[c],
-        )
+    for c, call in enumerate(calls):  # the execution model's call dict names every column
+        call_cost[c] = Call.vector({**call, "stage": stages[c]})
     # a call costed by a fitted law: its t0 (measured in a CUDA graph) holds the kernel boundary
     law_calls = {op.call for i, op in enumerate(ops) if op_lin[i, Lin.LAW] != Law.NONE}
     for c in law_calls:
@@ -320,19 +341,7 @@ def build(
         call_cost[c, Call.LAUNCH_EACH] = calls[c].get("boundary_each", 0.0)  # t0 replaces sync_us only
     notes += registry.run_notes(ops, ctx)
     pk = policy.kernel_params(cfg.kv_policy, m)
-    hwv = np.zeros(Hw.size)
-    hwv[Hw.PEAK_FLOPS] = peak_flops(hw, w.weight_dtype)
-    hwv[Hw.BW_EFF_MAX] = hw.bw_eff_max
-    hwv[Hw.BW_HALF] = hw.bw_half_mb * 1e6
-    hwv[Hw.C_EFF_MAX] = hw.compute_eff_max
-    hwv[Hw.C_HALF] = hw.compute_half_gflop * 1e9
-    hwv[Hw.ATTN_REL] = kv_costs.attention_efficiency(hw) / hw.compute_eff_max
-    bw, lat = parallel.collective_link(hw)  # NVLink, or the network between NVLink domains
-    hwv[Hw.LINK_BW], hwv[Hw.COLL_LAT] = max(bw, 1e-9) * 1e9, lat * 1e-6
-    hwv[Hw.HOST_STEP] = hw.host_step_us * 1e-6 / steps_per_trip
-    hwv[Hw.ACT_TIER] = tier_names.index("hbm")
-    hwv[Hw.DP_TOKENS] = 1.0  # a serving run sets its groups' share (modes/serving/simulate.py)
-    parallel.fill_hw(hwv, cfg, ab)
+    hwv = machine_vector(cfg, tier_names.index("hbm"), steps_per_trip, ab)
     hbm = tiers[tier_names.index("hbm")]
     return Design(
         op_call=np.array([op.call for op in ops], dtype=np.int64),
@@ -369,7 +378,7 @@ def build(
         ),
         kv_bytes_per_token=arch.kv_bytes_per_token(m, kb),
         hbm_bw_total=parallel.replica_chips(hw) * hbm.bandwidth_gb_s * 1e9,
-        kv_caps=np.array([pk["prompt_cap"], pk["total_cap"], pk["read_cap"]], dtype=np.float64),
+        kv_caps=Cap.vector(pk),
         notes=notes,
         kv_read_model=rm,
         max_batch=min(

@@ -1,6 +1,6 @@
 """KV-policy and layer-kind costs the kernel's caps do not carry, as plain data on the Design:
 
-- `read_model` (vector, R_*): how many KV token-equivalents a decode row attends per sequence,
+- `read_model` (vector, ReadModel): how many KV token-equivalents a decode row attends per sequence,
   layer-averaged, given the tokens the policy stores: the caps (kernel.attended_tokens), plus
   Quest's page metadata and dense layers, plus H2O's score traffic (token-equivalents), mixed
   over full / sliding-window / constant-state layers (hybrid models);
@@ -22,10 +22,14 @@ import numpy as np
 
 from decodelab.core import kernel as K
 from decodelab.errors import ConfigError
-from decodelab.kernel_layout import CAUSES, Cap, Cause, Step
+from decodelab.kernel_layout import CAUSES, Cap, Cause, Layout, Step
 
-(R_DENSE, R_META, R_PAGE, R_EXTRA, R_FULL, R_SLIDE, R_WINDOW, R_STATE, R_STATE_TOK) = range(9)
-N_READ = 9
+# read_model's vector rm[ReadModel.*]: the policy's read coefficients (dense layers' share, page
+# metadata per page, page size, extra token-equivalents per stored token) and the layer mix (the
+# full / sliding-window / constant-state layers' shares, the window, the state in tokens)
+ReadModel = Layout(
+    "ReadModel", "DENSE", "META", "PAGE", "EXTRA", "FULL", "SLIDE", "WINDOW", "STATE", "STATE_TOK"
+)
 GIB = float(2**30)
 
 
@@ -42,17 +46,14 @@ def layer_mix(arch, m, kb: float) -> Dict[str, float]:
 
 
 def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
-    """The R_* vector: the policy's read coefficients (Quest: dense layers, page metadata), H2O's
-    score bytes converted to tokens, and the architecture's layer mix."""
-    rm = np.zeros(N_READ)
+    """The ReadModel vector: the policy's read coefficients (Quest: dense layers, page metadata),
+    H2O's score bytes converted to tokens, and the architecture's layer mix."""
     rc = policy.read_coeffs(pol, m)
-    rm[R_DENSE], rm[R_PAGE], rm[R_META] = rc["dense"], rc["page"], rc["meta"]
     kv_tok = arch.kv_bytes_per_token(m, kb)
-    rm[R_EXTRA] = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
     mix = layer_mix(arch, m, kb)
-    rm[R_FULL], rm[R_SLIDE], rm[R_STATE] = mix["full"], mix["sliding"], mix["state"]
-    rm[R_WINDOW], rm[R_STATE_TOK] = mix["window"], mix["state_tokens"]
-    return rm
+    extra = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
+    layers = {"full": mix["full"], "slide": mix["sliding"], "state": mix["state"], "window": mix["window"]}
+    return ReadModel.vector({**rc, **layers, "extra": extra, "state_tok": mix["state_tokens"]})
 
 
 def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np.ndarray:
@@ -60,20 +61,24 @@ def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np
     stored = np.asarray(stored, dtype=np.float64)
     cap = caps[Cap.READ_CAP]
     r = np.minimum(stored, cap) if cap > 0 else stored.copy()
-    r = rm[R_DENSE] * stored + (1.0 - rm[R_DENSE]) * r
-    if rm[R_PAGE] > 0:
-        r = r + rm[R_META] * np.ceil(stored / rm[R_PAGE])
-    r = r + rm[R_EXTRA] * stored
-    out = rm[R_FULL] * r + rm[R_STATE] * rm[R_STATE_TOK]
-    if rm[R_SLIDE] > 0:
-        out = out + rm[R_SLIDE] * np.minimum(r, rm[R_WINDOW])
+    r = rm[ReadModel.DENSE] * stored + (1.0 - rm[ReadModel.DENSE]) * r
+    if rm[ReadModel.PAGE] > 0:
+        r = r + rm[ReadModel.META] * np.ceil(stored / rm[ReadModel.PAGE])
+    r = r + rm[ReadModel.EXTRA] * stored
+    out = rm[ReadModel.FULL] * r + rm[ReadModel.STATE] * rm[ReadModel.STATE_TOK]
+    if rm[ReadModel.SLIDE] > 0:
+        out = out + rm[ReadModel.SLIDE] * np.minimum(r, rm[ReadModel.WINDOW])
     return out
 
 
 def memory_fraction(tokens: float, rm: np.ndarray) -> float:
     """Layer-averaged tokens held when full layers hold `tokens` (sliding layers hold at most the
     window, state layers their state)."""
-    return rm[R_FULL] * tokens + rm[R_SLIDE] * min(tokens, rm[R_WINDOW]) + rm[R_STATE] * rm[R_STATE_TOK]
+    return (
+        rm[ReadModel.FULL] * tokens
+        + rm[ReadModel.SLIDE] * min(tokens, rm[ReadModel.WINDOW])
+        + rm[ReadModel.STATE] * rm[ReadModel.STATE_TOK]
+    )
 
 
 def attended_rows(steps: np.ndarray, prompt_len: float, design) -> np.ndarray:

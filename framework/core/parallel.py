@@ -7,11 +7,10 @@ fills its scalars and says where pipeline parallelism is not modelled."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
-from decodelab.core.pipeline import layer_split
+from decodelab.core.pipeline import Stage, layer_split
 from decodelab.errors import Infeasible
-from decodelab.kernel_layout import Hw
 
 
 def pp_of(hw) -> int:
@@ -245,30 +244,35 @@ def check_feasible(cfg) -> None:
         )
 
 
-def fill_hw(hwv, cfg, act_bytes: float) -> None:
-    """The kernel's pipeline scalars; Hw.PP = 1: no pipeline. Hw.PP stages, Hw.PP_MB micro-batches,
-    Hw.PP_LAYERS decoder layers, Hw.PP_FIRST / MID / LAST the layers of the first, busiest middle
-    and last stage, Hw.P2P_BYTES_TOK bytes per token and chip over the stage link of Hw.P2P_BW
-    bytes/s, Hw.P2P_AG_TOK bytes per token of the all-gather inside the receiving stage (over
-    Hw.LINK_BW), Hw.P2P_LAT the latency of one boundary (s)."""
+def pipeline_fields(cfg, act_bytes: float) -> Dict[str, float]:
+    """The kernel's pipeline scalars (kernel_layout.Hw, by name); pp = 1: no pipeline. pp stages,
+    pp_mb micro-batches, pp_layers decoder layers, pp_first / mid / last the layers of the first,
+    busiest middle and last stage, p2p_bytes_tok bytes per token and chip over the stage link of
+    p2p_bw bytes/s, p2p_ag_tok bytes per token of the all-gather inside the receiving stage (over
+    Hw.LINK_BW), p2p_lat the latency of one boundary (s)."""
     hw, m = cfg.hardware, cfg.model
     pp = pp_of(hw)
-    hwv[Hw.PP] = pp
-    hwv[Hw.PP_MB] = microbatches(cfg)
-    hwv[Hw.PP_LAYERS] = m.n_layers
-    hwv[Hw.PP_FIRST], hwv[Hw.PP_MID], hwv[Hw.PP_LAST] = layer_split(m.n_layers, pp)
+    first, mid, last = layer_split(m.n_layers, pp)
     # a stage boundary carries each token's hidden state and residual (2 d_model activations; vLLM
     # IntermediateTensors {hidden_states, residual}); every rank of the tp group sends 1/tp of them
     # and the next stage all-gathers them inside its group (vLLM send_tensor_dict /
     # recv_tensor_dict with all_gather_group = the tp group)
     tp, act = hw.tensor_parallel, 2.0 * m.d_model * act_bytes
-    hwv[Hw.P2P_BYTES_TOK] = act / tp
-    hwv[Hw.P2P_AG_TOK] = (tp - 1) / tp * act
     bw = getattr(hw, "pp_link_bw_gb_s", 0.0) or hw.link_bw_gb_s
-    hwv[Hw.P2P_BW] = max(bw, 1e-9) * 1e9
     lat = getattr(hw, "p2p_latency_us", -1.0)
     lat = lat if lat >= 0 else hw.collective_latency_us
-    hwv[Hw.P2P_LAT] = (lat + (collective_link(hw)[1] if tp > 1 else 0.0)) * 1e-6
+    return {
+        "pp": pp,
+        "pp_mb": microbatches(cfg),
+        "pp_layers": m.n_layers,
+        "pp_first": first,
+        "pp_mid": mid,
+        "pp_last": last,
+        "p2p_bytes_tok": act / tp,
+        "p2p_ag_tok": (tp - 1) / tp * act,
+        "p2p_bw": max(bw, 1e-9) * 1e9,
+        "p2p_lat": (lat + (collective_link(hw)[1] if tp > 1 else 0.0)) * 1e-6,
+    }
 
 
 def call_stages(ops, n_calls: int) -> List[float]:
@@ -277,8 +281,8 @@ def call_stages(ops, n_calls: int) -> List[float]:
     seen = [set() for _ in range(n_calls)]
     for op in ops:
         seen[op.call].add(op.stage)
-    code = {"pre": 1.0, "post": 2.0}
-    return [code[next(iter(s))] if len(s) == 1 and next(iter(s)) in code else 0.0 for s in seen]
+    code = {"pre": Stage.PRE, "post": Stage.POST}
+    return [code[next(iter(s))] if len(s) == 1 and next(iter(s)) in code else Stage.LAYER for s in seen]
 
 
 def stage_loads(cfg, ops, embed_chip: float, tied: bool) -> List[Tuple[float, float]]:

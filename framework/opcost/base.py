@@ -53,11 +53,11 @@ class Ctx:
 
 @dataclass(frozen=True)
 class Price:
-    """A family's cost of one op in the kernel's law columns (kernel_layout Lin).
-    `code`: the kernel_layout.Law the op runs under (Law.NONE: only adds columns to another family's law);
+    """A family's cost of one op in the kernel's law columns (kernel_layout.Lin). `code`: the law
+    the op runs under (kernel_layout.Law; Law.NONE: only adds columns to another family's law);
     `cols`: column -> value; `tab`: the op's measured row (columns Lin.TAB ...), flagged by column
-    `tab_flag` (Lin.G_TAB: on M_GRID; Lin.D_TAB: on B_GRID x C_GRID); `whole`: this family alone costs
-    the op (no other family is asked); `fallback`: `code` and `tab` hold only where no other
+    `tab_flag` (Lin.G_TAB: on M_GRID; Lin.D_TAB: on B_GRID x C_GRID); `whole`: this family alone
+    costs the op (no other family is asked); `fallback`: `code` and `tab` hold only where no other
     family costs the op (a collective alone). `law`: the family's own law data, for its reference
     timing and note."""
 

@@ -104,17 +104,17 @@ def law_code(ps) -> float:
 
 
 def columns(op, ctx: Ctx) -> np.ndarray:
-    """The op's law columns of `op_lin` (Lin.LAW ...; all 0: the roofline law)."""
-    row = np.zeros(Lin.size - Lin.LAW)
+    """The op's law columns of `op_lin`, op_lin[o, Lin.LAW:] (all 0: the roofline law)."""
+    row = np.zeros(Lin.size)
     for p in prices(op, ctx):
         if p.code != Law.NONE:
-            row[0] = p.code
+            row[Lin.LAW] = p.code
         for col, v in p.cols.items():
-            row[col - Lin.LAW] = v
+            row[col] = v
         if p.tab is not None:  # a measured table in place of the law
-            row[p.tab_flag - Lin.LAW] = 1.0
-            row[Lin.TAB - Lin.LAW : Lin.TAB - Lin.LAW + p.tab.size] = p.tab
-    return row
+            row[p.tab_flag] = 1.0
+            row[Lin.TAB : Lin.TAB + p.tab.size] = p.tab
+    return row[Lin.LAW :]
 
 
 def reference(op, ctx: Ctx, ps, step: Step) -> Tuple[float, float, float]:

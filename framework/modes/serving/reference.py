@@ -86,37 +86,13 @@ def read_and_pairs(q: float, a: float, eng: dict):
 
 
 def engine_dict(eng, buckets) -> dict:
-    """The kernel's engine vector (Eng, modes/serving/layout.py) as named settings."""
-    return {
-        "max_batch": int(eng[Eng.MAX_BATCH]),
-        "max_tokens": float(eng[Eng.MAX_TOKENS]),
-        "chunk": float(eng[Eng.CHUNK]),
-        "order": ORDERS[int(eng[Eng.ORDER])],
-        "mixed": bool(eng[Eng.MIXED]),
-        "preempt": bool(eng[Eng.PREEMPT]),
-        "cap_blocks": float(eng[Eng.CAP_BLOCKS]),
-        "block": float(eng[Eng.BLOCK]),
-        "closed": bool(eng[Eng.CLOSED]),
-        "overlap": bool(eng[Eng.OVERLAP]),
-        "host_iter": float(eng[Eng.HOST_ITER]),
-        "host_req": float(eng[Eng.HOST_REQ]),
-        "eager_host": float(eng[Eng.EAGER_HOST]),
-        "eager_decode": bool(eng[Eng.EAGER_DECODE]),
-        "lookahead": bool(eng[Eng.LOOKAHEAD]),
-        "admit_ratio": float(eng[Eng.ADMIT_RATIO]),
-        "admit_min": float(eng[Eng.ADMIT_MIN]),
-        "admit_decay": float(eng[Eng.ADMIT_DECAY]),
-        "admit_clip": float(eng[Eng.ADMIT_CLIP]),
-        "admit_retract": float(eng[Eng.ADMIT_RETRACT]),
-        "ready": bool(eng[Eng.READY]),
-        "slide": float(eng[Eng.SLIDE]),
-        "window": float(eng[Eng.WINDOW]),
-        "slide_mem": float(eng[Eng.SLIDE_MEM]),
-        "graph_max": float(eng[Eng.GRAPH_MAX]),
-        "spec_k": float(eng[Eng.SPEC_K]),
-        "spec_tok": float(eng[Eng.SPEC_TOK]) if eng[Eng.SPEC_TOK] > 0 else 1.0,
-        "buckets": [float(b) for b in buckets],
-    }
+    """The kernel's engine vector (layout.py Eng) as named settings: every field under its name in
+    lower case (a float; flags 0 / 1), the queue order by name, spec_tok at least 1, and the batch
+    buckets."""
+    named = {name.lower(): float(eng[at]) for name, at in Eng}
+    spec_tok = named["spec_tok"] if named["spec_tok"] > 0 else 1.0  # <= 0 read as 1 (layout.py)
+    order = ORDERS[int(eng[Eng.ORDER])]
+    return {**named, "order": order, "spec_tok": spec_tok, "buckets": [float(b) for b in buckets]}
 
 
 def _no_call_launch(design):

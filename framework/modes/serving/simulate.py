@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from decodelab.components.placement import GIB
-from decodelab.core import kv_costs as KC
+from decodelab.core.kv_costs import ReadModel
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import mtp
@@ -122,39 +122,50 @@ def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.nda
     return np.maximum(prompt, n)
 
 
-def sliding_layers(eng: np.ndarray, design: Design, e) -> None:
-    """The sliding-window layers' share, window and pool rule (engine.swa_kv) into eng (layout.py
-    Eng.SLIDE, Eng.WINDOW, Eng.SLIDE_MEM); state layers stay costed as full-attention ones."""
+def sliding_fields(design: Design, e) -> Dict[str, float]:
+    """The sliding-window layers' share, window and pool rule (engine.swa_kv) of the engine vector
+    (layout.py Eng.SLIDE, WINDOW, SLIDE_MEM; all 0: every layer a full-attention one); state layers
+    stay costed as full-attention ones."""
     rm = getattr(design, "kv_read_model", None)
-    if rm is None or rm[KC.R_SLIDE] <= 0 or rm[KC.R_WINDOW] <= 0:
-        return
-    eng[Eng.SLIDE] = rm[KC.R_SLIDE]
-    eng[Eng.WINDOW] = rm[KC.R_WINDOW]
-    eng[Eng.SLIDE_MEM] = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
+    if rm is None or rm[ReadModel.SLIDE] <= 0 or rm[ReadModel.WINDOW] <= 0:
+        return {"slide": 0.0, "window": 0.0, "slide_mem": 0.0}
+    mem = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
+    return {"slide": rm[ReadModel.SLIDE], "window": rm[ReadModel.WINDOW], "slide_mem": mem}
 
 
-def admission_slots(eng: np.ndarray, e, admit: float) -> None:
-    """The admission reserve's slots of the engine vector (engine.admit_*, x `admit`: the share
+def eager_fields(cfg, design: Design) -> Dict[str, float]:
+    """The engine's dispatch of an eager step (engine.eager_launch_us; Eng.EAGER_HOST, EAGER_DECODE):
+    the host time of a step with prefill work when it replays no graph (its kernel calls: call_rep,
+    per-layer calls x layers), and whether decode-only steps are eager too."""
+    e = cfg.engine
+    if e.eager_launch_us is None:
+        return {"eager_host": 0.0, "eager_decode": 0.0}
+    mixed_eager, decode_eager = eager_steps(cfg)
+    host = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep)) if mixed_eager else 0.0
+    return {"eager_host": host, "eager_decode": 1.0 if decode_eager else 0.0}
+
+
+def admission_fields(e, admit: float) -> Dict[str, float]:
+    """The admission reserve's fields of the engine vector (engine.admit_*, x `admit`: the share
     under data-parallel attention, engine.dp_attention.admit_scale)."""
-    eng[Eng.ADMIT_RATIO] = admit * e.admit_ratio
-    eng[Eng.ADMIT_MIN] = admit * e.admit_ratio_min
-    eng[Eng.ADMIT_DECAY] = admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps
-    eng[Eng.ADMIT_CLIP] = e.admit_clip_tokens
-    eng[Eng.ADMIT_RETRACT] = e.admit_retract_steps
+    return {
+        "admit_ratio": admit * e.admit_ratio,
+        "admit_min": admit * e.admit_ratio_min,
+        "admit_decay": admit * (e.admit_ratio - e.admit_ratio_min) / e.admit_ratio_decay_steps,
+        "admit_clip": e.admit_clip_tokens,
+        "admit_retract": e.admit_retract_steps,
+    }
 
 
-def engine_inputs(
-    cfg, design: Design, prompt, output, ready: bool = False
-) -> Tuple[np.ndarray, np.ndarray, list]:
-    """The engine vector and bucket list for the kernel; raises Infeasible for requests that
-    could never be scheduled. ready: the requests arrive with their prompt's KV (Eng.READY, a
-    disaggregated decode pool), so no prompt is prefilled whole."""
-    e, w = cfg.engine, cfg.workload
-    check_engine(e)
+def step_limits(cfg) -> Tuple[Dict[str, float], np.ndarray, list]:
+    """The engine vector's step limits and admission reserve (Eng.MAX_BATCH, MAX_TOKENS, CHUNK,
+    GRAPH_MAX, ADMIT_*), the batch bucket list and notes. Under data-parallel attention they are
+    one attention group's own scheduler's (engine.dp_attention)."""
+    e = cfg.engine
     notes = []
     budget, chunk, admit = e.max_tokens_per_step, e.chunk_size, 1.0
     groups = parallel.serving_groups(cfg)
-    if groups > 1:  # one attention group's own scheduler (engine.dp_attention)
+    if groups > 1:
         admit = e.dp_attention.admit_scale
         if e.dp_attention.split_budget:
             budget, chunk = max(1, budget // groups), (max(1, chunk // groups) if chunk else 0)
@@ -167,30 +178,38 @@ def engine_inputs(
     if len(buckets) and max_batch > buckets[-1] and e.graph_overflow == "cap":
         max_batch = int(buckets[-1])
         notes.append(f"engine.max_batch capped at the largest batch bucket ({max_batch})")
-    per_tok = kv_bytes_per_token_chip(design)
-    pool = design.memory["kv_pool_bytes"]
-    cap_blocks = np.floor(pool / max(per_tok, 1e-30) / e.kv_block_tokens)
-    block = float(e.kv_block_tokens)
-    caps = design.kv_caps
+    limits = {
+        "max_batch": max_batch,
+        "max_tokens": budget,
+        "chunk": chunk,
+        "graph_max": buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0,
+        **admission_fields(e, admit),
+    }
+    return limits, buckets, notes
+
+
+def check_requests(cfg, design: Design, eng: np.ndarray, prompt, output, ready: bool) -> None:
+    """Infeasible for requests the engine could never schedule: longer than the model's context, a
+    prompt prefilled whole beyond the step budget, or more KV than the pool holds."""
+    e = cfg.engine
     longest = int(np.argmax(prompt + output))
     if prompt[longest] + output[longest] > cfg.model.max_context:
         raise Infeasible(
             f"a request of {prompt[longest]:.0f} + {output[longest]:.0f} tokens "
             f"exceeds max_context={cfg.model.max_context} of {cfg.model.name}"
         )
-    if not ready and chunk == 0 and prompt.max() > budget:
+    budget = eng[Eng.MAX_TOKENS]
+    if not ready and eng[Eng.CHUNK] == 0 and prompt.max() > budget:
         raise Infeasible(
             f"a prompt of {prompt.max():.0f} tokens exceeds engine."
-            f"max_tokens_per_step={budget} with whole-prompt prefill "
+            f"max_tokens_per_step={budget:.0f} with whole-prompt prefill "
             "(engine.chunk_size=0)"
         )
-    eng = np.zeros(Eng.size)
-    eng[Eng.BLOCK] = block
-    sliding_layers(eng, design, e)
     # queue: the reservation at admission; preempt: a recompute of prompt + o - 1 generated
     # tokens (a request is done at o), which is at least what its cache ever holds
-    held = max_held(prompt, output, caps) if e.on_kv_full == "queue" else prompt + output - 1.0
+    held = max_held(prompt, output, design.kv_caps) if e.on_kv_full == "queue" else prompt + output - 1.0
     need = max(float(SK.kv_blocks(n, eng)) for n in np.unique(held))
+    cap_blocks, block, per_tok = eng[Eng.CAP_BLOCKS], eng[Eng.BLOCK], kv_bytes_per_token_chip(design)
     if need > cap_blocks:
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
@@ -202,29 +221,41 @@ def engine_inputs(
                 else f'(engine.kv_mem_basis={e.kv_mem_basis}: docs/model.md, "Serving: continuous batching")'
             )
         )
-    eng[Eng.MAX_BATCH] = max_batch
-    eng[Eng.GRAPH_MAX] = buckets[-1] if len(buckets) and e.graph_overflow == "eager" else 0.0
-    eng[Eng.MAX_TOKENS] = budget
-    eng[Eng.CHUNK] = chunk
-    eng[Eng.ORDER] = ORDERS.index(e.order)
-    eng[Eng.MIXED] = 1.0 if e.mixed_steps else 0.0
-    eng[Eng.PREEMPT] = 1.0 if e.on_kv_full == "preempt" else 0.0
-    eng[Eng.CAP_BLOCKS] = cap_blocks
-    eng[Eng.CLOSED] = 1.0 if w.kind == "closed_loop" else 0.0
-    eng[Eng.OVERLAP] = 1.0 if e.overlap else 0.0
-    # the engine loop's host work replaces the hardware's per-step host cost (see serving_hw)
-    eng[Eng.HOST_ITER] = design.hw[Hw.HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6
-    eng[Eng.HOST_REQ] = e.host_per_req_us * 1e-6
-    eng[Eng.LOOKAHEAD] = 1.0 if (e.overlap and e.lookahead) else 0.0
-    admission_slots(eng, e, admit)
-    eng[Eng.SPEC_K], eng[Eng.SPEC_TOK] = mtp.engine_slots(cfg)
-    eng[Eng.READY] = 1.0 if ready else 0.0
-    # the engine's dispatch of an eager step: its kernel calls (call_rep: per-layer calls x layers)
-    if e.eager_launch_us is not None:
-        mixed_eager, decode_eager = eager_steps(cfg)
-        if mixed_eager:
-            eng[Eng.EAGER_HOST] = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep))
-        eng[Eng.EAGER_DECODE] = 1.0 if decode_eager else 0.0
+
+
+def engine_inputs(
+    cfg, design: Design, prompt, output, ready: bool = False
+) -> Tuple[np.ndarray, np.ndarray, list]:
+    """The engine vector (layout.py Eng, every field by name) and bucket list for the kernel;
+    raises Infeasible for requests that could never be scheduled. ready: the requests arrive with
+    their prompt's KV (Eng.READY, a disaggregated decode pool), so no prompt is prefilled whole."""
+    e, w = cfg.engine, cfg.workload
+    check_engine(e)
+    limits, buckets, notes = step_limits(cfg)
+    per_tok = kv_bytes_per_token_chip(design)
+    spec_k, spec_tok = mtp.engine_slots(cfg)
+    eng = Eng.vector(
+        {
+            **limits,
+            **sliding_fields(design, e),
+            **eager_fields(cfg, design),
+            "order": ORDERS.index(e.order),
+            "mixed": 1.0 if e.mixed_steps else 0.0,
+            "preempt": 1.0 if e.on_kv_full == "preempt" else 0.0,
+            "cap_blocks": np.floor(design.memory["kv_pool_bytes"] / max(per_tok, 1e-30) / e.kv_block_tokens),
+            "block": float(e.kv_block_tokens),
+            "closed": 1.0 if w.kind == "closed_loop" else 0.0,
+            "overlap": 1.0 if e.overlap else 0.0,
+            # the engine loop's host work replaces the hardware's per-step host cost (serving_hw)
+            "host_iter": design.hw[Hw.HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6,
+            "host_req": e.host_per_req_us * 1e-6,
+            "lookahead": 1.0 if (e.overlap and e.lookahead) else 0.0,
+            "spec_k": spec_k,
+            "spec_tok": spec_tok,
+            "ready": 1.0 if ready else 0.0,
+        }
+    )
+    check_requests(cfg, design, eng, prompt, output, ready)
     return eng, buckets, notes
 
 
@@ -261,7 +292,7 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
             "(framework/core/kv_costs.py) are in static runs only"
         )
     rm = getattr(design, "kv_read_model", None)
-    if rm is not None and rm[KC.R_STATE] > 0:
+    if rm is not None and rm[ReadModel.STATE] > 0:
         notes.append(
             "serving treats state layers as full-attention layers (KV read and held grow with "
             "the whole context); their constant state (framework/core/kv_costs.py) is in static "
