@@ -25,6 +25,7 @@ from pathlib import Path
 # fresh one. A NUMBA_CACHE_DIR the user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
 _JITTED = (
     "core/kernel.py",
+    "core/kernel_lookup.py",
     "kernel_layout.py",
     "core/pipeline.py",
     "core/grid_kernel.py",
