@@ -14,10 +14,11 @@ import numpy as np
 
 
 class Layout(types.ModuleType):
-    """Named positions along one axis of a kernel array, numbered in the order they are declared:
-    after `Hw = Layout("Hw", "PEAK_FLOPS", "BW_EFF_MAX", ...)`, Hw.PEAK_FLOPS == 0,
-    Hw.BW_EFF_MAX == 1, ..., and Hw.size (= len(Hw)) positions in all. An entry ("NAME", n)
-    takes n consecutive positions, NAME the first of them. Adding a field is one line.
+    """Named positions along one axis of a kernel array (or the codes a column holds), numbered in
+    the order they are declared: after `Hw = Layout("Hw", "PEAK_FLOPS", "BW_EFF_MAX", ...)`,
+    Hw.PEAK_FLOPS == 0, Hw.BW_EFF_MAX == 1, ..., and Hw.size (= len(Hw)) positions in all. An
+    entry ("NAME", n) takes n consecutive positions, NAME the first of them. Adding a field is
+    one line.
 
     It is a module object because Numba reads a global module's attributes inside a jitted function
     as compile-time integer constants, exactly as it does a module's global ints (it cannot read a
@@ -159,8 +160,9 @@ Lin = Layout(
 )
 Lin.alias(A_PAIR=Lin.G_AC, A_TOK=Lin.G_CM, A_SEQ=Lin.G_AM, W_RATIO=Lin.TAB + N_MGRID)
 Law = Layout("Law", "NONE", "GEMM", "ATTN", "COLL", "SKIP")  # the codes of op_lin[o, Lin.LAW]
-OpPath = Layout("OpPath", "ALL", "DECODE", "PREFILL")  # op_lin[o, Lin.PATH]: decode or verification
-# sequences only (DECODE), prefill sequences only (PREFILL), or all (ALL)
+# the codes of op_lin[o, Lin.PATH]: the op runs for every sequence of a step (ALL), for decode and
+# verification sequences only (DECODE) or for prefill sequences only (PREFILL)
+OpPath = Layout("OpPath", "ALL", "DECODE", "PREFILL")
 
 # Per-call accumulators of one step (acc_flops[c, Acc.*]).
 Acc = Layout(
@@ -196,15 +198,15 @@ Call = Layout(
 # The machine vector hw[Hw.*] (core/build.py machine_vector).
 Hw = Layout(
     "Hw",
-    "PEAK_FLOPS",
-    "BW_EFF_MAX",
-    "BW_HALF",
-    "C_EFF_MAX",
-    "C_HALF",
-    "LINK_BW",
-    "COLL_LAT",
-    "HOST_STEP",
-    "ACT_TIER",
+    "PEAK_FLOPS",  # FLOP/s
+    "BW_EFF_MAX",  # achieved fraction of a tier's bandwidth, reached as bytes >> BW_HALF
+    "BW_HALF",  # bytes a call moves at half of BW_EFF_MAX
+    "C_EFF_MAX",  # achieved fraction of PEAK_FLOPS, reached as FLOPs >> C_HALF
+    "C_HALF",  # FLOPs of a call at half of C_EFF_MAX
+    "LINK_BW",  # bytes/s of the tensor-parallel link
+    "COLL_LAT",  # seconds per collective
+    "HOST_STEP",  # the host's seconds per step
+    "ACT_TIER",  # the memory tier activations live in (its index in tier_bw)
     # attention's (query, key) FLOPs run at this fraction of the GEMM efficiency (flash-attention
     # kernels reach less of the peak than GEMMs; 1 = the same)
     "ATTN_REL",
@@ -224,7 +226,8 @@ Hw = Layout(
     "DP_TOKENS",
 )
 
-# KV-policy caps (0 = none), the plain form every policy reduces to (components/kv_policy/).
+# KV-policy caps (0 = none), the plain form every policy reduces to: its kernel_params by these
+# names in lower case (components/kv_policy/).
 Cap = Layout("Cap", "PROMPT_CAP", "TOTAL_CAP", "READ_CAP")
 
 # The rows the kernel evaluates (steps[r, Step.*]): query tokens per sequence, KV tokens the step
