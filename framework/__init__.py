@@ -34,6 +34,7 @@ _JITTED = (
     "modes/serving/layout.py",
     "modes/serving/parts.py",
     "modes/serving/pick.py",
+    "modes/serving/stepcost.py",
     "fidelity/attention_kernel.py",
 )
 

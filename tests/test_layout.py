@@ -97,7 +97,12 @@ def test_numba_reads_fields_as_constants():
 
 
 KERNEL = ("core/kernel.py", "core/kernel_lookup.py")
-SERVING = ("modes/serving/scheduler.py", "modes/serving/parts.py", "modes/serving/pick.py")
+SERVING = (
+    "modes/serving/scheduler.py",
+    "modes/serving/parts.py",
+    "modes/serving/pick.py",
+    "modes/serving/stepcost.py",
+)
 # layout -> the jitted modules that read (or fill) its array
 CONSUMERS = {
     "Cause": KERNEL,
@@ -196,7 +201,7 @@ def test_reference_reads_every_engine_field():
     eng = np.arange(SL.Eng.size, dtype=np.float64)
     eng[SL.Eng.ORDER] = 1.0
     named = engine_dict(eng, [4.0])
-    text = source("modes/serving/reference.py")
+    text = source("modes/serving/reference.py", "modes/serving/reference_step.py")
     for n, at in SL.Eng:
         key = n.lower()
         assert re.search(rf'eng(\["|\.get\("){key}"', text), f"reference.py never reads eng[{key!r}]"
