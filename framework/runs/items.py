@@ -10,8 +10,6 @@ import traceback
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
-
 from decodelab.config import plan
 from decodelab.core import kernel as K
 from decodelab.core.labels import run_label
@@ -34,7 +32,7 @@ def warm_up() -> int:
     """What a worker pays once, paid while the planning process still composes (a local
     backend starts its workers first, runs.backends): this module's imports, Numba's start and
     a kernel every design uses loaded from its cache. Returns the worker's process id."""
-    K.apply_caps(np.zeros((1, K.N_STEP)), 1.0, K.NO_CAPS)
+    K.apply_caps(K.request_steps(1, 1, 2), 1.0, K.NO_CAPS)
     return os.getpid()
 
 
