@@ -23,7 +23,7 @@ import numpy as np
 from decodelab.config import plan as P
 from decodelab.config.sweepfile import SweepError, check_count
 from decodelab.config.diagnose import describe, search_dirs
-from decodelab.config.fields import get_field, interpolated, settable
+from decodelab.config.fields import interpolated, node_kind, settable, typed_as
 from decodelab.core.tree import Tree, freeze, replace
 
 
@@ -172,8 +172,11 @@ def choice_of(grid: Grid, gidx: Tuple[int, ...]) -> Choice:
         if interpolated(raw, k):
             c.per_design = f"another field interpolates {k}"
             break
-        ref = get_field(base, k)
-        vals = [float(v) if isinstance(ref, float) and type(v) is int else v for v in a.values]
+        kind = node_kind(base_cfg, k)  # Hydra's typing of the value, as PlainBase (config.fields)
+        vals = [typed_as(kind, v) for v in a.values]
+        if any(v is None for v in vals):
+            c.per_design = f"Hydra converts or refuses a value of {a.strings[0]}"
+            break
         typed.append(vals)
     if not c.per_design:
         c.values = [np.asarray(v, dtype=object)[mesh[k]] for k, v in enumerate(typed)]
