@@ -233,3 +233,41 @@ def test_numba_cache_key_covers_every_jitted_and_layout_module():
     jitted = {str(p.relative_to(FRAMEWORK)) for p in FRAMEWORK.rglob("*.py") if "njit" in p.read_text()}
     layouts = {str(Path(m.__file__).relative_to(FRAMEWORK)) for m in (KL, SL)}
     assert jitted | layouts <= listed
+
+
+def test_names_read_through_a_module_exist():
+    """Every `alias.NAME` a framework or components module reads through an imported decodelab
+    module exists there: a layout name the kernels no longer have (kernel.N_STEP, scheduler.E_READY)
+    fails here, not at run time in a sweep worker."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for path in [*FRAMEWORK.rglob("*.py"), *(FRAMEWORK.parent / "components").rglob("*.py")]:
+        tree = ast.parse(path.read_text())
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("decodelab"):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    try:
+                        if importlib.util.find_spec(full) is not None:  # a module, not a name
+                            aliases[a.asname or a.name] = full
+                    except ModuleNotFoundError:  # a name imported from a module
+                        pass
+            elif isinstance(node, ast.Import):
+                aliases.update(
+                    {a.asname: a.name for a in node.names if a.asname and a.name.startswith("decodelab")}
+                )
+        for node in ast.walk(tree):  # a parameter or local of the alias's name shadows it
+            if isinstance(node, ast.arg) or (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)):
+                aliases.pop(getattr(node, "arg", None) or getattr(node, "id", None), None)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                if not hasattr(importlib.import_module(aliases[node.value.id]), node.attr):
+                    missing.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    assert not missing
