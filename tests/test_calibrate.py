@@ -136,7 +136,7 @@ def test_a_calibration_figure_is_labelled_and_user_rows_never_are():
         (["sn40l.launch_us", "--on", "C9"], "error: C9: the claim has 5 figures"),
         (["sn40l.fill_drain_us", "--on", "C5:1"], "error: sn40l.fill_drain_us is already calibrated on C2:1"),
         (["pair.405b_8b", "--on", "C2:1"], "error: C2:1 already calibrates sn40l.fill_drain_us"),
-        (["pair.405b_3b", "--on", "C8:2"], "error: pair.405b_3b is already calibrated on C7:1"),
+        (["sn40l.launch_us", "--on", "C9:2"], "error: sn40l.launch_us is already calibrated on C9:1"),
         (["sn40l.launch_us"], "error: give PARAM and --on FIGURE"),
     ],
 )

@@ -16,8 +16,10 @@ from decodelab.config.compose import compose
 
 HF = ROOT / "tests" / "data" / "hf"
 # may differ: naming, provenance, a deployment's graph menu, the sampling defaults of a checkpoint's
-# generation_config.json (read only where the file sits beside config.json; tests/data/hf has none)
-NOT_SHAPE = ("name", "source", "static_graphs", "generation_defaults")
+# generation_config.json (read only where the file sits beside config.json; tests/data/hf has none),
+# the ops a quantized checkpoint keeps in BF16 (its quantization config, not config.json), the MTP
+# module's published acceptance (a paper's figure)
+NOT_SHAPE = ("name", "source", "static_graphs", "generation_defaults", "quant_bf16_ops", "mtp_acceptance")
 
 
 def write(tmp_path, folder: str, name: str):
