@@ -476,7 +476,11 @@ def test_parallelism_columns_map_to_the_design(extra, chips, stages, more):
 
 @pytest.mark.parametrize(
     "extra, words",
-    [({"ep": 4}, "ep=4 must be tp x dp = 2"), ({"pp": 0}, "pp=0 must be"), ({"moe_tp": 1}, "ep=1 must be tp x dp = 2")],
+    [
+        ({"ep": 4}, "ep=4 must be tp x dp = 2"),
+        ({"pp": 0}, "pp=0 must be"),
+        ({"moe_tp": 1}, "ep=1 must be tp x dp = 2"),
+    ],
 )
 def test_parallelism_the_model_cannot_map_is_one_error(tmp_path, extra, words):
     row = {**_row(**extra).to_dict(), "isl": 128, "osl": 8, "concurrency": 1, "ttft_ms": 1, "tpot_ms": 1}

@@ -95,7 +95,9 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["kv_mem_max_pct"] = 100.0 * m["kv_mem_max_gib"] / max(m["kv_pool_gib"], 1e-30)
     m["n_kernel_calls_per_step"] = design.calls_per_step
     # time of each request's decode span by cause (steps after its first token up to its last)
-    cum = np.vstack([np.zeros(len(CAUSES)), np.cumsum(steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)], 0)])
+    cum = np.vstack(
+        [np.zeros(len(CAUSES)), np.cumsum(steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)], 0)]
+    )
     f, d = req[:, Req.FIRST_STEP].astype(int), req[:, Req.DONE_STEP].astype(int)
     per_req = (cum[d + 1] - cum[f + 1]) / (out_len - 1.0)[:, None]
     for k, cause in enumerate(CAUSES):
