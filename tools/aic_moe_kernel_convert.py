@@ -17,6 +17,8 @@ import sys
 
 import pandas as pd
 
+from decodelab.opcost.moe import COLUMNS
+
 AIC = os.environ.get("AIC", "aiconfigurator/.git")  # a clone of github.com/ai-dynamo/aiconfigurator
 COMMIT = "095f58a5"
 SRC = "aic-core/src/aiconfigurator_core/systems/data/{chip}/moe/trtllm/{version}/moe_perf.parquet"
@@ -24,16 +26,7 @@ FILES = {  # chip: (source version, shipped table)
     "b200_sxm": ("1.2.0rc5", "framework/data/operators/b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet"),
     "gb200": ("1.3.0rc10", "framework/data/operators/gb200_moe_trtllm_1.3.0rc10.parquet"),
 }
-KEYS = [
-    "moe_dtype",
-    "num_tokens",
-    "hidden_size",
-    "inter_size",
-    "topk",
-    "num_experts",
-    "moe_tp_size",
-    "moe_ep_size",
-]
+KEYS = [c for c in COLUMNS if c != "latency_ms"]  # the shipped MoE table's shape columns
 
 
 def convert(chip: str, version: str, out: str) -> None:
