@@ -63,8 +63,8 @@ def test_ambiguous_recipes_stay_refused_naming_both(tmp_path):
 
 def test_mtp_no_recipe_and_date_only_rows(tmp_path):
     """6 clients: the MTP and non-MTP ctx1_gen5_tep8_batch1 recipes (same pools) both list 6: which
-    ran is not recorded; 875 clients: only the MTP recipe (ctx1_gen5_dep8_batch16_mtp3): no draft in
-    the pools; 7 clients: no recipe. A db-dump copy's date-only time (T00:00:00.000Z) matches the
+    ran is not recorded; 875 clients: only the MTP recipe (ctx1_gen5_dep8_batch16_mtp3): run with
+    its draft (tests/test_disagg_mtp.py); 7 clients: no recipe. A db-dump copy's date-only time (T00:00:00.000Z) matches the
     recipes stated that UTC day (4096 as above); a day before PR #588, none."""
     df = frame(
         tmp_path,
@@ -77,9 +77,9 @@ def test_mtp_no_recipe_and_date_only_rows(tmp_path):
     kinds = [aic_rows.reason_kind(r) if r else "" for r in df["refuse"]]
     assert kinds == [
         "mode=disagg MTP or not",
-        "mode=disagg MTP recipe",
+        "",
         "mode=disagg no recipe",
         "",
         "mode=disagg no recipe",
     ]
-    assert df.iloc[3]["decode_batch"] == 512
+    assert df.iloc[3]["decode_batch"] == 512 and df.iloc[1]["decode_mtp"] == 3

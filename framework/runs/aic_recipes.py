@@ -6,7 +6,8 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 - `applies`: the row's silicon_data_source names a dump of `disagg_recipes.markers`;
 - `matches`: the recipes of the row's system, backend, precision, isl, osl whose conc-list holds its
   silicon_concurrency and whose image its backend_version, stated at its measured= time;
-- `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not)."""
+- `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
+- `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,21 @@ def _columns(e: dict, clients: int) -> Dict[str, int]:
     return out
 
 
+def draft_tokens(e: dict) -> Optional[Dict[str, int]]:
+    """The draft tokens per step (`<side>_mtp`) each pool of recipe `e` runs: 0 without MTP; the
+    SGLang file's `mtp_steps`, the TensorRT-LLM file name's `mtp_layers_in_name`; None when an MTP
+    recipe's is not known (aic_mapping.yaml `disagg_recipes`)."""
+    if not e["mtp"]:
+        return {"prefill_mtp": 0, "decode_mtp": 0}
+    rule, name = _rule(), e["config_file"] or ""
+    stated = (rule.get("mtp_steps") or {}).get(name)
+    if stated is not None:
+        return {f"{side}_mtp": int(stated.get(side, 0)) for side in ("prefill", "decode")}
+    pattern = (rule.get("mtp_layers_in_name") or {}).get(e["backend"])
+    m = re.search(pattern, name) if pattern else None
+    return {"prefill_mtp": int(m.group(1)), "decode_mtp": int(m.group(1))} if m else None
+
+
 def _name(e: dict) -> str:
     return f"{e['key']}@{e['commit']} {e['config_file'] or 'conc ' + str(e['conc'])}"
 
@@ -140,14 +156,16 @@ def pools_of(row) -> Tuple[Dict[str, int], str]:
     if len({_pools(e) for e in found}) > 1:
         names = "; ".join(_name(e) for e in found)
         return {}, f"{REFUSED} ambiguous recipe: {what} matches recipes with different pools: {names}"
-    if all(e["mtp"] for e in found):
-        return (
-            {},
-            f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: the disaggregated pools build no MTP draft",
-        )
-    if any(e["mtp"] for e in found):
+    if len({e["mtp"] for e in found}) > 1:
         return (
             {},
             f"{REFUSED} MTP or not: {what} matches MTP and non-MTP recipes of the same pools ({_name(found[0])})",
         )
-    return {**_columns(found[0], clients), "concurrency": clients}, ""
+    drafts = [draft_tokens(e) for e in found]
+    if None in drafts or any(d != drafts[0] for d in drafts):
+        return (
+            {},
+            f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
+            "(aic_mapping.yaml disagg_recipes mtp_steps)",
+        )
+    return {**_columns(found[0], clients), **drafts[0], "concurrency": clients}, ""

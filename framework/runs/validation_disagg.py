@@ -23,7 +23,11 @@ KV_LINK = "ib_1p1d"  # conf/disagg file of the KV link (module docstring)
 # (disable_overlap_scheduler true), max_num_tokens isl + 1500; decode: overlap on, max_num_tokens
 # max_batch_size (rounded up to tokens_per_block from 2026-02-25, #453: no decode step is bound by
 # it either way); vLLM prefill max_num_batched_tokens isl + 1500, decode max_batch_size; SGLang
-# max_prefill_tokens isl + 1500 on both (no mixed chunk outside aggregated workers).
+# max_prefill_tokens isl + 1500 on both (no mixed chunk outside aggregated workers). With MTP (k draft tokens) a
+# decode step carries batch x (1 + k) tokens: AIConfigurator's generator set max_num_tokens = bs x (1 + nextn) (+ isl
+# + 1500, generator/backends/trtllm.py _apply_deepseek_mtp @8d0390b2), InferenceX's recipes likewise (srt-slurm
+# ctx1_gen2_dep8_batch768_eplb0_mtp2_1600.yaml: decode max_batch_size 96, max_num_tokens 288 = 96 x 3), so a decode
+# pool's budget is batch x (1 + k) (SGLang's: at least that; its decode steps are not bound by max_prefill_tokens).
 PREFILL_TOKENS_OVER_ISL = 1500
 
 
@@ -52,30 +56,45 @@ def pool_overrides(row, is_moe: bool) -> List[str]:
     return out
 
 
-def pool_engine(family: str, side: str, batch: int, isl: int) -> Dict[str, object]:
-    """The engine settings AIConfigurator's benchmark launch gives one pool (module constants)."""
+def pool_engine(family: str, side: str, batch: int, isl: int, k: int = 0) -> Dict[str, object]:
+    """The engine settings AIConfigurator's benchmark launch gives one pool (module constants);
+    `k`: the pool's MTP draft tokens per step."""
     budget = isl + PREFILL_TOKENS_OVER_ISL
+    decode = batch * (1 + k)
     if family == "trtllm":
         return (
             {"overlap": False, "max_tokens_per_step": budget}
             if side == "prefill"
-            else {"max_tokens_per_step": batch}
+            else {"max_tokens_per_step": decode}
         )
     if family == "vllm":
-        tokens = budget if side == "prefill" else batch
+        tokens = budget if side == "prefill" else decode
         return {"max_tokens_per_step": tokens, "chunk_size": tokens, "batch_buckets": []}
     if family == "sglang":
-        return {"max_tokens_per_step": budget, "batch_buckets": []}
+        return {
+            "max_tokens_per_step": budget if side == "prefill" else max(budget, decode),
+            "batch_buckets": [],
+        }
     return {}
 
 
+def draft_tokens(row, side: str) -> int:
+    """The pool's MTP draft tokens per step (`<side>_mtp`: aic_recipes.draft_tokens; empty: 0)."""
+    v = row.get(f"{side}_mtp")
+    return 0 if v is None or v != v or v == "" else int(v)
+
+
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
-    """Per-row fields of a disaggregated design: each pool's batch cap, and under AIConfigurator's
-    launch (`aic`) its engine settings."""
+    """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
+    (engine.mtp.k, the same under attention DP: the recipe states it for its pool), and under
+    AIConfigurator's launch (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
-        batch = int(row[f"{side}_batch"])
+        batch, k = int(row[f"{side}_batch"]), draft_tokens(row, side)
         out[f"disagg.{side}.max_batch"] = batch
-        if aic:
-            out[f"disagg.{side}.engine"] = pool_engine(family, side, batch, int(row["isl"]))
+        engine = pool_engine(family, side, batch, int(row["isl"]), k) if aic else {}
+        if k > 0:
+            engine.update({"mtp.k": k, "mtp.k_attention_dp": k})
+        if engine:
+            out[f"disagg.{side}.engine"] = engine
     return out

@@ -94,18 +94,19 @@ def simulate_open(cfg) -> Dict[str, object]:
     """The three stages of an open loop; every per-request array in the workload's request order."""
     arrival, prompt, output = requests(cfg.workload, cfg.model.max_context)
     n = len(prompt)
-    pc, pd_, pm, notes = pool_design(cfg, "prefill")
-    dc, dd, dm, more = pool_design(cfg, "decode")
+    ppool, notes = pool_design(cfg, "prefill")
+    dpool, more = pool_design(cfg, "decode")
+    (pc, pd_), (dc, dd) = ppool[:2], dpool[:2]
     P = cfg.disagg.prefill.instances * groups(pc)
     D = cfg.disagg.decode.instances * groups(dc)
     src, dst = np.arange(n) % P, np.arange(n) % D
-    pre, pre_steps = run_ranks((pc, pd_, pm), src, arrival, prompt, np.ones(n), False, "prefill")
+    pre, pre_steps = run_ranks(ppool, src, arrival, prompt, np.ones(n), False, "prefill")
     done = pre[:, Req.DONE]
     tokens = kept_tokens(prompt, pd_.kv_caps)
     bpt = (kv_bytes_per_token_chip(pd_), kv_bytes_per_token_chip(dd))
     link = cfg.disagg.kv_link
     ready = transfer_times(done, src, dst, tokens * max(bpt), link.bw_gb_s, link.latency_us)
-    dec, dec_steps = run_ranks((dc, dd, dm), dst, ready, prompt, output, True, "decode")
+    dec, dec_steps = run_ranks(dpool, dst, ready, prompt, output, True, "decode")
     return {
         "arrival": arrival,
         "prompt": prompt,

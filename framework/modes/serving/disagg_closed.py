@@ -94,16 +94,16 @@ def one_round(cfg, pools, reqs, delay: np.ndarray, units) -> Dict[str, object]:
 
 
 def closed_pools(cfg) -> Tuple[tuple, tuple, Tuple[int, int], list]:
-    """(prefill instance, decode instance) as (config, design, mixed design); the decode rank's
-    requests (arrival 0 for its first clients, NaN for those its clients send later); (decode
-    ranks, prefill ranks); notes."""
+    """(prefill instance, decode instance) as (config, design, mixed design, MTP draft arrays or
+    None); the decode rank's requests (arrival 0 for its first clients, NaN for those its clients
+    send later); (decode ranks, prefill ranks); notes."""
     d, w = cfg.disagg, cfg.workload
-    pc, pd_, pm, notes = pool_design(cfg, "prefill", _ceil(w.concurrency, d.prefill.instances))
-    dc, dd, dm, more = pool_design(cfg, "decode", _ceil(w.concurrency, d.decode.instances))
-    copies = d.decode.instances * groups(dc)
+    pre, notes = pool_design(cfg, "prefill", _ceil(w.concurrency, d.prefill.instances))
+    dec, more = pool_design(cfg, "decode", _ceil(w.concurrency, d.decode.instances))
+    copies = d.decode.instances * groups(dec[0])
     reqs = requests(group_workload(w, copies), cfg.model.max_context)
-    units = (copies, d.prefill.instances * groups(pc))
-    return ((pc, pd_, pm), (dc, dd, dm)), reqs, units, notes + more
+    units = (copies, d.prefill.instances * groups(pre[0]))
+    return (pre, dec), reqs, units, notes + more
 
 
 def settle(cfg, pools, reqs, units) -> Tuple[Dict[str, object], int, str]:

@@ -10,7 +10,14 @@ the pool's chips and split, its engine settings (`max_batch`, `engine`), disaggr
 rank's design, engine vector and data-parallel token share are exactly the one-pool serving
 mode's. The KV of a request crosses `kv_link` from the NIC of the prefill rank that ran it to the
 NIC of the decode rank that takes it (every GPU has its own NIC; the ranks of an instance move
-their shards in parallel), first come first served on each NIC."""
+their shards in parallel), first come first served on each NIC.
+
+In-engine MTP (a pool's `engine.mtp.k` > 0, modes/serving/mtp.py) is the one-pool mode's too: the
+target built beside the MTP module (its layer's KV in the pool and in what crosses the link), the
+draft's arrays handed to each rank's scheduler. In a prefill pool the draft runs its passes over
+the prompt after the prefill (the k draft tokens the decode pool's first step verifies:
+TensorRT-LLM's context servers with `speculative_config`); in a decode pool every step verifies
+k + 1 positions per sequence and emits model.mtp_acceptance's expected tokens."""
 
 from __future__ import annotations
 
@@ -23,7 +30,8 @@ from decodelab.core.build import Design, build
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import scheduler as SK
-from decodelab.modes.serving.simulate import design_args, engine_inputs, mixed_design
+from decodelab.modes.serving import mtp
+from decodelab.modes.serving.simulate import design_args, draft_args, engine_inputs, mixed_design
 from decodelab.kernel_layout import Cap
 from decodelab.modes.serving.layout import Req
 
@@ -72,12 +80,19 @@ def pool_config(cfg, name: str, clients: int = 0):
     return with_fields(cfg, fields)
 
 
-def pool_design(cfg, name: str, clients: int = 0) -> Tuple[object, Design, Design, list]:
-    """(the instance's config, its design, its mixed-step design, notes); a design that cannot be
-    built raises its error with the pool named."""
+def pool_design(cfg, name: str, clients: int = 0) -> Tuple[tuple, list]:
+    """(the instance as (config, design, mixed-step design, MTP draft arrays or None), notes); with
+    MTP the target is built beside the module (module docstring). A design that cannot be built
+    raises its error with the pool named."""
     c = pool_config(cfg, name, clients)
     try:
-        design = build(c)
+        draft, more = None, []
+        if mtp.draft_k(c) > 0:
+            design, d = mtp.designs(c)
+            draft = draft_args(c, d)
+            more = [f"{name} pool: {design.notes[-1]}"]
+        else:
+            design = build(c)
         mixed, notes = mixed_design(c, design)
     except (Infeasible, ConfigError) as e:
         kind = type(e)
@@ -85,7 +100,7 @@ def pool_design(cfg, name: str, clients: int = 0) -> Tuple[object, Design, Desig
             f" adp{c.hardware.attention_dp}" if c.hardware.attention_dp > 1 else ""
         )
         raise kind(f"{name} pool ({c.hardware.name}, {split}): {e}") from None
-    return c, design, mixed, notes
+    return (c, design, mixed, draft), notes + more
 
 
 def groups(pcfg) -> int:
@@ -94,16 +109,16 @@ def groups(pcfg) -> int:
 
 
 def run_instance(
-    pcfg, design: Design, mixed: Design, arrival, prompt, output, ready: bool, name: str, think=None
+    pcfg, design: Design, mixed: Design, draft, arrival, prompt, output, ready: bool, name: str, think=None
 ) -> Tuple[np.ndarray, np.ndarray]:
     """One rank: the scheduler over its requests (arrival order; NaN arrivals: issued by its
-    closed-loop clients `think` s after a request ends)."""
+    closed-loop clients `think` s after a request ends); `draft`: the MTP draft's arrays or None."""
     try:
         eng, buckets, _ = engine_inputs(pcfg, design, prompt, output, ready)
     except Infeasible as e:
         raise Infeasible(f"{name} pool: {e}") from None
     think = np.zeros(len(prompt)) if think is None else think
-    args = design_args(pcfg, design, mixed)
+    args = design_args(pcfg, design, mixed, draft)
     req, steps, status = SK.serve(*args, eng, buckets, arrival, prompt, output, think)
     if status != 0:
         raise Infeasible(f"the {name} pool's scheduler could not place every request")
@@ -113,7 +128,7 @@ def run_instance(
 def run_ranks(pool, rank, arrival, prompt, output, ready: bool, name: str):
     """Every rank of a pool over the requests dealt to it (`rank[k]`: request k's rank; each rank's
     requests in arrival order): per-request rows in the requests' order, and each rank's steps.
-    `pool`: (config, design, mixed design) of one instance."""
+    `pool`: (config, design, mixed design, MTP draft arrays or None) of one instance (pool_design)."""
     req = np.full((len(prompt), Req.size), np.nan)
     steps: List[np.ndarray] = []
     for r in np.unique(rank):

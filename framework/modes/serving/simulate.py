@@ -88,8 +88,8 @@ def design_args(cfg, design: Design, mixed: Design, draft: Optional[tuple] = Non
     follow): operator arrays, the step call costs, tiers, the serving machine vector, KV caps and
     the MTP draft's arrays (draft_args; without one the target's, which the scheduler leaves
     unused)."""
-    if draft is None and mtp.draft_k(cfg) > 0:  # prepare() builds it; the disaggregated pools do not
-        raise ConfigError("engine.mtp: in-engine MTP is modelled in aggregated serving runs only")
+    if draft is None and mtp.draft_k(cfg) > 0:  # prepare() and disagg_pools.pool_design build it
+        raise ConfigError("engine.mtp.k > 0 needs the MTP draft's arrays (simulate.draft_args)")
     a = stepcost_arrays(cfg, design, mixed)
     return (*a[:6], design.tier_bw, *a[6:], design.kv_caps, a if draft is None else draft)
 
