@@ -83,3 +83,52 @@ def test_mtp_no_recipe_and_date_only_rows(tmp_path):
         "mode=disagg no recipe",
     ]
     assert df.iloc[3]["decode_batch"] == 512 and df.iloc[1]["decode_mtp"] == 3
+
+
+H200 = "trtllm,0.8.1.post1,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,{isl},1024,fp8,fp8,,,,,,"
+SGL_FP4 = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
+
+
+def sourced(c, t, image, engine, isl=1024):
+    src = f"source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency={c}; measured={t}; wip=False; image={image}"
+    return f"d,{src},{engine.format(isl=isl)},{POOLS},1000.0,20.0\n"
+
+
+def test_h200_trtllm_rows_take_the_clients_their_recipe_file_states(tmp_path):
+    """InferenceX's H200 TensorRT-LLM key lists c64 for c64_ctx1_gen9_tep8_batch256_eplb0_mtp0, whose srt-slurm
+    file's benchmark runs `concurrencies: "576"` (9 decode workers x 64): a row of 576 clients measured after
+    PR #698 (2026-02-14 06:57:32Z) runs it: decode 9 workers of tp 8 (attention TP), batch 256, no MTP. 64
+    clients match no H200 recipe file of 1k/1k (aic_mapping.yaml disagg_recipes `clients`)."""
+    img = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1"
+    df = frame(
+        tmp_path,
+        sourced(576, "2026-02-14T06:57:35Z", img, H200),
+        sourced(64, "2026-02-14T06:57:35Z", img, H200),
+    )
+    r = df.iloc[0]
+    assert r["refuse"] == "" and r["concurrency"] == 576
+    assert [r["decode_workers"], r["decode_tp"], r["decode_dp"], r["decode_batch"], r["decode_mtp"]] == [
+        9,
+        8,
+        1,
+        256,
+        0,
+    ]
+    assert aic_rows.reason_kind(df.iloc[1]["refuse"]) == "mode=disagg no recipe"
+
+
+def test_the_image_a_row_names_picks_the_mtp_key(tmp_path):
+    """B200 SGLang FP4 1k/1k at 16 clients: the non-MTP key (image ...-cu130-runtime) and the -mtp key (image
+    ...-cu130) both list 16 on the same pools (low-latency-dep4-1p-tep8-5d). A row naming the -mtp key's image
+    ran it: decode MTP 2 (the file's --speculative-num-steps), no draft in the prefill pool; one naming the
+    -runtime image ran the non-MTP recipe."""
+    t = "2026-02-11T22:38:20Z"
+    df = frame(
+        tmp_path,
+        sourced(16, t, "lmsysorg/sglang:v0.5.8.post1-cu130", SGL_FP4),
+        sourced(16, t, "lmsysorg/sglang:v0.5.8.post1-cu130-runtime", SGL_FP4),
+    )
+    mtp, plain = df.iloc[0], df.iloc[1]
+    assert mtp["refuse"] == "" and plain["refuse"] == ""
+    assert [mtp["prefill_mtp"], mtp["decode_mtp"], plain["decode_mtp"]] == [0, 2, 0]
+    assert mtp["decode_workers"] == plain["decode_workers"] == 5

@@ -5,7 +5,8 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 
 - `applies`: the row's silicon_data_source names a dump of `disagg_recipes.markers`;
 - `matches`: the recipes of the row's system, backend, precision, isl, osl whose conc-list holds its
-  silicon_concurrency and whose image its backend_version, stated at its measured= time;
+  silicon_concurrency (the file's stated clients where `clients` lists it) and whose image its
+  backend_version (the image the row names, where one matches it exactly), stated at its measured= time;
 - `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`)."""
 
@@ -22,6 +23,7 @@ from decodelab.paths import VALIDATION_DIR
 
 MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\dT[\d:.]+Z)")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+IMAGE = re.compile(r"image=([^;]+)")
 DATE_ONLY = "T00:00:00.000Z"  # a db-dump copy's time: the UTC day only
 REFUSED = "mode=disagg"
 
@@ -71,24 +73,36 @@ def _window(source: str) -> Optional[Tuple[dt.datetime, dt.datetime]]:
     return (t, t + dt.timedelta(days=1)) if m.group(1).endswith(DATE_ONLY) else (t, t)
 
 
+def _runs(e: dict, clients: int) -> bool:
+    """Whether recipe `e`'s benchmark ran `clients` clients: its file's stated count (`clients`),
+    else its conc-list."""
+    stated = (_rule().get("clients") or {}).get(e["config_file"])
+    return clients == stated if stated is not None else clients in e["conc"]
+
+
 def matches(row, clients: int) -> List[dict]:
     """The recipes a row may have run (module docstring)."""
-    window = _window(_cell(row, "silicon_data_source"))
+    source = _cell(row, "silicon_data_source")
+    window = _window(source)
     if window is None:
         return []
     first, last = window
     fields = {k: _cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
-    return [
+    found = [
         e
         for e in recipes()
         if (e["system"], e["backend"], e["precision"])
         == (fields["system"], fields["backend"], fields["precision"])
         and (str(e["isl"]), str(e["osl"])) == (fields["isl"], fields["osl"])
-        and clients in e["conc"]
+        and _runs(e, clients)
         and fields["backend_version"] in e["image"]
         and e["t0"] <= last
         and (e["t1"] is None or e["t1"] > first)
     ]
+    m = IMAGE.search(source)  # the image the run names: a key whose image is exactly it ran
+    image = m.group(1).strip().replace("#", "/") if m else ""
+    exact = [e for e in found if e["image"] == image]
+    return exact or found
 
 
 def _pools(e: dict) -> tuple:
