@@ -22,7 +22,7 @@ from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Eng, Req, StepLog
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 from decodelab.runs.validation_disagg import pool_settings
-from test_disagg_recipes import T588, frame, row
+from test_disagg_recipes import POOLS, T588, frame, row
 
 # a small model given an MTP module (tests/test_serving_mtp.py), the hardware's host cost per step
 SMALL = ("model=llama3_2_1b", "hardware=h100_sxm", "model.n_mtp_modules=1")
@@ -148,3 +148,23 @@ def test_kv_bytes_of_an_mtp_pool_include_the_module():
     assert SM.kv_bytes_per_token_chip(design) == pytest.approx(
         SM.kv_bytes_per_token_chip(build(cfg)) * 17 / 16, rel=1e-12
     )
+
+
+def test_a_recipe_file_whose_name_counts_the_worker_batch(tmp_path):
+    """B200 FP8 1k/1k at 1600 clients (PR #919, measured 2026-03-23 13:00:07Z): ctx1_gen2_dep8_batch768_eplb0_mtp2_1600
+    names 768 = the worker's 8 attention-DP ranks x its max_batch_size 96 (the srt-slurm file): decode batch 96 per
+    rank (2 workers x 8 ranks x 96 = 1536 slots for 1600 clients), MTP 2 in both pools, decode budget 96 x 3 = 288
+    (the file's max_num_tokens)."""
+    eng = "trtllm,0.8.1.post2,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,{isl},1024,fp8,fp8,,,,,,"
+    img = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
+    src = f"source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=1600; measured=2026-03-23T13:00:07Z; wip=False; image={img}"
+    r = frame(tmp_path, f"d,{src},{eng.format(isl=1024)},{POOLS},1000.0,20.0\n").iloc[0]
+    assert r["refuse"] == ""
+    assert [r["decode_workers"], r["decode_dp"], r["decode_batch"], r["decode_mtp"], r["prefill_mtp"]] == [
+        2,
+        8,
+        96,
+        2,
+        2,
+    ]
+    assert pool_settings(r, "trtllm", aic=True)["disagg.decode.engine"]["max_tokens_per_step"] == 288

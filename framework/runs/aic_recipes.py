@@ -128,7 +128,8 @@ def _columns(e: dict, clients: int) -> Dict[str, int]:
         )
     ranks = out["decode_workers"] * out["decode_dp"]
     out["prefill_batch"] = 0
-    out["decode_batch"] = e["decode"].get("batch") or math.ceil(clients / ranks)
+    stated = (_rule().get("decode_batch") or {}).get(e["config_file"])  # the file's, where its name misleads
+    out["decode_batch"] = stated or e["decode"].get("batch") or math.ceil(clients / ranks)
     return out
 
 
