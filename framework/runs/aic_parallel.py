@@ -1,9 +1,12 @@
 """How a row of AIConfigurator's silicon_sample.csv states its replica's parallel split, read as
 the launch that ran (framework/runs/aic_rows.py parallel_of and concurrency_of; the rules and their
-sources: framework/data/validation/aic_mapping.yaml `ep_counted_twice`, `unrecorded_attention_dp`).
+sources: framework/data/validation/aic_mapping.yaml `ep_counted_twice`, `expert_parallel_launched`,
+`unrecorded_attention_dp`).
 
 - `launched`: rows of a dump that counts the expert-parallel size twice (InferenceX single-node runs
   of T GPUs with EP E = T recorded as T x E GPUs) -> (tp, attention_dp, moe_tp, moe_ep) of the T GPUs;
+  and rows recorded with experts split by tensor parallelism (moe_tp = tp_size) whose launch script
+  enabled expert parallelism anyway (`ep_launched`) -> experts over the tp_size GPUs;
 - `unrecorded_dp`: TensorRT-LLM MoE rows whose tp_size holds attention-DP ranks that attention_dp_size
   does not record (silicon_concurrency = batch_size x tp_size) -> the attention-DP size.
 
@@ -47,12 +50,16 @@ def counted_twice(row) -> bool:
 
 
 def launched(row) -> Optional[Split]:
-    """(tp, attention_dp, moe_tp, moe_ep) of the T GPUs a twice-counted row ran on, or None (not such
-    a dump, or not the signature G = tp_size x attention_dp_size = T x T of EP = TP). TensorRT-LLM and
-    SGLang record moe T x T (tp_size 1 with attention_dp_size T x T: attention DP over the T GPUs);
-    vLLM records tp_size T, attention_dp_size T, moe 1 x T x T (attention tensor-parallel)."""
-    if not counted_twice(row):
-        return None
+    """(tp, attention_dp, moe_tp, moe_ep) of the GPUs a row ran on where its columns do not say it
+    (twice_counted, else ep_launched), or None."""
+    return (twice_counted(row) if counted_twice(row) else None) or ep_launched(row)
+
+
+def twice_counted(row) -> Optional[Split]:
+    """(tp, attention_dp, moe_tp, moe_ep) of the T GPUs a row of a twice-counting dump ran on, or None
+    (not the signature G = tp_size x attention_dp_size = T x T of EP = TP). TensorRT-LLM and SGLang
+    record moe T x T (tp_size 1 with attention_dp_size T x T: attention DP over the T GPUs); vLLM
+    records tp_size T, attention_dp_size T, moe 1 x T x T (attention tensor-parallel)."""
     tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
     mtp, mep = _int(row, "moe_tp_size", 1), _int(row, "moe_ep_size", 1)
     g = tp * adp
@@ -66,6 +73,31 @@ def launched(row) -> Optional[Split]:
     if mtp == 1 and mep == g and tp == adp == t:
         return t, 1, 1, t
     return None
+
+
+def _fits(match: dict, row) -> bool:
+    """Whether a row fits an `expert_parallel_launched` entry's match: backend, versions (the
+    backend_version cell), model (a substring of model_path, any case), system, each where given."""
+    return (
+        _cell(row, "backend").lower() == str(match.get("backend", _cell(row, "backend"))).lower()
+        and _cell(row, "backend_version")
+        in [str(v) for v in match.get("versions", [_cell(row, "backend_version")])]
+        and str(match.get("model", "")).lower() in _cell(row, "model_path").lower()
+        and _cell(row, "system") == match.get("system", _cell(row, "system"))
+    )
+
+
+def ep_launched(row) -> Optional[Split]:
+    """(tp, 1, 1, tp) of an aggregated row that fits an `expert_parallel_launched` entry and records
+    its experts split by tensor parallelism (attention_dp_size 1, moe_tp_size = tp_size >= 2,
+    moe_ep_size 1), though its launch passed --enable-expert-parallel: vLLM then places whole
+    experts over the tp_size GPUs (EP = TP); None otherwise."""
+    entries = _rules().get("expert_parallel_launched") or []
+    if _cell(row, "mode").lower() not in ("", "agg") or not any(_fits(e["match"], row) for e in entries):
+        return None
+    tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
+    mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)
+    return (tp, 1, 1, tp) if tp >= 2 and adp == 1 and mtp == tp and mep == 1 else None
 
 
 def unrecorded_dp(row, recorded: Optional[int], is_moe: bool) -> Optional[int]:
