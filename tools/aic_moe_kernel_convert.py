@@ -8,7 +8,16 @@ table's NVFP4 kernels measured a shape (moe_torch_flow_cutlass: moe_backend CUTL
 moe_backend TRTLLM, collector/trtllm/collect_moe.py `if min_latency_mode: model_config.moe_backend = "trtllm"`),
 naming the first. Here: the same filter (balanced routing, gated kernels), the median over repeated shapes within
 one kernel only, kernel_source kept; every other row of the shipped table is left as it is. Run from the repository
-root with the mirror at $AIC (a git directory)."""
+root with the mirror at $AIC (a git directory).
+
+`borrow_trtllm_gen_fp8_block` (issue 39, B200 FP8 DeepSeek decode): TensorRT-LLM's TRTLLM MoE backend runs block-scaled
+FP8 experts on SM100 with TRTLLM-gen kernels, which no TensorRT-LLM MoE table of this commit times (its collector runs
+fp8_block on SM100 with DeepGEMM: collector/trtllm/collect_moe.py `if is_sm_100f(sm_version): model_config.moe_backend =
+"deepgemm"`). The same kernel family, as FlashInfer ships it (`trtllm_fp8_block_scale_moe`, the "TRTLLM-gen batched
+GEMM" of collector/sglang/collect_moe.py), is timed on the same chip in SGLang 0.5.14's table under
+`--moe-runner-backend flashinfer_trtllm` (kernel_source `sglang_flashinfer_trtllm_moe`). Its balanced fp8_block rows
+(median over repeats) are appended to the B200 TensorRT-LLM table with that kernel_source kept; every other row is
+left as it is (rows of that kernel_source already there are replaced: the step can be re-run)."""
 
 import io
 import os
@@ -47,9 +56,30 @@ def convert(chip: str, version: str, out: str) -> None:
     print(chip, len(keep), "rows kept +", len(add), "nvfp4 rows (per kernel)", file=sys.stderr)
 
 
+BORROW = ("b200_sxm", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "fp8_block")
+
+
+def borrow_trtllm_gen_fp8_block(out: str = FILES["b200_sxm"][1]) -> None:
+    chip, engine_version, kernel, dtype = BORROW
+    src_path = SRC.replace("trtllm/{version}", engine_version).format(chip=chip)
+    blob = subprocess.run(
+        ["git", "-C", AIC, "show", f"{COMMIT}:{src_path}"], capture_output=True, check=True
+    ).stdout
+    src = pd.read_parquet(io.BytesIO(blob))
+    src = src[(src.moe_dtype == dtype) & (src.distribution == "balanced") & (src.kernel_source == kernel)]
+    add = src.groupby(KEYS + ["kernel_source"], sort=True).latency.median().reset_index()
+    add = add.rename(columns={"latency": "latency_ms"})
+    shipped = pd.read_parquet(out)
+    keep = shipped[shipped.kernel_source != kernel]
+    add = add[shipped.columns].astype(shipped.dtypes.to_dict())
+    pd.concat([keep, add], ignore_index=True).to_parquet(out, index=False, compression="zstd")
+    print(chip, len(keep), "rows kept +", len(add), f"{dtype} rows of {kernel}", file=sys.stderr)
+
+
 def main() -> None:
     for chip, (version, out) in FILES.items():
         convert(chip, version, out)
+    borrow_trtllm_gen_fp8_block()
 
 
 if __name__ == "__main__":

@@ -119,10 +119,13 @@ def moe_mxfp4(cfg) -> str:
 
 def moe_backend(cfg) -> str:
     """engine.moe_backend, or engine.moe_backend_attention_dp where set and attention runs data-parallel
-    (hardware.attention_dp > 1 or MLA's data mapping)."""
+    (hardware.attention_dp > 1 or MLA's data mapping); engine.moe_backend_fp8_block where set and the
+    weights are block-scaled FP8."""
     e, hw = cfg.engine, cfg.hardware
     dp = getattr(hw, "attention_dp", 1) > 1 or getattr(hw, "mla_mapping", "") == "data"
     v = (dp and getattr(e, "moe_backend_attention_dp", "")) or getattr(e, "moe_backend", "")
+    if cfg.workload.weight_dtype == "fp8_block":
+        v = getattr(e, "moe_backend_fp8_block", "") or v
     if v and v not in MOE_BACKENDS:
         raise ConfigError(f"engine.moe_backend={v!r} is not one of: {', '.join(MOE_BACKENDS)} (or empty)")
     return v

@@ -84,9 +84,12 @@ class EngineConfig:
     # The MoE backend (TensorRT-LLM's moe_config.backend), which picks the measured MoE kernel where a
     # table times several (opcost/moe.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | "" (every
     # kernel the table holds, their median); moe_backend_attention_dp: the backend under attention DP
-    # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS
+    # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS;
+    # moe_backend_fp8_block: the backend of block-scaled FP8 weights where a launch sets another one for
+    # them ("" = the above), as InferenceX's TensorRT-LLM 1.1 DeepSeek FP8 scripts DEEPGEMM
     moe_backend: str = ""
     moe_backend_attention_dp: str = ""
+    moe_backend_fp8_block: str = ""
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
     # kept: vLLM's hybrid KV-cache manager) | full (as a full-attention layer's) | ratio (a pool of

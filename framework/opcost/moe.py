@@ -74,14 +74,23 @@ DTYPES = {
     "nvfp4": "nvfp4",
 }
 MIN_POINTS = 8  # fewer measured token counts at a shape: the roofline law
-# engine.moe_backend -> the table's kernel_source of that backend (AIConfigurator collector/trtllm/collect_moe.py
-# @095f58a5: its NVFP4 min-latency cases run `moe_backend = "trtllm"` (TRTLLM-gen kernels, SM100, <= 256 experts),
-# the others CUTLASS, block-scaled FP8 on SM100 DeepGEMM). "" = every kernel a table holds (their median per shape)
+# engine.moe_backend -> the table kernel_sources of that backend, in order of preference (kernel_rows). TRTLLM:
+# TRTLLM-gen kernels, TensorRT-LLM's own NVFP4 min-latency cases (AIConfigurator collector/trtllm/collect_moe.py
+# @095f58a5: `moe_backend = "trtllm"`, SM100, <= 256 experts) and, for block-scaled FP8, the same kernel family as
+# FlashInfer ships it (`trtllm_fp8_block_scale_moe`), timed on the chip by AIConfigurator's SGLang collector under
+# `--moe-runner-backend flashinfer_trtllm` (its TensorRT-LLM collector runs fp8_block on SM100 with DeepGEMM only;
+# on DeepSeek's NVFP4 block both collections of TRTLLM-gen agree within ~15% at 1-256 tokens, B200,
+# tools/aic_moe_kernel_convert.py). CUTLASS: its own rows, DeepGEMM's for block-scaled FP8 (TensorRT-LLM's MoE
+# backend support matrix, deployment guide 1.2.0rc2.post2: B200 FP8 "DEEPGEMM" only; the collector's choice on
+# SM100). "" = every kernel a table holds but the ONLY_NAMED ones (their median per shape)
 KERNELS = {
-    "trtllm": "moe_torch_flow_min_latency",
-    "cutlass": "moe_torch_flow_cutlass",
-    "deepgemm": "deepgemm",
+    "trtllm": ("moe_torch_flow_min_latency", "sglang_flashinfer_trtllm_moe"),
+    "cutlass": ("moe_torch_flow_cutlass", "deepgemm"),
+    "deepgemm": ("deepgemm",),
 }
+# Kernels a table holds from another engine's collection of the same kernel (tools/aic_moe_kernel_convert.py): read
+# only by a backend that names them, never in another backend's fallback or the median of ""
+ONLY_NAMED = ("sglang_flashinfer_trtllm_moe",)
 Key = Tuple[str, int, int, int, int, int, int]
 # Bytes per expert weight of a table dtype (block scales: 1/32 B per MXFP4 weight, 1/16 per NVFP4)
 WEIGHT_BYTES = {
@@ -100,16 +109,21 @@ BLOCK = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_t
 
 def kernel_rows(df, backend: str):
     """The rows of an MoE table an engine of `backend` (engine.moe_backend, KERNELS) runs: a block
-    (dtype, shape, split) its kernel measured keeps that kernel's rows only, another block all its
-    rows; every row for backend "" or a table without kernel_source."""
+    (dtype, shape, split) one of its kernels measured keeps the rows of the first such kernel only,
+    another block its rows but those of ONLY_NAMED kernels; a table without kernel_source every row."""
     import pandas as pd  # heavy: on use
 
-    kernel = KERNELS.get(backend, backend)
-    if not backend or "kernel_source" not in df.columns:
+    if "kernel_source" not in df.columns:
         return df
-    mine = (df.kernel_source == kernel).to_numpy()
+    source = df.kernel_source.to_numpy()
     blocks = pd.MultiIndex.from_frame(df[BLOCK])
-    return df[mine | ~blocks.isin(blocks[mine])]
+    keep = np.zeros(len(df), bool)
+    claimed = np.zeros(len(df), bool)  # rows of a block one of the backend's kernels measured
+    for kernel in KERNELS.get(backend, (backend,)) if backend else ():
+        mine = (source == kernel) & ~claimed
+        keep |= mine
+        claimed |= blocks.isin(blocks[mine])
+    return df[keep | (~claimed & ~np.isin(source, ONLY_NAMED))]
 
 
 @table_cache(maxsize=16)
