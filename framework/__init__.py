@@ -35,6 +35,7 @@ _JITTED = (
     "modes/serving/parts.py",
     "modes/serving/pick.py",
     "modes/serving/stepcost.py",
+    "modes/serving/recv.py",
     "fidelity/attention_kernel.py",
 )
 

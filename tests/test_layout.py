@@ -102,6 +102,7 @@ SERVING = (
     "modes/serving/parts.py",
     "modes/serving/pick.py",
     "modes/serving/stepcost.py",
+    "modes/serving/recv.py",
 )
 # layout -> the jitted modules that read (or fill) its array
 CONSUMERS = {
@@ -120,6 +121,7 @@ CONSUMERS = {
     "ReadModel": ("core/kv_costs.py",),
     "Eng": SERVING,
     "Req": SERVING,
+    "Recv": SERVING,
     "StepLog": SERVING,
     "State": SERVING,
     "Seq": SERVING,

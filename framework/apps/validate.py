@@ -191,6 +191,14 @@ def print_aic(df, csv: Path) -> None:
         f"output tok/s {mape(ok, 'tput'):.1f}% (bias {bias(ok, 'tput'):+.1f}%) over {len(ok)} rows run "
         f"of {len(df)} ({len(ref)} without a prediction, not counted)"
     )
+    flagged = ok[~ok["ttft_ok"].astype(bool)] if "ttft_ok" in ok.columns else ok.iloc[:0]
+    if len(flagged):  # rows whose TTFT holds more than the serving (runs/aic_clients.py)
+        clean = ok.drop(flagged.index)
+        con.print(
+            f"TTFT over the {len(clean)} rows whose TTFT is a serving measurement: {mape(clean, 'ttft'):.1f}% "
+            f"(bias {bias(clean, 'ttft'):+.1f}%); over all {len(ok)}: {mape(ok, 'ttft'):.1f}%; "
+            f"{len(flagged)} rows flagged: {flagged['ttft_note'].iloc[0]}"
+        )
 
 
 def write_out(df, csv: Path, out: Path) -> None:

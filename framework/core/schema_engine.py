@@ -140,6 +140,11 @@ class EngineConfig:
     admit_ratio_decay_steps: int = 600
     admit_clip_tokens: int = 4096
     admit_retract_steps: int = 20
+    # SGLang's --scheduler-recv-interval (framework/modes/serving/recv.py): the scheduler reads new
+    # requests only on a polling round, when the summed weights of the steps since the last poll
+    # reach it (1 per decode step, 1000 per step with prefill work); an engine that ran no step polls
+    # at once. 1 = every round (SGLang's default; every other engine).
+    recv_interval: int = 1
     # Which measured engine this file describes (decodelab validate maps a CSV's engine and
     # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
     family: str = ""

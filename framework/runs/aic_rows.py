@@ -26,6 +26,7 @@ from typing import Dict, Tuple
 
 from decodelab.paths import CONF_DIR, VALIDATION_DIR
 from decodelab.runs import aic_parallel, aic_recipes
+from decodelab.runs.aic_clients import client_of, fits, not_as_stated
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -254,8 +255,7 @@ def model_of(model_path: str) -> Tuple[str, str]:
         return "", str(e)
 
 
-MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
-NO_LAUNCH = {"launch": "", "engine_file": "", "launch_overrides": (), "tokens_rule": ()}
+NO_LAUNCH = {"launch": "", "engine_file": "", "launch_overrides": (), "tokens_rule": (), "row_engine": ()}
 
 
 def engine_field(name: str, keys: Tuple[str, ...], default=0):
@@ -277,25 +277,13 @@ def engine_field(name: str, keys: Tuple[str, ...], default=0):
     return default
 
 
-def _fits(match: dict, row) -> bool:
-    m = MEASURED.search(cell(row, "silicon_data_source"))
-    version = cell(row, "backend_version")
-    return (
-        cell(row, "mode").lower() in ("", "agg")  # the entries describe single-node aggregated runs
-        and cell(row, "backend") == match.get("backend", cell(row, "backend"))
-        and version in [str(v) for v in match.get("versions", [version])]
-        and str(match.get("model", "")).lower() in cell(row, "model_path").lower()
-        and cell(row, "system") == match.get("system", cell(row, "system"))
-        and any((m.group(1) if m else "").startswith(str(d)) for d in match.get("measured", [""]))
-    )
-
-
-def launch_of(row) -> dict:
+def launch_of(row, gpus=None) -> dict:
     """How a row was launched where aic_mapping.yaml `launches` knows it (NO_LAUNCH otherwise):
-    the entry's name, engine file, engine overrides and max_num_tokens rule (extra, round, floor,
-    the engine file's MTP k and k under attention DP)."""
+    the entry's name, engine file, engine overrides (the design's), max_num_tokens rule (extra,
+    round, floor, the engine file's MTP k and k under attention DP) and per-row engine values
+    (`row`: (field, value or rule) pairs, validation_predict.row_engine). `gpus`: the replica's."""
     for e in mapping().get("launches") or []:
-        if not _fits(e.get("match") or {}, row):
+        if not fits(e.get("match") or {}, row, gpus):
             continue
         rule = ()
         if e.get("tokens"):
@@ -307,6 +295,7 @@ def launch_of(row) -> dict:
             "engine_file": str(e.get("engine", "")),
             "launch_overrides": tuple(e.get("overrides") or ()),
             "tokens_rule": rule,
+            "row_engine": tuple((e.get("row") or {}).items()),
         }
     return dict(NO_LAUNCH)
 
@@ -330,10 +319,10 @@ def to_row(row, n: int) -> dict:
         "precision": precision_of(row, model),
         "concurrency": conc or float("nan"),
         **meas,
-        **launch_of(row),
     }
     par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
-    out.update(par)
+    out.update(par, **launch_of(row, par.get("tp", 1) * par.get("dp", 1)), **client_of(row))
+    why_p = why_p or not_as_stated(row, par.get("tp", 1) * par.get("dp", 1), conc)
     if mode == "disagg":
         pools, why_d = disagg_of(row, model) if model else ({}, "")
         out.update(pools, tp=pools.get("decode_tp", float("nan")))

@@ -90,19 +90,38 @@ def engine_family(engine: str) -> str:
     return ENGINE_ALIASES.get(key, key)
 
 
-def row_workload(row, static: bool = False) -> Dict[str, int]:
+def _given(row, key: str, default: float) -> float:
+    """A row's number `key` (aic_clients columns), else `default` (absent, empty or NaN)."""
+    v = row.get(key)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return default
+    return default if v != v else v
+
+
+def row_workload(row, static: bool = False) -> Dict[str, object]:
     """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
-    batch of `concurrency` sequences)."""
-    c = int(row["concurrency"])
+    batch of `concurrency` sequences), and the row's client (runs/aic_clients.py: lengths uniform
+    in [int(L x range_ratio), L] where range_ratio < 1, benchmark_serving's draw; measured and
+    warm-up requests per client); without a client column AIConfigurator's (fixed lengths, 10c
+    + 2c). Every row sets the same keys: one composed config per design takes many rows."""
+    c, isl, osl = int(row["concurrency"]), int(row["isl"]), int(row["osl"])
     if static:
-        return {"batch_size": c, "prompt_len": int(row["isl"]), "output_len": int(row["osl"])}
-    return {
+        return {"batch_size": c, "prompt_len": isl, "output_len": osl}
+    ratio = _given(row, "range_ratio", 1.0)
+    out = {
         "concurrency": c,
-        "prompt_len": int(row["isl"]),
-        "output_len": int(row["osl"]),
-        "n_requests": REQUESTS_PER_CLIENT * c,
-        "warmup_requests": WARMUP_PER_CLIENT * c,
+        "prompt_len": isl,
+        "output_len": osl,
+        "n_requests": int(_given(row, "requests_per_client", REQUESTS_PER_CLIENT)) * c,
+        "warmup_requests": int(_given(row, "warmup_per_client", WARMUP_PER_CLIENT)) * c,
     }
+    for dist, n in (("prompt_dist", isl), ("output_dist", osl)):
+        out[f"{dist}.kind"] = "uniform" if ratio < 1.0 else "fixed"
+        out[f"{dist}.low"] = int(n * ratio) if ratio < 1.0 else 0
+        out[f"{dist}.high"] = n if ratio < 1.0 else 0
+    return out
 
 
 def row_launch(row, family: str, launch: str) -> str:
@@ -141,6 +160,21 @@ def inferencex_tokens(row) -> Dict[str, object]:
     return {"max_tokens_per_step": max(floor, -(-need // rnd) * rnd)}
 
 
+def row_engine(row) -> Dict[str, object]:
+    """The per-row engine values of a row's `launches` entry (runs/aic_rows.py `row_engine`): a
+    value, "{concurrency}" (the row's clients) or {below: C, then: a, else: b} (a below C clients)."""
+    pairs = row.get("row_engine")
+    out: Dict[str, object] = {}
+    c = int(row["concurrency"])
+    for k, v in pairs if isinstance(pairs, (tuple, list)) else ():
+        if v == "{concurrency}":
+            v = c
+        elif isinstance(v, dict):
+            v = v["then"] if c < int(v["below"]) else v["else"]
+        out[str(k)] = v
+    return out
+
+
 def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
@@ -155,10 +189,10 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     2026-02-25), while its deployment rules changed (batch size raised to >= 512 in the budget until
     2026-04-01, + 500 after): the benchmark ones are how measured points are launched. `auto`: `aic`
     for a family and version in AIC_LAUNCHED, the engine files' defaults for the others; a row
-    with a `launches` entry its rule (inferencex_tokens)."""
+    with a `launches` entry its rule (inferencex_tokens) and per-row values (row_engine)."""
     how = row_launch(row, family, launch)
     if how not in ("aic", "defaults"):
-        return inferencex_tokens(row)
+        return {**inferencex_tokens(row), **row_engine(row)}
     if how != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
@@ -222,8 +256,8 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
                 design, mixed, draft = serving_designs(cfg)
             except (ConfigError, Infeasible):
                 pass  # evaluate() records the reason
-        cache[key] = (cfg, design, mixed, draft)
-    cfg, design, mixed, draft = cache[key]
+        cache[key] = (cfg, design, mixed, draft, {})
+    cfg, design, mixed, draft, first = cache[key]
     values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
     family = engine_family(str(row["engine"]))
     if disagg:
@@ -236,15 +270,28 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
             if k not in pinned:  # a pool's engine dict takes new keys (validation_disagg.pool_settings)
                 OmegaConf.update(cfg, k, v, force_add=k.startswith("disagg."))
         return evaluate(cfg, keep_steps=False)
-    for k, v in values.items():  # in place: one composed config per design, many workloads
-        if k not in pinned:
-            OmegaConf.update(cfg, k, v)
+    set_row_values(cfg, values, pinned, first)
     try:
         return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed, draft=draft)
     except ConfigError as e:
         return Result.invalid(str(e))
     except Infeasible as e:
         return Result.infeasible(str(e))
+
+
+def set_row_values(cfg, values: dict, pinned: set, first: dict) -> None:
+    """Set a row's values on its design's config in place (one composed config per design, many
+    rows); a key an earlier row set and this row does not gets back the value it had before the
+    first row (`first`, kept with the design), so no row's value leaks into the next."""
+    from omegaconf import OmegaConf
+
+    for k in [k for k in first if k not in values]:
+        OmegaConf.update(cfg, k, first.pop(k))
+    for k, v in values.items():
+        if k not in pinned:
+            if k not in first:
+                first[k] = OmegaConf.select(cfg, k)
+            OmegaConf.update(cfg, k, v)
 
 
 def row_version(row) -> str:
@@ -254,8 +301,8 @@ def row_version(row) -> str:
 
 
 # Columns of an AIConfigurator row (runs/aic_rows.py) a record keeps: the CSV's data row, its id,
-# system and mode
-ROW_KEYS = ("row", "id", "system", "mode")
+# system and mode, its client and whether its TTFT is a serving measurement (runs/aic_clients.py)
+ROW_KEYS = ("row", "id", "system", "mode", "client", "ttft_ok", "ttft_note")
 
 
 def record(row, key, res, launch: str = "") -> dict:

@@ -44,7 +44,7 @@ def check_engine(e) -> None:
         )
     if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
         errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
-    for name in ("admit_ratio_decay_steps", "admit_clip_tokens"):
+    for name in ("admit_ratio_decay_steps", "admit_clip_tokens", "recv_interval"):
         if getattr(e, name) < 1:
             errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
     if e.admit_retract_steps < 0:

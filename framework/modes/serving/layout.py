@@ -49,6 +49,8 @@ Eng = Layout(
     # and emitting SPEC_TOK tokens on average (the expected accepted length; <= 0 read as 1).
     "SPEC_K",
     "SPEC_TOK",
+    # SGLang's --scheduler-recv-interval (engine.recv_interval, recv.py); 1 = every round
+    "RECV_INTERVAL",
 )
 ORDERS = ("fcfs", "sjf")
 
@@ -100,3 +102,6 @@ Ix = Layout("Ix", "RUN", "WQ", "SCHED", "STATE", "IN_STEP")
 # engine vector (Eng).
 Cnt = Layout("Cnt", "SCHED", "RUN", "WAIT", "PREEMPTS")
 Fb = Layout("Fb", "FREE", "BUDGET", "PREFILL")
+# recv.py's polling state: the summed step weights since the last poll, the weight of the step run
+# since the last round (0: none ran)
+Recv = Layout("Recv", "COUNT", "WEIGHT")

@@ -95,6 +95,36 @@ def engine_dict(eng, buckets) -> dict:
     return {**named, "order": order, "spec_tok": spec_tok, "buckets": [float(b) for b in buckets]}
 
 
+class Recv:
+    """When the scheduler reads new requests (recv.py, SGLang's SchedulerRecvSkipper): the summed
+    step weights since the last poll reach `interval`, or no step ran since the last round."""
+
+    def __init__(self, interval: float):
+        self.interval, self.count, self.weight = interval, 0.0, 0.0
+
+    def poll(self) -> bool:
+        if self.interval <= 1:
+            return True
+        w, self.weight = self.weight, 0.0
+        self.count += w
+        if w == 0 or self.count >= self.interval:
+            self.count = 0.0
+            return True
+        return False
+
+    def stepped(self, prefill_work: bool) -> None:
+        self.weight = 1000.0 if prefill_work else 1.0
+
+
+def _arrive(reqs: List[Req], pending, nxt: int, cut: float, enqueue) -> int:
+    """Queue the requests that arrived by `cut`, from `nxt`; returns the next one not yet arrived."""
+    while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= cut:
+        reqs[nxt].arrival = pending[nxt]
+        enqueue(reqs[nxt])
+        nxt += 1
+    return nxt
+
+
 def _no_call_launch(design):
     """The design with no per-call launch (simulate.step_call_costs, as the reference reads it)."""
     return replace(design, calls=[{**c, "launch_async": 0.0} for c in design.calls])
@@ -141,6 +171,7 @@ def reference_serve(
     last_start = 0.0
     ratio = eng["admit_ratio"]  # admission reserve (framework/modes/serving/admission.py)
     preemptions = 0
+    recv = Recv(eng.get("recv_interval", 1.0))
 
     def rest(r: Req) -> float:  # output still to come, as the reserve counts it
         return min(max(r.output - r.gen, 0.0), eng["admit_clip"])
@@ -161,10 +192,8 @@ def reference_serve(
 
     while finished < len(reqs):
         cut = last_start if (eng["lookahead"] and in_flight) else t
-        while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= cut:
-            reqs[nxt].arrival = pending[nxt]
-            enqueue(reqs[nxt])
-            nxt += 1
+        if recv.poll():  # a polling round (engine.recv_interval)
+            nxt = _arrive(reqs, pending, nxt, cut, enqueue)
         if not running and not waiting:
             if in_flight:
                 in_flight = False
@@ -350,6 +379,7 @@ def reference_serve(
                     pending[issued] = math.nextafter(t_end + float(think[issued]), math.inf)
                     issued += 1
         last_start, t, in_flight = t, t_end, True
+        recv.stepped(not all(dec for _, _, dec in step))
     return reqs
 
 

@@ -12,7 +12,8 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
   ulp later): an engine loop sends a step's outputs and schedules its next step in the same
   thread, microseconds apart, while the client's reply (streamed response, new HTTP request,
   front end) takes longer, so the step scheduled at that boundary never holds it; an idle
-  engine schedules it as soon as it arrives;
+  engine schedules it as soon as it arrives; with engine.recv_interval > 1 (SGLang's
+  --scheduler-recv-interval) arrivals are read only on polling rounds (recv.py);
 - a step schedules, in order: decoding sequences (1 token each), sequences part-way through their
   prefill (a chunk each), then admits waiting requests head first while `max_batch` sequences,
   the token budget `max_tokens` and KV memory allow (the first that does not fit blocks the rest);
@@ -53,8 +54,9 @@ import numpy as np
 from numba import njit
 
 from decodelab.modes.serving import admission as AD
+from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import stepcost as SC
-from decodelab.modes.serving.parts import _enqueue, held_tokens, kv_blocks, max_held_tokens  # noqa: F401
+from decodelab.modes.serving.parts import held_tokens, kv_blocks, max_held_tokens  # noqa: F401
 from decodelab.modes.serving.pick import (
     Agg,
     compact_running,
@@ -62,7 +64,7 @@ from decodelab.modes.serving.pick import (
     step_aggregates,
 )
 from decodelab.kernel_layout import Cause
-from decodelab.modes.serving.layout import Cnt, Eng, Fb, Ix, Req, Seq, State, StepLog
+from decodelab.modes.serving.layout import Cnt, Eng, Fb, Ix, Recv, Req, Seq, State, StepLog
 from decodelab.modes.serving.admission import Adm
 
 
@@ -107,6 +109,7 @@ def serve(
     row = np.zeros(Cause.size)
     drow = np.zeros(Cause.size)
     agg = np.zeros(Agg.size)
+    recv = np.zeros(Recv.size)
 
     req = np.full((n, Req.size), np.nan)
     req[:, Req.PROMPT] = prompt
@@ -154,11 +157,8 @@ def serve(
         cut = t  # requests that arrived by now are seen by the scheduler
         if lookahead and in_flight:  # this step was scheduled when the previous one started
             cut = steps[n_steps - 1, StepLog.START]
-        while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= cut:
-            state[next_arr] = State.WAIT
-            req[next_arr, Req.ARRIVAL] = arrival[next_arr]
-            cnt[Cnt.WAIT] = _enqueue(ix[Ix.WQ], cnt[Cnt.WAIT], next_arr, pre_len, order)
-            next_arr += 1
+        if RV.poll(recv, eng[Eng.RECV_INTERVAL]):  # a polling round (recv.py: engine.recv_interval)
+            next_arr = RV.receive(arrival, cut, next_arr, req, ix, cnt, pre_len, order)
         if cnt[Cnt.RUN] == 0 and cnt[Cnt.WAIT] == 0:
             if in_flight:  # an idle engine schedules as soon as its last step ends
                 in_flight = False
@@ -252,6 +252,7 @@ def serve(
         st[StepLog.RESERVED] = (cap_blocks - fb[Fb.FREE]) * block
         st[StepLog.WAIT] = cnt[Cnt.WAIT]
         st[StepLog.MIXED] = 1.0 if n_dec < n_sched else 0.0
+        RV.stepped(recv, n_dec < n_sched)
         n_steps += 1
         t = t_end
         in_flight = True

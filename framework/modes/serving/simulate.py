@@ -253,6 +253,8 @@ def engine_inputs(
             "spec_k": spec_k,
             "spec_tok": spec_tok,
             "ready": 1.0 if ready else 0.0,
+            # a disaggregated decode pool's requests come from its prefill pool: every round
+            "recv_interval": 1.0 if ready else float(e.recv_interval),
         }
     )
     check_requests(cfg, design, eng, prompt, output, ready)
