@@ -19,7 +19,10 @@ HF = ROOT / "tests" / "data" / "hf"
 # generation_config.json (read only where the file sits beside config.json; tests/data/hf has none),
 # the ops a quantized checkpoint keeps in BF16 (its quantization config, not config.json), the MTP
 # module's published acceptance (a paper's figure)
-NOT_SHAPE = ("name", "source", "static_graphs", "generation_defaults", "quant_bf16_ops", "mtp_acceptance")
+NOT_SHAPE = (
+    "name", "source", "static_graphs", "generation_defaults", "quant_bf16_ops", "mtp_acceptance",
+    "allreduce_norm_engines",  # how an engine's model code runs it, not in config.json
+)  # fmt: skip
 
 
 def write(tmp_path, folder: str, name: str):

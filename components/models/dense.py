@@ -67,6 +67,18 @@ def residual_add(elementwise, d: int, fused_add_norm: bool) -> List[Op]:
     return [] if fused_add_norm else [elementwise("residual_add", "elementwise", 2 * d, d)]
 
 
+def norm_ops(elementwise, d: int, fused_add_norm: bool, in_allreduce: bool = False):
+    """(before the attention, after it, after the MLP): a layer's norm and residual-add kernels.
+    `in_allreduce`: the engine runs each residual add + RMSNorm inside the tensor-parallel
+    all-reduce before it (TensorRT-LLM AllReduceFusionOp.RESIDUAL_RMS_NORM; model.allreduce_norm_engines),
+    so the layer has none of its own; layer 0's input norm is the one norm kernel left, in count
+    the final norm op (the last layer's all-reduce holds the real final norm)."""
+    if in_allreduce:
+        return [], [], []
+    post = [elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d)]
+    return [input_norm(elementwise, d, fused_add_norm)], post, residual_add(elementwise, d, fused_add_norm)
+
+
 def gqa_attention_ops(
     m, h: int, kvh: int, gemm, elementwise, act_bytes: float, kv_bytes: float, o_bias=0.0, separate_rope=False
 ):
@@ -132,13 +144,14 @@ def build_ops(
     group_tokens: bool = False,
     fused_add_norm: bool = False,
     separate_rope: bool = False,
+    norm_in_allreduce: bool = False,
 ) -> List[Op]:
     """Per-chip operator list for one decode/prefill step of a dense model (every weight is read
     whatever the step's tokens: `tokens_per_step` matters only to MoE models and data-parallel
     attention (`attention_dp` groups, attn_dp.py); `mla_mapping` only to MLA models,
     `moe_mapping`, `moe_ep` only to MoE models). `group_tokens`: serving under data-parallel attention
-    (attn_dp.py "In serving"). `fused_add_norm`, `separate_rope`: the engine's kernels (module
-    docstring)."""
+    (attn_dp.py "In serving"). `fused_add_norm`, `separate_rope`, `norm_in_allreduce`: the engine's
+    kernels (module docstring, norm_ops)."""
     group_tokens = group_tokens and attention_dp > 1
     share_batch = float(attention_dp) if group_tokens else tokens_per_step  # as layers.py
     d, L = m.d_model, m.n_layers
@@ -147,13 +160,12 @@ def build_ops(
     ffn = m.ffn_dim // tp
     n_up = 2 if m.ffn_act == "swiglu" else 1
     gemm, elementwise = op_builders(L, w_bytes, act_bytes)
-
+    fuse = norm_in_allreduce and tp > 1 and attention_dp == 1
+    pre, post, tail = norm_ops(elementwise, d, fused_add_norm, fuse)
     ops = [
-        Op(
-            "embedding", "embed", stage="pre", flops_per_token=0.0, act_bytes_per_token=2.0 * d * w_bytes
-        ),  # gather one row, write it
-        input_norm(elementwise, d, fused_add_norm),
-    ]
+        Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
+        *pre,
+    ]  # gather a row, write it
     ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, separate_rope=separate_rope)
     if tp > 1:
         ops.append(attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, share_batch, act_bytes, 0))
@@ -162,14 +174,14 @@ def build_ops(
         elementwise("activation", "elementwise", n_up * ffn, ffn),
         gemm("down_proj", ffn, d),
     ]
-    ops += [elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d), *ffn_block]
+    ops += [*post, *ffn_block]
     if tp > 1:
         ops.append(attn_dp.collective_op("mlp_allreduce", m, tp, attention_dp, share_batch, act_bytes, 1))
     if group_tokens:
         attn_dp.mark_replica(ffn_block + [op for op in ops if op.kind == "collective"])
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
-    ops += residual_add(elementwise, d, fused_add_norm)
+    ops += tail
     ops += [
         Op(
             "final_norm",

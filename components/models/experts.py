@@ -114,7 +114,9 @@ def n_moe_layers(m) -> int:
 
 def route_op(m, act_bytes: float) -> Op:
     """The routing decision of one MoE layer: ~4 FLOPs per expert score (activation, bias,
-    compare) per token; reads the E scores, writes k (index, weight) pairs."""
+    compare) per token; reads the E scores, writes k (index, weight) pairs. ffn_ops gives it the
+    layer's routed-expert block as a tail (Op.moe_block): inside the block's measured time where the
+    engine's MoE table timed the routing with it (framework/opcost/moe.py route_price)."""
     e, k = m.n_experts, m.experts_per_token
     return Op(
         "route",
@@ -219,7 +221,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
         mtp, mep = tp // ep_chips, ep_chips  # each expert's columns over mtp chips, experts over mep groups
         shape = (d, m.expert_ffn_dim, k, e, mtp, mep, f_moe)
         routed = f_moe * k * 2.0 * d * n_up * fe  # the head op's routed-expert FLOPs per token
-        head, act, down = ops[head_at:]
+        route, head, act, down = ops[head_at - 1 :]  # the routing decision: route_op
         head.moe_block = ("head", *shape, routed, (n_up + 1) / n_up)
-        act.moe_block = down.moe_block = ("tail", *shape, 0.0, 0.0)
+        act.moe_block = down.moe_block = route.moe_block = ("tail", *shape, 0.0, 0.0)
     return ops

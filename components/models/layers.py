@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, input_norm, kv_heads_per_chip, residual_add
+from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, norm_ops
 from decodelab.components.models import attn_dp, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
@@ -149,6 +149,7 @@ def build_ops(
     dense_w_bytes: float = 0.0,
     fused_add_norm: bool = False,
     separate_rope: bool = False,
+    norm_in_allreduce: bool = False,
 ) -> List[Op]:
     """Per-chip operator list of one step (`dense_w_bytes` > 0: the weights outside the routed
     experts in BF16 at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
@@ -159,7 +160,8 @@ def build_ops(
     attention): the attention block is costed on one group's own tokens and the FFN with its
     collectives on every group's (Op.replica; attn_dp.py), balanced groups. `fused_add_norm`,
     `separate_rope`: the engine's kernels (components/models/dense.py; `separate_rope` concerns
-    GQA/MHA attention, MLA attention keeps its own RoPE)."""
+    GQA/MHA attention, MLA attention keeps its own RoPE); `norm_in_allreduce`: under tensor-parallel
+    all-reduces the layer's residual adds and norms run inside them (dense.norm_ops)."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
     if is_mla(m) and attention_dp > 1:  # dp = tp (core/parallel.py checks it)
@@ -192,10 +194,9 @@ def build_ops(
     expert_wb, w_bytes = w_bytes, (dense_w_bytes if dense_w_bytes > 0 else w_bytes)
     gemm, elementwise = op_builders(L, w_bytes, act_bytes, "bf16" if dense_w_bytes > 0 else "")
 
-    ops = [
-        Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
-        input_norm(elementwise, d, fused_add_norm),
-    ]
+    in_ar = norm_in_allreduce and tp > 1 and coll == "all_reduce"
+    pre, post, tail = norm_ops(elementwise, d, fused_add_norm, in_ar)
+    ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes), *pre]
     if is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
         if m.q_lora_rank:
@@ -300,7 +301,7 @@ def build_ops(
                 coll_bytes_per_token=d * act_bytes,
             )
         )
-    ops.append(elementwise("residual_norm", "norm", 2 * d, 2 * d, weights=d))
+    ops += post
     ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep)
     ops += ffn
     if tp > 1:
@@ -321,7 +322,7 @@ def build_ops(
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     v = m.vocab_size
-    ops += residual_add(elementwise, d, fused_add_norm)
+    ops += tail
     ops += [
         Op(
             "final_norm",

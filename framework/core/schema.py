@@ -40,6 +40,11 @@ class ModelConfig:
     # Per-head RMSNorm of q and k before RoPE (Qwen3's q_norm / k_norm): one more elementwise
     # kernel per layer on a GPU (components/models/dense.py)
     qk_norm: bool = False
+    # Engine families (engine.family) whose implementation of this model runs each decoder layer's
+    # residual add + RMSNorm inside its tensor-parallel all-reduce, one kernel (TensorRT-LLM's
+    # AllReduceFusionOp.RESIDUAL_RMS_NORM): under tensor parallelism without data-parallel attention
+    # the layer's norms are no kernels of their own (components/models/layers.py)
+    allreduce_norm_engines: List[str] = field(default_factory=list)
     max_context: int = 131072
     # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
     # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A

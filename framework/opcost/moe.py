@@ -328,7 +328,10 @@ def matches(op) -> bool:
 
 def price(op, ctx: Ctx) -> Optional[Price]:
     """The whole block on its head op (Law.GEMM from the table's row), its tail ops inside it
-    (Law.SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm)."""
+    (Law.SKIP); None where no table holds its dtype (its ops' GEMM laws, opcost.gemm). The layer's
+    routing decision: route_price."""
+    if op.route_point:
+        return route_price(op, ctx)
     hw = ctx.hw
     dt = moe_dtype(gemm_dtype(op, ctx.weight_dtype), ctx.moe_mxfp4)
     got = lookup(
@@ -341,6 +344,26 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         return Price(NAME, Law.SKIP, whole=True, law=(None, source))
     cols = {Lin.T0: row[0]}
     return Price(NAME, Law.GEMM, cols, row[1], Lin.G_TAB, whole=True, law=(row, source))
+
+
+# Engine families whose MoE table timed the layer's routing (top-k over the router logits) inside the block:
+# AIConfigurator's TensorRT-LLM collector calls the fused MoE module with router logits (collector/trtllm/
+# collect_moe.py @095f58a5: moe.forward(hidden_states, logits), routing_method given to create_moe), which routes
+# inside it, as TensorRT-LLM's models call it (tensorrt_llm/_torch/models/modeling_gpt_oss.py MLPBlock:
+# self.experts(x=t, router_logits=g); TRTLLM-gen runs the routing kernel within its MoE runner)
+ROUTED_INSIDE = ("trtllm",)
+
+
+def route_price(op, ctx: Ctx) -> Optional[Price]:
+    """An MoE layer's routing decision (components/models/experts.py route_op) inside its block's
+    measured time (Law.SKIP) where the engine's table timed it (ROUTED_INSIDE) and a table holds the
+    block; else None (a kernel of its own, the roofline law)."""
+    if ctx.engine not in ROUTED_INSIDE:
+        return None
+    hw = ctx.hw
+    dt = moe_dtype(gemm_dtype(op, ctx.weight_dtype), ctx.moe_mxfp4)
+    got = block_of(op, paths(ctx), dt, hbm_bw(hw), peak(hw, dt), ctx.moe_backend)
+    return None if got is None else Price(NAME, Law.SKIP, whole=True, law=(None, got[1]))
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
