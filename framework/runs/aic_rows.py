@@ -1,7 +1,9 @@
 """AIConfigurator's silicon_sample.csv schema read as decodelab validate rows (docs/validation.md
 "Reading AIConfigurator's silicon rows"): each row becomes decodelab's columns (model, engine,
 engine_version, system, precision, tp, pp, dp, moe_tp, moe_ep, isl, osl, concurrency, ttft_ms,
-tpot_ms) plus `refuse`, the one-line reason a row is not run ('' = it runs).
+tpot_ms) plus `refuse`, the one-line reason a row is not run ('' = it runs), how it was launched
+(launch_of: aic_mapping.yaml `launches`) and the benchmark client that measured it (aic_clients.py:
+length draw, requests and warm-ups per client, `ttft_ok`).
 
 The schema's quirks, each handled here:
 - `#` inside a field (`silicon_data_source` holds image names like `nvcr.io#nvidia/...`): only whole

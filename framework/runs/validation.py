@@ -4,7 +4,9 @@ Each row runs as it was measured: the engine its `engine` / `engine_version` col
 conf/engine file whose `family` and `versions` match), the row's model, precision and tensor
 parallelism, and the benchmark client of the measurement (workload=closed_loop: `concurrency`
 clients released at t = 0, 10 x concurrency measured requests, 2 x concurrency warm-up requests
-drained before the measurement, TTFT timed from each request's send)."""
+drained before the measurement, TTFT timed from each request's send); a row of AIConfigurator's
+schema runs the client of its measurement source (runs/aic_clients.py: InferenceX's lengths uniform
+in [0.8 L, L])."""
 
 from __future__ import annotations
 
