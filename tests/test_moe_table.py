@@ -11,6 +11,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.opcost import moe as moetable
+from decodelab.opcost.base import hbm_bw, peak
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import Law, Lin, M_GRID, N_MGRID
@@ -25,15 +26,16 @@ def _ops(*o):
 
 def test_block_time_is_the_measured_latency():
     """Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128, BF16, one GPU) on the H100
-    under vLLM 0.14.0: at 64 and 1024 tokens the head op's time is the table's median latency
-    (a monotone stretch: the isotonic fit leaves it), 0.4313 and 0.7224 ms."""
+    under vLLM 0.14.0: at 1 and 1024 tokens the head op's time is the table's median latency
+    (a monotone stretch: the isotonic fit leaves it), 0.0505 and 0.7224 ms: there serving's routing
+    reads what the table's balanced routing read (k experts, all of them; moe.served)."""
     raw = pd.read_parquet(DATA_DIR / VLLM_H100)
     q = raw[(raw.moe_dtype == "bfloat16") & (raw.hidden_size == 2048) & (raw.inter_size == 768)
             & (raw.num_experts == 128) & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1)]  # fmt: skip
     d, at = _ops("model=qwen3_30b_a3b", "engine=vllm", "workload=closed_loop")
     head = d.op_lin[at["gate_up_proj"]]
     assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
-    for m, ms in ((64, 0.4313), (1024, 0.7224)):
+    for m, ms in ((1, 0.05046), (1024, 0.7224)):
         j = M_GRID.index(float(m))
         assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(ms * 1e-3, rel=2e-3)
         assert float(q[q.num_tokens == m].latency_ms.iloc[0]) == pytest.approx(ms, rel=2e-3)
@@ -43,8 +45,9 @@ def test_block_time_is_the_measured_latency():
 
 def test_dense_and_shared_part_adds_its_roofline_by_hand():
     """DeepSeek-V3 FP8 on 8 GPUs (TensorRT-LLM's table, block-scaled FP8, moe_tp 8): the head op is
-    58/61 of the table's block plus the roofline time of the 3 dense layers' and the shared
-    expert's part of the block, 1.5x the gate/up op's (gate + up + down over gate + up)."""
+    58/61 of the table's block (under serving's routing, moe.served) plus the roofline time of the 3
+    dense layers' and the shared expert's part of the block, 1.5x the gate/up op's (gate + up + down
+    over gate + up)."""
     o = ("model=deepseek_v3", "hardware.n_chips=8", "hardware.tensor_parallel=8", "workload.weight_dtype=fp8_block",
          "workload.kv_dtype=fp8", "hardware=h200_sxm")  # fmt: skip
     cfg = compose_cfg(*o)
@@ -53,6 +56,7 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
     hw = cfg.hardware
     block = moetable.block_row("operators/h200_sxm_moe_trtllm_1.2.0rc5.parquet", "fp8_block",
                                (7168, 2048, 8, 256, 8, 1))  # fmt: skip
+    block = moetable.served(block, "fp8_block", (7168, 2048, 8, 256, 8, 1), hbm_bw(hw), peak(hw, "fp8_block"))
     f_moe, spec = 58 / 61, op.experts_read
     w_ds = 1.5 * (spec[0] + spec[1] * 1)  # dense layers' gate/up + the shared expert's, per chip
     f_ds = 1.5 * (op.flops_per_token - f_moe * 8 * 2 * 7168 * 2 * 2048 / 8)
@@ -68,8 +72,9 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
 def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
     """Qwen3-30B-A3B with an expert FFN of 760 (the tables hold 768) on 4 GPUs under TensorRT-LLM: the
     head op takes the measured block of FFN 768 at moe_tp 4 times ideal(760) / ideal(768) = 760 / 768
-    at every token count (both the weights read and the FLOPs scale with the FFN width), its tails
-    run inside it, and the design's note names the block it came from."""
+    at every token count (both the weights read and the FLOPs scale with the FFN width), under
+    serving's routing (moe.served), its tails run inside it, and the design's note names the block
+    it came from."""
     d, at = _ops(
         "model=qwen3_30b_a3b", "hardware.n_chips=4", "hardware.tensor_parallel=4", "model.expert_ffn_dim=760"
     )
@@ -79,7 +84,11 @@ def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
     head = d.op_lin[at["gate_up_proj"]]
     assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
     got = head[Lin.T0] + head[Lin.TAB : Lin.TAB + N_MGRID]
-    np.testing.assert_allclose(got, block * 760 / 768, rtol=1e-12)
+    hw = compose_cfg("hardware=h100_sxm").hardware
+    want = moetable.served(
+        block * 760 / 768, "bfloat16", (2048, 760, 8, 128, 4, 1), hbm_bw(hw), peak(hw, "bf16")
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
     assert all(d.op_lin[at[n], Lin.LAW] == Law.SKIP for n in ("activation", "down_proj"))
     assert any("MoE block carried from the nearest one measured (bfloat16, hidden 2048, expert FFN 768, "
                "top-8 of 128, moe_tp 4, moe_ep 1" in n for n in d.notes)  # fmt: skip
@@ -213,13 +222,14 @@ def test_mxfp4_experts_run_with_the_engines_activations(extra, rows):
     """gpt-oss-120b (MXFP4 experts, hidden 2880, expert FFN 2880, top-4 of 128, no dense layers or
     shared experts) on one GB200 under TensorRT-LLM: its engine file runs MXFP4 experts with MXFP8
     activations on a chip with FP4 units (engine.moe_mxfp4 w4a8), so the head op is the table's
-    w4a8_mxfp4_mxfp8 block; with w4a16 it is the w4a16_mxfp4 block, 3-4x slower there."""
+    w4a8_mxfp4_mxfp8 block; with w4a16 it is the w4a16_mxfp4 block, 3-4x slower there (1024 tokens:
+    every expert read, as balanced routing reads them)."""
     d = build(compose_cfg("hardware=gb200", "model=gpt_oss_120b", "workload.weight_dtype=mxfp4", *extra))
     head = d.op_lin[[op.name for op in d.ops].index("gate_up_proj")]
     raw = pd.read_parquet(DATA_DIR / "operators/gb200_moe_trtllm_1.3.0rc10.parquet")
     q = raw[(raw.moe_dtype == rows) & (raw.hidden_size == 2880) & (raw.num_experts == 128)
-            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
-    j = M_GRID.index(16.0)
+            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 1024)]  # fmt: skip
+    j = M_GRID.index(1024.0)
     assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
 
 
@@ -228,7 +238,7 @@ def test_b200_mxfp4_experts_take_the_1_3_0rc10_rows(engine):
     """TensorRT-LLM 1.2.0rc5 measured no MXFP4 experts on the B200; the chip's table carries
     1.3.0rc10's (the oldest version that measured them there). gpt-oss-120b on one B200 runs w4a8
     under TensorRT-LLM and under SGLang 0.5.8 (its FlashInfer MXFP4 runner on Blackwell), whose own
-    0.5.9 table holds no MXFP4 block either: both take the 1.3.0rc10 w4a8 block (16 tokens: the
+    0.5.9 table holds no MXFP4 block either: both take the 1.3.0rc10 w4a8 block (1024 tokens: the
     table's median latency), not the roofline law; on an H200 SGLang runs w4a16."""
     d = build(
         compose_cfg(
@@ -239,8 +249,8 @@ def test_b200_mxfp4_experts_take_the_1_3_0rc10_rows(engine):
     assert head[Lin.G_TAB] == 1.0
     raw = pd.read_parquet(DATA_DIR / "operators/b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
     q = raw[(raw.moe_dtype == "w4a8_mxfp4_mxfp8") & (raw.hidden_size == 2880) & (raw.num_experts == 128)
-            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 16)]  # fmt: skip
-    j = M_GRID.index(16.0)
+            & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1) & (raw.num_tokens == 1024)]  # fmt: skip
+    j = M_GRID.index(1024.0)
     assert head[Lin.T0] + head[Lin.TAB + j] == pytest.approx(float(q.latency_ms.median()) * 1e-3, rel=0.05)
     assert compose_cfg("hardware=h200_sxm", f"engine={engine}").engine.moe_mxfp4 == "w4a16"
 

@@ -19,7 +19,9 @@ experts.py) is costed at a step's tokens by
 (that part by the roofline law at the chip's achievable rates, its weights and FLOPs the
 block's over the head op's), and its activation and down ops inside it (Law.SKIP). The table
 curve is made non-decreasing in tokens (isotonic regression of log latency, as opcost/gemm.py),
-linear in tokens between the measured points and at the kernel's M_GRID. Tables: AIConfigurator
+linear in tokens between the measured points and at the kernel's M_GRID, then read under
+serving's routing (`served`: balanced routing reads min(E, n k) experts, each token's own top-k
+E (1 - (1 - k/E)^n), 163 of DeepSeek's 256 at 32 tokens, not 256). Tables: AIConfigurator
 @095f58a5 systems/data/<chip>/moe/<engine>/<version>/moe_perf.parquet, balanced rows, gated kernels
 (decodelab/data/operators/README.md).
 
@@ -42,6 +44,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from decodelab.components.models.experts import busiest_chip_experts, expected_experts
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak
 from decodelab.opcost.base import table_mismatch
@@ -191,18 +194,40 @@ def block_row(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") 
     return tables.grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
 
 
-def ideal(dtype: str, shape, bw: float, peak: float) -> np.ndarray:
+def ideal(dtype: str, shape, bw: float, peak: float, hit: Optional[np.ndarray] = None) -> np.ndarray:
     """Seconds of a routed-expert block at the kernel's M_GRID token counts at this chip's peaks,
     one rank, balanced routing (as the tables were measured): n tokens make n x top-k expert
     assignments, a rank holds experts / moe_ep experts of expert FFN / moe_tp columns each and
     gets 1 / moe_ep of the assignments; it reads its min(experts, n x top-k) / moe_ep activated
-    experts' three (gate, up, down) matrices once and does 2 FLOPs per weight per assignment."""
+    experts' three (gate, up, down) matrices once and does 2 FLOPs per weight per assignment.
+    `hit`: the experts a rank reads at each M_GRID count, where not balanced routing's (served)."""
     h, f, k, e, tp, ep = (float(x) for x in shape)
     n = np.asarray(M_GRID, float)
     cols = 3.0 * h * f / tp  # weights of one expert on one rank
-    weights = np.minimum(e, n * k) / ep * cols * WEIGHT_BYTES.get(dtype, 2.0)
+    hit = np.minimum(e, n * k) / ep if hit is None else hit
+    weights = hit * cols * WEIGHT_BYTES.get(dtype, 2.0)
     flops = 2.0 * cols * n * k / ep
     return np.maximum(weights / bw, flops / peak)
+
+
+def served(block: np.ndarray, dtype: str, shape, bw: float, peak: float) -> np.ndarray:
+    """A measured block (seconds at M_GRID) under serving's routing, not the table's. The collectors
+    route n tokens evenly (AIConfigurator collector/helper.py balanced_logits @095f58a5: token i takes
+    experts (i x stride / n + j x stride) mod E, stride = E / k: min(E, n k) distinct experts, each
+    rank of moe_ep an equal share; DeepSeek's 256 all at 32 tokens); a served step routes each token's
+    top-k on its own, taken as uniform and independent (components/models/experts.py): E (1 - (1 -
+    k/E)^n) distinct experts (163 of 256 at 32 tokens), under moe_ep > 1 the busiest rank's. The
+    difference in ideal time (ideal) is charged at the block's own rate of streaming experts: its
+    measured seconds per ideal second from one token to the first count at which balanced routing
+    reads every expert (at least 1); no less than the served ideal time, non-decreasing."""
+    h, f, k, e, tp, ep = (int(x) for x in shape)
+    n = np.asarray(M_GRID, float)
+    hit = [expected_experts(e, k, x) if ep <= 1 else busiest_chip_experts(e, k, x, ep) for x in n]
+    bal, srv = ideal(dtype, shape, bw, peak), ideal(dtype, shape, bw, peak, np.asarray(hit))
+    full = int(np.argmax(n * k >= e)) if n[-1] * k >= e else len(n) - 1
+    rise = bal[full] - bal[0]
+    rate = max((block[full] - block[0]) / rise, 1.0) if rise > 0 else 1.0
+    return np.maximum.accumulate(np.maximum(block + (srv - bal) * rate, srv))
 
 
 def _distance(a: Key, b: Key) -> float:
@@ -294,7 +319,9 @@ def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: 
         return None
     if op.moe_block[0] == "tail":
         return True, None, got[1]
-    return False, head_row(op, got[0], bw, peak, bw_eff, c_eff), got[1]
+    shape = tuple(int(x) for x in op.moe_block[1:7])
+    block = served(got[0], DTYPES.get(dtype, dtype), shape, bw, peak)
+    return False, head_row(op, block, bw, peak, bw_eff, c_eff), got[1]
 
 
 def carried_note(op, source) -> Optional[str]:
