@@ -8,7 +8,8 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
   silicon_concurrency (the file's stated clients where `clients` lists it) and whose image its
   backend_version (the image the row names, where one matches it exactly), stated at its measured= time;
 - `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
-- `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`)."""
+- `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
+- `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
 
@@ -183,4 +184,11 @@ def pools_of(row) -> Tuple[Dict[str, int], str]:
             f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
             "(aic_mapping.yaml disagg_recipes mtp_steps)",
         )
-    return {**_columns(found[0], clients), **drafts[0], "concurrency": clients}, ""
+    return {**_columns(found[0], clients), **drafts[0], **kv_of(row), "concurrency": clients}, ""
+
+
+def kv_of(row) -> Dict[str, str]:
+    """{"kv_dtype": the KV cache dtype the row's backend's recipes on its chip ran}, where
+    `disagg_recipes.kv_dtype` states one (not the row's precision's); else {}."""
+    kv = ((_rule().get("kv_dtype") or {}).get(_cell(row, "backend")) or {}).get(_cell(row, "system"))
+    return {"kv_dtype": str(kv)} if kv else {}

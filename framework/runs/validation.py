@@ -146,6 +146,8 @@ def base_overrides(
     if prec not in PRECISIONS:
         raise ValueError(f"precision {prec!r} is not one of: {', '.join(PRECISIONS)}")
     w, kv = PRECISIONS[prec]
+    if isinstance(row.get("kv_dtype"), str) and row["kv_dtype"]:  # its launch's (aic_recipes.kv_of)
+        kv = row["kv_dtype"]
     model = model_config_name(str(row["model"]))
     if prec == "fp8" and (fp8_checkpoint or _model_yaml(model).get("fp8_checkpoint")) == "block":
         w = "fp8_block"
