@@ -10,14 +10,19 @@ naming the first. Here: the same filter (balanced routing, gated kernels), the m
 one kernel only, kernel_source kept; every other row of the shipped table is left as it is. Run from the repository
 root with the mirror at $AIC (a git directory).
 
-`borrow_trtllm_gen_fp8_block` (issue 39, B200 FP8 DeepSeek decode): TensorRT-LLM's TRTLLM MoE backend runs block-scaled
+`borrow` (issue 39, B200 block-FP8 decode; BORROWS): TensorRT-LLM's TRTLLM MoE backend runs block-scaled
 FP8 experts on SM100 with TRTLLM-gen kernels, which no TensorRT-LLM MoE table of this commit times (its collector runs
 fp8_block on SM100 with DeepGEMM: collector/trtllm/collect_moe.py `if is_sm_100f(sm_version): model_config.moe_backend =
 "deepgemm"`). The same kernel family, as FlashInfer ships it (`trtllm_fp8_block_scale_moe`, the "TRTLLM-gen batched
 GEMM" of collector/sglang/collect_moe.py), is timed on the same chip in SGLang 0.5.14's table under
 `--moe-runner-backend flashinfer_trtllm` (kernel_source `sglang_flashinfer_trtllm_moe`). Its balanced fp8_block rows
 (median over repeats) are appended to the B200 TensorRT-LLM table with that kernel_source kept; every other row is
-left as it is (rows of that kernel_source already there are replaced: the step can be re-run)."""
+left as it is (rows of that kernel_source already there are replaced: the step can be re-run). The same rows go to
+B200's SGLang 0.5.9 table (InferenceX's SGLang FP8 runs passed `--moe-runner-backend flashinfer_trtllm`; 0.5.9's
+collection times Triton only for fp8_block), and vLLM 0.24.0's TRTLLM-gen FP8 rows
+(`vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic`, the kernel vLLM 0.19's fp8 oracle selects on SM100) to
+B200's vLLM 0.19.0 table, whose fp8_block rows are the legacy collector's Triton `fused_experts`.
+`python tools/aic_moe_kernel_convert.py` runs every step; `borrow` alone: `python -c` with BORROWS."""
 
 import io
 import os
@@ -56,11 +61,36 @@ def convert(chip: str, version: str, out: str) -> None:
     print(chip, len(keep), "rows kept +", len(add), "nvfp4 rows (per kernel)", file=sys.stderr)
 
 
-BORROW = ("b200_sxm", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "fp8_block")
+OPS = "framework/data/operators/"
+# Kernels an engine runs whose rows its own table of this commit lacks, borrowed from the collection that times them
+# on the same chip: (chip, engine/version of the source table, kernel_source, dtype, shipped table it is appended to).
+BORROWS = (
+    # TensorRT-LLM's TRTLLM backend, block FP8 on SM100: TRTLLM-gen (FlashInfer's build, SGLang 0.5.14's collector)
+    ("b200_sxm", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "fp8_block", FILES["b200_sxm"][1]),
+    # SGLang `--moe-runner-backend flashinfer_trtllm` (InferenceX's B200 FP8 scripts): 0.5.9's collector timed Triton
+    # only for fp8_block; 0.5.14's collector times the FlashInfer TRTLLM-gen kernel the flag selects
+    (
+        "b200_sxm",
+        "sglang/0.5.14",
+        "sglang_flashinfer_trtllm_moe",
+        "fp8_block",
+        OPS + "b200_sxm_moe_sglang_0.5.9.parquet",
+    ),
+    # vLLM 0.19's fp8 oracle on SM100 (FLASHINFER_TRTLLM first): its 0.19.0 table is the legacy collector's Triton
+    # fused_experts; 0.24.0's collector builds FusedMoE, so vLLM picks the kernel (TrtLlmFp8ExpertsMonolithic)
+    (
+        "b200_sxm",
+        "vllm/0.24.0",
+        "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+        "fp8_block",
+        OPS + "b200_sxm_moe_vllm_0.19.0.parquet",
+    ),
+)
 
 
-def borrow_trtllm_gen_fp8_block(out: str = FILES["b200_sxm"][1]) -> None:
-    chip, engine_version, kernel, dtype = BORROW
+def borrow(chip: str, engine_version: str, kernel: str, dtype: str, out: str) -> None:
+    """Append the balanced `dtype` rows of `kernel` from AIConfigurator's `engine_version` table of `chip` to the
+    shipped table `out` (median over repeats, kernel_source kept); rows of that kernel already there are replaced."""
     src_path = SRC.replace("trtllm/{version}", engine_version).format(chip=chip)
     blob = subprocess.run(
         ["git", "-C", AIC, "show", f"{COMMIT}:{src_path}"], capture_output=True, check=True
@@ -73,13 +103,16 @@ def borrow_trtllm_gen_fp8_block(out: str = FILES["b200_sxm"][1]) -> None:
     keep = shipped[shipped.kernel_source != kernel]
     add = add[shipped.columns].astype(shipped.dtypes.to_dict())
     pd.concat([keep, add], ignore_index=True).to_parquet(out, index=False, compression="zstd")
-    print(chip, len(keep), "rows kept +", len(add), f"{dtype} rows of {kernel}", file=sys.stderr)
+    print(out, len(keep), "rows kept +", len(add), f"{dtype} rows of {kernel}", file=sys.stderr)
 
 
 def main() -> None:
     for chip, (version, out) in FILES.items():
         convert(chip, version, out)
-    borrow_trtllm_gen_fp8_block()
+    which = sys.argv[1:]  # optional: only the borrows whose table path contains one of these words
+    for b in BORROWS:
+        if not which or any(w in b[-1] for w in which):
+            borrow(*b)
 
 
 if __name__ == "__main__":

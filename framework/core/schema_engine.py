@@ -82,11 +82,13 @@ class EngineConfig:
     # (opcost/moe.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
     moe_mxfp4: str = "w4a16"
     # The MoE backend (TensorRT-LLM's moe_config.backend), which picks the measured MoE kernel where a
-    # table times several (opcost/moe.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | "" (every
-    # kernel the table holds, their median); moe_backend_attention_dp: the backend under attention DP
+    # table times several (opcost/moe.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | triton (vLLM's
+    # and SGLang's Triton fused MoE) | "" (every kernel the table holds, their median);
+    # moe_backend_attention_dp: the backend under attention DP
     # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS;
     # moe_backend_fp8_block: the backend of block-scaled FP8 weights where a launch sets another one for
-    # them ("" = the above), as InferenceX's TensorRT-LLM 1.1 DeepSeek FP8 scripts DEEPGEMM
+    # them ("" = the above), as InferenceX's TensorRT-LLM 1.1 DeepSeek FP8 scripts DEEPGEMM, vLLM 0.19's fp8
+    # oracle on SM100 trtllm (FlashInfer TRTLLM-gen) and a launch that removed FlashInfer triton
     moe_backend: str = ""
     moe_backend_attention_dp: str = ""
     moe_backend_fp8_block: str = ""

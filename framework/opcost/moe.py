@@ -85,15 +85,23 @@ MIN_POINTS = 8  # fewer measured token counts at a shape: the roofline law
 # on DeepSeek's NVFP4 block both collections of TRTLLM-gen agree within ~15% at 1-256 tokens, B200,
 # tools/aic_moe_kernel_convert.py). CUTLASS: its own rows, DeepGEMM's for block-scaled FP8 (TensorRT-LLM's MoE
 # backend support matrix, deployment guide 1.2.0rc2.post2: B200 FP8 "DEEPGEMM" only; the collector's choice on
-# SM100). "" = every kernel a table holds but the ONLY_NAMED ones (their median per shape)
+# SM100). vLLM and SGLang tables: TRTLLM = FlashInfer's TRTLLM-gen kernels (vLLM's FLASHINFER_TRTLLM fp8 backend,
+# SGLang's --moe-runner-backend flashinfer_trtllm); TRITON = the Triton fused MoE (vLLM's TRITON backend, SGLang's
+# default). "" = every kernel a table holds but the ONLY_NAMED ones (their median per shape)
 KERNELS = {
-    "trtllm": ("moe_torch_flow_min_latency", "sglang_flashinfer_trtllm_moe"),
+    "trtllm": (
+        "moe_torch_flow_min_latency",
+        "sglang_flashinfer_trtllm_moe",
+        "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+    ),
     "cutlass": ("moe_torch_flow_cutlass", "deepgemm"),
     "deepgemm": ("deepgemm",),
+    "triton": ("vllm_fused_moe", "sglang_fused_moe_triton"),
 }
-# Kernels a table holds from another engine's collection of the same kernel (tools/aic_moe_kernel_convert.py): read
-# only by a backend that names them, never in another backend's fallback or the median of ""
-ONLY_NAMED = ("sglang_flashinfer_trtllm_moe",)
+# Kernels a table holds from another collection of the kernel (another engine's or a later version's;
+# tools/aic_moe_kernel_convert.py BORROWS): read only by a backend that names them, never in another backend's
+# fallback or the median of ""
+ONLY_NAMED = ("sglang_flashinfer_trtllm_moe", "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic")
 Key = Tuple[str, int, int, int, int, int, int]
 # Bytes per expert weight of a table dtype (block scales: 1/32 B per MXFP4 weight, 1/16 per NVFP4)
 WEIGHT_BYTES = {
