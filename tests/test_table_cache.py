@@ -78,3 +78,20 @@ def test_tables_come_from_the_disk_cache_in_a_new_process(tmp_path, monkeypatch)
     finally:
         tablecache._root.cache_clear()
         tablecache.clear()
+
+
+def test_code_edited_after_import_keeps_results_in_memory(tmp_path, monkeypatch):
+    """A table reader's source edited after this process imported it (another run editing opcost)
+    turns the disk cache off: the results the old code computes are not stored under the key of
+    the new code."""
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    first, (mtime_ns, size, text) = next(iter(tablecache._CODE_AT_IMPORT.items()))
+    try:
+        tablecache._root.cache_clear()
+        assert tablecache._root() is not None
+        edited = {**tablecache._CODE_AT_IMPORT, first: (mtime_ns - 1, size, text)}
+        monkeypatch.setattr(tablecache, "_CODE_AT_IMPORT", edited)
+        tablecache._root.cache_clear()
+        assert tablecache._root() is None
+    finally:
+        tablecache._root.cache_clear()

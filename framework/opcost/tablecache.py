@@ -7,7 +7,8 @@ long sweep) is read again; resume keys on the same content (core.result.config_h
 Across processes, each reader's results are also kept on disk (the cold start of `decodelab`
 and every sweep worker would otherwise import pandas and SciPy and parse the tables again):
 one pickle per reader and table content under `<cache>/decodelab/tables/<code>/`, where
-`<code>` hashes this package's source and the installed pandas, SciPy and NumPy, and the file
+`<code>` hashes this package's source as this process imported it (a source edited since turns
+the disk cache off) and the installed pandas, SciPy and NumPy, and the file
 name the reader and a hash of the table's bytes (an edited or copied table is looked up by what
 it holds). The pickles are this user's own cache, as Numba's `cache=True` files beside them;
 an unreadable one is computed again, an unwritable cache directory keeps results in memory
@@ -111,14 +112,40 @@ def _digest(where: str, mtime_ns: int, size: int) -> str:
     return hashlib.blake2b(Path(where).read_bytes(), digest_size=16).hexdigest()
 
 
+def _code_files() -> Dict[Path, Tuple[int, int, bytes]]:
+    """The code the cached results depend on: (mtime ns, size, bytes) of each source file."""
+    out = {}
+    for f in sorted((PACKAGE_DIR / "opcost").glob("*.py")) + [PACKAGE_DIR / "kernel_layout.py"]:
+        st = f.stat()
+        out[f] = (st.st_mtime_ns, st.st_size, f.read_bytes())
+    return out
+
+
+# Read when this process imports the table readers, so the key names the code it runs: a source
+# edited after that (another run editing opcost) turns the disk cache off for this process,
+# rather than storing old code's results under the new code's key.
+_CODE_AT_IMPORT = _code_files()
+
+
+def _code_unchanged() -> bool:
+    for f, (mtime_ns, size, _) in _CODE_AT_IMPORT.items():
+        try:
+            st = f.stat()
+        except OSError:
+            return False
+        if (st.st_mtime_ns, st.st_size) != (mtime_ns, size):
+            return False
+    return True
+
+
 @lru_cache(maxsize=1)
 def _root() -> Optional[Path]:
     """<cache>/decodelab/tables/<hash of this package's code and the libraries that read tables>."""
-    if os.environ.get("DECODELAB_TABLE_CACHE", "1") == "0":
+    if os.environ.get("DECODELAB_TABLE_CACHE", "1") == "0" or not _code_unchanged():
         return None
     code = hashlib.blake2b(digest_size=8)
-    for f in sorted((PACKAGE_DIR / "opcost").glob("*.py")) + [PACKAGE_DIR / "kernel_layout.py"]:
-        code.update(f.read_bytes())
+    for _, _, text in _CODE_AT_IMPORT.values():
+        code.update(text)
     for lib in ("numpy", "pandas", "scipy", "pyarrow"):
         spec = find_spec(lib)
         origin = spec.origin if spec is not None and spec.origin else ""
