@@ -10,7 +10,8 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.api import evaluate
-from decodelab.opcost import attention_decode, collectives, gemm, moe
+from decodelab.opcost import attention_decode, collectives, gemm
+from decodelab.opcost import moe_blocks
 
 DECODE = (
     "tracking=off",
@@ -79,9 +80,9 @@ def test_own_tables_and_fitted_laws(chip, gpus):
     for path in attn:
         assert attention_decode.problem(path) is None
     for path in moes:
-        assert moe.problem(path) is None
+        assert moe_blocks.problem(path) is None
         # Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128), BF16, one GPU
-        assert moe.block_row(path, "bf16", (2048, 768, 8, 128, 1, 1)) is not None, path
+        assert moe_blocks.block_row(path, "bf16", (2048, 768, 8, 128, 1, 1)) is not None, path
     for dt in ("bf16", "fp8", "fp8_block"):
         g = hw.op_fit.gemm[dt]
         assert 0.4 < g.e_c < 1.0 and 0.5 < g.e_b < 1.0 and g.t0_us > 0, dt

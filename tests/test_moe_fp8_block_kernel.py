@@ -2,7 +2,7 @@
 TensorRT-LLM's TRTLLM backend reads the TRTLLM-gen fp8 block-scale rows (FlashInfer's build of the kernel, timed
 by AIConfigurator's SGLang 0.5.14 collector, kernel_source sglang_flashinfer_trtllm_moe), DEEPGEMM and CUTLASS
 DeepGEMM's; rows borrowed from another engine's collection are read only by a backend that names them
-(framework/opcost/moe.py KERNELS, ONLY_NAMED, kernel_rows)."""
+(framework/opcost/moe_blocks.py KERNELS, ONLY_NAMED, kernel_rows)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.core.build import moe_backend
-from decodelab.opcost import moe
+from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import M_GRID
 
@@ -40,7 +40,7 @@ def test_trtllm_reads_trtllm_gen_others_never_the_borrowed_rows(fp8_block_kernel
     kernel measured (ep 4: None, so the block is carried from a measured neighbour)."""
     p, shape = fp8_block_kernels, (1024, 512, 2, 8, 1)
     at = {
-        (b, ep): moe.block_row(p, "fp8_block", (*shape, ep), b)
+        (b, ep): moe_blocks.block_row(p, "fp8_block", (*shape, ep), b)
         for b in ("trtllm", "cutlass", "")
         for ep in (1, 2, 4)
     }
@@ -59,11 +59,11 @@ def test_shipped_b200_deepseek_fp8_block_at_moe_tp8():
     8 GPUs (its 1.2.0rc5 rows hold 16 and more), so under DEEPGEMM the block is carried (no exact row)."""
     path = str(DATA_DIR / "operators" / "b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
     shape = (7168, 2048, 8, 256, 8, 1)
-    row = moe.block_row(path, "fp8_block", shape, "trtllm")
+    row = moe_blocks.block_row(path, "fp8_block", shape, "trtllm")
     at = {n: row[M_GRID.index(n)] for n in (1, 4, 8)}
     assert at == pytest.approx({1: 36.127e-6, 4: 41.718e-6, 8: 57.212e-6}, rel=1e-4)
-    assert moe.block_row(path, "fp8_block", shape, "deepgemm") is None
-    assert moe.block_row(path, "fp8_block", shape, "") is None
+    assert moe_blocks.block_row(path, "fp8_block", shape, "deepgemm") is None
+    assert moe_blocks.block_row(path, "fp8_block", shape, "") is None
 
 
 def test_fp8_block_backend_of_a_launch():

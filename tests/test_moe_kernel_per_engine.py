@@ -10,14 +10,14 @@ import pytest
 from conftest import compose_cfg
 from decodelab.core.build import moe_backend
 from decodelab.kernel_layout import M_GRID
-from decodelab.opcost import moe
+from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
 
 OPS = DATA_DIR / "operators"
 
 
 def _at(path, shape, backend, counts=(1, 4, 8)):
-    row = moe.block_row(str(path), "fp8_block", shape, backend)
+    row = moe_blocks.block_row(str(path), "fp8_block", shape, backend)
     return {n: row[M_GRID.index(n)] for n in counts}
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import compose_cfg
 from decodelab.opcost import moe as moetable
+from decodelab.opcost import moe_blocks
 from decodelab.opcost.base import hbm_bw, peak
 from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
@@ -28,7 +29,7 @@ def test_block_time_is_the_measured_latency():
     """Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128, BF16, one GPU) on the H100
     under vLLM 0.14.0: at 1 and 1024 tokens the head op's time is the table's median latency
     (a monotone stretch: the isotonic fit leaves it), 0.0505 and 0.7224 ms: there serving's routing
-    reads what the table's balanced routing read (k experts, all of them; moe.served)."""
+    reads what the table's balanced routing read (k experts, all of them; moe_blocks.served)."""
     raw = pd.read_parquet(DATA_DIR / VLLM_H100)
     q = raw[(raw.moe_dtype == "bfloat16") & (raw.hidden_size == 2048) & (raw.inter_size == 768)
             & (raw.num_experts == 128) & (raw.moe_tp_size == 1) & (raw.moe_ep_size == 1)]  # fmt: skip
@@ -45,7 +46,7 @@ def test_block_time_is_the_measured_latency():
 
 def test_dense_and_shared_part_adds_its_roofline_by_hand():
     """DeepSeek-V3 FP8 on 8 GPUs (TensorRT-LLM's table, block-scaled FP8, moe_tp 8): the head op is
-    58/61 of the table's block (under serving's routing, moe.served) plus the roofline time of the 3
+    58/61 of the table's block (under serving's routing, moe_blocks.served) plus the roofline time of the 3
     dense layers' and the shared expert's part of the block, 1.5x the gate/up op's (gate + up + down
     over gate + up)."""
     o = ("model=deepseek_v3", "hardware.n_chips=8", "hardware.tensor_parallel=8", "workload.weight_dtype=fp8_block",
@@ -54,9 +55,11 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
     d = build(cfg)
     op = next(op for op in d.ops if op.name == "gate_up_proj")
     hw = cfg.hardware
-    block = moetable.block_row("operators/h200_sxm_moe_trtllm_1.2.0rc5.parquet", "fp8_block",
+    block = moe_blocks.block_row("operators/h200_sxm_moe_trtllm_1.2.0rc5.parquet", "fp8_block",
                                (7168, 2048, 8, 256, 8, 1))  # fmt: skip
-    block = moetable.served(block, "fp8_block", (7168, 2048, 8, 256, 8, 1), hbm_bw(hw), peak(hw, "fp8_block"))
+    block = moe_blocks.served(
+        block, "fp8_block", (7168, 2048, 8, 256, 8, 1), hbm_bw(hw), peak(hw, "fp8_block")
+    )
     f_moe, spec = 58 / 61, op.experts_read
     w_ds = 1.5 * (spec[0] + spec[1] * 1)  # dense layers' gate/up + the shared expert's, per chip
     f_ds = 1.5 * (op.flops_per_token - f_moe * 8 * 2 * 7168 * 2 * 2048 / 8)
@@ -73,19 +76,19 @@ def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
     """Qwen3-30B-A3B with an expert FFN of 760 (the tables hold 768) on 4 GPUs under TensorRT-LLM: the
     head op takes the measured block of FFN 768 at moe_tp 4 times ideal(760) / ideal(768) = 760 / 768
     at every token count (both the weights read and the FLOPs scale with the FFN width), under
-    serving's routing (moe.served), its tails run inside it, and the design's note names the block
+    serving's routing (moe_blocks.served), its tails run inside it, and the design's note names the block
     it came from."""
     d, at = _ops(
         "model=qwen3_30b_a3b", "hardware.n_chips=4", "hardware.tensor_parallel=4", "model.expert_ffn_dim=760"
     )
-    block = moetable.block_row(
+    block = moe_blocks.block_row(
         "operators/h100_sxm_moe_trtllm_1.2.0rc5.parquet", "bf16", (2048, 768, 8, 128, 4, 1)
     )
     head = d.op_lin[at["gate_up_proj"]]
     assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
     got = head[Lin.T0] + head[Lin.TAB : Lin.TAB + N_MGRID]
     hw = compose_cfg("hardware=h100_sxm").hardware
-    want = moetable.served(
+    want = moe_blocks.served(
         block * 760 / 768, "bfloat16", (2048, 760, 8, 128, 4, 1), hbm_bw(hw), peak(hw, "bf16")
     )
     np.testing.assert_allclose(got, want, rtol=1e-12)
@@ -123,7 +126,7 @@ def test_nearest_block_same_gpus_then_split_and_shape(tmp_path):
         ]
         path = tmp_path / f"t{len(sel)}_{want[0]}_{want[1]}.parquet"
         pd.DataFrame(sel).to_parquet(path)
-        key = moetable.nearest(str(path), "bf16", (4096, 1536, 8, 128, 8, 1))
+        key = moe_blocks.nearest(str(path), "bf16", (4096, 1536, 8, 128, 8, 1))
         assert (key[2], key[5], key[6]) == want
 
 
@@ -132,7 +135,7 @@ def test_ideal_block_time_by_hand():
     and 989 TFLOP/s: 1 token activates 8 experts of 3 x 4096 x 192 weights each, 37.7 MB, 7.86 us
     (FLOPs 37.7 MFLOP, 0.04 us); 1024 tokens activate all 128 (604 MB, 126 us) and do 2 x 2.36 M x
     8192 = 38.7 GFLOP (39.1 us): the read is longer."""
-    t = moetable.ideal("bfloat16", (4096, 1536, 8, 128, 8, 1), 4.8e12, 989e12)
+    t = moe_blocks.ideal("bfloat16", (4096, 1536, 8, 128, 8, 1), 4.8e12, 989e12)
     m = list(M_GRID)
     assert t[m.index(1.0)] == pytest.approx(8 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
     assert t[m.index(1024.0)] == pytest.approx(128 * 3 * 4096 * 192 * 2 / 4.8e12, rel=1e-12)
@@ -158,8 +161,8 @@ def test_block_scaled_fp8_the_table_lacks_takes_the_fp8_block():
     d = build(compose_cfg(*o))
     path = "operators/b300_sxm_moe_trtllm_1.3.0rc10.parquet"
     shape = (7168, 2048, 8, 256, 8, 1)
-    assert moetable.block_row(path, "fp8_block", shape) is None
-    fp8 = moetable.block_row(path, "fp8", shape)
+    assert moe_blocks.block_row(path, "fp8_block", shape) is None
+    fp8 = moe_blocks.block_row(path, "fp8", shape)
     head = next(op for op in d.ops if op.name == "gate_up_proj")
     block, source = moetable.block_of(head, [path], "fp8_block", 7.7e12, 4.5e15)
     np.testing.assert_array_equal(block, fp8)
@@ -203,12 +206,12 @@ def test_a_block_that_repeats_a_split_on_fewer_gpus_is_left_out(tmp_path):
     ]
     path = tmp_path / "moe.parquet"
     pd.DataFrame(rows).to_parquet(path)
-    keys = {k[6] for k in moetable.curves(str(path))}
+    keys = {k[6] for k in moe_blocks.curves(str(path))}
     assert keys == {1, 4}
-    row, key = moetable.near_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15)
+    row, key = moe_blocks.near_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15)
     assert key[6] == 1  # moe_ep 1 and 4 are both 1 log2 step of GPUs from 2 (distance 100): key order
-    one = moetable.block_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 1))
-    ratio = moetable.ideal("bfloat16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15) / moetable.ideal(
+    one = moe_blocks.block_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 1))
+    ratio = moe_blocks.ideal("bfloat16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15) / moe_blocks.ideal(
         "bfloat16", (2880, 2880, 4, 128, 1, 1), 8e12, 2.25e15
     )
     np.testing.assert_allclose(row, one * ratio, rtol=1e-12)

@@ -1,7 +1,7 @@
 """Precision as the checkpoint and the engine run it (issue 39 item 4): the ops a quantized checkpoint
 leaves in BF16 (model.quant_bf16_ops, components/ops.py keep_bf16), worked by hand on DeepSeek-R1's
 NVFP4 checkpoints, and the MoE kernel an engine's backend picks where a table times several
-(engine.moe_backend, framework/opcost/moe.py kernel_rows)."""
+(engine.moe_backend, framework/opcost/moe_blocks.py kernel_rows)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from conftest import compose_cfg
 from decodelab.core.build import build, moe_backend
 from decodelab.errors import ConfigError
-from decodelab.opcost import moe
+from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import M_GRID
 
@@ -64,9 +64,9 @@ def two_kernels(tmp_path):
 
 def test_the_backend_picks_its_kernel_and_keeps_blocks_it_did_not_measure(two_kernels):
     block, only_cutlass = (1024, 512, 2, 8, 1, 1), (1024, 512, 2, 8, 1, 2)
-    at = {b: moe.block_row(two_kernels, "nvfp4", block, b)[0] for b in ("", "trtllm", "cutlass")}
+    at = {b: moe_blocks.block_row(two_kernels, "nvfp4", block, b)[0] for b in ("", "trtllm", "cutlass")}
     assert at == pytest.approx({"": 1.5e-3, "trtllm": 1.0e-3, "cutlass": 2.0e-3})  # "": the median
-    assert moe.block_row(two_kernels, "nvfp4", only_cutlass, "trtllm")[0] == pytest.approx(3.0e-3)
+    assert moe_blocks.block_row(two_kernels, "nvfp4", only_cutlass, "trtllm")[0] == pytest.approx(3.0e-3)
 
 
 def test_shipped_b200_deepseek_block_by_kernel():
@@ -75,9 +75,9 @@ def test_shipped_b200_deepseek_block_by_kernel():
     path = str(DATA_DIR / "operators" / "b200_sxm_moe_trtllm_1.2.0rc5_mxfp4_1.3.0rc10.parquet")
     shape = (7168, 2048, 8, 256, 1, 8)
     assert M_GRID[0] == 1
-    assert moe.block_row(path, "nvfp4", shape, "trtllm")[0] == pytest.approx(41.952e-6, rel=1e-4)
-    assert moe.block_row(path, "nvfp4", shape, "cutlass")[0] == pytest.approx(62.075e-6, rel=1e-4)
-    assert moe.block_row(path, "nvfp4", shape, "")[0] == pytest.approx(52.0135e-6, rel=1e-4)
+    assert moe_blocks.block_row(path, "nvfp4", shape, "trtllm")[0] == pytest.approx(41.952e-6, rel=1e-4)
+    assert moe_blocks.block_row(path, "nvfp4", shape, "cutlass")[0] == pytest.approx(62.075e-6, rel=1e-4)
+    assert moe_blocks.block_row(path, "nvfp4", shape, "")[0] == pytest.approx(52.0135e-6, rel=1e-4)
 
 
 def test_engine_files_name_the_backend_attention_dp_switches_it():

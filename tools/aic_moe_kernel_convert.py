@@ -31,7 +31,7 @@ import sys
 
 import pandas as pd
 
-from decodelab.opcost.moe import COLUMNS
+from decodelab.opcost.moe_blocks import COLUMNS
 
 AIC = os.environ.get("AIC", "aiconfigurator/.git")  # a clone of github.com/ai-dynamo/aiconfigurator
 COMMIT = "095f58a5"

@@ -20,7 +20,7 @@ from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
 from decodelab.opcost import registry, sampler
 from decodelab.opcost.base import Ctx
-from decodelab.opcost.moe import KERNELS
+from decodelab.opcost.moe_blocks import KERNELS
 from decodelab.kernel_layout import CAUSES, Call, Cap, Hw, Law, Lin, M_GRID, N_MGRID, OpPath
 
 

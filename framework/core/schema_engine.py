@@ -82,7 +82,7 @@ class EngineConfig:
     # (opcost/moe.py): w4a16 (BF16) | w4a8 (MXFP8; TensorRT-LLM's default MoE backends on Blackwell)
     moe_mxfp4: str = "w4a16"
     # The MoE backend (TensorRT-LLM's moe_config.backend), which picks the measured MoE kernel where a
-    # table times several (opcost/moe.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | triton (vLLM's
+    # table times several (opcost/moe_blocks.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | triton (vLLM's
     # and SGLang's Triton fused MoE) | "" (every kernel the table holds, their median);
     # moe_backend_attention_dp: the backend under attention DP
     # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS;
