@@ -477,3 +477,19 @@ def joblib_sweep(tmp_path_factory):
     )
     assert res.rc == 0, res.explain()
     return cwd, res
+
+
+def moe_kernel_table(path: Path, dtype: str, kernels_by_ep) -> str:
+    """A toy MoE table (CSV at `path`) of one block (hidden 1024, expert FFN 512, top-2 of 8, moe_tp 1):
+    for each (moe_ep, {kernel_source: ms}) every kernel's rows at 1-128 tokens, `ms` at every count."""
+    import pandas as pd  # heavy: on use
+
+    rows = [
+        dict(moe_dtype=dtype, num_tokens=n, hidden_size=1024, inter_size=512, topk=2, num_experts=8,
+             moe_tp_size=1, moe_ep_size=ep, kernel_source=kernel, latency_ms=ms)
+        for ep, kernels in kernels_by_ep
+        for kernel, ms in kernels.items()
+        for n in (1, 2, 4, 8, 16, 32, 64, 128)
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return str(path)

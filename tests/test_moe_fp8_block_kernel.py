@@ -6,10 +6,9 @@ DeepGEMM's; rows borrowed from another engine's collection are read only by a ba
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, moe_kernel_table
 from decodelab.core.build import moe_backend
 from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
@@ -22,16 +21,8 @@ FI = "sglang_flashinfer_trtllm_moe"
 def fp8_block_kernels(tmp_path):
     """Block ep 1 timed by DeepGEMM (2 ms) and TRTLLM-gen (1 ms); ep 2 by DeepGEMM only (3 ms); ep 4 by
     TRTLLM-gen only (4 ms), at every token count."""
-    rows = []
-    for ep, kernels in ((1, {"deepgemm": 2.0, FI: 1.0}), (2, {"deepgemm": 3.0}), (4, {FI: 4.0})):
-        for kernel, ms in kernels.items():
-            for n in (1, 2, 4, 8, 16, 32, 64, 128):
-                rows.append(dict(moe_dtype="fp8_block", num_tokens=n, hidden_size=1024, inter_size=512, topk=2,
-                                 num_experts=8, moe_tp_size=1, moe_ep_size=ep, kernel_source=kernel,
-                                 latency_ms=ms))  # fmt: skip
-    p = tmp_path / "moe.csv"
-    pd.DataFrame(rows).to_csv(p, index=False)
-    return str(p)
+    kernels = ((1, {"deepgemm": 2.0, FI: 1.0}), (2, {"deepgemm": 3.0}), (4, {FI: 4.0}))
+    return moe_kernel_table(tmp_path / "moe.csv", "fp8_block", kernels)
 
 
 def test_trtllm_reads_trtllm_gen_others_never_the_borrowed_rows(fp8_block_kernels):

@@ -21,27 +21,29 @@ def _at(path, shape, backend, counts=(1, 4, 8)):
     return {n: row[M_GRID.index(n)] for n in counts}
 
 
-def test_b200_vllm_minimax_fp8_block_by_backend():
-    """MiniMax-M2.5's block (3072, 1536, top-8 of 256) at moe_tp 2: under trtllm AIConfigurator @095f58a5
-    systems/data/b200_sxm/moe/vllm/0.24.0 (balanced, vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic,
-    one row per count) 31.344 / 62.139 / 97.349 us at 1 / 4 / 8 tokens; under triton and "" the 0.19.0 table's
-    Triton fused_experts rows, 39.749 / 70.901 / 119.600 us, as before the borrowed rows were added."""
-    path, shape = OPS / "b200_sxm_moe_vllm_0.19.0.parquet", (3072, 1536, 8, 256, 2, 1)
-    assert _at(path, shape, "trtllm") == pytest.approx({1: 31.344e-6, 4: 62.139e-6, 8: 97.349e-6}, rel=1e-4)
-    triton = {1: 39.749e-6, 4: 70.901e-6, 8: 119.600e-6}
-    assert _at(path, shape, "triton") == pytest.approx(triton, rel=1e-4)
-    assert _at(path, shape, "") == pytest.approx(triton, rel=1e-4)
-
-
-def test_b200_sglang_deepseek_fp8_block_by_backend():
-    """DeepSeek's block (7168, 2048, top-8 of 256) at moe_tp 8 in B200's SGLang 0.5.9 table: under trtllm the
-    SGLang 0.5.14 flashinfer_trtllm rows (36.127 / 41.718 / 57.212 us, the same source rows as the TensorRT-LLM
-    table's); under "" 0.5.9's Triton fused MoE (50.897 / 87.249 / 127.940 us)."""
-    path, shape = OPS / "b200_sxm_moe_sglang_0.5.9.parquet", (7168, 2048, 8, 256, 8, 1)
-    assert _at(path, shape, "trtllm") == pytest.approx({1: 36.127e-6, 4: 41.718e-6, 8: 57.212e-6}, rel=1e-4)
-    triton = {1: 50.897e-6, 4: 87.249e-6, 8: 127.940e-6}
-    assert _at(path, shape, "") == pytest.approx(triton, rel=1e-4)
-    assert _at(path, shape, "triton") == pytest.approx(triton, rel=1e-4)
+@pytest.mark.parametrize(
+    "table, shape, trtllm, triton",
+    [
+        # MiniMax-M2.5's block (3072, 1536, top-8 of 256) at moe_tp 2: under trtllm AIConfigurator @095f58a5
+        # systems/data/b200_sxm/moe/vllm/0.24.0 (balanced, vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic,
+        # one row per count); under triton and "" the 0.19.0 table's Triton fused_experts rows, as before the
+        # borrowed rows were added
+        ("b200_sxm_moe_vllm_0.19.0.parquet", (3072, 1536, 8, 256, 2, 1),
+         (31.344e-6, 62.139e-6, 97.349e-6), (39.749e-6, 70.901e-6, 119.600e-6)),
+        # DeepSeek's block (7168, 2048, top-8 of 256) at moe_tp 8 in B200's SGLang 0.5.9 table: under trtllm the
+        # SGLang 0.5.14 flashinfer_trtllm rows (the same source rows as the TensorRT-LLM table's); under "" and
+        # triton 0.5.9's Triton fused MoE
+        ("b200_sxm_moe_sglang_0.5.9.parquet", (7168, 2048, 8, 256, 8, 1),
+         (36.127e-6, 41.718e-6, 57.212e-6), (50.897e-6, 87.249e-6, 127.940e-6)),
+    ],
+)  # fmt: skip
+def test_b200_fp8_block_by_backend(table, shape, trtllm, triton):
+    """Seconds of the block at 1 / 4 / 8 tokens per MoE backend: the borrowed TRTLLM-gen rows only under
+    trtllm."""
+    path = OPS / table
+    assert _at(path, shape, "trtllm") == pytest.approx(dict(zip((1, 4, 8), trtllm)), rel=1e-4)
+    for backend in ("triton", ""):
+        assert _at(path, shape, backend) == pytest.approx(dict(zip((1, 4, 8), triton)), rel=1e-4)
 
 
 def test_vllm_0_19_fp8_block_backend_by_chip_and_launch():

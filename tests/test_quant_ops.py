@@ -5,10 +5,9 @@ NVFP4 checkpoints, and the MoE kernel an engine's backend picks where a table ti
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, moe_kernel_table
 from decodelab.core.build import build, moe_backend
 from decodelab.errors import ConfigError
 from decodelab.opcost import moe_blocks
@@ -49,17 +48,9 @@ def test_an_op_the_design_lacks_is_one_error_line():
 @pytest.fixture
 def two_kernels(tmp_path):
     """One block timed by both kernels (CUTLASS 2 ms, TRTLLM-gen 1 ms at every count), one by CUTLASS only."""
-    rows = []
-    for ep, kernels in ((1, {"moe_torch_flow_cutlass": 2.0, "moe_torch_flow_min_latency": 1.0}),
-                        (2, {"moe_torch_flow_cutlass": 3.0})):  # fmt: skip
-        for kernel, ms in kernels.items():
-            for n in (1, 2, 4, 8, 16, 32, 64, 128):
-                rows.append(dict(moe_dtype="nvfp4", num_tokens=n, hidden_size=1024, inter_size=512, topk=2,
-                                 num_experts=8, moe_tp_size=1, moe_ep_size=ep, kernel_source=kernel,
-                                 latency_ms=ms))  # fmt: skip
-    p = tmp_path / "moe.csv"
-    pd.DataFrame(rows).to_csv(p, index=False)
-    return str(p)
+    kernels = ((1, {"moe_torch_flow_cutlass": 2.0, "moe_torch_flow_min_latency": 1.0}),
+               (2, {"moe_torch_flow_cutlass": 3.0}))  # fmt: skip
+    return moe_kernel_table(tmp_path / "moe.csv", "nvfp4", kernels)
 
 
 def test_the_backend_picks_its_kernel_and_keeps_blocks_it_did_not_measure(two_kernels):
