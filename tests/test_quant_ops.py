@@ -15,7 +15,7 @@ from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import M_GRID
 
 R1_FP4 = ("model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8")
-V2 = "model.quant_bf16_ops.nvfp4=[q_a_proj,q_b_proj,kv_a_proj,q_absorb,v_absorb,kv_b_decompress]"
+V2 = "model.quant_bf16_ops.nvfp4=[qkv_a_proj,q_b_proj,q_absorb,v_absorb,kv_b_decompress]"
 
 
 def _ops(*overrides):
@@ -24,18 +24,18 @@ def _ops(*overrides):
 
 def test_nvfp4_deepseek_keeps_its_mla_projections_in_bf16_by_hand():
     """nvidia/DeepSeek-R1-FP4 (conf/model/deepseek_r1.yaml): every MLA projection BF16, the experts NVFP4.
-    Per chip at TP8 (16 of 128 heads): o_proj 16 x 128 x 7168 x 2 B = 29,360,128 B; q_a_proj replicated
-    7168 x 1536 x 2 = 22,020,096 B; q_absorb 16 x 128 x 512 x 2 = 2,097,152 B. The -v2 checkpoint quantizes
+    Per chip at TP8 (16 of 128 heads): o_proj 16 x 128 x 7168 x 2 B = 29,360,128 B; qkv_a_proj (q_a and kv_a as
+    one GEMM) replicated 7168 x 2112 x 2 = 30,277,632 B; q_absorb 16 x 128 x 512 x 2 = 2,097,152 B. The -v2 checkpoint quantizes
     o_proj: 16 x 128 x 7168 x 0.5625 B = 8,257,536 B. FP8 weights: no key, every op FP8 (1 B)."""
     ops = _ops("workload.weight_dtype=nvfp4")
     assert ops["o_proj"].weight_bytes == 29_360_128 and ops["o_proj"].gemm_dtype == "bf16"
-    assert ops["q_a_proj"].weight_bytes == 22_020_096 and ops["q_a_proj"].gemm_dtype == "bf16"
+    assert ops["qkv_a_proj"].weight_bytes == 30_277_632 and ops["qkv_a_proj"].gemm_dtype == "bf16"
     assert ops["q_absorb"].weight_bytes == 2_097_152 and ops["q_absorb"].gemm_dtype == "bf16"
     assert ops["kv_b_decompress"].resident_bytes == 0.0  # held once, by the absorbed ops
     assert ops["gate_up_proj"].gemm_dtype == "" and ops["lm_head"].gemm_dtype == "bf16"
     v2 = _ops("workload.weight_dtype=nvfp4", V2)
     assert v2["o_proj"].weight_bytes == 8_257_536 and v2["o_proj"].gemm_dtype == ""
-    assert v2["q_a_proj"].weight_bytes == 22_020_096
+    assert v2["qkv_a_proj"].weight_bytes == 30_277_632
     fp8 = _ops("workload.weight_dtype=fp8_block")
     assert fp8["o_proj"].weight_bytes == 14_680_064 and fp8["o_proj"].gemm_dtype == ""
 

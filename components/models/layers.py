@@ -10,8 +10,13 @@ latent c_kv (kv_lora_rank) + one RoPE key (qk_rope_head_dim) per token and layer
 heads; W_UK is folded into the query (q_absorb) and W_UV applied after attention (v_absorb), so
 attention runs in the latent space: 2 h (2 kv_lora + rope) FLOPs per (query, key) pair.
 Under tensor parallel every chip holds and reads the whole latent (heads are split, the latent is
-not: the replication dense.py applies when tp > kv_heads); q_a_proj and kv_a_proj are
-replicated (vLLM's ReplicatedLinear), q_b/kv_b/o split by heads. Prefill takes the non-absorbed
+not: the replication dense.py applies when tp > kv_heads); the down-projections are replicated
+(ReplicatedLinear), q_b/kv_b/o split by heads. With a query LoRA (DeepSeek-V3/R1) the engines run
+q_a and kv_a as one GEMM of n = q_lora_rank + kv_lora_rank + qk_rope_head_dim (2112 over 7168):
+SGLang's `fused_qkv_a_proj_with_mqa` (ReplicatedLinear, srt/models/deepseek_v2.py), vLLM's
+`fused_qkv_a_proj` (MergedColumnParallelLinear, disable_tp) and TensorRT-LLM's `kv_a_proj_with_mqa`
+(Linear of q_lora_rank + kv_lora_rank + qk_rope_head_dim, _torch/modules/attention.py MLA): one
+GEMM and one activation quantization a layer, op `qkv_a_proj`. Prefill takes the non-absorbed
 path, as vLLM and SGLang do: kv_b_decompress expands every context token's latent into per-head
 keys and values, then ordinary attention, 2 h (qk + v) FLOPs per pair (3.4x fewer than the
 absorbed path's for DeepSeek-V3). Decode attention's op carries its shape for a measured MLA table
@@ -199,17 +204,16 @@ def build_ops(
     ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes), *pre]
     if is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-        if m.q_lora_rank:
+        if m.q_lora_rank:  # one GEMM for both down-projections (module docstring)
             ops += [
-                gemm("q_a_proj", d, m.q_lora_rank),  # replicated on every chip
+                gemm("qkv_a_proj", d, m.q_lora_rank + lat + rope),  # replicated on every chip
                 elementwise("q_a_norm", "norm", m.q_lora_rank, m.q_lora_rank, m.q_lora_rank),
                 gemm("q_b_proj", m.q_lora_rank, h * (nope + rope)),
             ]
         else:
-            ops.append(gemm("q_proj", d, h * (nope + rope)))
+            ops += [gemm("q_proj", d, h * (nope + rope)), gemm("kv_a_proj", d, lat + rope)]
         kv_tok = (lat + rope) * kv_bytes  # whole latent on every chip
         ops += [
-            gemm("kv_a_proj", d, lat + rope),  # replicated on every chip
             Op(
                 "kv_norm_rope_write",
                 "elementwise",
