@@ -25,13 +25,14 @@ def test_one_row_recipe_by_hand(tmp_path):
     merged: its one recipe is the non-MTP ctx1_gen1_dep8_batch512_eplb0_mtp0 (prefill 1 worker of tp 4,
     ep 4, dp-attn; decode 1 worker of tp 8, ep 8, dp-attn). So prefill: 1 worker, attention DP 4
     (tp 1), experts 1 x 4; decode: 1 worker, attention DP 8, experts 1 x 8, batch 512 per rank
-    (the file name's batch512); prefill batch cap the engine's (0); clients 4096 (the recorded ones;
-    8 ranks x 512 = 4096 too). The recorded decode moe 2 x 4 is not used."""
+    (the file name's batch512); prefill batch cap 8 per rank (the file's prefill max_batch_size:
+    aic_mapping.yaml `prefill_step`); clients 4096 (the recorded ones; 8 ranks x 512 = 4096 too).
+    The recorded decode moe 2 x 4 is not used."""
     r = frame(tmp_path, row(4096)).iloc[0]
     assert r["refuse"] == "" and r["concurrency"] == 4096 and r["tp"] == 1
     cols = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
     got = [r[f"{side}_{k}"] for side in ("prefill", "decode") for k in cols]
-    assert got == [1, 1, 1, 4, 1, 4, 0, 1, 1, 1, 8, 1, 8, 512]
+    assert got == [1, 1, 1, 4, 1, 4, 8, 1, 1, 1, 8, 1, 8, 512]
 
 
 def test_batch_from_clients_when_the_recipe_name_has_none(tmp_path):

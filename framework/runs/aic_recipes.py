@@ -9,6 +9,7 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
   backend_version (the image the row names, where one matches it exactly), stated at its measured= time;
 - `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
+- `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
 - `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
@@ -128,10 +129,19 @@ def _columns(e: dict, clients: int) -> Dict[str, int]:
             }
         )
     ranks = out["decode_workers"] * out["decode_dp"]
-    out["prefill_batch"] = 0
+    step = prefill_step(e)
+    out["prefill_batch"], out["prefill_tokens"] = step.get("batch", 0), step.get("tokens", 0)
     stated = (_rule().get("decode_batch") or {}).get(e["config_file"])  # the file's, where its name misleads
     out["decode_batch"] = stated or e["decode"].get("batch") or math.ceil(clients / ranks)
     return out
+
+
+def prefill_step(e: dict) -> Dict[str, int]:
+    """One prefill step of one attention rank under recipe `e`: {"tokens", "batch"} of the first
+    `prefill_step` directory of aic_mapping.yaml `disagg_recipes` its file lies in; {} = not stated."""
+    name = e["config_file"] or ""
+    stated = _rule().get("prefill_step") or {}
+    return next((dict(v) for d, v in stated.items() if name.startswith(d)), {})
 
 
 def draft_tokens(e: dict) -> Optional[Dict[str, int]]:

@@ -56,10 +56,13 @@ def pool_overrides(row, is_moe: bool) -> List[str]:
     return out
 
 
-def pool_engine(family: str, side: str, batch: int, isl: int, k: int = 0) -> Dict[str, object]:
+def pool_engine(
+    family: str, side: str, batch: int, isl: int, k: int = 0, tokens: int = 0
+) -> Dict[str, object]:
     """The engine settings AIConfigurator's benchmark launch gives one pool (module constants);
-    `k`: the pool's MTP draft tokens per step."""
-    budget = isl + PREFILL_TOKENS_OVER_ISL
+    `k`: the pool's MTP draft tokens per step; `tokens`: a prefill step's budget the row's recipe
+    states (aic_recipes.prefill_step; 0 = the launch rule's isl + 1500)."""
+    budget = tokens or isl + PREFILL_TOKENS_OVER_ISL
     decode = batch * (1 + k)
     if family == "trtllm":
         return (
@@ -78,10 +81,14 @@ def pool_engine(family: str, side: str, batch: int, isl: int, k: int = 0) -> Dic
     return {}
 
 
+def _count(row, col: str) -> int:
+    v = row.get(col)
+    return 0 if v is None or v != v or v == "" else int(v)
+
+
 def draft_tokens(row, side: str) -> int:
     """The pool's MTP draft tokens per step (`<side>_mtp`: aic_recipes.draft_tokens; empty: 0)."""
-    v = row.get(f"{side}_mtp")
-    return 0 if v is None or v != v or v == "" else int(v)
+    return _count(row, f"{side}_mtp")
 
 
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
@@ -92,7 +99,8 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     for side in SIDES:
         batch, k = int(row[f"{side}_batch"]), draft_tokens(row, side)
         out[f"disagg.{side}.max_batch"] = batch
-        engine = pool_engine(family, side, batch, int(row["isl"]), k) if aic else {}
+        tokens = _count(row, "prefill_tokens") if side == "prefill" else 0  # aic_recipes.prefill_step
+        engine = pool_engine(family, side, batch, int(row["isl"]), k, tokens) if aic else {}
         if k > 0:
             engine.update({"mtp.k": k, "mtp.k_attention_dp": k})
         if engine:

@@ -1,0 +1,45 @@
+"""A recipe-mapped disaggregated row's prefill step: the tokens and prompts one prefill step of one
+attention rank carries, as the srt-slurm recipe file states them (aic_mapping.yaml `disagg_recipes`
+`prefill_step`, aic_recipes.prefill_step), in place of AIConfigurator's launch rule (isl + 1500)."""
+
+from test_disagg_recipes import FP4, row
+from test_validation_aic import frame
+
+from decodelab.runs.validation_disagg import pool_settings
+
+
+def test_trtllm_prefill_step_from_the_recipe_file(tmp_path):
+    """B200 TensorRT-LLM FP4 1k/1k at 4096 clients runs ctx1_gen1_dep8_batch512_eplb0_mtp0.yaml, whose
+    prefill section states max_num_tokens 10240 and max_batch_size 8 (per attention-DP rank): the
+    prefill pool's cap is 8 prompts and its step budget 10240 tokens (the launch rule gave
+    1024 + 1500 = 2524, two prompts); overlap stays off (the file's disable_overlap_scheduler true)."""
+    r = frame(tmp_path, row(4096)).iloc[0]
+    assert r["refuse"] == "" and r["prefill_tokens"] == 10240 and r["prefill_batch"] == 8
+    got = pool_settings(r, "trtllm", aic=True)
+    assert got["disagg.prefill.max_batch"] == 8
+    assert got["disagg.prefill.engine"] == {"overlap": False, "max_tokens_per_step": 10240}
+    assert got["disagg.decode.engine"] == {"max_tokens_per_step": 512}
+
+
+def test_unread_directory_keeps_the_launch_rule(tmp_path):
+    """B200 SGLang FP4 8k/1k at 16 clients (low-latency-tp4-1p-tp8-1d.yaml, a directory whose prefill
+    settings are not stated): prefill budget 8192 + 1500 = 9692, batch cap the engine's (0)."""
+    sg = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
+    r = frame(tmp_path, row(16, t="2026-02-11T01:17:05Z", isl=8192, engine=sg)).iloc[0]
+    assert r["refuse"] == "" and r["prefill_tokens"] == 0 and r["prefill_batch"] == 0
+    got = pool_settings(r, "sglang", aic=True)
+    assert got["disagg.prefill.engine"]["max_tokens_per_step"] == 9692
+
+
+def test_b200_fp4_8k_prefill_step_and_the_files_decode_batch(tmp_path):
+    """B200 TensorRT-LLM FP4 8k/1k at 100 clients runs ctx1_gen5_tep8_batch8_eplb0_mtp0.yaml: prefill
+    max_num_tokens 16896, max_batch_size 2 (two 8192-token prompts a step; the launch rule's 9692 held
+    one); decode max_batch_size 16 although the name says batch8 (`decode_batch`): 5 workers x 16."""
+    r = frame(tmp_path, row(100, isl=8192)).iloc[0]
+    assert r["refuse"] == ""
+    assert [r["prefill_tokens"], r["prefill_batch"], r["decode_workers"], r["decode_batch"]] == [
+        16896,
+        2,
+        5,
+        16,
+    ]
