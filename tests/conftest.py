@@ -493,3 +493,20 @@ def moe_kernel_table(path: Path, dtype: str, kernels_by_ep) -> str:
     ]  # fmt: skip
     pd.DataFrame(rows).to_csv(path, index=False)
     return str(path)
+
+
+def inferencex_source(model: str, concurrency: int, measured: str, image: str = "") -> str:
+    """`silicon_data_source` of an InferenceX row of aic_silicon_dev.csv (its dumps' spelling)."""
+    tail = f"; image={image}" if image else ""
+    return (
+        f"source_file=2026-03-25.csv; model={model}; silicon_concurrency={concurrency}; "
+        f"measured={measured}; wip=False{tail}"
+    )
+
+
+def silicon_row(source: str, **cells):
+    """One aggregated B200 row of AIConfigurator's silicon schema from `source` (its
+    silicon_data_source); `cells` add or replace columns."""
+    import pandas as pd  # heavy: on use
+
+    return pd.Series({"system": "b200_sxm", "mode": "agg", "silicon_data_source": source, **cells})

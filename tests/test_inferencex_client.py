@@ -9,6 +9,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
+from conftest import silicon_row
 from decodelab.modes.serving.workload import requests
 from decodelab.runs import aic_rows
 from decodelab.runs.aic_clients import NO_CLIENT, client_of
@@ -19,27 +20,12 @@ AIC = "source_file=/Users/x/aic-auto-gap-analysis/data/h200_sxm/vllm/0.12.0/Qwen
 
 
 def row(**cells) -> pd.Series:
-    base = {
-        "id": "r",
-        "backend": "sglang",
-        "backend_version": "0.5.9",
-        "model_path": "deepseek-ai/DeepSeek-R1",
-        "system": "b200_sxm",
-        "precision": "fp4",
-        "mode": "agg",
-        "isl": "1024",
-        "osl": "8192",
-        "batch_size": "32",
-        "tp_size": "8",
-        "pp_size": "1",
-        "attention_dp_size": "1",
-        "moe_tp_size": "8",
-        "moe_ep_size": "1",
-        "silicon_ttft_ms": "100",
-        "silicon_tpot_ms": "10",
-        "silicon_data_source": IX.format(day="2026-03-25"),
-    }
-    return pd.Series({**base, **cells})
+    size = {"isl": "1024", "osl": "8192", "batch_size": "32", "tp_size": "8", "pp_size": "1"}
+    split = {"attention_dp_size": "1", "moe_tp_size": "8", "moe_ep_size": "1"}
+    base = {"id": "r", "precision": "fp4", **size, **split, "silicon_ttft_ms": "100", "silicon_tpot_ms": "10"}
+    source = IX.format(day="2026-03-25")
+    who = {"backend": "sglang", "backend_version": "0.5.9", "model_path": "deepseek-ai/DeepSeek-R1"}
+    return silicon_row(source, **{**who, **base, **cells})
 
 
 def test_the_client_by_source_marker_and_date():

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import inferencex_source, silicon_row
 from decodelab.components.models.experts import ffn_ops
 from decodelab.opcost.moe import head_row
 from decodelab.runs import aic_rows
@@ -18,16 +19,10 @@ from decodelab.kernel_layout import N_MGRID
 
 
 def aic_row(**cells) -> pd.Series:
-    base = {
-        "backend": "trtllm",
-        "backend_version": "1.2.0rc6.post3",
-        "model_path": "deepseek-ai/DeepSeek-R1",
-        "system": "b200_sxm",
-        "mode": "agg",
-        "silicon_data_source": "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=4; "
-        "measured=2026-02-05T19:55:05Z; wip=False; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3",
-    }
-    return pd.Series({**base, **cells})
+    image = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+    source = inferencex_source("DeepSeek-R1", 4, "2026-02-05T19:55:05Z", image)
+    who = {"backend": "trtllm", "backend_version": "1.2.0rc6.post3", "model_path": "deepseek-ai/DeepSeek-R1"}
+    return silicon_row(source, **{**who, **cells})
 
 
 def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():

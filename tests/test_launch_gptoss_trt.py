@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from conftest import inferencex_source, silicon_row
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import base_overrides
 from decodelab.runs.validation_predict import launch_engine, row_launch
 
 
 def gptoss_row(**cells) -> pd.Series:
-    base = {
-        "backend": "trtllm",
-        "backend_version": "1.2.0rc2.post2",
-        "model_path": "openai/gpt-oss-120b",
-        "system": "b200_sxm",
-        "mode": "agg",
-        "silicon_data_source": "source_file=2026-03-25.csv; model=GPT-OSS-120B; silicon_concurrency=256; "
-        "measured=2026-02-05T23:18:58Z; wip=False; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2.post2",
-    }
-    return pd.Series({**base, **cells})
+    image = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2.post2"
+    source = inferencex_source("GPT-OSS-120B", 256, "2026-02-05T23:18:58Z", image)
+    who = {"backend": "trtllm", "backend_version": "1.2.0rc2.post2", "model_path": "openai/gpt-oss-120b"}
+    return silicon_row(source, **{**who, **cells})
 
 
 def test_every_b200_version_runs_the_fp8_kv_launch():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from conftest import compose_cfg
+from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
 from decodelab.runs import aic_rows
 
@@ -14,18 +14,10 @@ FLAG = "model.allreduce_norm_engines=[sglang]"
 
 
 def ds_row(**cells) -> pd.Series:
-    base = {
-        "backend": "sglang",
-        "backend_version": "0.5.9",
-        "model_path": "deepseek-ai/DeepSeek-R1-0528",
-        "system": "b200_sxm",
-        "precision": "fp8",
-        "mode": "agg",
-        "tp_size": 8,
-        "silicon_data_source": "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=4; "
-        "measured=2026-03-25T16:34:14Z; wip=False; image=lmsysorg/sglang:v0.5.9-cu130",
-    }
-    return pd.Series({**base, **cells})
+    source = inferencex_source("DeepSeek-R1", 4, "2026-03-25T16:34:14Z", "lmsysorg/sglang:v0.5.9-cu130")
+    cells = {"precision": "fp8", "tp_size": 8, **cells}
+    who = {"backend": "sglang", "backend_version": "0.5.9", "model_path": "deepseek-ai/DeepSeek-R1-0528"}
+    return silicon_row(source, **{**who, **cells})
 
 
 def test_every_b200_sglang_deepseek_launch_fuses_the_norms():
