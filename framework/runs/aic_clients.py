@@ -1,6 +1,6 @@
 """Which benchmark client measured a row of AIConfigurator's schema, and which rows measured another
-setting than they state (framework/data/validation/aic_mapping.yaml `clients`, `not_as_stated`, and
-the `match` rule its `launches` share; framework/runs/aic_rows.py to_row uses them).
+setting than they state (framework/data/validation/aic_mapping.yaml `clients`, `not_as_stated`;
+framework/runs/aic_rows.py to_row uses them).
 
 A row's client sets its workload in decodelab validate (validation_predict.row_workload): the
 length draw (`range_ratio`: uniform integers in [int(L x ratio), L], 1 = fixed lengths), measured
@@ -9,12 +9,8 @@ and warm-up requests per client, and `ttft_ok` (False: the row's TTFT holds more
 
 from __future__ import annotations
 
-import functools
-import re
+from decodelab.runs.aic_mapping import MEASURED, cell, fits, mapping
 
-from decodelab.paths import VALIDATION_DIR
-
-MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
 # The columns client_of gives every row; a row no client describes (a disaggregated one, whose
 # sources' clients are not read) keeps validate's client (validation_predict.row_workload)
 NO_CLIENT = {
@@ -27,45 +23,9 @@ NO_CLIENT = {
 }
 
 
-@functools.lru_cache(maxsize=None)
-def _mapping() -> dict:
-    import yaml
-
-    return yaml.safe_load((VALIDATION_DIR / "aic_mapping.yaml").read_text()) or {}
-
-
-def cell(row, col: str) -> str:
-    v = row.get(col, "")
-    return "" if v is None else str(v).strip()
-
-
-def _one_of(match: dict, key: str, value) -> bool:
-    """Whether `value` is the match's `key` (a value or a list of them; absent: any)."""
-    want = match.get(key)
-    return want is None or str(value) in [str(v) for v in (want if isinstance(want, list) else [want])]
-
-
-def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
-    """Whether an aic_mapping.yaml `match` fits an aggregated row: backend, versions, model (a
-    substring), system, precision, measured (date prefixes), and where given the replica's GPUs
-    (tp x attention DP) and clients (concurrency)."""
-    m = MEASURED.search(cell(row, "silicon_data_source"))
-    return (
-        cell(row, "mode").lower() in ("", "agg")  # the entries describe single-node aggregated runs
-        and _one_of(match, "backend", cell(row, "backend"))
-        and _one_of(match, "versions", cell(row, "backend_version"))
-        and str(match.get("model", "")).lower() in cell(row, "model_path").lower()
-        and _one_of(match, "system", cell(row, "system"))
-        and _one_of(match, "precision", cell(row, "precision").lower())
-        and ("gpus" not in match or _one_of(match, "gpus", gpus))
-        and ("concurrency" not in match or _one_of(match, "concurrency", concurrency))
-        and any((m.group(1) if m else "").startswith(str(d)) for d in match.get("measured", [""]))
-    )
-
-
 def not_as_stated(row, gpus, concurrency) -> str:
     """'' or why a row measured another setting than it states (aic_mapping.yaml `not_as_stated`)."""
-    for e in _mapping().get("not_as_stated") or []:
+    for e in mapping().get("not_as_stated") or []:
         if fits(e["match"], row, gpus, concurrency):
             return str(e["why"])
     return ""
@@ -78,7 +38,7 @@ def client_of(row) -> dict:
     if cell(row, "mode").lower() not in ("", "agg"):
         return dict(NO_CLIENT)
     source = cell(row, "silicon_data_source")
-    for c in _mapping().get("clients") or []:
+    for c in mapping().get("clients") or []:
         if c.get("markers") and not any(m in source for m in c["markers"]):
             continue
         m = MEASURED.search(source)

@@ -14,39 +14,25 @@ Each returns None where its rule does not apply; the rows then keep their column
 
 from __future__ import annotations
 
-import functools
 import math
-from pathlib import Path
 from typing import Optional, Tuple
 
-from decodelab.paths import VALIDATION_DIR
+from decodelab.runs.aic_mapping import cell, fits, mapping
 
 Split = Tuple[int, int, int, int]  # tp (attention), attention_dp, moe_tp, moe_ep
 
 
-@functools.lru_cache(maxsize=None)
-def _rules() -> dict:
-    import yaml
-
-    return yaml.safe_load((Path(VALIDATION_DIR) / "aic_mapping.yaml").read_text()) or {}
-
-
-def _cell(row, col: str) -> str:
-    v = row.get(col, "")
-    return "" if v is None else str(v).strip()
-
-
 def _int(row, col: str, default: Optional[int] = None) -> Optional[int]:
     try:
-        return int(float(_cell(row, col)))
+        return int(float(cell(row, col)))
     except ValueError:
         return default
 
 
 def counted_twice(row) -> bool:
     """Whether the row's silicon_data_source names a dump of `ep_counted_twice`."""
-    source = _cell(row, "silicon_data_source")
-    return any(m in source for e in _rules().get("ep_counted_twice") or [] for m in e["markers"])
+    source = cell(row, "silicon_data_source")
+    return any(m in source for e in mapping().get("ep_counted_twice") or [] for m in e["markers"])
 
 
 def launched(row) -> Optional[Split]:
@@ -75,25 +61,13 @@ def twice_counted(row) -> Optional[Split]:
     return None
 
 
-def _fits(match: dict, row) -> bool:
-    """Whether a row fits an `expert_parallel_launched` entry's match: backend, versions (the
-    backend_version cell), model (a substring of model_path, any case), system, each where given."""
-    return (
-        _cell(row, "backend").lower() == str(match.get("backend", _cell(row, "backend"))).lower()
-        and _cell(row, "backend_version")
-        in [str(v) for v in match.get("versions", [_cell(row, "backend_version")])]
-        and str(match.get("model", "")).lower() in _cell(row, "model_path").lower()
-        and _cell(row, "system") == match.get("system", _cell(row, "system"))
-    )
-
-
 def ep_launched(row) -> Optional[Split]:
     """(tp, 1, 1, tp) of an aggregated row that fits an `expert_parallel_launched` entry and records
     its experts split by tensor parallelism (attention_dp_size 1, moe_tp_size = tp_size >= 2,
     moe_ep_size 1), though its launch passed --enable-expert-parallel: vLLM then places whole
     experts over the tp_size GPUs (EP = TP); None otherwise."""
-    entries = _rules().get("expert_parallel_launched") or []
-    if _cell(row, "mode").lower() not in ("", "agg") or not any(_fits(e["match"], row) for e in entries):
+    entries = mapping().get("expert_parallel_launched") or []
+    if cell(row, "mode").lower() not in ("", "agg") or not any(fits(e["match"], row) for e in entries):
         return None
     tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
     mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)
@@ -104,8 +78,8 @@ def unrecorded_dp(row, recorded: Optional[int], is_moe: bool) -> Optional[int]:
     """The attention-DP size a row of an `unrecorded_attention_dp` backend ran with but did not
     record (its tp_size), or None: a MoE row, attention_dp_size empty, tp_size > 1, moe_tp x moe_ep =
     tp_size, and the recorded silicon_concurrency = batch_size x tp_size."""
-    backends = (_rules().get("unrecorded_attention_dp") or {}).get("backends") or []
-    if not is_moe or _cell(row, "backend").lower() not in backends or _cell(row, "attention_dp_size"):
+    backends = (mapping().get("unrecorded_attention_dp") or {}).get("backends") or []
+    if not is_moe or cell(row, "backend").lower() not in backends or cell(row, "attention_dp_size"):
         return None
     tp, bs = _int(row, "tp_size", 1), _int(row, "batch_size")
     mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from decodelab.paths import VALIDATION_DIR
+from decodelab.runs.aic_mapping import cell, mapping
 
 MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\dT[\d:.]+Z)")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
@@ -30,12 +31,8 @@ DATE_ONLY = "T00:00:00.000Z"  # a db-dump copy's time: the UTC day only
 REFUSED = "mode=disagg"
 
 
-@functools.lru_cache(maxsize=None)
 def _rule() -> dict:
-    import yaml
-
-    rules = yaml.safe_load((Path(VALIDATION_DIR) / "aic_mapping.yaml").read_text()) or {}
-    return rules.get("disagg_recipes") or {}
+    return mapping().get("disagg_recipes") or {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,13 +53,8 @@ def _utc(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
-def _cell(row, col: str) -> str:
-    v = row.get(col, "")
-    return "" if v is None else str(v).strip()
-
-
 def applies(row) -> bool:
-    source = _cell(row, "silicon_data_source")
+    source = cell(row, "silicon_data_source")
     return any(m in source for m in _rule().get("markers") or [])
 
 
@@ -84,12 +76,12 @@ def _runs(e: dict, clients: int) -> bool:
 
 def matches(row, clients: int) -> List[dict]:
     """The recipes a row may have run (module docstring)."""
-    source = _cell(row, "silicon_data_source")
+    source = cell(row, "silicon_data_source")
     window = _window(source)
     if window is None:
         return []
     first, last = window
-    fields = {k: _cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
+    fields = {k: cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
     found = [
         e
         for e in recipes()
@@ -165,14 +157,14 @@ def _name(e: dict) -> str:
 
 def pools_of(row) -> Tuple[Dict[str, int], str]:
     """(the pools as disagg_of's columns with `concurrency`, '' or the one line why not run)."""
-    m = CONCURRENCY.search(_cell(row, "silicon_data_source"))
+    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
     if not m:
         return {}, f"{REFUSED} pools not recorded: no silicon_concurrency to match a recipe by"
     clients = int(m.group(1))
     found = matches(row, clients)
     what = (
-        f"{_cell(row, 'system')} {_cell(row, 'backend')} {_cell(row, 'backend_version')} "
-        f"{_cell(row, 'precision')} {_cell(row, 'isl')}/{_cell(row, 'osl')} c{clients}"
+        f"{cell(row, 'system')} {cell(row, 'backend')} {cell(row, 'backend_version')} "
+        f"{cell(row, 'precision')} {cell(row, 'isl')}/{cell(row, 'osl')} c{clients}"
     )
     if not found:
         return (
@@ -200,5 +192,5 @@ def pools_of(row) -> Tuple[Dict[str, int], str]:
 def kv_of(row) -> Dict[str, str]:
     """{"kv_dtype": the KV cache dtype the row's backend's recipes on its chip ran}, where
     `disagg_recipes.kv_dtype` states one (not the row's precision's); else {}."""
-    kv = ((_rule().get("kv_dtype") or {}).get(_cell(row, "backend")) or {}).get(_cell(row, "system"))
+    kv = ((_rule().get("kv_dtype") or {}).get(cell(row, "backend")) or {}).get(cell(row, "system"))
     return {"kv_dtype": str(kv)} if kv else {}

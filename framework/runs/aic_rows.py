@@ -20,15 +20,15 @@ The schema's quirks, each handled here:
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 from pathlib import Path
 from typing import Dict, Tuple
 
-from decodelab.paths import CONF_DIR, VALIDATION_DIR
+from decodelab.paths import CONF_DIR
 from decodelab.runs import aic_parallel, aic_recipes
-from decodelab.runs.aic_clients import client_of, fits, not_as_stated
+from decodelab.runs.aic_clients import client_of, not_as_stated
+from decodelab.runs.aic_mapping import cell, fits, mapping
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -47,14 +47,6 @@ CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 DISAGG = "mode=disagg"
 
 
-@functools.lru_cache(maxsize=None)
-def mapping() -> dict:
-    """framework/data/validation/aic_mapping.yaml: NVLink domains and unsupported model families."""
-    import yaml
-
-    return yaml.safe_load((VALIDATION_DIR / "aic_mapping.yaml").read_text()) or {}
-
-
 def is_aic(csv: Path) -> bool:
     """Whether the CSV's header (its first line not starting with `#`) is AIConfigurator's schema."""
     with open(csv, encoding="utf-8", errors="replace") as f:
@@ -71,11 +63,6 @@ def read_csv(csv: Path):
     with open(csv, encoding="utf-8") as f:
         text = "".join(line for line in f if not line.lstrip().startswith("#"))
     return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-
-
-def cell(row, col: str) -> str:
-    v = row.get(col, "")
-    return "" if v is None else str(v).strip()
 
 
 def number(row, col: str):

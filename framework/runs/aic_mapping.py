@@ -1,0 +1,50 @@
+"""framework/data/validation/aic_mapping.yaml, read once, and what the readers of AIConfigurator's
+rows share about it (aic_rows, aic_parallel, aic_recipes, aic_clients): a row's text cell and the
+`match` rule of its `launches`, `not_as_stated` and `expert_parallel_launched` entries."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from decodelab.paths import VALIDATION_DIR
+
+MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+
+
+@functools.lru_cache(maxsize=None)
+def mapping() -> dict:
+    """The whole aic_mapping.yaml (each rule with its sources in comments there)."""
+    import yaml
+
+    return yaml.safe_load((VALIDATION_DIR / "aic_mapping.yaml").read_text()) or {}
+
+
+def cell(row, col: str) -> str:
+    """A row's cell as stripped text ('' when absent or empty)."""
+    v = row.get(col, "")
+    return "" if v is None else str(v).strip()
+
+
+def _one_of(match: dict, key: str, value) -> bool:
+    """Whether `value` is the match's `key` (a value or a list of them; absent: any)."""
+    want = match.get(key)
+    return want is None or str(value) in [str(v) for v in (want if isinstance(want, list) else [want])]
+
+
+def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
+    """Whether an aic_mapping.yaml `match` fits an aggregated row: backend, versions, model (a
+    substring), system, precision, measured (date prefixes), and where given the replica's GPUs
+    (tp x attention DP) and clients (concurrency)."""
+    m = MEASURED.search(cell(row, "silicon_data_source"))
+    return (
+        cell(row, "mode").lower() in ("", "agg")  # the entries describe single-node aggregated runs
+        and _one_of(match, "backend", cell(row, "backend"))
+        and _one_of(match, "versions", cell(row, "backend_version"))
+        and str(match.get("model", "")).lower() in cell(row, "model_path").lower()
+        and _one_of(match, "system", cell(row, "system"))
+        and _one_of(match, "precision", cell(row, "precision").lower())
+        and ("gpus" not in match or _one_of(match, "gpus", gpus))
+        and ("concurrency" not in match or _one_of(match, "concurrency", concurrency))
+        and any((m.group(1) if m else "").startswith(str(d)) for d in match.get("measured", [""]))
+    )
