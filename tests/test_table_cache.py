@@ -15,8 +15,10 @@ from decodelab.paths import DATA_DIR
 GEMM = DATA_DIR / "operators" / "h100_sxm_gemm_trtllm_1.2.0rc5.parquet"  # hardware=h100_sxm's
 
 
-def _tpot(table) -> float:
-    r = decodelab.evaluate("hardware=h100_sxm", f"hardware.op_tables.gemm={table}", "workload.output_len=16")
+def _tpot(table, *more) -> float:
+    r = decodelab.evaluate(
+        "hardware=h100_sxm", f"hardware.op_tables.gemm={table}", "workload.output_len=16", *more
+    )
     assert r.status == "ok", r.reason
     return r.metrics["tpot_ms"]
 
@@ -95,3 +97,44 @@ def test_code_edited_after_import_keeps_results_in_memory(tmp_path, monkeypatch)
         assert tablecache._root() is None
     finally:
         tablecache._root.cache_clear()
+
+
+def test_shipped_data_moved_in_a_process_reads_its_own_tables(tmp_path, monkeypatch):
+    """A table named relative to the shipped data (hardware YAMLs' `operators/...`) is the file
+    the data directory holds now: a process that moved it (tests do) and moved it back reads
+    the shipped table again, and never stores the moved table's results under the shipped
+    table's content (a later process would read them)."""
+    from decodelab import paths
+
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    tablecache._root.cache_clear()
+    tablecache.clear()
+    shipped = DATA_DIR
+    data = tmp_path / "data"
+    (data / "operators").mkdir(parents=True)
+    for f in DATA_DIR.iterdir():  # the shipped data, its GEMM table a copy with doubled times
+        if f.name != "operators":
+            (data / f.name).symlink_to(f)
+    for f in (DATA_DIR / "operators").iterdir():
+        if f != GEMM:
+            (data / "operators" / f.name).symlink_to(f)
+    shutil.copy2(GEMM, data / "operators" / GEMM.name)
+    df = pd.read_parquet(data / "operators" / GEMM.name)
+    df.assign(latency_ms=df.latency_ms * 2).to_parquet(data / "operators" / GEMM.name)
+    try:
+        before = _tpot(f"operators/{GEMM.name}")
+        monkeypatch.setattr(paths, "DATA_DIR", data)
+        doubled = _tpot(f"operators/{GEMM.name}")
+        assert doubled > before * 1.2
+        monkeypatch.setattr(paths, "DATA_DIR", shipped)
+        assert _tpot(f"operators/{GEMM.name}") == before
+        small = _tpot(f"operators/{GEMM.name}", "model=llama3_2_1b")  # shapes first read now
+        tablecache.clear()  # a new process: the shipped table's results on disk
+        assert _tpot(f"operators/{GEMM.name}", "model=llama3_2_1b") == small
+        monkeypatch.setenv("DECODELAB_TABLE_CACHE", "0")
+        tablecache._root.cache_clear()
+        tablecache.clear()
+        assert _tpot(f"operators/{GEMM.name}", "model=llama3_2_1b") == small  # read from the table
+    finally:
+        tablecache._root.cache_clear()
+        tablecache.clear()

@@ -27,10 +27,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from decodelab import paths
 from decodelab.paths import PACKAGE_DIR, resolve_user_path
 
 _CACHES: List[Callable] = []  # every table_cache'd function's lru_cache
-_STAMPS: Dict[str, Tuple[int, int]] = {}  # path as given -> (mtime ns, size) when last read
+_STAMPS: Dict[str, Tuple[str, int, int]] = {}  # path as given -> (file, mtime ns, size) when last read
 _STORES: Dict[Path, dict] = {}  # pickle file -> its entries (args -> result), read once
 _DISK = [True]  # False: results stay in memory (DECODELAB_TABLE_CACHE=0, or no writable cache)
 
@@ -56,16 +57,19 @@ def table_cache(maxsize: int):
 
 
 @lru_cache(maxsize=256)
-def _where(path: str, cwd: str) -> str:
+def _where(path: str, cwd: str, data_dir: Path) -> str:
     return str(resolve_user_path(path))
 
 
 def _check(path: str) -> None:
+    """Drop every cache if the file `path` names is not the one last read: another file (a
+    relative name under another working or data directory) or the same file changed."""
+    where = _where(path, os.getcwd(), paths.DATA_DIR)
     try:
-        st = os.stat(_where(path, os.getcwd()))
-        stamp = (st.st_mtime_ns, st.st_size)
+        st = os.stat(where)
+        stamp = (where, st.st_mtime_ns, st.st_size)
     except (OSError, ValueError):
-        stamp = (-1, -1)  # no such file: the reader says so (and a file appearing is a change)
+        stamp = (where, -1, -1)  # no such file: the reader says so (and a file appearing is a change)
     if _STAMPS.get(path, stamp) != stamp:
         clear()
     _STAMPS[path] = stamp
