@@ -107,16 +107,31 @@ def _pid(*_args) -> list:
     return [os.getpid()]
 
 
-def test_warm_workers_are_the_ones_that_run_the_sweep():
+def _warm_up_together(folder: str, n: int) -> int:
+    """items.warm_up in each of `n` workers at once: each waits until all have started (else a
+    worker that starts first and warms fast could take every warm-up task)."""
+    import time
+    from pathlib import Path
+
+    pid = items.warm_up()
+    (Path(folder) / str(pid)).touch()
+    t0 = time.monotonic()
+    while len(list(Path(folder).iterdir())) < n and time.monotonic() - t0 < 60:
+        time.sleep(0.01)
+    return pid
+
+
+def test_warm_workers_are_the_ones_that_run_the_sweep(tmp_path):
     """`decodelab sweep` starts its local workers before planning (Backend.warm: imports and
     Numba's start in each while the plan is composed); the sweep's chunks run in those."""
+    from functools import partial
     from types import SimpleNamespace
 
     from decodelab.runs.backends import Backend
 
     plan = SimpleNamespace(source=None, sweep_dir="unused")
     with Backend("local", 2) as workers:
-        workers.warm(items.warm_up)
+        workers.warm(partial(_warm_up_together, str(tmp_path), 2))
         warm = set(workers._warming)
         workers._warming = None
         ran = {
