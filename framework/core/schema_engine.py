@@ -33,6 +33,13 @@ class EngineDpAttentionConfig:
     reserve_gib: float = 0.0
     reserve_gib_per_group: float = 0.0
     admit_scale: float = 1.0
+    # TensorRT-LLM's attention_dp_config (llmapi/llm_args.py AttentionDpConfig: enable_balance false,
+    # timeout_iters 50, batching_wait_iters 10): with `balance`, new prompts are prefilled only when
+    # every group has one, after `balance_wait_iters` more iterations, or when `balance_timeout_iters`
+    # iterations have passed since the last release (modes/serving/recv.py balance_rounds).
+    balance: bool = False
+    balance_timeout_iters: int = 50
+    balance_wait_iters: int = 10
 
 
 @dataclass

@@ -58,7 +58,7 @@ def check_engine(e) -> None:
             f"engine.graph_overflow={e.graph_overflow!r} is not one of: {', '.join(GRAPH_OVERFLOW)}"
         )
     dpa = e.dp_attention
-    for name in ("reserve_gib", "reserve_gib_per_group"):
+    for name in ("reserve_gib", "reserve_gib_per_group", "balance_timeout_iters", "balance_wait_iters"):
         if not getattr(dpa, name) >= 0:
             errors.append(f"engine.dp_attention.{name}={getattr(dpa, name)} must be >= 0")
     if not 0.0 <= dpa.admit_scale <= 1.0 / max(e.admit_ratio, 1e-9):

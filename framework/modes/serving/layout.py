@@ -51,6 +51,10 @@ Eng = Layout(
     "SPEC_TOK",
     # SGLang's --scheduler-recv-interval (engine.recv_interval, recv.py); 1 = every round
     "RECV_INTERVAL",
+    # TensorRT-LLM's attention-DP balance (engine.dp_attention.balance, recv.py released): new
+    # requests are read once ADP_RELEASE steps have run since the last release, or at once by an idle
+    # group; <= 1 = every round
+    "ADP_RELEASE",
 )
 ORDERS = ("fcfs", "sjf")
 
@@ -103,5 +107,5 @@ Ix = Layout("Ix", "RUN", "WQ", "SCHED", "STATE", "IN_STEP")
 Cnt = Layout("Cnt", "SCHED", "RUN", "WAIT", "PREEMPTS")
 Fb = Layout("Fb", "FREE", "BUDGET", "PREFILL")
 # recv.py's polling state: the summed step weights since the last poll, the weight of the step run
-# since the last round (0: none ran)
-Recv = Layout("Recv", "COUNT", "WEIGHT")
+# since the last round (0: none ran), the steps run since the attention-DP balance last released
+Recv = Layout("Recv", "COUNT", "WEIGHT", "STEPS")

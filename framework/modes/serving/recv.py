@@ -9,9 +9,23 @@ work), _NONE 1 (no batch); the request socket is read only when the counter reac
 counter is then reset (srt/environ.py). So during pure decoding a new request waits up to N decode
 steps before it is even queued, while the round right after a prefill step reads it. An engine that
 ran no step since the last round (idle, or nothing fit) spins through empty rounds of weight 1 each,
-microseconds apart: it reads at once. Interval 1 reads every round (every other engine)."""
+microseconds apart: it reads at once. Interval 1 reads every round (every other engine).
+
+TensorRT-LLM's attention-DP balance (attention_dp_config.enable_balance; tensorrt_llm/_torch/pyexecutor/
+py_executor.py PyExecutor._balance_adp_requests, called at every iteration's scheduling): the ranks
+gather their scheduled context and generation counts; a rank's new prompts are prefilled only if every
+rank has one (and a free slot), then after batching_wait_iters more iterations; otherwise a counter
+advances each iteration, with or without prompts waiting, and at timeout_iters (or when some rank has
+no generation request) it resets and releases whatever waits. So the counter runs free: with prompts
+arriving one by one, they are released every timeout_iters iterations, a prompt waiting on average
+half of that. One group is simulated (the others are its copies, simulate.py), so `released` reads
+arrivals once ADP_RELEASE steps have run since the last release or when the group runs nothing;
+balance_rounds sets ADP_RELEASE from the timeout and the median time until every other group has a
+new prompt too."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -41,6 +55,40 @@ def poll(recv, interval) -> bool:
 def stepped(recv, prefill_work) -> None:
     """Record the weight of the step just run (with prefill work or decode only)."""
     recv[Recv.WEIGHT] = PREFILL_WEIGHT if prefill_work else DECODE_WEIGHT
+    recv[Recv.STEPS] += 1.0
+
+
+@njit(cache=True)
+def released(recv, period, running) -> bool:
+    """Whether the attention-DP balance lets this round read new requests (module docstring):
+    `period` steps since the last release, or a group with no running sequence; <= 1 every round."""
+    if period <= 1.0 or running == 0 or recv[Recv.STEPS] >= period:
+        recv[Recv.STEPS] = 0.0
+        return True
+    return False
+
+
+@njit(cache=True)
+def reads(recv, interval, period, running) -> bool:
+    """Whether this round reads new requests: a polling round (engine.recv_interval) that the
+    attention-DP balance releases (asked on polling rounds only: no engine has both)."""
+    return poll(recv, interval) and released(recv, period, running)
+
+
+def balance_rounds(
+    groups: int, timeout: int, wait: int, clients: float, mean_output: float, tokens_per_step: float
+) -> float:
+    """Steps between the attention-DP balance's releases for one of `groups` groups (Eng.ADP_RELEASE):
+    the timeout, unless every other group has a new prompt sooner. A closed loop's group of `clients`
+    gets a prompt each time one ends: about clients x tokens_per_step / mean_output per step, Poisson
+    in each group; the median number of steps until all groups - 1 others have had one solves
+    (1 - exp(-rate s))^(groups - 1) = 1/2; then `wait` more steps. Without clients (an open loop: its
+    rate per step is not known before the steps) the timeout. 1 (every round) with one group."""
+    if groups <= 1:
+        return 1.0
+    rate = clients * tokens_per_step / mean_output if clients > 0 and mean_output > 0 else 0.0
+    all_have = -math.log(1.0 - 0.5 ** (1.0 / (groups - 1))) / rate if rate > 0 else math.inf
+    return max(1.0, float(timeout) if all_have >= timeout else all_have + wait)
 
 
 @njit(cache=True)

@@ -97,10 +97,19 @@ def engine_dict(eng, buckets) -> dict:
 
 class Recv:
     """When the scheduler reads new requests (recv.py, SGLang's SchedulerRecvSkipper): the summed
-    step weights since the last poll reach `interval`, or no step ran since the last round."""
+    step weights since the last poll reach `interval`, or no step ran since the last round; and
+    under TensorRT-LLM's attention-DP balance (`release` > 1) once `release` steps have run since
+    the last release, or when nothing runs."""
 
-    def __init__(self, interval: float):
+    def __init__(self, interval: float, release: float = 1.0):
         self.interval, self.count, self.weight = interval, 0.0, 0.0
+        self.release, self.steps = release, 0.0
+
+    def released(self, running: int) -> bool:
+        if self.release <= 1 or running == 0 or self.steps >= self.release:
+            self.steps = 0.0
+            return True
+        return False
 
     def poll(self) -> bool:
         if self.interval <= 1:
@@ -114,6 +123,7 @@ class Recv:
 
     def stepped(self, prefill_work: bool) -> None:
         self.weight = 1000.0 if prefill_work else 1.0
+        self.steps += 1.0
 
 
 def _arrive(reqs: List[Req], pending, nxt: int, cut: float, enqueue) -> int:
@@ -171,7 +181,7 @@ def reference_serve(
     last_start = 0.0
     ratio = eng["admit_ratio"]  # admission reserve (framework/modes/serving/admission.py)
     preemptions = 0
-    recv = Recv(eng.get("recv_interval", 1.0))
+    recv = Recv(eng.get("recv_interval", 1.0), eng.get("adp_release", 1.0))
 
     def rest(r: Req) -> float:  # output still to come, as the reserve counts it
         return min(max(r.output - r.gen, 0.0), eng["admit_clip"])
@@ -192,7 +202,7 @@ def reference_serve(
 
     while finished < len(reqs):
         cut = last_start if (eng["lookahead"] and in_flight) else t
-        if recv.poll():  # a polling round (engine.recv_interval)
+        if recv.poll() and recv.released(len(running)):  # a polling round the balance releases
             nxt = _arrive(reqs, pending, nxt, cut, enqueue)
         if not running and not waiting:
             if in_flight:

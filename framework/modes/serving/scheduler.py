@@ -13,7 +13,8 @@ over the step's aggregates. Semantics (framework/modes/serving/reference.py is t
   thread, microseconds apart, while the client's reply (streamed response, new HTTP request,
   front end) takes longer, so the step scheduled at that boundary never holds it; an idle
   engine schedules it as soon as it arrives; with engine.recv_interval > 1 (SGLang's
-  --scheduler-recv-interval) arrivals are read only on polling rounds (recv.py);
+  --scheduler-recv-interval) arrivals are read only on polling rounds, under TensorRT-LLM's
+  attention-DP balance only every Eng.ADP_RELEASE steps or by an idle group (recv.py);
 - a step schedules, in order: decoding sequences (1 token each), sequences part-way through their
   prefill (a chunk each), then admits waiting requests head first while `max_batch` sequences,
   the token budget `max_tokens` and KV memory allow (the first that does not fit blocks the rest);
@@ -157,7 +158,7 @@ def serve(
         cut = t  # requests that arrived by now are seen by the scheduler
         if lookahead and in_flight:  # this step was scheduled when the previous one started
             cut = steps[n_steps - 1, StepLog.START]
-        if RV.poll(recv, eng[Eng.RECV_INTERVAL]):  # a polling round (recv.py: engine.recv_interval)
+        if RV.reads(recv, eng[Eng.RECV_INTERVAL], eng[Eng.ADP_RELEASE], cnt[Cnt.RUN]):  # recv.py
             next_arr = RV.receive(arrival, cut, next_arr, req, ix, cnt, pre_len, order)
         if cnt[Cnt.RUN] == 0 and cnt[Cnt.WAIT] == 0:
             if in_flight:  # an idle engine schedules as soon as its last step ends

@@ -18,6 +18,7 @@ from decodelab.core.kv_costs import ReadModel
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import mtp
+from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
@@ -255,6 +256,7 @@ def engine_inputs(
             "ready": 1.0 if ready else 0.0,
             # a disaggregated decode pool's requests come from its prefill pool: every round
             "recv_interval": 1.0 if ready else float(e.recv_interval),
+            "adp_release": 1.0,  # one-pool serving sets it (prepare: adp_release)
         }
     )
     check_requests(cfg, design, eng, prompt, output, ready)
@@ -270,6 +272,37 @@ def serving_hw(design: Design, cfg=None) -> np.ndarray:
     if cfg is not None:
         hw[Hw.DP_TOKENS] = parallel.dp_token_scale(cfg)
     return hw
+
+
+def adp_release(cfg, groups: int, output: np.ndarray, spec_tok: float) -> float:
+    """Eng.ADP_RELEASE of one of `groups` attention-DP groups: recv.balance_rounds under
+    engine.dp_attention.balance (a closed loop's clients per group), else 1 (every round)."""
+    dpa, w = cfg.engine.dp_attention, cfg.workload
+    if not dpa.balance or groups <= 1:
+        return 1.0
+    clients = float(group_workload(w, groups).concurrency) if w.kind == "closed_loop" else 0.0
+    mean_out = float(np.nanmean(output)) if len(output) else 0.0
+    return RV.balance_rounds(
+        groups, dpa.balance_timeout_iters, dpa.balance_wait_iters, clients, mean_out, max(spec_tok, 1.0)
+    )
+
+
+def group_notes(cfg, groups: int, eng: np.ndarray) -> list:
+    """What a run under data-parallel attention simulates (notes of the result)."""
+    notes = []
+    if groups > 1:
+        notes.append(
+            f"data-parallel attention: one of {groups} attention groups simulated (its own scheduler, "
+            f"KV pool and share of the requests), the FFN on {parallel.dp_token_scale(cfg):g}x its "
+            "tokens (every group's, balanced); requests, steps, batch and KV are the group's, "
+            "throughput the replica's"
+        )
+    if eng[Eng.ADP_RELEASE] > 1.0:
+        notes.append(
+            f"attention-DP balance (engine.dp_attention.balance): new prompts are read every "
+            f"{eng[Eng.ADP_RELEASE]:.1f} steps or by an idle group (modes/serving/recv.py)"
+        )
+    return notes
 
 
 def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = None) -> Dict[str, Any]:
@@ -301,13 +334,8 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
             "runs only"
         )
     eng, buckets, more = engine_inputs(cfg, design, prompt, output)
-    if groups > 1:
-        more.append(
-            f"data-parallel attention: one of {groups} attention groups simulated (its own scheduler, "
-            f"KV pool and share of the requests), the FFN on {parallel.dp_token_scale(cfg):g}x its "
-            "tokens (every group's, balanced); requests, steps, batch and KV are the group's, "
-            "throughput the replica's"
-        )
+    eng[Eng.ADP_RELEASE] = adp_release(cfg, groups, output, eng[Eng.SPEC_TOK])
+    more += group_notes(cfg, groups, eng)
     if draft is None and eng[Eng.SPEC_K] > 0:
         draft = draft_args(cfg, build(mtp.draft_cfg(cfg)))
     args = (
