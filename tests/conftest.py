@@ -87,6 +87,27 @@ def one_client_cfg(*overrides: str, p: int = 1000, o: int = 8):
     )
 
 
+# A closed loop's lengths drawn uniformly (prompts 240-300, outputs 32-40 tokens): the scheduler
+# tests' workload where requests end at different steps
+UNIFORM_LENGTHS = (
+    "workload.prompt_len=300",
+    "workload.output_len=40",
+    "workload.prompt_dist.kind=uniform",
+    "workload.prompt_dist.low=240",
+    "workload.prompt_dist.high=300",
+    "workload.output_dist.kind=uniform",
+    "workload.output_dist.low=32",
+    "workload.output_dist.high=40",
+)
+
+
+def trace_file(tmp_path: Path, rows) -> str:
+    """A workload.trace CSV of (arrival_s, prompt_len, output_len) rows; its path."""
+    p = tmp_path / "trace.csv"
+    p.write_text("arrival_s,prompt_len,output_len\n" + "".join(f"{float(a)!r},{n},{o}\n" for a, n, o in rows))
+    return str(p)
+
+
 def compose_raw(*overrides: str):
     """Compose without the cache (for tests that expect composition itself to fail)."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

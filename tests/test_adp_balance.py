@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import assert_serve_matches_reference, compose_cfg
+from conftest import UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
 from decodelab.core.build import build
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
@@ -62,12 +62,6 @@ def test_the_release_period_by_hand():
 ADP = ("hardware=dgx_h100", "hardware.n_chips=2", "hardware.tensor_parallel=2", "hardware.attention_dp=2")
 
 
-def _trace(tmp_path, rows):
-    p = tmp_path / "trace.csv"
-    p.write_text("arrival_s,prompt_len,output_len\n" + "".join(f"{float(a)!r},{n},{o}\n" for a, n, o in rows))
-    return str(p)
-
-
 def _serve(trace, *balance):
     cfg = compose_cfg(
         *ADP, "workload=open_loop", f"workload.trace={trace}", "engine.lookahead=false", *balance
@@ -84,12 +78,12 @@ def test_the_scheduler_reads_prompts_at_releases(tmp_path):
     (prefill in step 0, then decode steps) runs alone; a prompt arriving during decode step 5 starts
     in step 6 without the balance, and in step 30 with it (timeout 30, the open loop's period: the
     round after 30 steps); one arriving after everything ended starts at its arrival (idle)."""
-    probe = _trace(tmp_path, [(0.0, 100, 400), (0.0, 100, 400)])
+    probe = trace_file(tmp_path, [(0.0, 100, 400), (0.0, 100, 400)])
     _, _, steps = _serve(probe)
     t5 = steps[5, 0] + 0.5 * steps[5, 1]  # StepLog START, DUR: inside decode step 5
     late = 10.0 * steps[-1, 0]
     rows = [(0.0, 100, 400), (0.0, 100, 400), (t5, 100, 4), (t5, 100, 4), (late, 100, 4), (late, 100, 4)]
-    trace = _trace(tmp_path, rows)
+    trace = trace_file(tmp_path, rows)
     _, req, steps = _serve(trace)
     assert req[1, Req.START] == steps[6, 0]
     cfg, req, steps = _serve(trace, *BALANCE)
@@ -112,14 +106,7 @@ def test_the_numba_scheduler_matches_the_reference_with_the_balance():
             "engine.dp_attention.balance_wait_iters=3",
             "workload.concurrency=12",
             "workload.n_requests=36",
-            "workload.prompt_len=300",
-            "workload.output_len=40",
-            "workload.prompt_dist.kind=uniform",
-            "workload.prompt_dist.low=240",
-            "workload.prompt_dist.high=300",
-            "workload.output_dist.kind=uniform",
-            "workload.output_dist.low=32",
-            "workload.output_dist.high=40",
+            *UNIFORM_LENGTHS,
         )
         assert S.prepare(cfg, build(cfg))["eng"][Eng.ADP_RELEASE] > 1.0
         assert_serve_matches_reference(cfg)

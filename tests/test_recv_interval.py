@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import assert_serve_matches_reference, compose_cfg
+from conftest import UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
 from decodelab.core.build import build
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
@@ -47,12 +47,6 @@ def test_the_polling_rule_by_hand(poller):
         assert poll(1.0)
 
 
-def _trace(tmp_path, rows):
-    p = tmp_path / "trace.csv"
-    p.write_text("arrival_s,prompt_len,output_len\n" + "".join(f"{float(a)!r},{n},{o}\n" for a, n, o in rows))
-    return str(p)
-
-
 def _serve(trace, interval):
     cfg = compose_cfg(
         "workload=open_loop",
@@ -72,17 +66,17 @@ def test_the_scheduler_reads_arrivals_on_polling_rounds(tmp_path):
     it, a mixed step); one arriving during that mixed step is queued at the next round (step 32);
     one arriving after every request ended is admitted at its arrival (idle). With interval 1 the
     first is admitted at the round after its arrival (step 6)."""
-    probe = _trace(tmp_path, [(0.0, 100, 400)])
+    probe = trace_file(tmp_path, [(0.0, 100, 400)])
     _, _, steps = _serve(probe, 1)
     t5 = steps[5, 0] + 0.5 * steps[5, 1]  # StepLog START, DUR: inside decode step 5
-    first = _trace(tmp_path, [(0.0, 100, 400), (t5, 100, 4)])
+    first = trace_file(tmp_path, [(0.0, 100, 400), (t5, 100, 4)])
     _, req1, steps1 = _serve(first, 1)
     assert req1[1, Req.START] == steps1[6, 0]
     _, req30, steps30 = _serve(first, 30)
     assert req30[1, Req.START] == steps30[31, 0]
     t31 = steps30[31, 0] + 0.5 * steps30[31, 1]
     late = 10.0 * steps30[-1, 0]  # after everything
-    full = _trace(tmp_path, [(0.0, 100, 400), (t5, 100, 4), (t31, 100, 4), (late, 100, 4)])
+    full = trace_file(tmp_path, [(0.0, 100, 400), (t5, 100, 4), (t31, 100, 4), (late, 100, 4)])
     cfg, req, steps = _serve(full, 30)
     assert req[1, Req.START] == steps[31, 0]
     assert req[2, Req.START] == steps[32, 0]
@@ -100,13 +94,6 @@ def test_the_numba_scheduler_matches_the_reference_with_an_interval():
             f"engine.recv_interval={interval}",
             "workload.concurrency=6",
             "workload.n_requests=24",
-            "workload.prompt_len=300",
-            "workload.output_len=40",
-            "workload.prompt_dist.kind=uniform",
-            "workload.prompt_dist.low=240",
-            "workload.prompt_dist.high=300",
-            "workload.output_dist.kind=uniform",
-            "workload.output_dist.low=32",
-            "workload.output_dist.high=40",
+            *UNIFORM_LENGTHS,
         )
         assert_serve_matches_reference(cfg)
