@@ -1,15 +1,17 @@
 """framework/data/validation/aic_mapping.yaml, read once, and what the readers of AIConfigurator's
-rows share about it (aic_rows, aic_parallel, aic_recipes, aic_clients): a row's text cell and the
-`match` rule of its `launches`, `not_as_stated` and `expert_parallel_launched` entries."""
+rows share about it (aic_rows, aic_parallel, aic_recipes, aic_clients): a row's text cell, the
+clients its source records and the `match` rule of its `launches`, `not_as_stated` and `expert_parallel_launched` entries."""
 
 from __future__ import annotations
 
 import functools
 import re
+from typing import Optional
 
 from decodelab.paths import VALIDATION_DIR
 
 MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\d)")
+CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -24,6 +26,12 @@ def cell(row, col: str) -> str:
     """A row's cell as stripped text ('' when absent or empty)."""
     v = row.get(col, "")
     return "" if v is None else str(v).strip()
+
+
+def stated_clients(row) -> Optional[int]:
+    """The clients (silicon_concurrency) a row's silicon_data_source records, or None."""
+    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
+    return int(m.group(1)) if m else None
 
 
 def _one_of(match: dict, key: str, value) -> bool:

@@ -67,7 +67,7 @@ def ep_launched(row) -> Optional[Split]:
     moe_ep_size 1), though its launch passed --enable-expert-parallel: vLLM then places whole
     experts over the tp_size GPUs (EP = TP); None otherwise."""
     entries = mapping().get("expert_parallel_launched") or []
-    if cell(row, "mode").lower() not in ("", "agg") or not any(fits(e["match"], row) for e in entries):
+    if not any(fits(e["match"], row) for e in entries):  # fits: aggregated rows only
         return None
     tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
     mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)

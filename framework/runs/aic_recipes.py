@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs.aic_mapping import cell, mapping
+from decodelab.runs.aic_mapping import cell, mapping, stated_clients
 
 MEASURED = re.compile(r"measured=(\d{4}-\d\d-\d\dT[\d:.]+Z)")
-CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 IMAGE = re.compile(r"image=([^;]+)")
 DATE_ONLY = "T00:00:00.000Z"  # a db-dump copy's time: the UTC day only
 REFUSED = "mode=disagg"
@@ -157,10 +156,9 @@ def _name(e: dict) -> str:
 
 def pools_of(row) -> Tuple[Dict[str, int], str]:
     """(the pools as disagg_of's columns with `concurrency`, '' or the one line why not run)."""
-    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
-    if not m:
+    clients = stated_clients(row)
+    if clients is None:
         return {}, f"{REFUSED} pools not recorded: no silicon_concurrency to match a recipe by"
-    clients = int(m.group(1))
     found = matches(row, clients)
     what = (
         f"{cell(row, 'system')} {cell(row, 'backend')} {cell(row, 'backend_version')} "

@@ -28,7 +28,7 @@ from typing import Dict, Tuple
 from decodelab.paths import CONF_DIR
 from decodelab.runs import aic_parallel, aic_recipes
 from decodelab.runs.aic_clients import client_of, not_as_stated
-from decodelab.runs.aic_mapping import cell, fits, mapping
+from decodelab.runs.aic_mapping import cell, fits, mapping, stated_clients
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -42,7 +42,6 @@ POOL_KEYS = (
     "moe_tp_size",
     "moe_ep_size",
 )
-CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 # Refusal kinds (the text before the first ': ' of a reason), counted on the console
 DISAGG = "mode=disagg"
 
@@ -132,11 +131,11 @@ def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
             }
         )
     clients = out["decode_workers"] * out["decode_dp"] * out["decode_batch"]
-    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
-    if m and int(m.group(1)) != clients:
+    stated = stated_clients(row)
+    if stated is not None and stated != clients:
         return out, (
             f"{DISAGG} ambiguous concurrency: decode workers x attention DP x batch = {clients} clients, "
-            f"but silicon_data_source records silicon_concurrency={m.group(1)}; {desc}"
+            f"but silicon_data_source records silicon_concurrency={stated}; {desc}"
         )
     return {**out, **aic_recipes.kv_of(row), "concurrency": clients}, ""
 
@@ -168,8 +167,7 @@ def concurrency_of(row) -> Tuple[int, str]:
     """(clients, '' or the reason they are ambiguous): batch_size x attention_dp_size, checked against
     the silicon_concurrency that silicon_data_source records; the recorded one where the row's split
     is read as launched (aic_parallel: a twice-counted EP, an unrecorded attention-DP size)."""
-    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
-    recorded = int(m.group(1)) if m else None
+    recorded = stated_clients(row)
     bs, adp = whole(row, "batch_size"), whole(row, "attention_dp_size", 1)
     per_rank = bs * adp if bs is not None else None
     if recorded is None and per_rank is None:
@@ -197,9 +195,8 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
     parallelism, `dp` attention-DP groups (a stage is tp x dp GPUs), `pp` stages; `moe_tp` / `moe_ep`
     for MoE models only (ignored on dense ones, where the schema fills them anyway)."""
     tp, pp, adp = whole(row, "tp_size", 1), whole(row, "pp_size", 1), whole(row, "attention_dp_size", 1)
-    m = CONCURRENCY.search(cell(row, "silicon_data_source"))
     split = aic_parallel.launched(row)  # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
-    dp = None if split else _unrecorded_dp(row, int(m.group(1)) if m else None)
+    dp = None if split else _unrecorded_dp(row, stated_clients(row))
     if split or dp:
         tp, adp = split[:2] if split else (1, dp)
     out = {"tp": tp, "pp": pp, "dp": adp}
