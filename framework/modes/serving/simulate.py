@@ -256,7 +256,9 @@ def engine_inputs(
             "ready": 1.0 if ready else 0.0,
             # a disaggregated decode pool's requests come from its prefill pool: every round
             "recv_interval": 1.0 if ready else float(e.recv_interval),
-            "adp_release": 1.0,  # one-pool serving sets it (prepare: adp_release)
+            # one-pool serving sets it (prepare: adp_release); a disaggregated pool keeps 1: its
+            # prefill ranks decode nothing to wait for, its decode ranks get no prompts
+            "adp_release": 1.0,
         }
     )
     check_requests(cfg, design, eng, prompt, output, ready)
