@@ -121,7 +121,13 @@ def test_mtp_recipe_row_runs_with_its_draft_length(tmp_path):
         16,
     ]
     s = pool_settings(r, "trtllm", aic=True)
-    assert s["disagg.decode.engine"] == {"max_tokens_per_step": 64, "mtp.k": 3, "mtp.k_attention_dp": 3}
+    cutlass = {f"moe_backend{x}": "cutlass" for x in ("", "_attention_dp", "_fp8_block")}  # the file's (dep8)
+    assert s["disagg.decode.engine"] == {
+        "max_tokens_per_step": 64,
+        "mtp.k": 3,
+        "mtp.k_attention_dp": 3,
+        **cutlass,
+    }
     assert s["disagg.prefill.engine"]["mtp.k"] == 3 and s["disagg.decode.max_batch"] == 16
     assert df.iloc[1]["refuse"].startswith("mode=disagg MTP or not")
     plain = pool_settings(df.iloc[2], "trtllm", aic=True)  # the non-MTP recipe: no draft

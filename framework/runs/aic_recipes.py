@@ -10,6 +10,7 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 - `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
 - `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
+- `pool_backends` / `recorded_backends`: each pool's MoE backend its recipes state (`moe_backend`);
 - `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
@@ -184,7 +185,37 @@ def pools_of(row) -> Tuple[Dict[str, int], str]:
             f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
             "(aic_mapping.yaml disagg_recipes mtp_steps)",
         )
-    return {**_columns(found[0], clients), **drafts[0], **kv_of(row), "concurrency": clients}, ""
+    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found)}
+    return {**columns, **kv_of(row), "concurrency": clients}, ""
+
+
+def pool_backends(found: List[dict]) -> Dict[str, str]:
+    """{"prefill_moe_backend", "decode_moe_backend"}: the MoE backend each pool of the recipes
+    `found` runs (aic_mapping.yaml `disagg_recipes.moe_backend`, by the first directory a file lies
+    in; the decode pool's by its attention DP), each where every recipe of `found` states the same
+    one; a pool without (none stated, or they differ) keeps the engine file's backend."""
+    stated = _rule().get("moe_backend") or {}
+    seen: Dict[str, set] = {"prefill": set(), "decode": set()}
+    for e in found:
+        name = e["config_file"] or ""
+        pools = next((v for d, v in stated.items() if name.startswith(d)), {})
+        seen["prefill"].add(pools.get("prefill", ""))
+        seen["decode"].add(pools.get("decode_attention_dp" if e["decode"]["dp_attn"] else "decode", ""))
+    return {f"{side}_moe_backend": v.pop() for side, v in seen.items() if len(v) == 1 and "" not in v}
+
+
+def recorded_backends(row, pools: Dict[str, int]) -> Dict[str, str]:
+    """pool_backends of a row whose pools are recorded (aic_rows.disagg_of's `pools`): over the
+    recipes it may have run (`matches`) whose pools are those and that run no MTP (a recorded row
+    is run without it); {} where none matches."""
+    clients = stated_clients(row)
+    keys = [f"{s}_{k}" for s in ("prefill", "decode") for k in ("workers", "tp", "dp", "moe_tp", "moe_ep")]
+    found = [
+        e
+        for e in (matches(row, clients) if clients is not None else [])
+        if not e["mtp"] and all(_columns(e, clients)[k] == pools.get(k) for k in keys)
+    ]
+    return pool_backends(found) if found else {}
 
 
 def kv_of(row) -> Dict[str, str]:

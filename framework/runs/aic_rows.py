@@ -137,7 +137,12 @@ def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
             f"{DISAGG} ambiguous concurrency: decode workers x attention DP x batch = {clients} clients, "
             f"but silicon_data_source records silicon_concurrency={stated}; {desc}"
         )
-    return {**out, **aic_recipes.kv_of(row), "concurrency": clients}, ""
+    return {
+        **out,
+        **aic_recipes.recorded_backends(row, out),
+        **aic_recipes.kv_of(row),
+        "concurrency": clients,
+    }, ""
 
 
 def family_reason(model_path: str) -> str:

@@ -91,9 +91,17 @@ def draft_tokens(row, side: str) -> int:
     return _count(row, f"{side}_mtp")
 
 
+def moe_backend(row, side: str) -> str:
+    """The MoE backend the pool's recipe states (`<side>_moe_backend`: aic_recipes.pool_backends;
+    empty: the engine file's)."""
+    v = row.get(f"{side}_moe_backend")
+    return v if isinstance(v, str) else ""
+
+
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
-    (engine.mtp.k, the same under attention DP: the recipe states it for its pool), and under
+    (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend
+    its recipe states (for every weight dtype and attention mapping: one per pool), and under
     AIConfigurator's launch (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
@@ -103,6 +111,9 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
         engine = pool_engine(family, side, batch, int(row["isl"]), k, tokens) if aic else {}
         if k > 0:
             engine.update({"mtp.k": k, "mtp.k_attention_dp": k})
+        backend = moe_backend(row, side)
+        if backend:
+            engine.update({f"moe_backend{s}": backend for s in ("", "_attention_dp", "_fp8_block")})
         if engine:
             out[f"disagg.{side}.engine"] = engine
     return out
