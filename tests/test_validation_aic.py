@@ -125,7 +125,7 @@ def test_splits_the_model_cannot_run_are_refused_with_a_reason(tmp_path):
         tmp_path,
         agg(tp=16, moe="4,4", **ds),  # two HGX boards
         agg(tp=1, adp=8, moe="2,4", **ds),  # experts split both ways: runs (hardware.moe_ep)
-        agg(tp=1, moe="2,1", model="openai/gpt-oss-120b"),  # 2 x 1 expert shards on 1 GPU
+        agg(tp=1, moe="2,1", model="openai/gpt-oss-120b", engine="trtllm,1.2.0rc6"),  # 2 x 1 shards on 1 GPU
         agg(model="Qwen/Qwen3-Next-80B-A3B-Instruct"),
     )
     kinds = [aic_rows.reason_kind(r) for r in df.refuse]
@@ -138,6 +138,21 @@ def test_splits_the_model_cannot_run_are_refused_with_a_reason(tmp_path):
     assert (df.dp[1], df.moe_tp[1], df.moe_ep[1]) == (8, 2, 4)
     assert "16 GPUs, more than the 8 of one h200_sxm NVLink domain" in df.refuse[0]
     assert "Gated DeltaNet" in df.refuse[3]
+
+
+def test_vllm_moe_rows_run_on_their_experts_split(tmp_path):
+    """AIConfigurator's generator launches a vLLM MoE row on tensor_parallel_size = moe_tp x moe_ep //
+    attention DP GPUs (aic_mapping.yaml unified_tensor_parallel): Qwen3-235B-A22B-FP8 recorded tp_size 1
+    with moe 2 x 1 runs as tp 2 (experts 2 x 1), tp_size 2 with moe 4 x 1 as tp 4; a dense model's moe
+    columns are not read (Qwen3-32B tp 1 stays tp 1); TensorRT-LLM rows keep the refusal above."""
+    q = dict(model="Qwen/Qwen3-235B-A22B-FP8", system="h200_sxm", engine="vllm,0.12.0")
+    df = frame(tmp_path, agg(tp=1, moe="2,1", **q), agg(tp=2, moe="4,1", **q), agg(tp=1, moe="2,1"))
+    assert list(df.refuse) == ["", "", ""]
+    assert [(r.tp, r.dp, r.moe_tp, r.moe_ep) for r in df.iloc[:2].itertuples()] == [
+        (2, 1, 2, 1),
+        (4, 1, 4, 1),
+    ]
+    assert df.tp[2] == 1 and df.concurrency[0] == 8
 
 
 def test_peer_mape_on_the_rows_both_predict(tmp_path):

@@ -74,6 +74,21 @@ def ep_launched(row) -> Optional[Split]:
     return (tp, 1, 1, tp) if tp >= 2 and adp == 1 and mtp == tp and mep == 1 else None
 
 
+def unified_tp(row, is_moe: bool) -> Optional[Split]:
+    """(moe_tp x moe_ep / attention_dp, attention_dp, moe_tp, moe_ep) of a MoE row of a
+    `unified_tensor_parallel` backend whose tp_size x attention_dp_size is not its experts' split
+    moe_tp_size x moe_ep_size (the GPUs AIConfigurator's generator launched it on), or None."""
+    backends = (mapping().get("unified_tensor_parallel") or {}).get("backends") or []
+    if not is_moe or cell(row, "backend").lower() not in backends:
+        return None
+    tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
+    mtp, mep = _int(row, "moe_tp_size", tp * adp), _int(row, "moe_ep_size", 1)
+    gpus = mtp * mep
+    if gpus == tp * adp or gpus % adp:
+        return None
+    return gpus // adp, adp, mtp, mep
+
+
 def unrecorded_dp(row, recorded: Optional[int], is_moe: bool) -> Optional[int]:
     """The attention-DP size a row of an `unrecorded_attention_dp` backend ran with but did not
     record (its tp_size), or None: a MoE row, attention_dp_size empty, tp_size > 1, moe_tp x moe_ep =

@@ -200,7 +200,9 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
     parallelism, `dp` attention-DP groups (a stage is tp x dp GPUs), `pp` stages; `moe_tp` / `moe_ep`
     for MoE models only (ignored on dense ones, where the schema fills them anyway)."""
     tp, pp, adp = whole(row, "tp_size", 1), whole(row, "pp_size", 1), whole(row, "attention_dp_size", 1)
-    split = aic_parallel.launched(row)  # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
+    # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
+    is_moe = bool(model) and int(_model_yaml(model).get("n_experts") or 0) > 0
+    split = aic_parallel.launched(row) or aic_parallel.unified_tp(row, is_moe)
     dp = None if split else _unrecorded_dp(row, stated_clients(row))
     if split or dp:
         tp, adp = split[:2] if split else (1, dp)
@@ -214,7 +216,7 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
             f"the {domain} of one {system} NVLink domain (validate keeps a replica in one domain: no row of "
             "a known source needs more; hardware.nvlink_domain, scale_out_bw_gb_s model the network)"
         )
-    if not int(_model_yaml(model).get("n_experts") or 0):
+    if not is_moe:
         return out, ""
     mtp, mep = split[2:] if split else (whole(row, "moe_tp_size", tp * adp), whole(row, "moe_ep_size", 1))
     if mtp * mep != tp * adp:
