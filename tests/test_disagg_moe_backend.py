@@ -1,5 +1,5 @@
 """Each disaggregated pool's MoE backend from the InferenceX recipe it ran (aic_mapping.yaml
-`disagg_recipes.moe_backend`, framework/runs/aic_recipes.py pool_backends / recorded_backends) and
+`disagg_recipes.moe_backend`, framework/runs/aic_recipes.py pool_backends / recorded_settings) and
 its engine fields (validation_disagg.pool_settings): rows by hand."""
 
 import math
@@ -50,6 +50,10 @@ def test_a_recorded_row_takes_its_recipes_without_mtp(tmp_path):
     df = frame(tmp_path, dumped(10, t, TEP8_X5), dumped(8, t, TEP8_X5.replace(",2,5,8,", ",2,4,8,")))
     assert backends(df.iloc[0]) == ["trtllm", "trtllm"]
     assert all(not isinstance(v, str) for v in backends(df.iloc[1]))
+    # the prefill step of the recipe directory (prefill_step: 10240 tokens, 8 prompts per rank), not the
+    # dump's fill-in batch 1, which the row that matches no recipe keeps
+    assert [df.iloc[0]["prefill_batch"], df.iloc[0]["prefill_tokens"]] == [8, 10240]
+    assert df.iloc[1]["prefill_batch"] == 1
 
 
 def test_b200_fp8_8k_states_the_decode_pool_only(tmp_path):

@@ -10,7 +10,8 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 - `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
 - `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
-- `pool_backends` / `recorded_backends`: each pool's MoE backend its recipes state (`moe_backend`);
+- `pool_backends`: each pool's MoE backend its recipes state (`moe_backend`); `recorded_settings`:
+  that and the prefill step for a row that records its pools;
 - `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
@@ -204,10 +205,12 @@ def pool_backends(found: List[dict]) -> Dict[str, str]:
     return {f"{side}_moe_backend": v.pop() for side, v in seen.items() if len(v) == 1 and "" not in v}
 
 
-def recorded_backends(row, pools: Dict[str, int]) -> Dict[str, str]:
-    """pool_backends of a row whose pools are recorded (aic_rows.disagg_of's `pools`): over the
-    recipes it may have run (`matches`) whose pools are those and that run no MTP (a recorded row
-    is run without it); {} where none matches."""
+def recorded_settings(row, pools: Dict[str, int]) -> Dict[str, object]:
+    """What a row that records its pools (aic_rows.disagg_of's `pools`) takes from the recipes it
+    may have run (`matches`) whose pools are those and that run no MTP (a recorded row runs
+    without): each pool's MoE backend (pool_backends) and the prefill step their directory states
+    (prefill_step; the dumps' prefill_batch_size is a fill-in: 1 in every db-dump row, whose
+    decode_batch_size is its clients over the decode ranks); {} where none matches."""
     clients = stated_clients(row)
     keys = [f"{s}_{k}" for s in ("prefill", "decode") for k in ("workers", "tp", "dp", "moe_tp", "moe_ep")]
     found = [
@@ -215,7 +218,11 @@ def recorded_backends(row, pools: Dict[str, int]) -> Dict[str, str]:
         for e in (matches(row, clients) if clients is not None else [])
         if not e["mtp"] and all(_columns(e, clients)[k] == pools.get(k) for k in keys)
     ]
-    return pool_backends(found) if found else {}
+    out: Dict[str, object] = dict(pool_backends(found)) if found else {}
+    steps = {tuple(sorted(prefill_step(e).items())) for e in found}
+    if len(steps) == 1 and (step := dict(steps.pop())):
+        out.update(prefill_batch=step.get("batch", 0), prefill_tokens=step.get("tokens", 0))
+    return out
 
 
 def kv_of(row) -> Dict[str, str]:

@@ -139,7 +139,7 @@ def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
         )
     return {
         **out,
-        **aic_recipes.recorded_backends(row, out),
+        **aic_recipes.recorded_settings(row, out),
         **aic_recipes.kv_of(row),
         "concurrency": clients,
     }, ""
