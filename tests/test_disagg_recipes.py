@@ -133,3 +133,20 @@ def test_the_image_a_row_names_picks_the_mtp_key(tmp_path):
     assert mtp["refuse"] == "" and plain["refuse"] == ""
     assert [mtp["prefill_mtp"], mtp["decode_mtp"], plain["decode_mtp"]] == [0, 2, 0]
     assert mtp["decode_workers"] == plain["decode_workers"] == 5
+
+
+def test_a_twin_that_records_the_pools_picks_the_recipe(tmp_path):
+    """512 clients of the SGLang FP4 key match max-tpt-dep4-1p-dep8-1d and -2d (1 or 2 decode workers):
+    refused alone (above). A db-dump row of the same run (the same TTFT and TPOT to the last digit,
+    the same clients) records 2 decode workers of attention DP 8: the row runs the -2d recipe; a dump
+    row with another measurement is no twin and leaves it refused."""
+    sg = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
+    dump = "db-dump/2026-04-27; config_id=9; silicon_concurrency=512; measured=2026-02-11T00:00:00.000Z"
+    pools = "1,1,1,1,4,1,4,32,2,1,1,8,1,8"  # prefill 1 x adp 4 (batch 1), decode 2 x adp 8, batch 32
+    twin = f"t,{dump},{sg.format(isl=1024)},{pools},1000.0,20.0\n"
+    other = f"t,{dump},{sg.format(isl=1024)},{pools},1000.0,20.5\n"
+    df = frame(tmp_path, row(512, t="2026-02-11T01:17:05Z", engine=sg), twin)
+    r = df.iloc[0]
+    assert r["refuse"] == "" and [r["decode_workers"], r["decode_dp"], r["decode_batch"]] == [2, 8, 32]
+    alone = frame(tmp_path, row(512, t="2026-02-11T01:17:05Z", engine=sg), other).iloc[0]
+    assert aic_rows.reason_kind(alone["refuse"]) == "mode=disagg ambiguous recipe"

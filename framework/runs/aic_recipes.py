@@ -7,7 +7,8 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 - `matches`: the recipes of the row's system, backend, precision, isl, osl whose conc-list holds its
   silicon_concurrency (the file's stated clients where `clients` lists it) and whose image its
   backend_version (the image the row names, where one matches it exactly), stated at its measured= time;
-- `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not);
+- `pools_of`: (the pools as disagg_of's columns and the clients, '' or the one line why not), among
+  the recipes of the pools the same run's twin row records where one does;
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
 - `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
 - `pool_backends`: each pool's MoE backend its recipes state (`moe_backend`); `recorded_settings`:
@@ -156,12 +157,24 @@ def _name(e: dict) -> str:
     return f"{e['key']}@{e['commit']} {e['config_file'] or 'conc ' + str(e['conc'])}"
 
 
-def pools_of(row) -> Tuple[Dict[str, int], str]:
-    """(the pools as disagg_of's columns with `concurrency`, '' or the one line why not run)."""
+POOL_COLUMNS = [
+    f"{s}_{k}" for s in ("prefill", "decode") for k in ("workers", "tp", "dp", "moe_tp", "moe_ep")
+]
+
+
+def of_pools(found: List[dict], clients: int, pools: Dict[str, int]) -> List[dict]:
+    """The recipes of `found` whose pools are `pools` (disagg_of's columns)."""
+    return [e for e in found if all(_columns(e, clients)[k] == pools.get(k) for k in POOL_COLUMNS)]
+
+
+def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int], str]:
+    """(the pools as disagg_of's columns with `concurrency`, '' or the one line why not run);
+    `twin`: the pools the same run's recorded row states, which narrow the recipes to theirs."""
     clients = stated_clients(row)
     if clients is None:
         return {}, f"{REFUSED} pools not recorded: no silicon_concurrency to match a recipe by"
     found = matches(row, clients)
+    found = (of_pools(found, clients, twin) if twin else []) or found
     what = (
         f"{cell(row, 'system')} {cell(row, 'backend')} {cell(row, 'backend_version')} "
         f"{cell(row, 'precision')} {cell(row, 'isl')}/{cell(row, 'osl')} c{clients}"
@@ -212,12 +225,8 @@ def recorded_settings(row, pools: Dict[str, int]) -> Dict[str, object]:
     (prefill_step; the dumps' prefill_batch_size is a fill-in: 1 in every db-dump row, whose
     decode_batch_size is its clients over the decode ranks); {} where none matches."""
     clients = stated_clients(row)
-    keys = [f"{s}_{k}" for s in ("prefill", "decode") for k in ("workers", "tp", "dp", "moe_tp", "moe_ep")]
-    found = [
-        e
-        for e in (matches(row, clients) if clients is not None else [])
-        if not e["mtp"] and all(_columns(e, clients)[k] == pools.get(k) for k in keys)
-    ]
+    found = matches(row, clients) if clients is not None else []
+    found = [e for e in of_pools(found, clients, pools) if not e["mtp"]]
     out: Dict[str, object] = dict(pool_backends(found)) if found else {}
     steps = {tuple(sorted(prefill_step(e).items())) for e in found}
     if len(steps) == 1 and (step := dict(steps.pop())):

@@ -98,18 +98,41 @@ def pool_row(row, side: str) -> dict:
     return out
 
 
-def disagg_of(row, model: str) -> Tuple[Dict[str, int], str]:
+# A measurement to the last digit: a row without pool sizes and a row that records them with the same
+# key are one run dumped twice (the db-dump copies of InferenceX's runs record the pools)
+TWIN_KEY = ("system", "backend", "precision", "isl", "osl", "silicon_tpot_ms", "silicon_ttft_ms")
+
+
+def twin_key(row) -> tuple:
+    return (*(cell(row, k) for k in TWIN_KEY), stated_clients(row))
+
+
+def recorded(row) -> bool:
+    """Whether a row records both pools' sizes (prefill/decode_num_workers and _batch_size)."""
+    cols = [f"{s}_{k}" for s in ("prefill", "decode") for k in ("num_workers", "batch_size")]
+    return None not in [whole(row, c) for c in cols]
+
+
+def twin_pools(twin, model: str):
+    """The pools a row's twin (TWIN_KEY) records, as disagg_of's columns, or None."""
+    if twin is None:
+        return None
+    pools, why = disagg_of(twin, model)
+    return None if why else pools
+
+
+def disagg_of(row, model: str, twin=None) -> Tuple[Dict[str, int], str]:
     """(a disaggregated row's pools as columns `<side>_workers`, `_tp`, `_pp`, `_dp`, `_moe_tp`,
     `_moe_ep`, `_batch`, and its clients; '' or the one line why it is not run): each pool's split
     read as an aggregated replica's (parallel_of; a worker may span nodes), no pipeline stages, and
     the clients = decode workers x attention DP x decode batch size (the recorded
     silicon_concurrency where given must agree). Rows of a `disagg_recipes` dump without pool sizes
-    take their benchmark recipe's pools (aic_recipes.pools_of)."""
+    take their benchmark recipe's pools (aic_recipes.pools_of; among those of the pools `twin`, the
+    same run's row that records them, holds where one does)."""
     desc = f"prefill {pool(row, 'prefill')}, decode {pool(row, 'decode')}"
-    counts = [whole(row, f"{s}_{k}") for s in ("prefill", "decode") for k in ("num_workers", "batch_size")]
-    if None in counts and aic_recipes.applies(row):
-        return aic_recipes.pools_of(row)  # the benchmark's recipe (aic_mapping.yaml disagg_recipes)
-    if None in counts:
+    if not recorded(row) and aic_recipes.applies(row):  # the benchmark's recipe (aic_mapping.yaml)
+        return aic_recipes.pools_of(row, twin_pools(twin, model))
+    if not recorded(row):
         return {}, (
             f"{DISAGG} pools not recorded: {desc}: the pool sizes (prefill/decode_num_workers, "
             "_batch_size) are empty (AIConfigurator's cli_estimate needs them too)"
@@ -293,9 +316,10 @@ def launch_of(row, gpus=None) -> dict:
     return dict(NO_LAUNCH)
 
 
-def to_row(row, n: int) -> dict:
+def to_row(row, n: int, twins=None) -> dict:
     """decodelab's row (validation.COLUMNS and the parallel columns) of AIConfigurator row `n`
-    (1-based data row of the CSV), with `refuse`: '' or the first reason it cannot run."""
+    (1-based data row of the CSV), with `refuse`: '' or the first reason it cannot run; `twins`:
+    the table's rows that record their pools, by twin_key."""
     model_path, system = cell(row, "model_path"), cell(row, "system")
     conc, why_c = concurrency_of(row)
     meas, why_m = measured(row)
@@ -317,7 +341,8 @@ def to_row(row, n: int) -> dict:
     out.update(par, **launch_of(row, par.get("tp", 1) * par.get("dp", 1)), **client_of(row))
     why_p = why_p or not_as_stated(row, par.get("tp", 1) * par.get("dp", 1), conc)
     if mode == "disagg":
-        pools, why_d = disagg_of(row, model) if model else ({}, "")
+        twin = (twins or {}).get(twin_key(row))
+        pools, why_d = disagg_of(row, model, twin) if model else ({}, "")
         out.update(pools, tp=pools.get("decode_tp", float("nan")))
         why, why_c = why or why_d, ""
     elif mode != "agg":
@@ -330,8 +355,10 @@ def frame(csv: Path):
     """The rows of an AIConfigurator CSV as decodelab's (to_row), one per data row, in order."""
     import pandas as pd
 
-    raw = read_csv(csv)
-    return pd.DataFrame([to_row(row, n) for n, (_, row) in enumerate(raw.iterrows(), start=1)])
+    rows = [row for _, row in read_csv(csv).iterrows()]
+    disagg = [r for r in rows if cell(r, "mode").lower() == "disagg" and recorded(r)]
+    twins = {twin_key(r): r for r in disagg}
+    return pd.DataFrame([to_row(row, n, twins) for n, row in enumerate(rows, start=1)])
 
 
 def reason_kind(reason: str) -> str:
