@@ -12,13 +12,19 @@ def test_trtllm_prefill_step_from_the_recipe_file(tmp_path):
     """B200 TensorRT-LLM FP4 1k/1k at 4096 clients runs ctx1_gen1_dep8_batch512_eplb0_mtp0.yaml, whose
     prefill section states max_num_tokens 10240 and max_batch_size 8 (per attention-DP rank): the
     prefill pool's cap is 8 prompts and its step budget 10240 tokens (the launch rule gave
-    1024 + 1500 = 2524, two prompts); overlap stays off (the file's disable_overlap_scheduler true)."""
+    1024 + 1500 = 2524, two prompts); overlap stays off (the file's disable_overlap_scheduler true);
+    the MoE backends its directory states: TRTLLM in the prefill pool, CUTLASS in the attention-DP
+    decode pool (tests/test_disagg_moe_backend.py)."""
     r = frame(tmp_path, row(4096)).iloc[0]
     assert r["refuse"] == "" and r["prefill_tokens"] == 10240 and r["prefill_batch"] == 8
     got = pool_settings(r, "trtllm", aic=True)
     assert got["disagg.prefill.max_batch"] == 8
-    assert got["disagg.prefill.engine"] == {"overlap": False, "max_tokens_per_step": 10240}
-    assert got["disagg.decode.engine"] == {"max_tokens_per_step": 512}
+
+    def moe(b):
+        return {f"moe_backend{x}": b for x in ("", "_attention_dp", "_fp8_block")}
+
+    assert got["disagg.prefill.engine"] == {"overlap": False, "max_tokens_per_step": 10240, **moe("trtllm")}
+    assert got["disagg.decode.engine"] == {"max_tokens_per_step": 512, **moe("cutlass")}
 
 
 def test_unread_directory_keeps_the_launch_rule(tmp_path):

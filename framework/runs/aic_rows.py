@@ -223,8 +223,8 @@ def parallel_of(row, model: str, system: str) -> Tuple[Dict[str, int], str]:
     parallelism, `dp` attention-DP groups (a stage is tp x dp GPUs), `pp` stages; `moe_tp` / `moe_ep`
     for MoE models only (ignored on dense ones, where the schema fills them anyway)."""
     tp, pp, adp = whole(row, "tp_size", 1), whole(row, "pp_size", 1), whole(row, "attention_dp_size", 1)
-    # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
     is_moe = bool(model) and int(_model_yaml(model).get("n_experts") or 0) > 0
+    # (tp, attention_dp, moe_tp, moe_ep) as launched, or None
     split = aic_parallel.launched(row) or aic_parallel.unified_tp(row, is_moe)
     dp = None if split else _unrecorded_dp(row, stated_clients(row))
     if split or dp:
