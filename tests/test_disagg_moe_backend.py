@@ -49,6 +49,7 @@ def test_a_recorded_row_takes_its_recipes_without_mtp(tmp_path):
     t = "2026-01-29T00:00:00.000Z"
     df = frame(tmp_path, dumped(10, t, TEP8_X5), dumped(8, t, TEP8_X5.replace(",2,5,8,", ",2,4,8,")))
     assert backends(df.iloc[0]) == ["trtllm", "trtllm"]
+    assert df.iloc[0]["recipe"] == "recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_tep8_batch32_eplb0_mtp0.yaml"
     assert all(not isinstance(v, str) for v in backends(df.iloc[1]))
     # the prefill step of the recipe directory (prefill_step: 10240 tokens, 8 prompts per rank), not the
     # dump's fill-in batch 1, which the row that matches no recipe keeps

@@ -30,6 +30,7 @@ def test_one_row_recipe_by_hand(tmp_path):
     The recorded decode moe 2 x 4 is not used."""
     r = frame(tmp_path, row(4096)).iloc[0]
     assert r["refuse"] == "" and r["concurrency"] == 4096 and r["tp"] == 1
+    assert r["recipe"] == "recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen1_dep8_batch512_eplb0_mtp0.yaml"
     cols = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
     got = [r[f"{side}_{k}"] for side in ("prefill", "decode") for k in cols]
     assert got == [1, 1, 1, 4, 1, 4, 8, 1, 1, 1, 8, 1, 8, 512]

@@ -199,8 +199,13 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
             f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
             "(aic_mapping.yaml disagg_recipes mtp_steps)",
         )
-    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found)}
+    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found), "recipe": files(found)}
     return {**columns, **kv_of(row), "concurrency": clients}, ""
+
+
+def files(found: List[dict]) -> str:
+    """The recipe files of `found`, once each in order (the rows CSV's `recipe`)."""
+    return "; ".join(dict.fromkeys(e["config_file"] or f"{e['key']} conc-list" for e in found))
 
 
 def pool_backends(found: List[dict]) -> Dict[str, str]:
@@ -227,7 +232,7 @@ def recorded_settings(row, pools: Dict[str, int]) -> Dict[str, object]:
     clients = stated_clients(row)
     found = matches(row, clients) if clients is not None else []
     found = [e for e in of_pools(found, clients, pools) if not e["mtp"]]
-    out: Dict[str, object] = dict(pool_backends(found)) if found else {}
+    out: Dict[str, object] = {**pool_backends(found), "recipe": files(found)} if found else {}
     steps = {tuple(sorted(prefill_step(e).items())) for e in found}
     if len(steps) == 1 and (step := dict(steps.pop())):
         out.update(prefill_batch=step.get("batch", 0), prefill_tokens=step.get("tokens", 0))

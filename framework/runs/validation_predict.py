@@ -302,7 +302,7 @@ def row_version(row) -> str:
 
 # Columns of an AIConfigurator row (runs/aic_rows.py) a record keeps: the CSV's data row, its id,
 # system and mode, its client and whether its TTFT is a serving measurement (runs/aic_clients.py)
-ROW_KEYS = ("row", "id", "system", "mode", "client", "ttft_ok", "ttft_note")
+ROW_KEYS = ("row", "id", "system", "mode", "client", "ttft_ok", "ttft_note", "recipe")
 
 
 def record(row, key, res, launch: str = "") -> dict:
