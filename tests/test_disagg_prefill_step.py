@@ -2,6 +2,7 @@
 attention rank carries, as the srt-slurm recipe file states them (aic_mapping.yaml `disagg_recipes`
 `prefill_step`, aic_recipes.prefill_step), in place of AIConfigurator's launch rule (isl + 1500)."""
 
+from test_disagg_moe_backend import dumped
 from test_disagg_recipes import FP4, row
 from test_validation_aic import frame
 
@@ -56,12 +57,8 @@ def test_h100_recorded_row_takes_its_directory_step(tmp_path):
     of attention DP 16 and decode 3 workers of tp 16 at batch 2: its non-MTP recipe
     ctx1_gen3_tep16_batch1_eplb0_mtp0.yaml lies in recipes/trtllm/h100-fp8/1k1k/, whose every file states
     prefill max_num_tokens 2048 and max_batch_size 2 per rank: the row's prefill step (not the dump's 1)."""
-    src = (
-        "db-dump/2026-04-27; config_id=494; silicon_concurrency=6; measured=2026-02-08T00:00:00.000Z; "
-        "workflow_run_id=269; nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post3"
-    )
-    engine = "trtllm,0.8.1.post3,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,1024,1024,fp8,fp8,,,,,,"
+    engine = "trtllm,0.8.1.post3,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,{isl},1024,fp8,fp8,,,,,,"
     pools = "1,1,1,1,16,1,16,2,3,16,1,1,1,16"
-    r = frame(tmp_path, f"d,{src},{engine},{pools},14000.0,14.0\n").iloc[0]
+    r = frame(tmp_path, dumped(6, "2026-02-08T00:00:00.000Z", pools, engine=engine, post=3)).iloc[0]
     assert r["refuse"] == "" and [r["prefill_tokens"], r["prefill_batch"]] == [2048, 2]
     assert r["recipe"] == "recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_tep16_batch1_eplb0_mtp0.yaml"

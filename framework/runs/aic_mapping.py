@@ -1,6 +1,7 @@
 """framework/data/validation/aic_mapping.yaml, read once, and what the readers of AIConfigurator's
 rows share about it (aic_rows, aic_parallel, aic_recipes, aic_clients): a row's text cell, the
-clients its source records and the `match` rule of its `launches`, `not_as_stated` and `expert_parallel_launched` entries."""
+clients its source records and the `match` rule of its `launches`, `not_as_stated` and
+`expert_parallel_launched` entries."""
 
 from __future__ import annotations
 

@@ -130,12 +130,18 @@ def _columns(e: dict, clients: int) -> Dict[str, int]:
     return out
 
 
-def prefill_step(e: dict) -> Dict[str, int]:
-    """One prefill step of one attention rank under recipe `e`: {"tokens", "batch"} of the first
-    `prefill_step` directory of aic_mapping.yaml `disagg_recipes` its file lies in; {} = not stated."""
+def by_directory(key: str, e: dict) -> dict:
+    """The entry of aic_mapping.yaml `disagg_recipes.<key>` (keyed by recipe directory) for the
+    first directory recipe `e`'s file lies in; {} = none stated."""
     name = e["config_file"] or ""
-    stated = _rule().get("prefill_step") or {}
-    return next((dict(v) for d, v in stated.items() if name.startswith(d)), {})
+    stated = _rule().get(key) or {}
+    return dict(next((v for d, v in stated.items() if name.startswith(d)), {}))
+
+
+def prefill_step(e: dict) -> Dict[str, int]:
+    """One prefill step of one attention rank under recipe `e`: {"tokens", "batch"} of its
+    `prefill_step` directory (by_directory); {} = not stated."""
+    return by_directory("prefill_step", e)
 
 
 def draft_tokens(e: dict) -> Optional[Dict[str, int]]:
@@ -213,11 +219,9 @@ def pool_backends(found: List[dict]) -> Dict[str, str]:
     `found` runs (aic_mapping.yaml `disagg_recipes.moe_backend`, by the first directory a file lies
     in; the decode pool's by its attention DP), each where every recipe of `found` states the same
     one; a pool without (none stated, or they differ) keeps the engine file's backend."""
-    stated = _rule().get("moe_backend") or {}
     seen: Dict[str, set] = {"prefill": set(), "decode": set()}
     for e in found:
-        name = e["config_file"] or ""
-        pools = next((v for d, v in stated.items() if name.startswith(d)), {})
+        pools = by_directory("moe_backend", e)
         seen["prefill"].add(pools.get("prefill", ""))
         seen["decode"].add(pools.get("decode_attention_dp" if e["decode"]["dp_attn"] else "decode", ""))
     return {f"{side}_moe_backend": v.pop() for side, v in seen.items() if len(v) == 1 and "" not in v}
