@@ -74,10 +74,10 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
 
 def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
     """Qwen3-30B-A3B with an expert FFN of 760 (the tables hold 768) on 4 GPUs under TensorRT-LLM: the
-    head op takes the measured block of FFN 768 at moe_tp 4 times ideal(760) / ideal(768) = 760 / 768
-    at every token count (both the weights read and the FLOPs scale with the FFN width), under
-    serving's routing (moe_blocks.served), its tails run inside it, and the design's note names the block
-    it came from."""
+    head op takes the measured block of FFN 768 at moe_tp 4: its fixed part f (its one-token time beyond
+    its ideal one-token time) plus the rest times ideal(760) / ideal(768) = 760 / 768 at every token
+    count (both the weights read and the FLOPs scale with the FFN width), under serving's routing
+    (moe_blocks.served); its tails run inside it, and the design's note names the block it came from."""
     d, at = _ops(
         "model=qwen3_30b_a3b", "hardware.n_chips=4", "hardware.tensor_parallel=4", "model.expert_ffn_dim=760"
     )
@@ -88,9 +88,10 @@ def test_shape_the_table_lacks_is_carried_from_the_nearest_measured_block():
     assert head[Lin.LAW] == Law.GEMM and head[Lin.G_TAB] == 1.0
     got = head[Lin.T0] + head[Lin.TAB : Lin.TAB + N_MGRID]
     hw = compose_cfg("hardware=h100_sxm").hardware
-    want = moe_blocks.served(
-        block * 760 / 768, "bfloat16", (2048, 760, 8, 128, 4, 1), hbm_bw(hw), peak(hw, "bf16")
-    )
+    bw, pk = hbm_bw(hw), peak(hw, "bf16")
+    f = block[0] - moe_blocks.ideal("bfloat16", (2048, 768, 8, 128, 4, 1), bw, pk)[0]
+    assert 0 < f < block[0]
+    want = moe_blocks.served(f + (block - f) * 760 / 768, "bfloat16", (2048, 760, 8, 128, 4, 1), bw, pk)
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert all(d.op_lin[at[n], Lin.LAW] == Law.SKIP for n in ("activation", "down_proj"))
     assert any("MoE block carried from the nearest one measured (bfloat16, hidden 2048, expert FFN 768, "
@@ -187,7 +188,8 @@ def test_bad_moe_table_is_one_line():
 def test_a_block_that_repeats_a_split_on_fewer_gpus_is_left_out(tmp_path):
     """moe_ep 2 measured as moe_ep 1 to within 2% at every token count (the split not applied: half
     the weights and FLOPs per rank cannot take the same time) is left out, and a design on it is
-    carried from moe_ep 1 at ideal(ep 2) / ideal(ep 1); moe_ep 4, measured lower, stays."""
+    carried from moe_ep 1 (its fixed part, the one-token time beyond ideal, kept; the rest at ideal(ep 2) /
+    ideal(ep 1)); moe_ep 4, measured lower, stays."""
     ns = (1, 2, 4, 8, 16, 32, 64, 128)
     rows = [
         dict(
@@ -211,10 +213,11 @@ def test_a_block_that_repeats_a_split_on_fewer_gpus_is_left_out(tmp_path):
     row, key = moe_blocks.near_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15)
     assert key[6] == 1  # moe_ep 1 and 4 are both 1 log2 step of GPUs from 2 (distance 100): key order
     one = moe_blocks.block_row(str(path), "bf16", (2880, 2880, 4, 128, 1, 1))
-    ratio = moe_blocks.ideal("bfloat16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15) / moe_blocks.ideal(
-        "bfloat16", (2880, 2880, 4, 128, 1, 1), 8e12, 2.25e15
-    )
-    np.testing.assert_allclose(row, one * ratio, rtol=1e-12)
+    have = moe_blocks.ideal("bfloat16", (2880, 2880, 4, 128, 1, 1), 8e12, 2.25e15)
+    ratio = moe_blocks.ideal("bfloat16", (2880, 2880, 4, 128, 1, 2), 8e12, 2.25e15) / have
+    f = one[0] - have[0]  # 60 us at one token; ideal: 4 experts' BF16 weights (199 MB) at 8 TB/s, 24.9 us
+    assert abs(f - (60e-6 - 4 * 3 * 2880 * 2880 * 2 / 8e12)) < 1e-9
+    np.testing.assert_allclose(row, f + (one - f) * ratio, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
