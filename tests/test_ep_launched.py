@@ -1,7 +1,8 @@
 """Rows recorded with experts split by tensor parallelism whose launch enabled expert parallelism
 (framework/data/validation/aic_mapping.yaml `expert_parallel_launched`; framework/runs/aic_parallel.py
 ep_launched): InferenceX's minimaxm2.5_fp8_{b200,h200}.sh tested `[ "$EP_SIZE" -ge 1 ]`, so the vLLM
-0.17.0 B200 and 0.18.0 H200 MiniMax-M2.5 runs passed --enable-expert-parallel though EP_SIZE was 1."""
+0.17.0 B200 and 0.18.0 H200 MiniMax-M2.5 runs passed --enable-expert-parallel though EP_SIZE was 1; its
+gptoss_fp4_h200_trt_slurm.sh of 2025-11 passed --ep_size=$TP to TensorRT-LLM."""
 
 import pandas as pd
 import pytest
@@ -57,3 +58,22 @@ def test_twice_counting_dump_row_falls_back_to_the_launch():
     row = _row("0.17.0", "b200_sxm", 2, 1, 2, 1, src="source_file=2026-04-06.csv; silicon_concurrency=16")
     assert aic_parallel.counted_twice(row) and aic_parallel.twice_counted(row) is None
     assert aic_parallel.launched(row) == (2, 1, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "measured, cols, split",
+    [
+        ("2025-11-02", (8, 1, 8, 1), (8, 1, 1, 8)),  # `--ep_size=$TP` in the 2025-11-01 script: EP8
+        ("2025-11-02", (2, 1, 2, 1), (2, 1, 1, 2)),
+        ("2025-12-15", (4, 1, 4, 1), None),  # another date: as recorded
+    ],
+)
+def test_trtllm_gpt_oss_h200_rows_of_2025_11_02_ran_ep_equal_tp(measured, cols, split):
+    """InferenceX's gptoss_fp4_h200_trt_slurm.sh @e06929c70 launched trtllm-serve --tp_size=$TP --ep_size=$TP;
+    the rows of its 2025-11-02 run (no backend_version) record moe_tp_size = tp_size, moe_ep_size 1."""
+    from decodelab.runs import aic_parallel
+
+    src = f"source_file=2026-04-06.csv; model=GPT-OSS-120B; silicon_concurrency=8; measured={measured}T00:00:00.000Z"
+    row = _row("", "h200_sxm", *cols, src=src, model="openai/gpt-oss-120b")
+    row["backend"] = "trtllm"
+    assert aic_parallel.launched(row) == split

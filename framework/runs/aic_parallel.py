@@ -64,8 +64,8 @@ def twice_counted(row) -> Optional[Split]:
 def ep_launched(row) -> Optional[Split]:
     """(tp, 1, 1, tp) of an aggregated row that fits an `expert_parallel_launched` entry and records
     its experts split by tensor parallelism (attention_dp_size 1, moe_tp_size = tp_size >= 2,
-    moe_ep_size 1), though its launch passed --enable-expert-parallel: vLLM then places whole
-    experts over the tp_size GPUs (EP = TP); None otherwise."""
+    moe_ep_size 1), though its launch enabled expert parallelism (vLLM --enable-expert-parallel,
+    TensorRT-LLM --ep_size=$TP): whole experts over the tp_size GPUs (EP = TP); None otherwise."""
     entries = mapping().get("expert_parallel_launched") or []
     if not any(fits(e["match"], row) for e in entries):  # fits: aggregated rows only
         return None
