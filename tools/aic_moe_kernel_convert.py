@@ -85,6 +85,19 @@ BORROWS = (
         "fp8_block",
         OPS + "b200_sxm_moe_vllm_0.19.0.parquet",
     ),
+    # vLLM's Marlin W4A16 MoE on Hopper (VLLM_MXFP4_USE_MARLIN=1 in InferenceX's gpt-oss H100 / H200 scripts from PR
+    # #327): no table of this commit times it at gpt-oss's shape; vLLM 0.24.0's collector builds FusedMoE and times
+    # the Marlin kernel on MXFP4 weights (Kimi-K3's block) and on INT4 weights (Kimi-K2's), one family for the
+    # `marlin` backend (decodelab.opcost.moe_blocks SOLE). The 0.14.0 tables' own int4_wo rows (`vllm_marlin_moe`)
+    # are the legacy collector's fused_experts, 2-5x slower than these at the same block: kept, not named
+    *(
+        (chip, "vllm/0.24.0", kernel, dtype, OPS + f"{chip}_moe_vllm_0.14.0.parquet")
+        for chip in ("h100_sxm", "h200_sxm")
+        for kernel, dtype in (
+            ("vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu", "w4a16_mxfp4"),
+            ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "int4_wo"),
+        )
+    ),
 )
 
 

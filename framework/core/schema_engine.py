@@ -90,7 +90,8 @@ class EngineConfig:
     moe_mxfp4: str = "w4a16"
     # The MoE backend (TensorRT-LLM's moe_config.backend), which picks the measured MoE kernel where a
     # table times several (opcost/moe_blocks.py KERNELS): trtllm (TRTLLM-gen) | cutlass | deepgemm | triton (vLLM's
-    # and SGLang's Triton fused MoE) | "" (every kernel the table holds, their median);
+    # and SGLang's Triton fused MoE) | marlin (vLLM's Marlin W4A16 MoE) | "" (every kernel the table holds, their
+    # median);
     # moe_backend_attention_dp: the backend under attention DP
     # ("" = moe_backend), as InferenceX's DeepSeek NVFP4 scripts switch TRTLLM to CUTLASS;
     # moe_backend_fp8_block: the backend of block-scaled FP8 weights where a launch sets another one for

@@ -25,7 +25,7 @@ import numpy as np
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak
 from decodelab.opcost.base import table_mismatch
-from decodelab.opcost.moe_blocks import DTYPES, block_row, near_row, problem, served
+from decodelab.opcost.moe_blocks import DTYPES, SOLE, block_row, near_row, problem, served, times_kernel
 from decodelab.kernel_layout import Law, Lin, M_GRID
 
 NAME = "moe"
@@ -63,6 +63,8 @@ def block_of(op, paths, dtype: str, bw: float, peak: float, backend: str = ""):
     table holds either (the roofline law). `backend`: the engine's MoE kernel (curves)."""
     shape = tuple(int(x) for x in op.moe_block[1:7])  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
     paths = list(dict.fromkeys(p for p in paths if p))
+    if backend in SOLE:  # the tables that time the backend's own kernel, where one does
+        paths = [p for p in paths if times_kernel(p, dtype, backend)] or paths
     for dt in (dtype, SIBLING.get(dtype)):
         if dt is None:
             continue

@@ -85,11 +85,29 @@ KERNELS = {
     "cutlass": ("moe_torch_flow_cutlass", "deepgemm"),
     "deepgemm": ("deepgemm",),
     "triton": ("vllm_fused_moe", "sglang_fused_moe_triton"),
+    # vLLM's Marlin W4A16 MoE (marlin_moe_wna16; VLLM_MXFP4_USE_MARLIN=1 on Hopper), timed by AIConfigurator's
+    # vLLM 0.24.0 collector on MXFP4 and INT4 weights (tools/aic_moe_kernel_convert.py BORROWS)
+    "marlin": (
+        "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+        "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts",
+    ),
 }
 # Kernels a table holds from another collection of the kernel (another engine's or a later version's;
 # tools/aic_moe_kernel_convert.py BORROWS): read only by a backend that names them, never in another backend's
 # fallback or the median of ""
-ONLY_NAMED = ("sglang_flashinfer_trtllm_moe", "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic")
+ONLY_NAMED = (
+    "sglang_flashinfer_trtllm_moe",
+    "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+    *KERNELS["marlin"],
+)
+# Backends read only from the tables that time their own kernel, carried from its nearest measured block before
+# any other kernel's exact one (opcost/moe.py block_of), and the table dtypes whose blocks their kernel runs alike
+# (nearest). Marlin dequantizes each 4-bit weight type to BF16 in the same tile loop and runs BF16 mma.sync: its
+# vLLM 0.24.0 H200 blocks on INT4 (Kimi-K2's, hidden 7168, expert FFN 2048, top-8 of 384) and MXFP4 weights
+# (Kimi-K3's, 3584 / 3072, top-16 of 896) reach the same share of their ideal time at every count (moe_tp 8:
+# 0.11 / 0.10 at 1 token, 0.33 / 0.33 at 8, 0.47 / 0.48 at 64, 0.13 / 0.12 at 4096), where the Triton MXFP4
+# kernel at gpt-oss's shape reaches 0.55-0.57 at 4k-16k tokens: a kernel apart, not a shape apart
+SOLE = {"marlin": ("w4a16_mxfp4", "int4_wo")}
 Key = Tuple[str, int, int, int, int, int, int]
 # Bytes per expert weight of a table dtype (block scales: 1/32 B per MXFP4 weight, 1/16 per NVFP4)
 WEIGHT_BYTES = {
@@ -114,6 +132,9 @@ def kernel_rows(df, backend: str):
 
     if "kernel_source" not in df.columns:
         return df
+    if backend in SOLE:  # a dtype its kernel measured: that kernel's rows only
+        own, dts = df.kernel_source.isin(KERNELS[backend]), df.moe_dtype
+        df = df[own | ~dts.isin(dts[own].unique())]
     source = df.kernel_source.to_numpy()
     blocks = pd.MultiIndex.from_frame(df[BLOCK])
     keep = np.zeros(len(df), bool)
@@ -174,6 +195,23 @@ def _unsplit(out) -> set:
     return drop
 
 
+def family(dtype: str, backend: str) -> Tuple[str, ...]:
+    """The table dtypes whose blocks stand for a `dtype` block under `backend` (SOLE), else its own."""
+    dt = DTYPES.get(dtype, dtype)
+    return SOLE[backend] if dt in SOLE.get(backend, ()) else (dt,)
+
+
+@table_cache(maxsize=64)
+def times_kernel(path: str, dtype: str, backend: str) -> bool:
+    """Whether the table at `path` times blocks of `dtype`'s family with one of `backend`'s kernels."""
+    known = {v: v for v in DTYPES.values()}
+    df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
+    if "kernel_source" not in df.columns:
+        return False
+    mine = df.kernel_source.isin(KERNELS.get(backend, ())) & df.moe_dtype.isin(family(dtype, backend))
+    return bool(mine.any())
+
+
 def problem(path: str) -> Optional[str]:
     """The problem of the MoE table at `path` (one line), or None."""
     return tables.problem(curves, path)
@@ -184,7 +222,7 @@ def block_row(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") 
     """Seconds of the routed-expert block at the kernel's M_GRID token counts (read-only), or None
     where the table lacks the dtype or the exact shape (hidden, expert FFN, top-k, experts, moe_tp,
     moe_ep); `backend`: curves'."""
-    c = curves(path, backend).get((DTYPES.get(dtype, ""), *shape))
+    c = curves(path, backend).get((DTYPES.get(dtype, dtype), *shape))
     if c is None or len(c[0]) < MIN_POINTS:
         return None
     return tables.grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
@@ -242,10 +280,11 @@ def _distance(a: Key, b: Key) -> float:
 
 @table_cache(maxsize=1024)
 def nearest(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") -> Optional[Key]:
-    """The table's measured block (its key) nearest to `shape` in `dtype` (_distance; ties: the
-    first in key order), or None where the table holds no block of the dtype with enough points."""
-    want = (DTYPES.get(dtype, ""), *shape)
-    have = sorted(k for k, c in curves(path, backend).items() if k[0] == want[0] and len(c[0]) >= MIN_POINTS)
+    """The table's measured block (its key) nearest to `shape` in `dtype` or a dtype of its family
+    under `backend` (_distance; ties: the first in key order), or None where the table holds no such
+    block with enough points."""
+    want, dts = (DTYPES.get(dtype, ""), *shape), family(dtype, backend)
+    have = sorted(k for k, c in curves(path, backend).items() if k[0] in dts and len(c[0]) >= MIN_POINTS)
     return min(have, key=lambda k: _distance(want, k)) if have else None
 
 
@@ -253,11 +292,12 @@ def near_row(path: str, dtype: str, shape, bw: float, peak: float, backend: str 
     """(seconds at M_GRID, the measured key it was carried from) of a block the table does not
     hold: the nearest measured block's fixed part f (its time beyond its ideal time at the first
     count, at least 0) plus the rest x ideal(wanted) / ideal(measured) at each token count,
-    f + (t - f) x ratio; None where the table holds nothing of the dtype."""
+    f + (t - f) x ratio (each ideal time of its own dtype's weights); None where the table holds
+    nothing of the dtype (or of its family under `backend`)."""
     key = nearest(path, dtype, tuple(shape), backend)
     if key is None:
         return None
-    row = block_row(path, dtype, key[1:], backend)
+    row = block_row(path, key[0], key[1:], backend)
     have = ideal(key[0], key[1:], bw, peak)
     fixed = max(float(row[0] - have[0]), 0.0)
-    return fixed + (row - fixed) * ideal(key[0], shape, bw, peak) / have, key
+    return fixed + (row - fixed) * ideal(DTYPES.get(dtype, key[0]), shape, bw, peak) / have, key
