@@ -98,14 +98,27 @@ def test_gpt_oss_on_h200_under_marlin_names_the_block_it_came_from():
     )
 
 
-@pytest.mark.parametrize("system, launched", [("h100_sxm", True), ("h200_sxm", True), ("b200_sxm", False)])
-def test_inferencex_gpt_oss_vllm_hopper_rows_run_marlin(system, launched):
-    """VLLM_MXFP4_USE_MARLIN=1 in InferenceX's gptoss_fp4_h{100,200}.sh from PR #327 (2026-01-02)."""
+@pytest.mark.parametrize(
+    "system, version, launched",
+    [
+        ("h100_sxm", "0.18.0", True),
+        ("h200_sxm", "0.18.0", True),
+        ("h200_sxm", "", False),
+        ("b200_sxm", "0.18.0", False),
+    ],
+)
+def test_inferencex_gpt_oss_vllm_hopper_rows_run_marlin(system, version, launched):
+    """VLLM_MXFP4_USE_MARLIN=1 in InferenceX's gptoss_fp4_h{100,200}.sh from PR #327 (2026-01-02): the 0.18.0 rows,
+    not the version-less ones of 2025-11-02 (v0.10.2)."""
     from conftest import inferencex_source, silicon_row
     from decodelab.runs import aic_rows
 
     source = inferencex_source("GPT-OSS-120B", 16, "2026-03-25T00:00:00Z", "vllm/vllm-openai:v0.18.0")
-    row = silicon_row(
-        source, backend="vllm", backend_version="0.18.0", model_path="openai/gpt-oss-120b", system=system
-    )
+    who = {
+        "backend": "vllm",
+        "backend_version": version,
+        "model_path": "openai/gpt-oss-120b",
+        "system": system,
+    }
+    row = silicon_row(source, **who)
     assert ("engine.moe_backend=marlin" in aic_rows.launch_of(row)["launch_overrides"]) == launched
