@@ -77,3 +77,18 @@ def test_trtllm_gpt_oss_h200_rows_of_2025_11_02_ran_ep_equal_tp(measured, cols, 
     row = _row("", "h200_sxm", *cols, src=src, model="openai/gpt-oss-120b")
     row["backend"] = "trtllm"
     assert aic_parallel.launched(row) == split
+
+
+@pytest.mark.parametrize(
+    "measured, split",
+    [("2025-11-02", (8, 1, 1, 8)), ("2025-11-10", (8, 1, 1, 8)), ("2025-11-18", None)],
+)
+def test_sglang_fp4_b200_rows_of_2025_11_ran_ep_equal_tp(measured, split):
+    """InferenceX's dsr1_fp4_b200_docker.sh @4b860b78e passed --enable-ep-moe (SGLang: ep_size = tp_size); the rows
+    of 2025-11-02 and 2025-11-10 (no backend_version) record moe_tp_size = tp_size, moe_ep_size 1."""
+    from decodelab.runs import aic_parallel
+
+    src = f"source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=8; measured={measured}T00:00:00.000Z"
+    row = _row("", "b200_sxm", 8, 1, 8, 1, src=src, model="deepseek-ai/DeepSeek-R1")
+    row["backend"], row["precision"] = "sglang", "fp4"
+    assert aic_parallel.launched(row) == split

@@ -140,3 +140,14 @@ def test_the_gpt_oss_vllm_h100_rows_at_512_are_refused():
     ok["batch_size"] = "64"
     ok["silicon_data_source"] = IX.format(day="2025-12-08").replace("32", "64")
     assert aic_rows.to_row(ok, 1)["refuse"] == ""
+
+
+def test_the_sglang_fp4_checkpoint_and_moe_kernel():
+    """Every InferenceX SGLang B200 FP4 script runs FlashInfer's TRTLLM-gen MoE; the 2025-11-02 runs served
+    DeepSeek-R1-0528-FP4 (o_proj BF16), every later one the -V2 checkpoint (o_proj NVFP4)."""
+    v2 = "model.quant_bf16_ops.nvfp4=[qkv_a_proj,q_b_proj,q_absorb,v_absorb,kv_b_decompress]"
+    for day, launch, checkpoint_v2 in (("2025-11-02", "-v1", False), ("2026-03-25", "", True)):
+        r = aic_rows.to_row(row(silicon_data_source=IX.format(day=day)), 1)
+        assert r["launch"] == "inferencex-sglang-dsr1-b200-fp4" + launch
+        assert "engine.moe_backend=trtllm" in r["launch_overrides"]
+        assert (v2 in r["launch_overrides"]) == checkpoint_v2

@@ -76,6 +76,15 @@ BORROWS = (
         "fp8_block",
         OPS + "b200_sxm_moe_sglang_0.5.9.parquet",
     ),
+    # SGLang `--moe-runner-backend flashinfer_trtllm` (`--enable-flashinfer-trtllm-moe` before d8fe8f73e) on NVFP4
+    # experts: every InferenceX SGLang B200 FP4 script; 0.5.9's collection times CuteDSL only for nvfp4
+    (
+        "b200_sxm",
+        "sglang/0.5.14",
+        "sglang_flashinfer_trtllm_moe",
+        "nvfp4",
+        OPS + "b200_sxm_moe_sglang_0.5.9.parquet",
+    ),
     # vLLM 0.19's fp8 oracle on SM100 (FLASHINFER_TRTLLM first): its 0.19.0 table is the legacy collector's Triton
     # fused_experts; 0.24.0's collector builds FusedMoE, so vLLM picks the kernel (TrtLlmFp8ExpertsMonolithic)
     (
@@ -103,7 +112,8 @@ BORROWS = (
 
 def borrow(chip: str, engine_version: str, kernel: str, dtype: str, out: str) -> None:
     """Append the balanced `dtype` rows of `kernel` from AIConfigurator's `engine_version` table of `chip` to the
-    shipped table `out` (median over repeats, kernel_source kept); rows of that kernel already there are replaced."""
+    shipped table `out` (median over repeats, kernel_source kept); rows of that kernel and dtype already there are
+    replaced."""
     src_path = SRC.replace("trtllm/{version}", engine_version).format(chip=chip)
     blob = subprocess.run(
         ["git", "-C", AIC, "show", f"{COMMIT}:{src_path}"], capture_output=True, check=True
@@ -113,7 +123,7 @@ def borrow(chip: str, engine_version: str, kernel: str, dtype: str, out: str) ->
     add = src.groupby(KEYS + ["kernel_source"], sort=True).latency.median().reset_index()
     add = add.rename(columns={"latency": "latency_ms"})
     shipped = pd.read_parquet(out)
-    keep = shipped[shipped.kernel_source != kernel]
+    keep = shipped[(shipped.kernel_source != kernel) | (shipped.moe_dtype != dtype)]
     add = add[shipped.columns].astype(shipped.dtypes.to_dict())
     pd.concat([keep, add], ignore_index=True).to_parquet(out, index=False, compression="zstd")
     print(out, len(keep), "rows kept +", len(add), f"{dtype} rows of {kernel}", file=sys.stderr)
