@@ -5,7 +5,7 @@ sources: framework/data/validation/aic_mapping.yaml `ep_counted_twice`, `expert_
 
 - `launched`: rows of a dump that counts the expert-parallel size twice (InferenceX single-node runs
   of T GPUs with EP E = T recorded as T x E GPUs) -> (tp, attention_dp, moe_tp, moe_ep) of the T GPUs;
-  and rows recorded with experts split by tensor parallelism (moe_tp = tp_size) whose launch script
+  rows whose launch script chose EP and attention DP itself (`script_parallel`); and rows recorded with experts split by tensor parallelism (moe_tp = tp_size) whose launch script
   enabled expert parallelism anyway (`ep_launched`) -> experts over the tp_size GPUs;
 - `unrecorded_dp`: TensorRT-LLM MoE rows whose tp_size holds attention-DP ranks that attention_dp_size
   does not record (silicon_concurrency = batch_size x tp_size) -> the attention-DP size.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from decodelab.runs.aic_mapping import cell, fits, mapping
+from decodelab.runs.aic_mapping import cell, fits, mapping, stated_clients
 
 Split = Tuple[int, int, int, int]  # tp (attention), attention_dp, moe_tp, moe_ep
 
@@ -37,8 +37,34 @@ def counted_twice(row) -> bool:
 
 def launched(row) -> Optional[Split]:
     """(tp, attention_dp, moe_tp, moe_ep) of the GPUs a row ran on where its columns do not say it
-    (twice_counted, else ep_launched), or None."""
-    return (twice_counted(row) if counted_twice(row) else None) or ep_launched(row)
+    (twice_counted, else script_split, else ep_launched), or None."""
+    return (twice_counted(row) if counted_twice(row) else None) or script_split(row) or ep_launched(row)
+
+
+def _rule_fits(rule: dict, row, tp: int, clients: int) -> bool:
+    """Whether a `script_parallel` rule's tp / isl / osl (absent: any) fit and the clients exceed its `above`."""
+    same = all(
+        str(rule[k]) == str(v)
+        for k, v in (("tp", tp), ("isl", _int(row, "isl")), ("osl", _int(row, "osl")))
+        if k in rule
+    )
+    return same and clients > int(rule.get("above", 0))
+
+
+def script_split(row) -> Optional[Split]:
+    """(tp, 1, 1, tp) or, with attention DP, (1, tp, 1, tp) of an aggregated row that fits a `script_parallel`
+    entry (its launch script chose expert and attention parallelism from TP, ISL, OSL and clients; the row
+    records tp_size only): the first of the entry's rules that fits sets them; None where none fits (the row
+    ran as recorded) or no entry does."""
+    tp, adp, mtp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1), _int(row, "moe_tp_size", 0)
+    if tp < 2 or adp != 1 or mtp not in (tp, 0):
+        return None
+    clients = stated_clients(row) or _int(row, "batch_size", 0)
+    for e in mapping().get("script_parallel") or []:
+        if fits(e["match"], row):
+            rule = next((r for r in e["rules"] if _rule_fits(r, row, tp, clients)), None)
+            return None if rule is None else ((1, tp, 1, tp) if rule.get("dp") else (tp, 1, 1, tp))
+    return None
 
 
 def twice_counted(row) -> Optional[Split]:
