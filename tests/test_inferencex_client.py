@@ -151,3 +151,11 @@ def test_the_sglang_fp4_checkpoint_and_moe_kernel():
         assert r["launch"] == "inferencex-sglang-dsr1-b200-fp4" + launch
         assert "engine.moe_backend=trtllm" in r["launch_overrides"]
         assert (v2 in r["launch_overrides"]) == checkpoint_v2
+
+
+def test_the_2025_11_18_sglang_fp8_rows_take_the_v0_5_5_engine_file():
+    """No backend_version, but nvidia-master.yaml @189ae51cc ran lmsysorg/sglang:v0.5.5-cu129-amd64."""
+    r = aic_rows.launch_of(
+        row(precision="fp8", backend_version="", silicon_data_source=IX.format(day="2025-11-18"))
+    )
+    assert (r["launch"], r["engine_file"]) == ("inferencex-sglang-dsr1-b200-fp8-v0-5-5", "sglang_0_5_8")
