@@ -63,7 +63,9 @@ def script_split(row) -> Optional[Split]:
     for e in mapping().get("script_parallel") or []:
         if fits(e["match"], row):
             rule = next((r for r in e["rules"] if _rule_fits(r, row, tp, clients)), None)
-            return None if rule is None else ((1, tp, 1, tp) if rule.get("dp") else (tp, 1, 1, tp))
+            if rule is None or not rule.get("ep"):
+                return None
+            return (1, tp, 1, tp) if rule.get("dp") else (tp, 1, 1, tp)
     return None
 
 
