@@ -54,13 +54,10 @@ def test_the_launches_by_version_and_date():
         aic_row(backend="vllm", backend_version="0.15.1", model_path="openai/gpt-oss-120b")
     )
     assert "engine.moe_mxfp4=w4a8" in gptoss["launch_overrides"] and gptoss["tokens_rule"] == ()
-    assert (
-        "workload.kv_dtype=fp8" in gptoss["launch_overrides"]
-    )  # kv-cache-dtype fp8 from 25506e87c (2025-12-05)
-    for system in (
-        "b200_sxm",
-        "h200_sxm",
-    ):  # v0.10.2 (2025-11-02): async-scheduling, the auto (BF16) KV cache
+    # kv-cache-dtype fp8 from 25506e87c (2025-12-05)
+    assert "workload.kv_dtype=fp8" in gptoss["launch_overrides"]
+    # v0.10.2 (2025-11-02): async-scheduling, the auto (BF16) KV cache
+    for system in ("b200_sxm", "h200_sxm"):
         row = aic_row(backend="vllm", backend_version="", model_path="openai/gpt-oss-120b", system=system)
         old = aic_rows.launch_of(row)["launch_overrides"]
         assert "engine.overlap=true" in old and not any(o.startswith("workload.kv_dtype") for o in old)
