@@ -5,8 +5,9 @@ sources: framework/data/validation/aic_mapping.yaml `ep_counted_twice`, `expert_
 
 - `launched`: rows of a dump that counts the expert-parallel size twice (InferenceX single-node runs
   of T GPUs with EP E = T recorded as T x E GPUs) -> (tp, attention_dp, moe_tp, moe_ep) of the T GPUs;
-  rows whose launch script chose EP and attention DP itself (`script_parallel`); and rows recorded with experts split by tensor parallelism (moe_tp = tp_size) whose launch script
-  enabled expert parallelism anyway (`ep_launched`) -> experts over the tp_size GPUs;
+  rows recorded with experts split by tensor parallelism (moe_tp = tp_size) whose launch script chose
+  EP and attention DP itself (`script_split`) or enabled expert parallelism anyway (`ep_launched`)
+  -> experts over the tp_size GPUs;
 - `unrecorded_dp`: TensorRT-LLM MoE rows whose tp_size holds attention-DP ranks that attention_dp_size
   does not record (silicon_concurrency = batch_size x tp_size) -> the attention-DP size.
 
@@ -51,13 +52,21 @@ def _rule_fits(rule: dict, row, tp: int, clients: int) -> bool:
     return same and clients > int(rule.get("above", 0))
 
 
+def tp_split_recorded(row) -> Optional[int]:
+    """tp_size of a row that records its experts split by tensor parallelism over two or more GPUs
+    (attention_dp_size 1, moe_tp_size = tp_size, moe_ep_size 1; empty cells read so), else None."""
+    tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
+    mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)
+    return tp if tp >= 2 and adp == 1 and mtp == tp and mep == 1 else None
+
+
 def script_split(row) -> Optional[Split]:
     """(tp, 1, 1, tp) or, with attention DP, (1, tp, 1, tp) of an aggregated row that fits a `script_parallel`
     entry (its launch script chose expert and attention parallelism from TP, ISL, OSL and clients; the row
     records tp_size only): the first of the entry's rules that fits sets them; None where none fits (the row
     ran as recorded) or no entry does."""
-    tp, adp, mtp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1), _int(row, "moe_tp_size", 0)
-    if tp < 2 or adp != 1 or mtp not in (tp, 0):
+    tp = tp_split_recorded(row)
+    if tp is None:
         return None
     clients = stated_clients(row) or _int(row, "batch_size", 0)
     for e in mapping().get("script_parallel") or []:
@@ -97,9 +106,8 @@ def ep_launched(row) -> Optional[Split]:
     entries = mapping().get("expert_parallel_launched") or []
     if not any(fits(e["match"], row) for e in entries):  # fits: aggregated rows only
         return None
-    tp, adp = _int(row, "tp_size", 1), _int(row, "attention_dp_size", 1)
-    mtp, mep = _int(row, "moe_tp_size", tp), _int(row, "moe_ep_size", 1)
-    return (tp, 1, 1, tp) if tp >= 2 and adp == 1 and mtp == tp and mep == 1 else None
+    tp = tp_split_recorded(row)
+    return None if tp is None else (tp, 1, 1, tp)
 
 
 def unified_tp(row, is_moe: bool) -> Optional[Split]:
