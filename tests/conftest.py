@@ -42,6 +42,10 @@ def _compose_cached(overrides: tuple):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
+# the serving front end off (engine.frontend): hand-worked scheduler timings start at the scheduler
+NO_FRONTEND = ("engine.frontend.request_ms=0", "engine.frontend.tokenize_us_per_token=0")
+
+
 def compose_cfg(*overrides: str):
     """The composed config for `overrides` (tracking off); a private deep copy the caller may
     mutate. Compositions are cached, so repeating a combination costs a deepcopy (~2 ms)."""
@@ -71,7 +75,7 @@ def assert_serve_matches_reference(cfg):
         draft,
     )  # fmt: skip
     cols = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
-    np.testing.assert_allclose(req[:, cols], reference_table(ref), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(req[:, cols], reference_table(ref, p["delay"]), rtol=1e-9, atol=1e-12)
     return steps
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
+from conftest import NO_FRONTEND, UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
 from decodelab.core.build import build
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
@@ -60,6 +60,7 @@ def test_the_release_period_by_hand():
 
 
 ADP = ("hardware=dgx_h100", "hardware.n_chips=2", "hardware.tensor_parallel=2", "hardware.attention_dp=2")
+ADP += NO_FRONTEND
 
 
 def _serve(trace, *balance):

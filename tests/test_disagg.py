@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import compose_cfg, decodelab, the_run_dir
+from conftest import NO_FRONTEND, compose_cfg, decodelab, the_run_dir
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
@@ -22,6 +22,7 @@ REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_IT
 FIXED = ("workload.prompt_dist.kind=fixed", "workload.output_dist.kind=fixed")
 # the hardware's per-step host cost instead of the engine loop's (as tests/test_serving.py)
 HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
+HW_HOST += NO_FRONTEND
 ONE = ("workload=open_loop", "workload.n_requests=1", "workload.prompt_len=1024", "workload.output_len=8")
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from conftest import NO_FRONTEND, compose_cfg
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
@@ -27,6 +27,7 @@ from test_disagg_recipes import POOLS, T588, frame, row
 # a small model given an MTP module (tests/test_serving_mtp.py), the hardware's host cost per step
 SMALL = ("model=llama3_2_1b", "hardware=h100_sxm", "model.n_mtp_modules=1")
 HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
+HW_HOST += NO_FRONTEND
 HW_HOST += ("engine.eager_launch_us=null",)  # no per-kernel dispatch of eager steps: the GPU time shows
 FIXED = ("workload.prompt_dist.kind=fixed", "workload.output_dist.kind=fixed")
 ONE = ("workload=open_loop", "workload.n_requests=1", "workload.prompt_len=1024", "workload.output_len=9")

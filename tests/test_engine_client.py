@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import cli, compose_cfg, one_client_cfg, runs_in
+from conftest import NO_FRONTEND, cli, compose_cfg, one_client_cfg, runs_in
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
@@ -397,6 +397,7 @@ def test_lookahead_needs_an_idle_engine_to_wait_no_longer():
             "workload.output_len=3",
             "engine.overlap=true",
             f"engine.lookahead={lookahead}",
+            *NO_FRONTEND,
         )
         req, steps, *_ = S.simulate_serving(cfg, build(cfg))
         assert req[1, Req.FIRST_STEP] == 3  # request 0: steps 0-2; request 1's prefill: step 3
@@ -417,6 +418,7 @@ def _closed_pair(lookahead: str):
         f"engine.lookahead={lookahead}",
         "engine.host_iter_us=1",
         "engine.host_per_req_us=0",
+        *NO_FRONTEND,
     )
     p = S.prepare(cfg, build(cfg))
     args = list(p["kernel_args"])

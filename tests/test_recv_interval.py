@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
+from conftest import NO_FRONTEND, UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
 from decodelab.core.build import build
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
@@ -54,6 +54,7 @@ def _serve(trace, interval):
         "engine=vllm",
         "engine.lookahead=false",
         f"engine.recv_interval={interval}",
+        *NO_FRONTEND,
     )
     design = build(cfg)
     req, steps, *_ = S.simulate_serving(cfg, design)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import cli, compose_cfg
+from conftest import NO_FRONTEND, cli, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
@@ -25,6 +25,7 @@ REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_IT
 SMALL = ("workload.n_requests=16", "workload.prompt_len=300", "workload.output_len=12")
 # the hardware's per-step host cost instead of the engine loop's (the static-decode setting)
 HW_HOST = ("engine.host_iter_us=null", "engine.host_per_req_us=0", "engine.overlap=false")
+HW_HOST += NO_FRONTEND
 
 
 def _run(*overrides, caps=None):
@@ -200,7 +201,7 @@ def test_numba_matches_reference(case):
     ref = reference_serve(
         design, cfg, mixed, engine_dict(eng, p["buckets"]), p["arrival"], p["prompt"], p["output"], p["think"]
     )
-    np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(req[:, REQ_COLS], reference_table(ref, p["delay"]), rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.slow

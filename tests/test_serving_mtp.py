@@ -13,7 +13,7 @@ from decodelab.modes.serving import mtp
 from decodelab.modes.serving import metrics as SM
 from decodelab.core.build import build
 
-from conftest import assert_serve_matches_reference, compose_cfg
+from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
 from decodelab.modes.serving.layout import StepLog
 
 # a small model given an MTP module, so the tests build in a second
@@ -43,7 +43,7 @@ def test_one_client_steps_by_hand():
     an output of 9 tokens takes 1 + 4 steps (8 without MTP); each decode step verifies 2 tokens."""
     base = ("workload=closed_loop", "workload.concurrency=1", "workload.n_requests=1")
     base += ("workload.prompt_len=200", "workload.output_len=9", "workload.warmup_requests=0")
-    base += ("engine.host_iter_us=0", "engine.host_per_req_us=0")  # the GPU step, not the host loop
+    base += ("engine.host_iter_us=0", "engine.host_per_req_us=0", *NO_FRONTEND)  # the GPU step alone
     on = resolved(compose_cfg(*SMALL, *base, "model.mtp_acceptance=[1.0]", "engine.mtp.k=1"))
     off = resolved(compose_cfg(*SMALL, *base))
     steps_on = assert_serve_matches_reference(on)

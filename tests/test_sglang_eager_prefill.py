@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import assert_serve_matches_reference, compose_cfg
+from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Req, StepLog
@@ -53,6 +53,7 @@ def test_one_client_prefill_step_is_host_bound():
         "workload.n_requests=1",
         "workload.prompt_len=1000",
         "workload.output_len=4",
+        *NO_FRONTEND,  # TTFT from the scheduler's arrival
     )
     design = build(cfg)
     req, steps, *_ = S.simulate_serving(cfg, design)

@@ -56,6 +56,18 @@ class EngineMtpConfig:
 
 
 @dataclass
+class EngineFrontendConfig:
+    """The engine's serving front end on the path of every request (modes/serving/frontend.py): the
+    HTTP server, prompt tokenization, the hand-over to the scheduler process and, for the first
+    token, detokenization and streaming. A request reaches the scheduler `request_ms` +
+    `tokenize_us_per_token` x its prompt tokens after the client sends it; TTFT and end-to-end
+    latency are timed from the send, as the benchmark client times them. 0 / 0: not modelled."""
+
+    request_ms: float = 0.0
+    tokenize_us_per_token: float = 0.0
+
+
+@dataclass
 class EngineConfig:
     """Serving-engine behaviour (framework/modes/serving/scheduler.py); used when workload.kind != static,
     but for the kernel fields (fused_add_norm, separate_rope), which every mode's forward pass takes."""
@@ -162,3 +174,4 @@ class EngineConfig:
     sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # opcost/sampler.py
     dp_attention: EngineDpAttentionConfig = field(default_factory=EngineDpAttentionConfig)
     mtp: EngineMtpConfig = field(default_factory=EngineMtpConfig)  # modes/serving/mtp.py
+    frontend: EngineFrontendConfig = field(default_factory=EngineFrontendConfig)  # modes/serving/frontend.py

@@ -37,6 +37,7 @@ from decodelab.components.placement import GIB
 from decodelab.core import cost
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError
+from decodelab.modes.serving import frontend
 from decodelab.modes.serving.disagg_closed import simulate_closed
 from decodelab.modes.serving.disagg_pools import (
     POOLS,
@@ -100,7 +101,8 @@ def simulate_open(cfg) -> Dict[str, object]:
     P = cfg.disagg.prefill.instances * groups(pc)
     D = cfg.disagg.decode.instances * groups(dc)
     src, dst = np.arange(n) % P, np.arange(n) % D
-    pre, pre_steps = run_ranks(ppool, src, arrival, prompt, np.ones(n), False, "prefill")
+    sent = arrival + frontend.delays(cfg.engine, prompt)  # at the prefill pool (engine.frontend)
+    pre, pre_steps = run_ranks(ppool, src, sent, prompt, np.ones(n), False, "prefill")
     done = pre[:, Req.DONE]
     tokens = kept_tokens(prompt, pd_.kv_caps)
     bpt = (kv_bytes_per_token_chip(pd_), kv_bytes_per_token_chip(dd))

@@ -28,6 +28,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from decodelab.modes.serving import frontend
 from decodelab.modes.serving.disagg_pools import (
     groups,
     kept_tokens,
@@ -72,7 +73,8 @@ def one_round(cfg, pools, reqs, delay: np.ndarray, units) -> Dict[str, object]:
     think = delay + cfg.workload.think_ms * 1e-3
     d_req, d_steps = run_instance(*dec, first, prompt, output, True, "decode", think=think)
     send = d_req[:, Req.ARRIVAL] - delay
-    rows, p_steps, j_of, r_of, q_of = prefill_cohorts(pre, send, prompt, copies, ranks)
+    at_pool = send + frontend.delays(cfg.engine, prompt)  # the front end before the prefill pool
+    rows, p_steps, j_of, r_of, q_of = prefill_cohorts(pre, at_pool, prompt, copies, ranks)
     bpt = max(kv_bytes_per_token_chip(pre[1]), kv_bytes_per_token_chip(dec[1]))
     kv_bytes = kept_tokens(prompt, pre[1].kv_caps) * bpt
     link = cfg.disagg.kv_link

@@ -27,14 +27,7 @@ def check_engine(e) -> None:
             "engine.on_kv_full=preempt needs chunked prefill (engine.chunk_size > 0): a "
             "preempted request recomputes prompt + output, which can exceed the budget"
         )
-    if e.host_iter_us is not None and not e.host_iter_us >= 0:
-        errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
-    if not e.host_per_req_us >= 0:
-        errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
-    if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
-        errors.append(
-            f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
-        )
+    errors += host_errors(e)
     if not 0.0 <= e.admit_ratio <= 1.0:
         errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
     elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
@@ -70,3 +63,22 @@ def check_engine(e) -> None:
         errors.append(f"engine.batch_buckets={list(e.batch_buckets)} must all be >= 1")
     if errors:
         raise ConfigError("\n".join(errors))
+
+
+def host_errors(e) -> list:
+    """The bad host-side fields: the scheduler loop, eager dispatch and the front end."""
+    errors = []
+    if e.host_iter_us is not None and not e.host_iter_us >= 0:
+        errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
+    if not e.host_per_req_us >= 0:
+        errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
+    for name in ("request_ms", "tokenize_us_per_token"):
+        if not getattr(e.frontend, name) >= 0:
+            errors.append(
+                f"engine.frontend.{name}={getattr(e.frontend, name)} must be >= 0 (0: not modelled)"
+            )
+    if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
+        errors.append(
+            f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
+        )
+    return errors

@@ -393,6 +393,9 @@ def reference_serve(
     return reqs
 
 
-def reference_table(reqs: List[Req]) -> np.ndarray:
-    """Per-request (arrival, start, first token, done, preemptions, max ITL) rows."""
-    return np.array([(r.arrival, r.start, r.first, r.done_t, r.preempted, r.max_itl) for r in reqs])
+def reference_table(reqs: List[Req], delay=None) -> np.ndarray:
+    """Per-request (arrival, start, first token, done, preemptions, max ITL) rows; `delay` (the front end's)
+    gives the arrival as the client's send, as simulate_serving does."""
+    t = np.array([(r.arrival, r.start, r.first, r.done_t, r.preempted, r.max_itl) for r in reqs])
+    t[:, 0] -= 0.0 if delay is None else delay
+    return t

@@ -17,9 +17,7 @@ from decodelab.components.placement import GIB
 from decodelab.core.kv_costs import ReadModel
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
-from decodelab.modes.serving import mtp
-from decodelab.modes.serving import recv as RV
-from decodelab.modes.serving import scheduler as SK
+from decodelab.modes.serving import frontend, mtp, recv as RV, scheduler as SK
 from decodelab.core.build import Design, build
 from decodelab.core.result import Result
 from decodelab.modes.serving.engine_check import check_engine
@@ -318,6 +316,8 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
     groups = parallel.serving_groups(cfg)  # data-parallel attention: one group is simulated
     arrival, prompt, output = group_requests(cfg.workload, cfg.model.max_context, groups)
     think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)  # closed loop: per request
+    delay = frontend.delays(cfg.engine, prompt)  # send -> scheduler (engine.frontend)
+    arrival, think = frontend.to_scheduler(arrival, think, delay)
     if mixed is None:
         mixed, notes = mixed_design(cfg, design)
     else:  # the caller built it (decodelab validate: once per design, many workloads)
@@ -358,6 +358,7 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
         "prompt": prompt,
         "output": output,
         "think": think,
+        "delay": delay,
         "draft": draft,
         "notes": notes + more,
     }
@@ -373,7 +374,7 @@ def simulate_serving(cfg, design: Design, mixed: Design = None, draft: Optional[
             "the scheduler could not place every request (KV pool or token budget "
             "too small for a waiting request)"
         )
-    return req, steps, mixed, eng, notes
+    return frontend.to_client(req, p["delay"]), steps, mixed, eng, notes
 
 
 def evaluate_serving(

@@ -1,0 +1,93 @@
+"""The serving front end (engine.frontend; framework/modes/serving/frontend.py): the delay worked by
+hand, TTFT and end-to-end latency timed from the client's send in the aggregated and the
+disaggregated modes, closed and open loops, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import NO_FRONTEND as OFF, compose_cfg
+from decodelab.errors import ConfigError
+from decodelab.modes.dispatch import evaluate
+from decodelab.modes.serving import frontend
+from decodelab.modes.serving.layout import Req
+
+ONE_CLIENT = ("workload=closed_loop", "workload.concurrency=1", "workload.n_requests=4")
+ONE_CLIENT += ("workload.prompt_len=1024", "workload.output_len=8", "workload.warmup_requests=0")
+FIXED = ("workload.prompt_dist.kind=fixed", "workload.output_dist.kind=fixed")
+
+
+def test_delay_by_hand():
+    """6.9 ms + 1.0 us x 1024 tokens = 7.924 ms; 8192 tokens: 6.9 + 8.192 = 15.092 ms."""
+    cfg = compose_cfg("engine=default")
+    assert (cfg.engine.frontend.request_ms, cfg.engine.frontend.tokenize_us_per_token) == (6.9, 1.0)
+    d = frontend.delays(cfg.engine, np.array([1024, 8192]))
+    assert d * 1e3 == pytest.approx([7.924, 15.092], rel=1e-12)
+
+
+def test_arrivals_move_and_come_back():
+    arrival, think = np.array([0.0, np.nan]), np.array([0.5, 0.5])
+    delay = np.array([0.01, 0.02])
+    a, t = frontend.to_scheduler(arrival, think, delay)
+    assert a[0] == 0.01 and np.isnan(a[1]) and t.tolist() == [0.51, 0.52]
+    req = np.zeros((2, Req.size))
+    req[:, Req.ARRIVAL] = [0.01, 3.02]
+    back = frontend.to_client(req, delay)
+    assert back[:, Req.ARRIVAL].tolist() == pytest.approx([0.0, 3.0])
+    assert req[1, Req.ARRIVAL] == 3.02  # the scheduler's rows are not changed in place
+
+
+@pytest.mark.parametrize("engine", ["default", "vllm", "sglang"])
+def test_one_client_ttft_grows_by_the_delay(engine):
+    """One client never queues behind another request: its TTFT and end-to-end latency grow by
+    exactly the front end's 7.924 ms (1024-token prompts), its TPOT not at all."""
+    base = ("model=llama3_2_1b", "hardware=h100_sxm", f"engine={engine}", *ONE_CLIENT, *FIXED)
+    off = evaluate(compose_cfg(*base, *OFF)).metrics
+    on = evaluate(compose_cfg(*base)).metrics
+    assert on["ttft_ms"] - off["ttft_ms"] == pytest.approx(7.924, rel=1e-9)
+    assert on["e2e_ms"] - off["e2e_ms"] == pytest.approx(7.924, rel=1e-9)
+    assert on["tpot_ms"] == pytest.approx(off["tpot_ms"], rel=1e-12)
+
+
+def test_open_loop_every_request_from_its_send():
+    """Open loop at 2 requests/s on a 1B model: no request waits for another, so every request's
+    TTFT, and its time from send to its first step (queue_ms), grows by the 7.924 ms."""
+    base = ("model=llama3_2_1b", "hardware=h100_sxm", "workload=open_loop", "workload.arrival_rate=2")
+    base += ("workload.n_requests=8", "workload.prompt_len=1024", "workload.output_len=8", *FIXED)
+    off = evaluate(compose_cfg(*base, *OFF), keep_steps=True)
+    on = evaluate(compose_cfg(*base), keep_steps=True)
+    r0, r1 = off.serving["requests"], on.serving["requests"]
+    assert r1[:, Req.ARRIVAL] == pytest.approx(r0[:, Req.ARRIVAL], rel=1e-12)  # the sends
+    ttft0, ttft1 = r0[:, Req.FIRST] - r0[:, Req.ARRIVAL], r1[:, Req.FIRST] - r1[:, Req.ARRIVAL]
+    assert (ttft1 - ttft0) * 1e3 == pytest.approx(np.full(8, 7.924), rel=1e-9)
+    assert on.metrics["queue_ms"] - off.metrics["queue_ms"] == pytest.approx(7.924, rel=1e-9)
+
+
+def test_disaggregated_ttft_grows_by_the_delay():
+    """One request, open loop, through a 1P1D deployment: the prefill pool sees it 7.924 ms after
+    the send; its first token, timed from the send, comes that much later."""
+    base = ("model=llama3_1_8b", "hardware=h100_sxm", "disagg=ib_1p1d", "workload=open_loop")
+    base += ("workload.n_requests=1", "workload.prompt_len=1024", "workload.output_len=8", *FIXED)
+    off = evaluate(compose_cfg(*base, *OFF)).metrics
+    on = evaluate(compose_cfg(*base)).metrics
+    assert on["ttft_ms"] - off["ttft_ms"] == pytest.approx(7.924, rel=1e-9)
+    assert on["prefill_ttft_ms"] - off["prefill_ttft_ms"] == pytest.approx(7.924, rel=1e-9)
+
+
+def test_closed_loop_disaggregated_ttft_grows_by_the_delay():
+    base = ("model=llama3_1_8b", "hardware=h100_sxm", "disagg=ib_1p1d", *ONE_CLIENT, *FIXED)
+    off = evaluate(compose_cfg(*base, *OFF)).metrics
+    on = evaluate(compose_cfg(*base)).metrics
+    assert on["ttft_ms"] - off["ttft_ms"] == pytest.approx(7.924, rel=1e-6)
+
+
+@pytest.mark.parametrize("field", ["request_ms", "tokenize_us_per_token"])
+def test_negative_front_end_is_one_error_line(field):
+    res = evaluate(compose_cfg("workload=closed_loop", f"engine.frontend.{field}=-1"))
+    assert res.status == "invalid"
+    assert f"engine.frontend.{field}=-1" in res.reason and "must be >= 0" in res.reason
+    with pytest.raises(ConfigError):
+        from decodelab.modes.serving.engine_check import check_engine
+
+        check_engine(compose_cfg(f"engine.frontend.{field}=-1").engine)
