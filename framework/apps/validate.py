@@ -159,7 +159,7 @@ def print_groups(df, groups, con, title: str = GROUP_TITLE) -> None:
     con.print(s)
 
 
-AIC_GROUPS = ("system", "model", "engine", "version", "mode")
+AIC_GROUPS = ("system", "model", "engine", "version", "mode", "launches")
 
 
 def print_aic(df, csv: Path) -> None:
@@ -181,8 +181,12 @@ def print_aic(df, csv: Path) -> None:
         t.add_row(r["status"], r["kind"], str(r["rows"]), str(r["row"]), r["reason"])
     con.print(t)
     ok = df[df["status"] == "ok"]
+    cand = ok["candidate"] if "candidate" in ok.columns else [None] * len(ok)
     ok = ok.assign(
-        version=[f"{e} {v or '-'} ({c})" for e, v, c in zip(ok.engine, ok.engine_version, ok.engine_config)]
+        version=[f"{e} {v or '-'} ({c})" for e, v, c in zip(ok.engine, ok.engine_version, ok.engine_config)],
+        launches=[
+            "mean of candidates" if " of " in str(c) else "one" for c in cand
+        ],  # runs/aic_candidates.py
     )
     print_groups(ok, AIC_GROUPS, con, f"{csv.name}: the rows run, {GROUP_TITLE}")
     con.print(

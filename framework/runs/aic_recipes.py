@@ -209,6 +209,33 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
     return {**columns, **kv_of(row), "concurrency": clients}, ""
 
 
+def candidates(row, twin: Optional[Dict[str, int]] = None) -> List[Dict[str, object]]:
+    """Where pools_of finds several launches a row may have run (recipes of different pools, or of
+    the same pools with and without MTP): pools_of's columns of each distinct one (its recipes' files
+    in `recipe`), for validate to run them all and report their mean; [] when pools_of settles the
+    row or a candidate's draft length is not known."""
+    clients = stated_clients(row)
+    found = matches(row, clients) if clients is not None else []
+    found = (of_pools(found, clients, twin) if twin else []) or found
+    groups: Dict[tuple, List[dict]] = {}
+    for e in found:
+        groups.setdefault((_pools(e), e["mtp"]), []).append(e)
+    drafts = [[draft_tokens(e) for e in g] for g in groups.values()]
+    if len(groups) < 2 or any(None in d or any(x != d[0] for x in d) for d in drafts):
+        return []
+    return [
+        {
+            **_columns(g[0], clients),
+            **d[0],
+            **pool_backends(g),
+            "recipe": files(g),
+            **kv_of(row),
+            "concurrency": clients,
+        }
+        for g, d in zip(groups.values(), drafts)
+    ]
+
+
 def files(found: List[dict]) -> str:
     """The recipe files of `found`, once each in order (the rows CSV's `recipe`)."""
     return "; ".join(dict.fromkeys(e["config_file"] or f"{e['key']} conc-list" for e in found))

@@ -351,14 +351,18 @@ def to_row(row, n: int, twins=None) -> dict:
     return out
 
 
-def frame(csv: Path):
-    """The rows of an AIConfigurator CSV as decodelab's (to_row), one per data row, in order."""
+def frame(csv: Path, expand=None):
+    """The rows of an AIConfigurator CSV as decodelab's (to_row), one per data row, in order;
+    `expand(record, row, twin)`: the records a row becomes instead (aic_candidates.expand)."""
     import pandas as pd
 
     rows = [row for _, row in read_csv(csv).iterrows()]
     disagg = [r for r in rows if cell(r, "mode").lower() == "disagg" and recorded(r)]
     twins = {twin_key(r): r for r in disagg}
-    return pd.DataFrame([to_row(row, n, twins) for n, row in enumerate(rows, start=1)])
+    recs = [(to_row(row, n, twins), row) for n, row in enumerate(rows, start=1)]
+    return pd.DataFrame(
+        [x for rec, row in recs for x in (expand(rec, row, twins.get(twin_key(row))) if expand else [rec])]
+    )
 
 
 def reason_kind(reason: str) -> str:

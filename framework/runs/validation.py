@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_candidates, aic_rows
 from decodelab.runs.validation_names import (  # noqa: F401 (part of this module's API)
     engine_config_name,
     engine_maps,
@@ -237,7 +237,7 @@ def _frame(csv: Path):
     import pandas as pd
 
     if aic_rows.is_aic(csv):
-        df = aic_rows.frame(csv)
+        df = aic_rows.frame(csv, aic_candidates.expand)  # open launches: one row per candidate
         if df.empty:
             raise ValueError(f"{csv.name} has a header but no data rows")
         return df, list(df["refuse"]), True
@@ -310,7 +310,10 @@ def run_validations(
     recs = predict_rows(items, list(overrides or []), static, launch, jobs)
     out = []
     for i in range(len(csvs)):
-        df = pd.DataFrame([{**r, "row": num[1]} for (num, _, _), r in zip(items, recs) if num[0] == i])
+        df = pd.DataFrame(
+            [{**r, "row": r.get("row", num[1])} for (num, _, _), r in zip(items, recs) if num[0] == i]
+        )
+        df = aic_candidates.combine(df)  # a row run as several candidate launches: their mean
         df["engine_map"] = engine_maps(df)
         for k in (
             INT_COLUMNS

@@ -305,8 +305,8 @@ def row_version(row) -> str:
 
 # Columns of an AIConfigurator row (runs/aic_rows.py) a record keeps: the CSV's data row, its id,
 # system and mode, its client and whether its TTFT is a serving measurement (runs/aic_clients.py), and
-# the recipe a disaggregated row ran (runs/aic_recipes.py files)
-ROW_KEYS = ("row", "id", "system", "mode", "client", "ttft_ok", "ttft_note", "recipe")
+# the recipe a disaggregated row ran (runs/aic_recipes.py files) or the candidate it is (aic_candidates.py)
+ROW_KEYS = ("row", "id", "system", "mode", "client", "ttft_ok", "ttft_note", "recipe", "candidate")
 
 
 def record(row, key, res, launch: str = "") -> dict:

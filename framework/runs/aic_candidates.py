@@ -1,0 +1,75 @@
+"""Disaggregated rows whose launch the data leaves open: the rows of an InferenceX run that record
+no pools and match several of its benchmark recipes (recipes of different pools, or of the same
+pools with and without MTP; framework/runs/aic_recipes.py). `decodelab validate` runs each
+candidate launch (`expand`: one row per candidate, column `candidate` "i/k") and reports the row
+once, with the mean of the candidates' predictions and their range in its reason (`combine`): the
+expectation over launches the data cannot tell apart, each weighted the same, rather than a
+refusal. A row whose candidates cannot all run (an MTP recipe's draft length not known) stays
+refused with its reason."""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from decodelab.runs import aic_recipes, aic_rows
+from decodelab.runs.validation_steps import output_rate
+
+# pools_of's refusals that name several launches (aic_recipes.pools_of)
+OPEN = ("ambiguous recipe:", "MTP or not:")
+
+
+def expand(rec: dict, row, twin) -> List[dict]:
+    """`rec` (aic_rows.to_row of CSV row `row`) as one row per candidate launch, or [rec]."""
+    if rec.get("mode") != "disagg" or not any(k in str(rec.get("refuse", "")) for k in OPEN):
+        return [rec]
+    model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))
+    found = aic_recipes.candidates(row, aic_rows.twin_pools(twin, model))
+    k = len(found)
+    return [
+        {**rec, **c, "tp": c["decode_tp"], "refuse": "", "candidate": f"{i}/{k}"}
+        for i, c in enumerate(found, start=1)
+    ] or [rec]
+
+
+def _merged(g) -> dict:
+    """One validation record for the candidate records `g` of one CSV row."""
+    ok = g[g["status"] == "ok"]
+    out = (ok if len(ok) else g).iloc[0].to_dict()
+    out["recipe"] = " | ".join(str(r) for r in g["recipe"])
+    out["candidate"] = f"{len(ok)} of {len(g)}"
+    if not len(ok):
+        return out
+    for q in ("ttft", "tpot"):
+        out[f"{q}_pred"] = float(ok[f"{q}_pred"].mean())
+    out["tput_pred"] = float(output_rate(out["concurrency"], out["osl"], out["ttft_pred"], out["tpot_pred"]))
+    for q in ("ttft", "tpot", "tput"):
+        out[f"{q}_err_pct"] = 100.0 * (out[f"{q}_pred"] / out[f"{q}_meas"] - 1.0)
+    t, p = ok["ttft_pred"], ok["tpot_pred"]
+    out["reason"] = (
+        f"the mean of {len(ok)} candidate launches (TTFT {t.min():.0f}-{t.max():.0f} ms, TPOT "
+        f"{p.min():.2f}-{p.max():.2f} ms)"
+        + (
+            f"; {len(g) - len(ok)} not run: {g[g['status'] != 'ok']['reason'].iloc[0]}"
+            if len(ok) < len(g)
+            else ""
+        )
+    )
+    return out
+
+
+def combine(df):
+    """The validation table with each expanded row's candidate records merged into one (_merged),
+    in CSV row order; a table without candidates as it is."""
+    import pandas as pd
+
+    if "candidate" not in df.columns:
+        return df
+    cand = df["candidate"].astype(str).str.contains("/", regex=False)
+    if not cand.any():
+        return df
+    merged = pd.DataFrame([_merged(g) for _, g in df[cand].groupby("row", sort=False)])
+    out = pd.concat([df[~cand], merged], ignore_index=True)
+    order = np.argsort(out["row"].to_numpy(), kind="stable")
+    return out.iloc[order].reset_index(drop=True)
