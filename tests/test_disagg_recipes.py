@@ -151,3 +151,18 @@ def test_a_twin_that_records_the_pools_picks_the_recipe(tmp_path):
     assert r["refuse"] == "" and [r["decode_workers"], r["decode_dp"], r["decode_batch"]] == [2, 8, 32]
     alone = frame(tmp_path, row(512, t="2026-02-11T01:17:05Z", engine=sg), other).iloc[0]
     assert aic_rows.reason_kind(alone["refuse"]) == "mode=disagg ambiguous recipe"
+
+
+def test_sglang_pools_take_their_recipe_files_memory_share(tmp_path):
+    """B200 SGLang FP4 1k/1k at 32 clients runs low-latency-dep4-1p-tep8-6d, whose srt-slurm file gives
+    both pools `mem-fraction-static: 0.85` (aic_mapping.yaml `disagg_recipes.mem_fraction`): each pool's
+    engine sizes its KV pool as 0.85 of the GPU less the weights, without a start-up profile; a pool
+    whose recipe states none keeps the engine file's rule."""
+    from decodelab.runs.validation_disagg import mem_fraction, pool_settings
+
+    r = frame(tmp_path, row(32, t="2026-02-11T01:17:05Z", engine=SGL_FP4)).iloc[0]
+    assert (r["prefill_mem_fraction"], r["decode_mem_fraction"]) == (0.85, 0.85)
+    want = {"kv_mem_basis": "total", "profile_reserve": False, "kv_mem_fraction": 0.85}
+    engine = pool_settings(r, "sglang", False)["disagg.decode.engine"]
+    assert {k: engine[k] for k in want} == want
+    assert mem_fraction({"decode_mem_fraction": float("nan")}, "decode") == {}

@@ -205,7 +205,8 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
             f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
             "(aic_mapping.yaml disagg_recipes mtp_steps)",
         )
-    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found), "recipe": files(found)}
+    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found), **mem_fractions(found)}
+    columns["recipe"] = files(found)
     return {**columns, **kv_of(row), "concurrency": clients}, ""
 
 
@@ -228,6 +229,7 @@ def candidates(row, twin: Optional[Dict[str, int]] = None) -> List[Dict[str, obj
             **_columns(g[0], clients),
             **d[0],
             **pool_backends(g),
+            **mem_fractions(g),
             "recipe": files(g),
             **kv_of(row),
             "concurrency": clients,
@@ -239,6 +241,19 @@ def candidates(row, twin: Optional[Dict[str, int]] = None) -> List[Dict[str, obj
 def files(found: List[dict]) -> str:
     """The recipe files of `found`, once each in order (the rows CSV's `recipe`)."""
     return "; ".join(dict.fromkeys(e["config_file"] or f"{e['key']} conc-list" for e in found))
+
+
+def mem_fractions(found: List[dict]) -> Dict[str, float]:
+    """{"prefill_mem_fraction", "decode_mem_fraction"}: the share of the GPU each pool's engine takes
+    for weights and KV as the recipe files of `found` state it (aic_mapping.yaml
+    `disagg_recipes.mem_fraction`), each where every file states the same one; {} else."""
+    stated = _rule().get("mem_fraction") or {}
+    out: Dict[str, float] = {}
+    for side in ("prefill", "decode"):
+        seen = {(stated.get(e["config_file"]) or {}).get(side) for e in found}
+        if len(seen) == 1 and None not in seen:
+            out[f"{side}_mem_fraction"] = float(seen.pop())
+    return out
 
 
 def pool_backends(found: List[dict]) -> Dict[str, str]:
@@ -263,7 +278,9 @@ def recorded_settings(row, pools: Dict[str, int]) -> Dict[str, object]:
     clients = stated_clients(row)
     found = matches(row, clients) if clients is not None else []
     found = [e for e in of_pools(found, clients, pools) if not e["mtp"]]
-    out: Dict[str, object] = {**pool_backends(found), "recipe": files(found)} if found else {}
+    out: Dict[str, object] = (
+        {**pool_backends(found), **mem_fractions(found), "recipe": files(found)} if found else {}
+    )
     steps = {tuple(sorted(prefill_step(e).items())) for e in found}
     if len(steps) == 1 and (step := dict(steps.pop())):
         out.update(prefill_batch=step.get("batch", 0), prefill_tokens=step.get("tokens", 0))

@@ -98,10 +98,20 @@ def moe_backend(row, side: str) -> str:
     return v if isinstance(v, str) else ""
 
 
+def mem_fraction(row, side: str) -> Dict[str, object]:
+    """The pool's KV pool as its recipe sizes it (`<side>_mem_fraction`: aic_recipes.mem_fractions,
+    SGLang's --mem-fraction-static): that share of the GPU for weights and KV, no start-up profile;
+    {} (the engine file's) where none is stated."""
+    v = row.get(f"{side}_mem_fraction")
+    if v is None or v != v or v == "":
+        return {}
+    return {"kv_mem_basis": "total", "profile_reserve": False, "kv_mem_fraction": float(v)}
+
+
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
     (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend
-    its recipe states (for every weight dtype and attention mapping: one per pool), and under
+    and memory share its recipe states (for every weight dtype and attention mapping: one per pool), and under
     AIConfigurator's launch (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
@@ -114,6 +124,7 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
         backend = moe_backend(row, side)
         if backend:
             engine.update({f"moe_backend{s}": backend for s in ("", "_attention_dp", "_fp8_block")})
+        engine.update(mem_fraction(row, side))
         if engine:
             out[f"disagg.{side}.engine"] = engine
     return out
