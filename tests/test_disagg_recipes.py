@@ -166,3 +166,17 @@ def test_sglang_pools_take_their_recipe_files_memory_share(tmp_path):
     engine = pool_settings(r, "sglang", False)["disagg.decode.engine"]
     assert {k: engine[k] for k in want} == want
     assert mem_fraction({"decode_mem_fraction": float("nan")}, "decode") == {}
+
+
+def test_trtllm_pools_take_their_recipe_files_free_memory_share(tmp_path):
+    """The 4096-client TensorRT-LLM row of test_one_row_recipe_by_hand runs
+    ctx1_gen1_dep8_batch512_eplb0_mtp0, whose file sets kv_cache_config.free_gpu_memory_fraction 0.75
+    (prefill) and 0.8 (decode): each pool keeps TensorRT-LLM's rule (a share of what the weights and
+    the start-up profile leave) at its own share."""
+    from decodelab.runs.validation_disagg import mem_fraction, pool_settings
+
+    r = frame(tmp_path, row(4096)).iloc[0]
+    assert (r["prefill_mem_fraction"], r["decode_mem_fraction"]) == (0.75, 0.8)
+    assert mem_fraction(r, "prefill", "trtllm") == {"kv_mem_basis": "free", "kv_mem_fraction": 0.75}
+    engine = pool_settings(r, "trtllm", False)["disagg.decode.engine"]
+    assert (engine["kv_mem_basis"], engine["kv_mem_fraction"]) == ("free", 0.8)

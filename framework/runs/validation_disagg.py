@@ -98,13 +98,16 @@ def moe_backend(row, side: str) -> str:
     return v if isinstance(v, str) else ""
 
 
-def mem_fraction(row, side: str) -> Dict[str, object]:
-    """The pool's KV pool as its recipe sizes it (`<side>_mem_fraction`: aic_recipes.mem_fractions,
-    SGLang's --mem-fraction-static): that share of the GPU for weights and KV, no start-up profile;
-    {} (the engine file's) where none is stated."""
+def mem_fraction(row, side: str, family: str = "sglang") -> Dict[str, object]:
+    """The pool's KV pool as its recipe sizes it (`<side>_mem_fraction`: aic_recipes.mem_fractions):
+    SGLang's --mem-fraction-static, that share of the GPU for weights and KV, no start-up profile;
+    TensorRT-LLM's free_gpu_memory_fraction, that share of what the weights and the start-up
+    profile leave; {} (the engine file's) where none is stated."""
     v = row.get(f"{side}_mem_fraction")
     if v is None or v != v or v == "":
         return {}
+    if family == "trtllm":
+        return {"kv_mem_basis": "free", "kv_mem_fraction": float(v)}
     return {"kv_mem_basis": "total", "profile_reserve": False, "kv_mem_fraction": float(v)}
 
 
@@ -124,7 +127,7 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
         backend = moe_backend(row, side)
         if backend:
             engine.update({f"moe_backend{s}": backend for s in ("", "_attention_dp", "_fp8_block")})
-        engine.update(mem_fraction(row, side))
+        engine.update(mem_fraction(row, side, family))
         if engine:
             out[f"disagg.{side}.engine"] = engine
     return out
