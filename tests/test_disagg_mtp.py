@@ -128,6 +128,8 @@ def test_mtp_recipe_row_runs_with_its_draft_length(tmp_path):
         "mtp.k": 3,
         "mtp.k_attention_dp": 3,
         **cutlass,
+        "kv_mem_basis": "free",  # the file's free_gpu_memory_fraction (aic_mapping.yaml mem_fraction)
+        "kv_mem_fraction": 0.8,
     }
     assert s["disagg.prefill.engine"]["mtp.k"] == 3 and s["disagg.decode.max_batch"] == 16
     assert df.iloc[1]["refuse"].startswith("mode=disagg MTP or not")

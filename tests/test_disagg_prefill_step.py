@@ -24,8 +24,15 @@ def test_trtllm_prefill_step_from_the_recipe_file(tmp_path):
     def moe(b):
         return {f"moe_backend{x}": b for x in ("", "_attention_dp", "_fp8_block")}
 
-    assert got["disagg.prefill.engine"] == {"overlap": False, "max_tokens_per_step": 10240, **moe("trtllm")}
-    assert got["disagg.decode.engine"] == {"max_tokens_per_step": 512, **moe("cutlass")}
+    free = {"kv_mem_basis": "free"}  # the file's free_gpu_memory_fraction (aic_mapping.yaml mem_fraction)
+    want = {"overlap": False, "max_tokens_per_step": 10240, **moe("trtllm"), **free, "kv_mem_fraction": 0.75}
+    assert got["disagg.prefill.engine"] == want
+    assert got["disagg.decode.engine"] == {
+        "max_tokens_per_step": 512,
+        **moe("cutlass"),
+        **free,
+        "kv_mem_fraction": 0.8,
+    }
 
 
 def test_unread_directory_keeps_the_launch_rule(tmp_path):
