@@ -25,7 +25,7 @@ from typing import List
 from decodelab.apps.common import errors, run_module, workers
 from decodelab.config import compose as C
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_candidates, aic_rows
 from decodelab.runs.validation import (
     GROUPS,
     LAUNCHES,
@@ -184,9 +184,7 @@ def print_aic(df, csv: Path) -> None:
     cand = ok["candidate"] if "candidate" in ok.columns else [None] * len(ok)
     ok = ok.assign(
         version=[f"{e} {v or '-'} ({c})" for e, v, c in zip(ok.engine, ok.engine_version, ok.engine_config)],
-        launches=[
-            "mean of candidates" if " of " in str(c) else "one" for c in cand
-        ],  # runs/aic_candidates.py
+        launches=["mean of candidates" if aic_candidates.is_mean(c) else "one" for c in cand],
     )
     print_groups(ok, AIC_GROUPS, con, f"{csv.name}: the rows run, {GROUP_TITLE}")
     con.print(

@@ -59,6 +59,11 @@ def _merged(g) -> dict:
     return out
 
 
+def is_mean(candidate) -> bool:
+    """Whether a record's `candidate` marks a row reported as its candidates' mean (_merged: "k of n")."""
+    return " of " in str(candidate)
+
+
 def combine(df):
     """The validation table with each expanded row's candidate records merged into one (_merged),
     in CSV row order; a table without candidates as it is."""

@@ -179,8 +179,7 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
     clients = stated_clients(row)
     if clients is None:
         return {}, f"{REFUSED} pools not recorded: no silicon_concurrency to match a recipe by"
-    found = matches(row, clients)
-    found = (of_pools(found, clients, twin) if twin else []) or found
+    found = _found(row, clients, twin)
     what = (
         f"{cell(row, 'system')} {cell(row, 'backend')} {cell(row, 'backend_version')} "
         f"{cell(row, 'precision')} {cell(row, 'isl')}/{cell(row, 'osl')} c{clients}"
@@ -205,9 +204,19 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
             f"{REFUSED} MTP recipe: {what} ran {_name(found[0])}: its draft length per pool is not known "
             "(aic_mapping.yaml disagg_recipes mtp_steps)",
         )
-    columns = {**_columns(found[0], clients), **drafts[0], **pool_backends(found), **mem_fractions(found)}
-    columns["recipe"] = files(found)
-    return {**columns, **kv_of(row), "concurrency": clients}, ""
+    return _launch(row, found, drafts[0], clients), ""
+
+
+def _found(row, clients: int, twin: Optional[Dict[str, int]]) -> List[dict]:
+    """The recipes a row of `clients` may have run, narrowed to its twin's pools where one holds them."""
+    found = matches(row, clients)
+    return (of_pools(found, clients, twin) if twin else []) or found
+
+
+def _launch(row, found: List[dict], drafts: Dict[str, int], clients: int) -> Dict[str, object]:
+    """pools_of's columns of one launch: recipes `found` of the same pools and MTP, their `drafts`."""
+    columns = {**_columns(found[0], clients), **drafts, **pool_backends(found), **mem_fractions(found)}
+    return {**columns, "recipe": files(found), **kv_of(row), "concurrency": clients}
 
 
 def candidates(row, twin: Optional[Dict[str, int]] = None) -> List[Dict[str, object]]:
@@ -216,26 +225,14 @@ def candidates(row, twin: Optional[Dict[str, int]] = None) -> List[Dict[str, obj
     in `recipe`), for validate to run them all and report their mean; [] when pools_of settles the
     row or a candidate's draft length is not known."""
     clients = stated_clients(row)
-    found = matches(row, clients) if clients is not None else []
-    found = (of_pools(found, clients, twin) if twin else []) or found
+    found = _found(row, clients, twin) if clients is not None else []
     groups: Dict[tuple, List[dict]] = {}
     for e in found:
         groups.setdefault((_pools(e), e["mtp"]), []).append(e)
     drafts = [[draft_tokens(e) for e in g] for g in groups.values()]
     if len(groups) < 2 or any(None in d or any(x != d[0] for x in d) for d in drafts):
         return []
-    return [
-        {
-            **_columns(g[0], clients),
-            **d[0],
-            **pool_backends(g),
-            **mem_fractions(g),
-            "recipe": files(g),
-            **kv_of(row),
-            "concurrency": clients,
-        }
-        for g, d in zip(groups.values(), drafts)
-    ]
+    return [_launch(row, g, d[0], clients) for g, d in zip(groups.values(), drafts)]
 
 
 def files(found: List[dict]) -> str:
