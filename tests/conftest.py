@@ -43,7 +43,7 @@ def _compose_cached(overrides: tuple):
 
 
 # the serving front end off (engine.frontend): hand-worked scheduler timings start at the scheduler
-NO_FRONTEND = ("engine.frontend.request_ms=0", "engine.frontend.tokenize_us_per_token=0")
+NO_FRONTEND = ("engine.frontend.request_ms=0", "engine.frontend.tokenize_mb_s=0")
 
 
 def compose_cfg(*overrides: str):

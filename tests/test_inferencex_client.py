@@ -50,6 +50,8 @@ def test_the_client_by_source_marker_and_date():
         10,
         2,
     )
+    # random-id prompts; genai-perf's Shakespeare keeps the workload's English prose (NaN: not set)
+    assert after["prompt_bytes_per_token"] == 6.5 and np.isnan(own["prompt_bytes_per_token"])
     assert client_of(row(mode="disagg")) == NO_CLIENT
 
 
@@ -73,7 +75,9 @@ def test_an_inferencex_row_draws_uniform_lengths():
         "fixed",
         8,
     )
-    assert plain.keys() == w.keys()  # the same keys for every row of a design
+    # a key a row leaves out keeps the workload's value (set_row_values restores it)
+    assert w["prompt_bytes_per_token"] == 6.5 and "prompt_bytes_per_token" not in plain
+    assert plain.keys() == w.keys() - {"prompt_bytes_per_token"}
 
 
 def test_a_value_one_row_sets_does_not_leak_into_the_next():

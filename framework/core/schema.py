@@ -288,6 +288,10 @@ class WorkloadConfig:
     arrival_rate: float = 0.0  # open_loop: Poisson arrivals per second (ignored with a trace)
     trace: str = ""  # open_loop: CSV of arrival_s, prompt_len, output_len
     think_ms: float = 0.0  # closed_loop: client delay between a response and its next request
+    # bytes of prompt text per prompt token, what the engine's tokenizer reads (engine.frontend):
+    # English prose 3.9; prompts of random vocabulary ids (benchmark_serving's random dataset) the
+    # vocabulary's mean token length, ~6.5 (sources: conf/workload/closed_loop.yaml)
+    prompt_bytes_per_token: float = 3.9
     # closed_loop benchmark client (aiperf / genai-perf, docs/validation.md, "How a row runs"):
     # warm-up requests run first and are excluded from the metrics; warmup_drain: the client waits
     # until they all end and then releases `concurrency` requests at once (aiperf), so the measured

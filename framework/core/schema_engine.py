@@ -59,12 +59,13 @@ class EngineMtpConfig:
 class EngineFrontendConfig:
     """The engine's serving front end on the path of every request (modes/serving/frontend.py): the
     HTTP server, prompt tokenization, the hand-over to the scheduler process and, for the first
-    token, detokenization and streaming. A request reaches the scheduler `request_ms` +
-    `tokenize_us_per_token` x its prompt tokens after the client sends it; TTFT and end-to-end
-    latency are timed from the send, as the benchmark client times them. 0 / 0: not modelled."""
+    token, detokenization and streaming. A request reaches the scheduler `request_ms` + its prompt's
+    text (prompt tokens x workload.prompt_bytes_per_token) / `tokenize_mb_s` after the client sends
+    it; TTFT and end-to-end latency are timed from the send, as the benchmark client times them.
+    request_ms 0: no fixed cost; tokenize_mb_s 0: tokenization not modelled."""
 
     request_ms: float = 0.0
-    tokenize_us_per_token: float = 0.0
+    tokenize_mb_s: float = 0.0
 
 
 @dataclass

@@ -4,7 +4,7 @@ framework/runs/aic_rows.py to_row uses them).
 
 A row's client sets its workload in decodelab validate (validation_predict.row_workload): the
 length draw (`range_ratio`: uniform integers in [int(L x ratio), L], 1 = fixed lengths), measured
-and warm-up requests per client, and `ttft_ok` (False: the row's TTFT holds more than the serving,
+and warm-up requests per client, the prompt text's bytes per token, and `ttft_ok` (False: the row's TTFT holds more than the serving,
 `ttft_note` says what; validate prints TTFT over the ttft_ok rows and over all)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ NO_CLIENT = {
     "range_ratio": float("nan"),
     "requests_per_client": float("nan"),
     "warmup_per_client": float("nan"),
+    "prompt_bytes_per_token": float("nan"),
     "ttft_ok": True,
     "ttft_note": "",
 }
@@ -49,6 +50,7 @@ def client_of(row) -> dict:
             "range_ratio": float(c["range_ratio"]),
             "requests_per_client": int(c["requests_per_client"]),
             "warmup_per_client": int(w["per_client"]),
+            "prompt_bytes_per_token": float(c.get("prompt_bytes_per_token", "nan")),
             "ttft_ok": bool(w.get("ttft_ok", True)),
             "ttft_note": str(w.get("why", "")),
         }

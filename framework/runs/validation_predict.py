@@ -104,8 +104,9 @@ def row_workload(row, static: bool = False) -> Dict[str, object]:
     """The measured setting: closed loop, `concurrency` clients, isl / osl tokens (static: one
     batch of `concurrency` sequences), and the row's client (runs/aic_clients.py: lengths uniform
     in [int(L x range_ratio), L] where range_ratio < 1, benchmark_serving's draw; measured and
-    warm-up requests per client); without a client column AIConfigurator's (fixed lengths, 10c
-    + 2c). Every row sets the same keys: one composed config per design takes many rows."""
+    warm-up requests per client; the prompt text's bytes per token where the client states it);
+    without a client column AIConfigurator's (fixed lengths, 10c + 2c). One composed config per
+    design takes many rows: a key a row leaves out keeps the workload's value (set_row_values)."""
     c, isl, osl = int(row["concurrency"]), int(row["isl"]), int(row["osl"])
     if static:
         return {"batch_size": c, "prompt_len": isl, "output_len": osl}
@@ -117,6 +118,9 @@ def row_workload(row, static: bool = False) -> Dict[str, object]:
         "n_requests": int(_given(row, "requests_per_client", REQUESTS_PER_CLIENT)) * c,
         "warmup_requests": int(_given(row, "warmup_per_client", WARMUP_PER_CLIENT)) * c,
     }
+    text = _given(row, "prompt_bytes_per_token", 0.0)
+    if text > 0:
+        out["prompt_bytes_per_token"] = text
     for dist, n in (("prompt_dist", isl), ("output_dist", osl)):
         out[f"{dist}.kind"] = "uniform" if ratio < 1.0 else "fixed"
         out[f"{dist}.low"] = int(n * ratio) if ratio < 1.0 else 0

@@ -73,7 +73,7 @@ def one_round(cfg, pools, reqs, delay: np.ndarray, units) -> Dict[str, object]:
     think = delay + cfg.workload.think_ms * 1e-3
     d_req, d_steps = run_instance(*dec, first, prompt, output, True, "decode", think=think)
     send = d_req[:, Req.ARRIVAL] - delay
-    at_pool = send + frontend.delays(cfg.engine, prompt)  # the front end before the prefill pool
+    at_pool = send + frontend.delays(cfg.engine, cfg.workload, prompt)  # front end, then prefill pool
     rows, p_steps, j_of, r_of, q_of = prefill_cohorts(pre, at_pool, prompt, copies, ranks)
     bpt = max(kv_bytes_per_token_chip(pre[1]), kv_bytes_per_token_chip(dec[1]))
     kv_bytes = kept_tokens(prompt, pre[1].kv_caps) * bpt

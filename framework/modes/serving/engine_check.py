@@ -72,7 +72,7 @@ def host_errors(e) -> list:
         errors.append(f"engine.host_iter_us={e.host_iter_us} must be >= 0 (null: hardware.host_step_us)")
     if not e.host_per_req_us >= 0:
         errors.append(f"engine.host_per_req_us={e.host_per_req_us} must be >= 0")
-    for name in ("request_ms", "tokenize_us_per_token"):
+    for name in ("request_ms", "tokenize_mb_s"):
         if not getattr(e.frontend, name) >= 0:
             errors.append(
                 f"engine.frontend.{name}={getattr(e.frontend, name)} must be >= 0 (0: not modelled)"

@@ -3,8 +3,9 @@
 A client's request passes the engine's HTTP server, the tokenization of its prompt and the
 hand-over to the scheduler before the scheduler can take it, and its first token passes
 detokenization and streaming on the way back. The scheduler (scheduler.py) sees each request
-`delay` seconds after the client sends it: delay = request_ms + tokenize_us_per_token x prompt
-tokens (the whole fixed cost is put on the request side; the response side adds the same to TTFT).
+`delay` seconds after the client sends it: delay = request_ms + the prompt's text / tokenize_mb_s,
+the text being prompt tokens x workload.prompt_bytes_per_token (the whole fixed cost is put on the
+request side; the response side adds the same to TTFT).
 The requests' arrival column is turned back into the client's send times after the run, so TTFT
 and end-to-end latency are timed from the send, as the benchmark client times them; a closed-loop
 client sends its next request right after the last token (plus workload.think_ms), and the
@@ -19,10 +20,12 @@ import numpy as np
 from decodelab.modes.serving.layout import Req
 
 
-def delays(engine, prompt: np.ndarray) -> np.ndarray:
+def delays(engine, workload, prompt: np.ndarray) -> np.ndarray:
     """Seconds from each request's send to its arrival at the scheduler."""
     f = engine.frontend
-    return f.request_ms * 1e-3 + f.tokenize_us_per_token * 1e-6 * np.asarray(prompt, dtype=float)
+    text = np.asarray(prompt, dtype=float) * workload.prompt_bytes_per_token  # bytes
+    tokenize = text / (f.tokenize_mb_s * 1e6) if f.tokenize_mb_s > 0 else 0.0 * text
+    return f.request_ms * 1e-3 + tokenize
 
 
 def to_scheduler(arrival: np.ndarray, think: np.ndarray, delay: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

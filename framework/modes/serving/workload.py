@@ -108,6 +108,8 @@ def check_workload(w) -> None:
         raise ConfigError(f"workload.n_requests={w.n_requests} must be >= 0 (0: default count)")
     if not w.think_ms >= 0:
         raise ConfigError(f"workload.think_ms={w.think_ms} must be >= 0")
+    if not w.prompt_bytes_per_token > 0:
+        raise ConfigError(f"workload.prompt_bytes_per_token={w.prompt_bytes_per_token} must be > 0")
     if w.kind == "open_loop" and not w.trace and not w.arrival_rate > 0:
         raise ConfigError(
             f"workload.arrival_rate={w.arrival_rate} must be > 0 for open_loop (or give workload.trace)"
