@@ -52,7 +52,14 @@ def test_the_client_by_source_marker_and_date():
     )
     # random-id prompts; genai-perf's Shakespeare keeps the workload's English prose (NaN: not set)
     assert after["prompt_bytes_per_token"] == 6.5 and np.isnan(own["prompt_bytes_per_token"])
-    assert client_of(row(mode="disagg")) == NO_CLIENT
+    pd_ = client_of(row(mode="disagg"))  # srt-slurm's sa-bench: the same prompts, 2c warm-ups
+    assert (pd_["client"], pd_["range_ratio"], pd_["warmup_per_client"], pd_["prompt_bytes_per_token"]) == (
+        "inferencex-sa-bench",
+        0.8,
+        2,
+        6.5,
+    )
+    assert client_of(row(mode="disagg", silicon_data_source=AIC)) == NO_CLIENT
 
 
 def test_an_inferencex_row_draws_uniform_lengths():

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from decodelab.runs.aic_mapping import MEASURED, cell, fits, mapping
 
-# The columns client_of gives every row; a row no client describes (a disaggregated one, whose
-# sources' clients are not read) keeps validate's client (validation_predict.row_workload)
+# The columns client_of gives every row; a row no client describes keeps validate's client
+# (validation_predict.row_workload)
 NO_CLIENT = {
     "client": "",
     "range_ratio": float("nan"),
@@ -33,13 +33,15 @@ def not_as_stated(row, gpus, concurrency) -> str:
 
 
 def client_of(row) -> dict:
-    """The row's client (NO_CLIENT's columns): the first `clients` entry whose markers are in its
-    silicon_data_source (an entry without markers: any), for aggregated rows; its warm-up the first
-    `warmups` entry whose `before` date is after the row's measured= date (or has no `before`)."""
-    if cell(row, "mode").lower() not in ("", "agg"):
-        return dict(NO_CLIENT)
+    """The row's client (NO_CLIENT's columns): the first `clients` entry of the row's mode (an
+    entry's `mode`, default agg) whose markers are in its silicon_data_source (an entry without
+    markers: any); its warm-up the first `warmups` entry whose `before` date is after the row's
+    measured= date (or has no `before`)."""
+    mode = cell(row, "mode").lower() or "agg"
     source = cell(row, "silicon_data_source")
     for c in mapping().get("clients") or []:
+        if str(c.get("mode", "agg")) != mode:
+            continue
         if c.get("markers") and not any(m in source for m in c["markers"]):
             continue
         m = MEASURED.search(source)
