@@ -108,3 +108,26 @@ def test_prompt_text_must_be_positive():
     res = evaluate(compose_cfg("workload=closed_loop", "workload.prompt_bytes_per_token=0"))
     assert res.status == "invalid"
     assert res.reason == "workload.prompt_bytes_per_token=0.0 must be > 0"
+
+
+def test_serial_tokenizer_queue_by_hand():
+    """One server, first come first served, 1 ms a prompt: two sent at 0 and one at 0.5 ms wait 0,
+    1 and 1.5 ms; a request of unknown send (a closed loop's later one) neither waits nor delays."""
+    wait = frontend.queued(np.array([0.0, 0.0, 0.0005, np.nan]), np.full(4, 0.001))
+    assert wait * 1e3 == pytest.approx([0.0, 1.0, 1.5, 0.0], abs=1e-12)
+    assert frontend.queued(np.array([0.0, 0.01]), np.full(2, 0.001)).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "engine, serial", [("sglang", True), ("vllm_0_19", True), ("vllm", False), ("default", False)]
+)
+def test_a_first_wave_waits_for_a_serial_tokenizer(engine, serial):
+    """Four clients send 1024-token English prompts at t = 0 (1.9968 ms each to tokenize): behind a
+    serial tokenizer the k-th reaches the scheduler k x 1.9968 ms later than the first."""
+    cfg = compose_cfg(f"engine={engine}", "workload=closed_loop")
+    assert cfg.engine.frontend.tokenize_serial is serial
+    d = frontend.delays(cfg.engine, cfg.workload, np.full(4, 1024), np.zeros(4))
+    steps = np.arange(4) * 1.9968 if serial else np.zeros(4)
+    assert d * 1e3 == pytest.approx(DELAY_1K + steps, rel=1e-12)
+    later = frontend.delays(cfg.engine, cfg.workload, np.full(4, 1024), np.full(4, np.nan))
+    assert later * 1e3 == pytest.approx(np.full(4, DELAY_1K), rel=1e-12)

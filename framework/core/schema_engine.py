@@ -62,10 +62,13 @@ class EngineFrontendConfig:
     token, detokenization and streaming. A request reaches the scheduler `request_ms` + its prompt's
     text (prompt tokens x workload.prompt_bytes_per_token) / `tokenize_mb_s` after the client sends
     it; TTFT and end-to-end latency are timed from the send, as the benchmark client times them.
-    request_ms 0: no fixed cost; tokenize_mb_s 0: tokenization not modelled."""
+    request_ms 0: no fixed cost; tokenize_mb_s 0: tokenization not modelled. tokenize_serial: the
+    server tokenizes one prompt after another, so a prompt sent while others are being tokenized
+    waits for them (requests whose send is known in advance: an open loop's, a closed loop's first)."""
 
     request_ms: float = 0.0
     tokenize_mb_s: float = 0.0
+    tokenize_serial: bool = False
 
 
 @dataclass

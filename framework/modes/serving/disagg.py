@@ -101,7 +101,7 @@ def simulate_open(cfg) -> Dict[str, object]:
     P = cfg.disagg.prefill.instances * groups(pc)
     D = cfg.disagg.decode.instances * groups(dc)
     src, dst = np.arange(n) % P, np.arange(n) % D
-    # at the prefill pool after the front end (engine.frontend)
+    # at the prefill pool after the front end (engine.frontend; no tokenizer queue: frontend.py)
     sent = arrival + frontend.delays(cfg.engine, cfg.workload, prompt)
     pre, pre_steps = run_ranks(ppool, src, sent, prompt, np.ones(n), False, "prefill")
     done = pre[:, Req.DONE]

@@ -316,7 +316,7 @@ def prepare(cfg, design: Design, mixed: Design = None, draft: Optional[tuple] = 
     groups = parallel.serving_groups(cfg)  # data-parallel attention: one group is simulated
     arrival, prompt, output = group_requests(cfg.workload, cfg.model.max_context, groups)
     think = np.full(len(prompt), cfg.workload.think_ms * 1e-3)  # closed loop: per request
-    delay = frontend.delays(cfg.engine, cfg.workload, prompt)  # send -> scheduler (engine.frontend)
+    delay = frontend.delays(cfg.engine, cfg.workload, prompt, arrival)  # send -> scheduler (engine.frontend)
     arrival, think = frontend.to_scheduler(arrival, think, delay)
     if mixed is None:
         mixed, notes = mixed_design(cfg, design)
