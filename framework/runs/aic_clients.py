@@ -4,8 +4,9 @@ framework/runs/aic_rows.py to_row uses them).
 
 A row's client sets its workload in decodelab validate (validation_predict.row_workload): the
 length draw (`range_ratio`: uniform integers in [int(L x ratio), L], 1 = fixed lengths), measured
-and warm-up requests per client, the prompt text's bytes per token, and `ttft_ok` (False: the row's TTFT holds more than the serving,
-`ttft_note` says what; validate prints TTFT over the ttft_ok rows and over all)."""
+and warm-up requests per client, the prompt text's bytes per token, and `ttft_ok` (False: the
+row's TTFT holds more than the serving, `ttft_note` says what; validate prints TTFT over the
+ttft_ok rows and over all)."""
 
 from __future__ import annotations
 
