@@ -156,7 +156,7 @@ def test_whole_prompt_of_the_full_budget_is_not_starved():
         ("vllm", "0.13.0", "vllm"),  # listed: the same defaults (conf/engine/vllm.yaml)
         ("vllm", "0.14.0", "vllm_0_14"),
         ("vllm", "0.14.1", "vllm_0_14"),  # nearest earlier listed version: 0.14.0
-        ("vllm", "0.16.0", "vllm_0_14"),
+        ("vllm", "0.16.0", "vllm_0_16"),  # its serial tokenizer (conf/engine/vllm_0_16.yaml)
         ("vllm", "0.17.0", "vllm_0_19"),  # the Triton top-k / top-p kernel from 0.17.0
         ("vllm", "0.19.0", "vllm_0_19"),
         ("vllm", "0.20.1", "vllm_0_19"),

@@ -119,7 +119,15 @@ def test_serial_tokenizer_queue_by_hand():
 
 
 @pytest.mark.parametrize(
-    "engine, serial", [("sglang", True), ("vllm_0_19", True), ("vllm", False), ("default", False)]
+    "engine, serial",
+    [
+        ("sglang", True),
+        ("vllm_0_16", True),
+        ("vllm_0_19", True),
+        ("vllm_0_14", False),
+        ("vllm", False),
+        ("default", False),
+    ],
 )
 def test_a_first_wave_waits_for_a_serial_tokenizer(engine, serial):
     """Four clients send 1024-token English prompts at t = 0 (1.9968 ms each to tokenize): behind a
