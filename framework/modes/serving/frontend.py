@@ -31,7 +31,7 @@ def delays(engine, workload, prompt: np.ndarray, sent=None) -> np.ndarray:
     (NaN: not known before the run), for a serial tokenizer's queue."""
     f = engine.frontend
     text = np.asarray(prompt, dtype=float) * workload.prompt_bytes_per_token  # bytes
-    tokenize = text / (f.tokenize_mb_s * 1e6) if f.tokenize_mb_s > 0 else 0.0 * text
+    tokenize = text / (f.tokenize_mb_s * 1e6) if f.tokenize_mb_s > 0 else np.zeros_like(text)
     wait = queued(np.asarray(sent, dtype=float), tokenize) if f.tokenize_serial and sent is not None else 0.0
     return f.request_ms * 1e-3 + tokenize + wait
 
