@@ -25,7 +25,9 @@ TIE_DEFAULT: Dict[str, Optional[bool]] = {
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
-    **dict.fromkeys("minimax_m2 qwen2_vl qwen2_5_vl deepseek_v32 ministral".split(), None),
+    **dict.fromkeys(
+        "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 ministral".split(), None
+    ),
 }
 # keys a family's configuration class fills in when config.json omits them (only those that shape
 # the model; Gemma-3's multimodal checkpoints leave most of text_config to these)
@@ -52,7 +54,8 @@ DEFAULTS: Dict[str, Dict[str, object]] = {
 ALTERNATING = ("gemma2", "gpt_oss")
 GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
 QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
-QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3", "gemma3_text")  # per-head q_norm / k_norm in the code
+# per-head q_norm / k_norm in the code (Qwen3-VL's language model: Qwen3VLTextAttention / Qwen3VLMoeTextAttention)
+QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text")
 # families whose layers (some or all) keep a recurrent state instead of a KV cache
 STATE_SPACE = {
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), "a state-space (Mamba) model"),

@@ -66,6 +66,9 @@ PRECISIONS = {
     "mxfp4": ("mxfp4", "bf16"),
     "int8_wo": ("int8", "bf16"),
     "int4_wo": ("int4", "bf16"),
+    # a 4-bit integer checkpoint named by its bit width: moonshotai/Kimi-K2.5 ships INT4 weights, group 32, without
+    # activation quantization (W4A16; its config.json quantization_config, conf/model/kimi_k2_5.yaml)
+    "int4": ("int4", "bf16"),
     # AIConfigurator's quant-mode names (aic-core sdk/common.py GEMMQuantMode / MoEQuantMode): 4-bit
     # expert weights with FP8 activations (TensorRT-LLM's DeepSeek w4a8) and gpt-oss's MXFP4 experts
     "w4afp8": ("int4", "fp8"),

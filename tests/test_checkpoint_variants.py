@@ -1,0 +1,69 @@
+"""Checkpoints that reuse an architecture decodelab models (conf/model files imported from their public
+config.json, AIConfigurator's copies @095f58a5): vision-language checkpoints run as their language model
+(text prompts), MiniMax-M2.7 and Kimi-K2.6 / K2.7 as the shapes they share with M2.5 and K2.5, and a
+Kimi-K2.5 INT4 row with only its routed experts in 4 bits."""
+
+import pytest
+
+from decodelab.config.compose import compose, context
+from decodelab.core.build import build
+from decodelab.runs import aic_rows
+from decodelab.runs.validation import PRECISIONS
+
+from tests.test_validation_aic import agg, frame
+
+
+@pytest.mark.parametrize(
+    "model_id,name",
+    [
+        ("Qwen/Qwen3-VL-235B-A22B-Instruct", "qwen3_vl_235b_a22b"),
+        ("Qwen/Qwen3-VL-32B-Thinking", "qwen3_vl_32b"),
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "qwen3_vl_30b_a3b"),
+        ("Qwen/Qwen3-VL-2B-Instruct", "qwen3_vl_2b"),
+        ("MiniMaxAI/MiniMax-M2.7", "minimax_m2_7"),
+        ("nvidia/MiniMax-M2.7-NVFP4", "minimax_m2_7"),
+        ("nvidia/Kimi-K2.6-NVFP4", "kimi_k2_6"),
+        ("nvidia/Kimi-K2.7-Code-NVFP4", "kimi_k2_7_code"),
+    ],
+)
+def test_checkpoint_names_find_their_model_file(model_id, name):
+    assert aic_rows.model_of(model_id) == (name, "")
+
+
+def _design(model, dtype="bf16"):
+    """The design of eight B200s (Kimi does not fit one)."""
+    with context():
+        cfg = compose(
+            [f"model={model}", "hardware=b200_sxm", "hardware.n_chips=8", f"workload.weight_dtype={dtype}"]
+        )
+    return build(cfg)
+
+
+def test_a_vision_language_checkpoint_is_its_language_model():
+    """Qwen3-VL-32B's text_config has Qwen3-32B's shapes (64 layers, d 5120, 64 / 8 heads of 128, FFN 25600,
+    q/k norm, untied 151,936 vocabulary): the same weights, 32.76B parameters at 2 B, and the same step."""
+    vl, lm = _design("qwen3_vl_32b"), _design("qwen3_32b")
+    assert vl.weight_bytes_total == pytest.approx(lm.weight_bytes_total, rel=1e-12)
+    assert vl.weight_bytes_total == pytest.approx(2 * 32.76e9, rel=2e-3)
+
+
+def test_a_vl_row_runs_and_an_int4_kimi_row_is_w4a16(tmp_path):
+    df = frame(
+        tmp_path,
+        agg(model="Qwen/Qwen3-VL-32B-Instruct", prec=""),
+        agg(model="moonshotai/Kimi-K2.5", prec="int4", tp=8, moe="8,1", system="b200_sxm"),
+    )
+    assert list(df.refuse) == ["", ""]
+    assert PRECISIONS["int4"] == ("int4", "bf16")
+
+
+def test_kimi_int4_holds_only_the_routed_experts_in_four_bits():
+    """Kimi-K2.5 W4A16 (expert_only_dtypes [int4]): the fused q_a + kv_a projection, replicated on every
+    chip, keeps 2 B per weight, 7168 x (1536 + 512 + 64) x 2 = 30,277,632 B a layer; the expert GEMMs hold
+    half their FP8 bytes (0.5 B against 1 B a weight)."""
+    int4, fp8 = _design("kimi_k2_5", "int4"), _design("kimi_k2_5", "fp8")
+    ops4, ops8 = ({o.name: o for o in d.ops} for d in (int4, fp8))
+    assert ops4["qkv_a_proj"].weight_bytes == 7168 * (1536 + 512 + 64) * 2
+    assert ops4["qkv_a_proj"].weight_bytes == 2 * ops8["qkv_a_proj"].weight_bytes
+    for name in ("gate_up_proj", "down_proj"):
+        assert ops4[name].resident_bytes == pytest.approx(0.5 * ops8[name].resident_bytes, rel=1e-3)
