@@ -5,6 +5,7 @@ Kimi-K2.5 INT4 row with only its routed experts in 4 bits."""
 
 import pytest
 
+from decodelab.components.models.layers import param_counts
 from decodelab.config.compose import compose, context
 from decodelab.core.build import build
 from decodelab.runs import aic_rows
@@ -24,6 +25,8 @@ from tests.test_validation_aic import agg, frame
         ("nvidia/MiniMax-M2.7-NVFP4", "minimax_m2_7"),
         ("nvidia/Kimi-K2.6-NVFP4", "kimi_k2_6"),
         ("nvidia/Kimi-K2.7-Code-NVFP4", "kimi_k2_7_code"),
+        ("stepfun-ai/Step-3.7-Flash-FP8", "step_3_7_flash"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4_scout_17b_16e"),
     ],
 )
 def test_checkpoint_names_find_their_model_file(model_id, name):
@@ -67,3 +70,17 @@ def test_kimi_int4_holds_only_the_routed_experts_in_four_bits():
     assert ops4["qkv_a_proj"].weight_bytes == 2 * ops8["qkv_a_proj"].weight_bytes
     for name in ("gate_up_proj", "down_proj"):
         assert ops4[name].resident_bytes == pytest.approx(0.5 * ops8[name].resident_bytes, rel=1e-3)
+
+
+def test_llama4_scout_has_its_model_cards_parameters():
+    """Llama-4-Scout by hand: a layer holds attention 5120 x 5120 (q) + 2 x 5120 x 1024 (k, v) + 5120 x 5120 (o)
+    = 62.91M, 16 routed experts and one shared expert of 3 x 5120 x 8192 = 125.83M each and a 5120 x 16
+    router: 2,201.8M; 48 layers + untied 202,048 x 5120 embedding and head (2.069B) = 107.77B (model card:
+    109B with the vision tower). Active: attention, one routed and the shared expert, 314.6M a layer,
+    + embedding and head = 17.17B (model card: 17B)."""
+    with context():
+        m = compose(["model=llama4_scout_17b_16e"]).model
+    p = param_counts(m)
+    layer = 62.91e6 + 17 * 125.83e6 + 5120 * 16
+    assert p["total"] == pytest.approx(48 * layer + 2.069e9, rel=1e-3)
+    assert p["active"] == pytest.approx(48 * (62.91e6 + 2 * 125.83e6) + 2.069e9, rel=1e-3)
