@@ -107,6 +107,34 @@ BORROWS = (
             ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "int4_wo"),
         )
     ),
+    # The other SM100 chips (B300, GB200, GB300) run the same kernels under the same flags, and their tables of this
+    # commit lack them just as the B200's did: TRTLLM-gen block-FP8 for TensorRT-LLM's TRTLLM backend and for SGLang's
+    # flashinfer_trtllm runner (also its NVFP4), vLLM's TRTLLM-gen block-FP8 experts; each from the chip's own SGLang
+    # 0.5.14 / vLLM 0.24.0 collection (InferenceX's B300 scripts reuse the B200 recipes as-is: aic_mapping.yaml launches)
+    *(
+        (chip, src, kernel, dtype, OPS + table)
+        for chip, sgl, vllm in (
+            ("b300_sxm", "sglang_0.5.10", "vllm_0.19.0"),
+            ("gb200", "sglang_0.5.9", "vllm_0.14.0"),
+            ("gb300", "sglang_0.5.9", "vllm_0.14.0"),
+        )
+        for src, kernel, dtype, table in (
+            (
+                "sglang/0.5.14",
+                "sglang_flashinfer_trtllm_moe",
+                "fp8_block",
+                f"{chip}_moe_trtllm_1.3.0rc10.parquet",
+            ),
+            ("sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "fp8_block", f"{chip}_moe_{sgl}.parquet"),
+            ("sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "nvfp4", f"{chip}_moe_{sgl}.parquet"),
+            (
+                "vllm/0.24.0",
+                "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                "fp8_block",
+                f"{chip}_moe_{vllm}.parquet",
+            ),
+        )
+    ),
 )
 
 
