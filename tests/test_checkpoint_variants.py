@@ -8,6 +8,8 @@ import pytest
 from decodelab.components.models.layers import param_counts
 from decodelab.config.compose import compose, context
 from decodelab.core.build import build
+from decodelab.core.checks import check_feasible
+from decodelab.errors import Infeasible
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import PRECISIONS
 
@@ -84,3 +86,16 @@ def test_llama4_scout_has_its_model_cards_parameters():
     layer = 62.91e6 + 17 * 125.83e6 + 5120 * 16
     assert p["total"] == pytest.approx(48 * layer + 2.069e9, rel=1e-3)
     assert p["active"] == pytest.approx(48 * (62.91e6 + 2 * 125.83e6) + 2.069e9, rel=1e-3)
+
+
+def test_data_parallel_attention_and_whole_experts_need_no_head_or_column_split():
+    """DeepSeek-R1 over 48 GPUs of attention DP 48 and 48-way expert parallelism (a GB200 DEP48 decode pool):
+    each chip keeps all 128 heads and whole experts, so 48, which divides neither 128 heads nor the experts'
+    2048 columns, is no reason to refuse; tensor-parallel attention over 48 chips is."""
+    base = ["model=deepseek_r1", "hardware=gb200", "hardware.n_chips=48", "workload.weight_dtype=nvfp4"]
+    with context():
+        dp = compose(base + ["hardware.attention_dp=48", "hardware.moe_mapping=ep"])
+        tp = compose(base)
+    check_feasible(dp)
+    with pytest.raises(Infeasible, match="tensor_parallel=48 does not divide n_heads=128"):
+        check_feasible(tp)

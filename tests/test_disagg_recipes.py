@@ -180,3 +180,26 @@ def test_trtllm_pools_take_their_recipe_files_free_memory_share(tmp_path):
     assert mem_fraction(r, "prefill", "trtllm") == {"kv_mem_basis": "free", "kv_mem_fraction": 0.75}
     engine = pool_settings(r, "trtllm", False)["disagg.decode.engine"]
     assert (engine["kv_mem_basis"], engine["kv_mem_fraction"]) == ("free", 0.8)
+
+
+def test_a_gb200_dep_pool_written_tp1_is_its_ep_gpus(tmp_path):
+    """GB200 SGLang 0.5.5.post2 FP4 1k/1k at 8 clients, measured a day after a27b37e5c stated
+    dsr1-fp4-gb200-dynamo-sglang (2026-01-19T21:17:10Z): "1 prefill worker at DEP4 and 2 decode workers at
+    DEP4", written tp 1, ep 4, dp-attn true. The pools are 4 GPUs each (tools/inferencex_recipes.py pool:
+    max(tp, ep)): attention DP 4, experts 1 x 4."""
+    gb = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.5.post2").replace("b200_sxm", "gb200")
+    r = frame(tmp_path, row(8, t="2026-01-20T12:00:00Z", engine=gb)).iloc[0]
+    assert r["refuse"] == ""
+    cols = ("workers", "tp", "dp", "moe_tp", "moe_ep")
+    assert [r[f"{side}_{k}"] for side in ("prefill", "decode") for k in cols] == [
+        1,
+        1,
+        4,
+        1,
+        4,
+        2,
+        1,
+        4,
+        1,
+        4,
+    ]

@@ -1,4 +1,4 @@
-"""Extract InferenceX's Dynamo disaggregated DeepSeek-R1 recipes (B200 / H200 / H100) from the
+"""Extract InferenceX's Dynamo disaggregated DeepSeek-R1 recipes (B200 / H200 / H100 / B300 / GB200 / GB300) from the
 history of .github/configs/nvidia-master.yaml (github.com/SemiAnalysisAI/InferenceX) into
 framework/data/validation/inferencex_disagg.yaml: one entry per recipe and validity window.
 Run from the repository root with $INFERENCEX naming a clone's git directory."""
@@ -12,7 +12,9 @@ import yaml
 
 REPO = os.environ.get("INFERENCEX", "InferenceX/.git")  # a clone of github.com/SemiAnalysisAI/InferenceX
 PATH = ".github/configs/nvidia-master.yaml"
-KEY = re.compile(r"^dsr1-(fp4|fp8)-(b200|h200|h100)-dynamo-(trt|sglang)(-mtp)?$")
+KEY = re.compile(r"^dsr1-(fp4|fp8)-(b200|h200|h100|b300|gb200|gb300)-dynamo-(trt|sglang)(-mtp)?$")
+# the config key's runner -> AIConfigurator's system name (its silicon rows' `system`)
+SYSTEM = {"b200": "b200_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
 BATCH = re.compile(r"batch(\d+)")
 
 
@@ -21,9 +23,12 @@ def git(*a):
 
 
 def pool(p):
+    """One worker's pool; `tp` = its GPUs, as every key but one writes it. The GB200 SGLang keys of 2026-01 / 02 write a
+    DEP-N (or TEP-N) pool as tp 1, ep N (their search-space comments: "1 prefill worker at DEP4 and 2 decode workers at
+    DEP4"): a pool's GPUs are max(tp, ep)."""
     return {
         "workers": int(p["num-worker"]),
-        "tp": int(p["tp"]),
+        "tp": max(int(p["tp"]), int(p["ep"])),
         "ep": int(p["ep"]),
         "dp_attn": bool(p["dp-attn"]),
     }
@@ -51,7 +56,7 @@ def recipes(sha):
                         "key": key,
                         "image": v["image"],
                         "precision": m.group(1),
-                        "system": f"{m.group(2)}_sxm",
+                        "system": SYSTEM[m.group(2)],
                         "backend": "trtllm" if m.group(3) == "trt" else "sglang",
                         "isl": int(seq["isl"]),
                         "osl": int(seq["osl"]),

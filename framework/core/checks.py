@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from decodelab.components.models.experts import MOE_MAPPINGS
+from decodelab.components.models.experts import MOE_MAPPINGS, ep_groups
 from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import parallel, schema, tree
@@ -260,18 +260,22 @@ def check_feasible(cfg) -> None:
     m, hw, w = cfg.model, cfg.hardware, cfg.workload
     tp = hw.tensor_parallel
     parallel.check_feasible(cfg)
-    if m.n_heads % tp:
-        raise Infeasible(f"tensor_parallel={tp} does not divide n_heads={m.n_heads} of {m.name}")
-    if m.n_kv_heads % tp and tp % m.n_kv_heads:
+    # heads split over an attention group's chips (data-parallel attention keeps every head on its chip), an
+    # expert's columns over an expert-parallel group's (whole experts under moe_mapping ep / a2a)
+    tp_attn = tp // parallel.attention_groups(cfg)
+    tp_expert = tp // ep_groups(tp, getattr(hw, "moe_mapping", "tp"), parallel.moe_ep_of(hw))
+    if m.n_heads % tp_attn:
+        raise Infeasible(f"tensor_parallel={tp_attn} does not divide n_heads={m.n_heads} of {m.name}")
+    if m.n_kv_heads % tp_attn and tp_attn % m.n_kv_heads:
         raise Infeasible(
-            f"tensor_parallel={tp} does not divide kv_heads={m.n_kv_heads} of {m.name}"
+            f"tensor_parallel={tp_attn} does not divide kv_heads={m.n_kv_heads} of {m.name}"
             " (nor is it a multiple of it, for KV-head replication)"
         )
     if m.ffn_dim % tp:
         raise Infeasible(f"tensor_parallel={tp} does not divide ffn_dim={m.ffn_dim} of {m.name}")
-    if m.n_experts > 0 and m.expert_ffn_dim % tp:
+    if m.n_experts > 0 and m.expert_ffn_dim % tp_expert:
         raise Infeasible(
-            f"tensor_parallel={tp} does not divide expert_ffn_dim={m.expert_ffn_dim} of {m.name}"
+            f"tensor_parallel={tp_expert} does not divide expert_ffn_dim={m.expert_ffn_dim} of {m.name}"
         )
     total = w.prompt_len + w.output_len
     # serving workloads check each request they generate (framework/modes/serving/simulate.py engine_inputs);
