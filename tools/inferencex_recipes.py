@@ -14,7 +14,14 @@ REPO = os.environ.get("INFERENCEX", "InferenceX/.git")  # a clone of github.com/
 PATH = ".github/configs/nvidia-master.yaml"
 KEY = re.compile(r"^dsr1-(fp4|fp8)-(b200|h200|h100|b300|gb200|gb300)-dynamo-(trt|sglang)(-mtp)?$")
 # the config key's runner -> AIConfigurator's system name (its silicon rows' `system`)
-SYSTEM = {"b200": "b200_sxm", "h200": "h200_sxm", "h100": "h100_sxm", "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
+SYSTEM = {
+    "b200": "b200_sxm",
+    "h200": "h200_sxm",
+    "h100": "h100_sxm",
+    "b300": "b300_sxm",
+    "gb200": "gb200",
+    "gb300": "gb300",
+}
 BATCH = re.compile(r"batch(\d+)")
 
 
