@@ -88,7 +88,9 @@ def utc(when):
 HEADER = open(__file__.replace(".py", "_header.txt")).read()
 
 
-def main(since="2026-01-20", until="2026-03-26"):
+def main(
+    since="2026-01-20", until="2026-04-07"
+):  # to the day after the newest dump (source_file=2026-04-06.csv)
     log = git(
         "log", "--reverse", "--format=%H %cI", f"--since={since}", f"--until={until}", "--", PATH
     ).split("\n")
