@@ -203,3 +203,20 @@ def test_a_gb200_dep_pool_written_tp1_is_its_ep_gpus(tmp_path):
         1,
         4,
     ]
+
+
+def test_a_recipe_serves_only_its_model(tmp_path):
+    """gptoss-fp4-gb200-dynamo-trt (a27b37e5c, 2026-01-19T21:17:10Z, image tensorrtllm-runtime:0.7.0.post2) at 64
+    clients: prefill 1 worker of TP1, decode 1 worker of TP4 (its first search-space item). A gpt-oss row runs it; a
+    DeepSeek row with the same cells matches no recipe (aic_mapping.yaml disagg_recipes.models)."""
+    gpt = FP4.replace(
+        "trtllm,0.8.1.post1,deepseek-ai/DeepSeek-R1,b200_sxm", "trtllm,0.7.0.post2,openai/gpt-oss-120b,gb200"
+    )
+    ds = gpt.replace("openai/gpt-oss-120b", "deepseek-ai/DeepSeek-R1")
+    df = frame(
+        tmp_path, row(64, t="2026-01-20T12:00:00Z", engine=gpt), row(64, t="2026-01-20T12:00:00Z", engine=ds)
+    )
+    r = df.iloc[0]
+    assert r["refuse"] == ""
+    assert [r["prefill_workers"], r["prefill_tp"], r["decode_workers"], r["decode_tp"]] == [1, 1, 1, 4]
+    assert aic_rows.reason_kind(df.refuse[1]) == "mode=disagg no recipe"

@@ -1,4 +1,4 @@
-"""Extract InferenceX's Dynamo disaggregated DeepSeek-R1 recipes (B200 / H200 / H100 / B300 / GB200 / GB300) from the
+"""Extract InferenceX's Dynamo disaggregated DeepSeek-R1 and gpt-oss recipes (B200 / H200 / H100 / B300 / GB200 / GB300) from the
 history of .github/configs/nvidia-master.yaml (github.com/SemiAnalysisAI/InferenceX) into
 framework/data/validation/inferencex_disagg.yaml: one entry per recipe and validity window.
 Run from the repository root with $INFERENCEX naming a clone's git directory."""
@@ -12,7 +12,7 @@ import yaml
 
 REPO = os.environ.get("INFERENCEX", "InferenceX/.git")  # a clone of github.com/SemiAnalysisAI/InferenceX
 PATH = ".github/configs/nvidia-master.yaml"
-KEY = re.compile(r"^dsr1-(fp4|fp8)-(b200|h200|h100|b300|gb200|gb300)-dynamo-(trt|sglang)(-mtp)?$")
+KEY = re.compile(r"^(dsr1|gptoss)-(fp4|fp8)-(b200|h200|h100|b300|gb200|gb300)-dynamo-(trt|sglang)(-mtp)?$")
 # the config key's runner -> AIConfigurator's system name (its silicon rows' `system`)
 SYSTEM = {
     "b200": "b200_sxm",
@@ -57,14 +57,15 @@ def recipes(sha):
                 ]
                 f = files[0] if files else ""
                 b = BATCH.search(f.rsplit("/", 1)[-1])
-                mtp = s.get("spec-decoding", "none") not in ("none", None) or bool(m.group(4))
+                mtp = s.get("spec-decoding", "none") not in ("none", None) or bool(m.group(5))
                 out.append(
                     {
                         "key": key,
+                        "model": m.group(1),
                         "image": v["image"],
-                        "precision": m.group(1),
-                        "system": SYSTEM[m.group(2)],
-                        "backend": "trtllm" if m.group(3) == "trt" else "sglang",
+                        "precision": m.group(2),
+                        "system": SYSTEM[m.group(3)],
+                        "backend": "trtllm" if m.group(4) == "trt" else "sglang",
                         "isl": int(seq["isl"]),
                         "osl": int(seq["osl"]),
                         "mtp": mtp,

@@ -84,11 +84,14 @@ def matches(row, clients: int) -> List[dict]:
         return []
     first, last = window
     fields = {k: cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
+    models = _rule().get("models") or {}  # a recipe's model-prefix -> a text of the model_path it serves
+    path = cell(row, "model_path").lower()
     found = [
         e
         for e in recipes()
         if (e["system"], e["backend"], e["precision"])
         == (fields["system"], fields["backend"], fields["precision"])
+        and str(models.get(e.get("model", ""), "")).lower() in path
         and (str(e["isl"]), str(e["osl"])) == (fields["isl"], fields["osl"])
         and _runs(e, clients)
         and fields["backend_version"] in e["image"]
