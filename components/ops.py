@@ -79,6 +79,8 @@ class Op:
     # every attention group (the FFN and the collectives around it), the rest on its own group's
     # (attn_dp.py); the kernel multiplies its tokens by the groups' share (Hw.DP_TOKENS)
     call: int = -1  # kernel call index, set by the execution model
+    state_bytes_per_seq: float = 0.0  # bytes each sequence holds per invocation whatever its length
+    # (Gated DeltaNet conv + recurrent state, components/models/linear_attn.py), per chip
 
 
 # The LM head keeps the 16-bit compute dtype when the other weights are quantized below 16 bits:

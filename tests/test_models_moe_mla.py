@@ -152,8 +152,8 @@ def test_architectures_registered():
         ),
         (["model=deepseek_r1", "model.kv_lora_rank=0"], "model.kv_lora_rank=0 must be >= 1 for arch=mla"),
         (
-            ["model=gpt_oss_120b", "model.layer_pattern=[full,linear]"],
-            "model.layer_pattern[1]='linear' is not one of",
+            ["model=gpt_oss_120b", "model.layer_pattern=[full,mamba]"],
+            "model.layer_pattern[1]='mamba' is not one of",
         ),
         (["model=gpt_oss_120b", "model.sliding_window=0"], "model.sliding_window=0 must be >= 1"),
     ],

@@ -145,6 +145,24 @@ def weight_read(spec: tuple, tokens: float) -> float:
     return spec[0] + spec[1] * experts_units(spec, tokens)
 
 
+def shared_gate(m, f_moe: float, w_bytes: float, act_bytes: float) -> List[Op]:
+    """The shared expert's sigmoid gate (model.shared_expert_gate: hidden -> 1, Qwen2-MoE / Qwen3-Next /
+    Qwen3.5), scaling its output: a d-wide GEMV, then 4 FLOPs an output element; none without it."""
+    if not (getattr(m, "shared_expert_gate", False) and m.n_shared_experts):
+        return []
+    d = m.d_model
+    return [
+        Op(
+            "shared_expert_gate",
+            "gemm",
+            repeat=m.n_layers,
+            weight_bytes=f_moe * d * w_bytes,
+            flops_per_token=f_moe * 6.0 * d,
+            act_bytes_per_token=f_moe * 3.0 * d * act_bytes,
+        )
+    ]
+
+
 def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: int = 0) -> List[Op]:
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
     decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping` over
@@ -171,7 +189,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
                 act_bytes_per_token=f_moe * (d + e) * act_bytes,
             )
         )
-        ops.append(route_op(m, act_bytes))
+        ops += [*shared_gate(m, f_moe, w_bytes, act_bytes), route_op(m, act_bytes)]
     else:
         fe = k = s = e = read = ep_chips = 0
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, norm_ops
-from decodelab.components.models import attn_dp, mla_map
+from decodelab.components.models import attn_dp, linear_attn, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
-LAYER_KINDS = ("full", "sliding", "state")
+LAYER_KINDS = ("full", "sliding", "state", "linear")
 
 
 def is_mla(m) -> bool:
@@ -61,7 +61,7 @@ def _attn_params(m) -> int:
         )
         return q + kv + m.n_heads * m.v_head_dim * d
     q_out, kv_out = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-    p = d * q_out + 2 * d * kv_out + q_out * d
+    p = d * q_out * (2 if m.attn_output_gate else 1) + 2 * d * kv_out + q_out * d  # gate: q_proj x 2
     return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
 
 
@@ -81,11 +81,14 @@ def param_counts(m) -> Dict[str, float]:
     norms = 2 * d + (2 * m.head_dim if m.qk_norm else 0)  # input and residual norms (+ q/k norms)
     dense_ffn = _mats(m) * d * m.ffn_dim
     moe_ffn = (m.n_experts + m.n_shared_experts) * expert_params(m) + d * m.n_experts
+    moe_ffn += d if m.shared_expert_gate else 0
     n_moe = n_moe_layers(m)
     n_dense = m.n_layers - n_moe
     embed = m.vocab_size * d
     head = 0 if m.tied_embeddings else m.vocab_size * d
-    layers = m.n_layers * (attn + norms) + n_dense * dense_ffn + n_moe * moe_ffn
+    n_lin = linear_attn.n_linear(m)  # Gated DeltaNet layers: their own mixer, no q/k norms
+    lin = linear_attn.params_per_layer(m) + 2 * d if n_lin else 0
+    layers = (m.n_layers - n_lin) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
     total = embed + head + layers + d
     inactive = n_moe * max(m.n_experts - m.experts_per_token, 0) * expert_params(m)
     # an MTP module (DeepSeek-V3): one MoE decoder layer + eh_proj (2d -> d) + 3 norms; embedding
@@ -121,14 +124,15 @@ def kv_elems_per_layer(m) -> int:
 
 def kv_bytes_per_token(m, kv_bytes: float) -> float:
     """KV bytes per token over all layers, as if every layer kept it (sliding and state layers
-    keep less: kv_layer_mix)."""
-    return m.n_layers * kv_elems_per_layer(m) * kv_bytes
+    keep less: kv_layer_mix); Gated DeltaNet layers keep no KV (linear_attn.py)."""
+    return (m.n_layers - linear_attn.n_linear(m)) * kv_elems_per_layer(m) * kv_bytes
 
 
 def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     """Shares of full / sliding / constant-state layers, the sliding window, and a state layer's
-    state in token-equivalents (state bytes / one token's KV in one layer)."""
-    kinds = layer_kinds(m)
+    state in token-equivalents (state bytes / one token's KV in one layer); over the layers that
+    attend (Gated DeltaNet layers' state is their ops' own: linear_attn.py)."""
+    kinds = [k for k in layer_kinds(m) if k != "linear"]
     n = float(len(kinds))
     return {
         "full": kinds.count("full") / n,
@@ -289,9 +293,9 @@ def build_ops(
         ]
         ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
-        kvh = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp)
-        o_bias = d if m.qkv_bias else 0
-        ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
+        kvh, o_bias = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp), d if m.qkv_bias else 0
+        a = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
+        ops += linear_attn.attention(a, m, h, tp // attention_dp, w_bytes, act_bytes, gemm, elementwise)
     if tp > 1:
         ops.append(
             Op(

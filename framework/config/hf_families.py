@@ -21,7 +21,7 @@ from decodelab.errors import ConfigError
 TIE_DEFAULT: Dict[str, Optional[bool]] = {
     **dict.fromkeys(
         "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe phi phi3 deepseek_v2 deepseek_v3 olmo "
-        "olmo2 olmoe gpt_oss granite".split(),
+        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text".split(),
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
@@ -55,7 +55,17 @@ ALTERNATING = ("gemma2", "gpt_oss")
 GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
 QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
 # per-head q_norm / k_norm in the code (Qwen3-VL's language model: Qwen3VLTextAttention / Qwen3VLMoeTextAttention)
-QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text")
+QK_NORM_TYPES = (
+    "qwen3",
+    "qwen3_moe",
+    "qwen3_vl_text",
+    "qwen3_vl_moe_text",
+    "gemma3",
+    "gemma3_text",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+)
 # families whose layers (some or all) keep a recurrent state instead of a KV cache
 STATE_SPACE = {
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), "a state-space (Mamba) model"),

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from decodelab.config import hf_families as fam
+from decodelab.config import hf_linear
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema import ModelConfig
 from decodelab.errors import ConfigError
@@ -40,6 +41,7 @@ GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai")  # gate + up + down projec
 GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
 SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
 FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
+LINEAR = {"linear_attention": "linear"}  # Gated DeltaNet (config/hf_linear.py)
 # keys whose mechanism the schema has no field for (when set to a value that changes the model)
 GAPS = {
     "o_lora_rank": "low-rank output projection (DeepSeek-V4)",
@@ -138,7 +140,8 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if not any(k in d for k in REQUIRED) and isinstance(d.get("text_config"), dict):
         outer, d = d, d["text_config"]  # multimodal: the language model's shapes
     mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
-    fam.refuse_state_space(mt, d, path)
+    if not hf_linear.is_gated_deltanet(d):
+        fam.refuse_state_space(mt, d, path)
     r = _Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
     if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):
@@ -154,6 +157,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     _mla(r, imp)
     _layers(r, imp)
     _misc(r, imp, outer)
+    hf_linear.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
@@ -292,7 +296,8 @@ def _kinds(r: _Keys, imp: Imported, n: int, window: int):
     """(kind of every layer or None, where it came from), as transformers builds `layer_types`."""
     if r.has("layer_types"):
         raw = list(r.get("layer_types"))
-        bad = sorted({str(t) for t in raw if t not in SLIDING and t not in FULL})
+        lin = LINEAR if hf_linear.is_gated_deltanet(r.d) else {}
+        bad = sorted({str(t) for t in raw if t not in SLIDING and t not in FULL and t not in lin})
         if bad:
             allowed = ", ".join(sorted(set(SLIDING) | set(FULL)))
             raise ConfigError(
@@ -301,7 +306,9 @@ def _kinds(r: _Keys, imp: Imported, n: int, window: int):
             )
         if len(raw) != n:
             imp.notes.append(f"layer_types lists {len(raw)} layers for num_hidden_layers={n}")
-        return [SLIDING.get(t, "full") for t in raw], "config.json layer_types"
+        return [SLIDING.get(t, lin.get(t, "full")) for t in raw], "config.json layer_types"
+    if hf_linear.kinds(r, n):
+        return hf_linear.kinds(r, n), "config.json full_attention_interval"
     if "use_sliding_window" in r.d:
         if r.get("use_sliding_window") and window:
             mwl = int(r.get("max_window_layers", n))
@@ -327,7 +334,10 @@ def _layers(r: _Keys, imp: Imported) -> None:
     n = imp.values["n_layers"]
     window = r.get("sliding_window", 0)
     kinds, why = _kinds(r, imp, n, window)
-    if not kinds or "sliding" not in kinds:
+    if not kinds or not {"sliding", "linear"} & set(kinds):
+        return
+    if "sliding" not in kinds:  # Gated DeltaNet and full layers only
+        imp.set("layer_pattern", _period(kinds), why)
         return
     max_ctx = r.get("max_position_embeddings", 0)
     if max_ctx and window >= max_ctx:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Dict, Optional
 
 from decodelab.components.models import ARCHITECTURES
+from decodelab.config.hf_linear import FIELDS as LINEAR
 from decodelab.config.hf_model import BASE, MLA, MOE, Imported
 from decodelab.opcost.sampler import GEN_KEYS
 from decodelab.core.schema import ModelConfig
@@ -51,7 +52,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
     if "kv_lora_rank" in v:
         keys += MLA
     extra = ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint", "expert_only_dtypes")
-    keys += [k for k in extra if k in v]
+    keys += [k for k in extra + LINEAR if k in v]
     keys += ["generation_defaults"] if "generation_defaults" in v else []
     lines = [
         f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",

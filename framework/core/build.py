@@ -250,6 +250,20 @@ def engine_kernels(cfg) -> Dict[str, bool]:
     }
 
 
+def _ignored_mappings(m, moe_map: str, mapping: str) -> List[str]:
+    """Notes for a hardware mapping the model has no part for (MoE experts, MLA attention)."""
+    notes = []
+    if moe_map != "tp" and not m.n_experts > 0:
+        notes.append(
+            f"hardware.moe_mapping={moe_map} applies to MoE models only; {m.name} has no experts: ignored"
+        )
+    if mapping != "replicated" and not m.kv_lora_rank > 0:
+        notes.append(
+            f"hardware.mla_mapping={mapping} applies to MLA attention only; {m.name} is not MLA: ignored"
+        )
+    return notes
+
+
 def build(
     cfg, host_round_trip_steps: Optional[int] = None, reserved: Optional[Dict[str, float]] = None
 ) -> Design:
@@ -279,14 +293,7 @@ def build(
     ops = keep_bf16(ops, (getattr(m, "quant_bf16_ops", None) or {}).get(w.weight_dtype) or (), wb)
     ops, calls, notes = execution.assign_calls(ops, hw, opt, getattr(cfg, "engine", None))
     notes += fp4_note(hw, w.weight_dtype)
-    if moe_map != "tp" and not m.n_experts > 0:
-        notes.append(
-            f"hardware.moe_mapping={moe_map} applies to MoE models only; {m.name} has no experts: ignored"
-        )
-    if mapping != "replicated" and not m.kv_lora_rank > 0:
-        notes.append(
-            f"hardware.mla_mapping={mapping} applies to MLA attention only; {m.name} is not MLA: ignored"
-        )
+    notes += _ignored_mappings(m, moe_map, mapping)
     steps_per_trip, trip_notes = execution.host_round_trip(opt, host_round_trip_steps)
     notes += trip_notes
 
@@ -300,14 +307,16 @@ def build(
     rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
     slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
     max_cached = kv_costs.memory_fraction(slot, rm)  # layer-averaged tokens one sequence holds
+    state = sum(op.state_bytes_per_seq * op.repeat for op in ops)  # per sequence, whatever its length
     # the chip placed: the stage that needs the most memory for this batch
-    w_chip, kv_tok_chip = max(loads, key=lambda x: x[0] + w.batch_size * max_cached * x[1])
-    kv_need = w.batch_size * max_cached * kv_tok_chip
+    w_chip, kv_tok_chip = max(loads, key=lambda x: x[0] + w.batch_size * (max_cached * x[1] + state))
+    kv_need = w.batch_size * (max_cached * kv_tok_chip + state)
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         # (pipeline stages: the stage whose pool holds the fewest tokens bounds the whole pipeline)
         # the start-up profile's activations per stage (the last one samples)
         prof = [profile_reserve.reserve_bytes(cfg, ops, ab, i == len(loads) - 1) for i in range(len(loads))]
         pools = [kv_pool_bytes(cfg, tiers, x[0], r) for x, r in zip(loads, prof)]
+        pools = [kv_costs.less_state_pool(p, state, cfg.engine) for p in pools]
         i = min(range(len(loads)), key=lambda j: pools[j] / max(loads[j][1], 1e-30))
         (w_chip, kv_tok_chip), kv_need = loads[i], pools[i]
         if prof[i] > 0.0:
@@ -387,9 +396,9 @@ def build(
         notes=notes,
         kv_read_model=rm,
         max_batch=min(
-            kv_costs.max_batch(hbm.capacity_gib * kv_costs.GIB, wc, max_cached * kc) for wc, kc in loads
+            kv_costs.max_batch(hbm.capacity_gib * GIB, wc, max_cached * kc + state) for wc, kc in loads
         ),
-        kv_slot_bytes_chip=max_cached * kv_tok_chip,
+        kv_slot_bytes_chip=max_cached * kv_tok_chip + state,
         weights_chip=w_chip,
         kv_slot_bytes_model=max_cached * arch.kv_bytes_per_token(m, kb),
         kv_prefill_s=kv_costs.prefill_seconds(

@@ -27,7 +27,7 @@ FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
 DTYPE_BYTES.update({"fp4": 0.5, "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8})
 EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
-LAYER_KINDS = ("full", "sliding", "state")  # hybrid layer_pattern entries
+LAYER_KINDS = ("full", "sliding", "state", "linear")  # hybrid layer_pattern entries
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
@@ -251,8 +251,29 @@ def _check_arch(e: List[str], m) -> None:
         e.append(f"model.sliding_window={m.sliding_window} must be >= 1 with sliding layers")
     if "state" in m.layer_pattern and m.state_bytes_per_layer < 1:
         e.append(f"model.state_bytes_per_layer={m.state_bytes_per_layer} must be >= 1 with state layers")
+    if "linear" in m.layer_pattern:
+        _linear_fields(e, m)
     if m.n_mtp_modules < 0:
         e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
+
+
+def _linear_fields(e, m) -> None:
+    """Gated DeltaNet layers (layer_pattern `linear`) need their head shapes and state dtype."""
+    for f in (
+        "linear_k_heads",
+        "linear_v_heads",
+        "linear_k_head_dim",
+        "linear_v_head_dim",
+        "linear_conv_kernel",
+    ):
+        if getattr(m, f) < 1:
+            e.append(f"model.{f}={getattr(m, f)} must be >= 1 with linear (Gated DeltaNet) layers")
+    _choice(e, "model.linear_state_dtype", m.linear_state_dtype, ("fp32", "bf16"))
+    if m.linear_k_heads >= 1 and m.linear_v_heads % m.linear_k_heads:
+        e.append(
+            f"model.linear_v_heads={m.linear_v_heads} must be a multiple of "
+            f"model.linear_k_heads={m.linear_k_heads}"
+        )
 
 
 def check_feasible(cfg) -> None:

@@ -137,6 +137,19 @@ def prefill_seconds(
     return out
 
 
+def less_state_pool(pool: float, state_seq: float, engine) -> float:
+    """A serving engine's KV pool once the Gated DeltaNet states (`state_seq` bytes per sequence,
+    per chip) have their own pool: SGLang splits the memory by engine.state_pool_ratio r (state / KV
+    = r: model_runner_kv_cache_mixin.handle_max_mamba_cache), else one state per sequence the engine
+    may run (engine.max_batch). Models without such state: `pool` unchanged."""
+    if state_seq <= 0.0:
+        return pool
+    r = getattr(engine, "state_pool_ratio", 0.0)
+    if r > 0.0:
+        return pool / (1.0 + r)
+    return max(0.0, pool - engine.max_batch * state_seq)
+
+
 def max_batch(hbm_capacity: float, weights_chip: float, slot_bytes_chip: float) -> int:
     """Sequences whose KV slot fits in the HBM left after the weights (per chip)."""
     free = hbm_capacity - weights_chip

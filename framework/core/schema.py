@@ -84,6 +84,19 @@ class ModelConfig:
     layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
     sliding_window: int = 0
     state_bytes_per_layer: int = 0
+    # Gated DeltaNet layers (layer_pattern kind `linear`; components/models/linear_attn.py), from
+    # config.json linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+    # linear_value_head_dim, linear_conv_kernel_dim, mamba_ssm_dtype (the recurrent state's dtype)
+    linear_k_heads: int = 0
+    linear_v_heads: int = 0
+    linear_k_head_dim: int = 0
+    linear_v_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    linear_state_dtype: str = "fp32"  # fp32 | bf16
+    # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
+    attn_output_gate: bool = False
+    # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)
+    shared_expert_gate: bool = False
     # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p,
     # repetition_penalty):
     # what an engine with engine.sampler.model_defaults samples with (framework/opcost/sampler.py)

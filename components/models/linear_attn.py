@@ -1,0 +1,165 @@
+"""Gated DeltaNet layers (layer_pattern kind `linear`) of hybrid linear-attention models: Qwen3-Next,
+Qwen3.5 / Qwen3.6 (three Gated DeltaNet layers, then one gated full-attention layer).
+
+A Gated DeltaNet layer (Yang et al., arXiv 2412.06464; HF transformers modeling_qwen3_5.py
+Qwen3_5GatedDeltaNet, SGLang 0.5.9 srt/models/qwen3_5.py) on one chip of tensor parallel `tp` (key
+heads K and value heads V split tp ways, replicated when tp exceeds them, as KV heads are):
+
+    in_proj_qkv  d -> 2 K dk + V dv (q, k, v)     in_proj_z  d -> V dv (the output gate)
+    in_proj_ba   d -> 2 V (beta and the decay's a; SGLang runs them as two GEMMs, vLLM as one)
+    causal conv1d (kernel c, per channel) over q, k, v; SiLU; a conv state of (c - 1) x conv_dim
+    the gated delta rule on a dk x dv state per value head:
+        S <- g S;  S <- S + k (beta (v - S^T k))^T;  o = S^T q
+    gated RMSNorm of o with z (per value head), out_proj  V dv -> d (row-parallel, then the layer's
+    all-reduce)
+
+Decode (one token per sequence; SGLang causal_conv1d_update + fused_sigmoid_gating_delta_rule_update)
+reads and writes the whole state every step: 2 V dk dv state bytes per token, state in
+model.linear_state_dtype (config.json mamba_ssm_dtype float32; SGLang --mamba-ssm-dtype may set
+bf16), ~7 dk dv FLOPs per value head (decay dk dv, S^T k 2 dk dv, rank-1 update 2 dk dv, S^T q
+2 dk dv). Prefill (FLA chunk_gated_delta_rule, chunks of C = 64 tokens, q and k repeated to the V
+value heads) per token and value head: intra-chunk K K^T, W = A K, U = A V and the masked
+(Q K^T) V_new: C (6 dk + 4 dv) FLOPs; the triangular solve C^2 / 3; inter-chunk V_new = U - W S,
+S += K^T V_new and O = Q S: 6 dk dv; its bytes are those of FLA's five chunk kernels
+(prefill_bytes_per_head).
+
+The conv and recurrent states are per sequence, whatever its length: `state_bytes_per_seq`
+(Op.state_bytes_per_seq, summed by core/build.py for the memory a sequence holds); the decode op
+carries their traffic as bytes per token, so the KV read model (framework/core/kv_costs.py) sees no
+`state` layers and counts only the full-attention layers' KV.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from decodelab.components.ops import Op, op_builders
+
+CHUNK = 64  # FLA chunk_gated_delta_rule's chunk size (BT = 64 in fla/ops/gated_delta_rule/chunk.py)
+STATE_BYTES = {"fp32": 4.0, "bf16": 2.0}
+CONV_STATE_BYTES = 2.0  # conv state in the model dtype, bf16 (SGLang MambaPool conv_dtype)
+
+
+def n_linear(m) -> int:
+    """Decoder layers of kind `linear` (layer_pattern repeated to n_layers)."""
+    pat = list(m.layer_pattern) or ["full"]
+    return sum(1 for i in range(m.n_layers) if pat[i % len(pat)] == "linear")
+
+
+def heads_per_chip(m, tp: int):
+    """(key heads, value heads) of one chip: split tp ways, replicated when tp exceeds them."""
+    return max(m.linear_k_heads // tp, 1), max(m.linear_v_heads // tp, 1)
+
+
+def conv_dim(m, tp: int) -> int:
+    nk, nv = heads_per_chip(m, tp)
+    return 2 * nk * m.linear_k_head_dim + nv * m.linear_v_head_dim
+
+
+def state_bytes_per_seq(m, tp: int) -> float:
+    """Bytes one sequence holds in one linear layer on one chip: the recurrent state (V/tp heads of
+    dk x dv in linear_state_dtype) and the conv state ((c - 1) x conv_dim in bf16)."""
+    _, nv = heads_per_chip(m, tp)
+    rec = nv * m.linear_k_head_dim * m.linear_v_head_dim * STATE_BYTES[m.linear_state_dtype]
+    return rec + (m.linear_conv_kernel - 1) * conv_dim(m, tp) * CONV_STATE_BYTES
+
+
+def params_per_layer(m) -> int:
+    """Parameters of one Gated DeltaNet layer's mixer (unsharded): in_proj_qkv, in_proj_z,
+    in_proj_ba, conv1d, A_log and dt_bias, the gated norm's weight, out_proj."""
+    d, dk, dv = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim
+    key, val = m.linear_k_heads * dk, m.linear_v_heads * dv
+    conv = 2 * key + val
+    return (
+        d * conv
+        + d * val
+        + 2 * d * m.linear_v_heads
+        + m.linear_conv_kernel * conv
+        + 2 * m.linear_v_heads
+        + dv
+        + val * d
+    )
+
+
+def decode_flops_per_head(dk: int, dv: int) -> float:
+    """Gated delta rule step of one value head: decay, S^T k, rank-1 update, S^T q (module doc)."""
+    return 7.0 * dk * dv
+
+
+def prefill_flops_per_head(dk: int, dv: int, chunk: int = CHUNK) -> float:
+    """Chunked gated delta rule, FLOPs per token and value head (module docstring)."""
+    return chunk * (6.0 * dk + 4.0 * dv) + chunk * chunk / 3.0 + 6.0 * dk * dv
+
+
+def prefill_bytes_per_head(dk: int, dv: int, ab: float, chunk: int = CHUNK) -> float:
+    """Bytes per token and value head FLA's chunked kernels move through memory (q, k repeated to the
+    value heads): chunk_scaled_dot_kkt reads k, writes A (fp32, C per token); solve_tril reads A,
+    writes its inverse (C); recompute_w_u reads k, v, A^-1, writes w, u; chunk_fwd_h reads k, w, u,
+    writes v_new and the chunk states (dk dv per chunk); chunk_fwd_o reads q, k, v_new, the states,
+    writes o: 7 dk + 6 dv elements, 8 C fp32 bytes + 2 C elements, 2 dk dv / C elements."""
+    return (7.0 * dk + 6.0 * dv + 2.0 * chunk + 2.0 * dk * dv / chunk) * ab + 8.0 * chunk
+
+
+def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: str = "") -> List[Op]:
+    """The ops of the model's Gated DeltaNet layers on one chip (repeat = those layers), between the
+    input norm and the attention all-reduce the full-attention layers share."""
+    n = n_linear(m)
+    gemm, elementwise = op_builders(n, w_bytes, act_bytes, gemm_dtype)
+    d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
+    nk, nv = heads_per_chip(m, tp)
+    key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)
+    ab, sb = act_bytes, STATE_BYTES[m.linear_state_dtype]
+    rec = nv * dk * dv * sb  # recurrent state of one sequence, this chip
+    conv_state = (c - 1) * conv * CONV_STATE_BYTES
+    conv_w = c * conv * CONV_STATE_BYTES  # conv1d weights stay bf16 (quant_config=None)
+    qkv_out = (2 * key + val) * ab + (val + 2 * nv) * ab  # q, k, v, o and beta, a through memory
+    return [
+        gemm("in_proj_qkv", d, conv),
+        gemm("in_proj_z", d, val),
+        gemm("in_proj_ba", d, 2 * nv),
+        Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w,
+           flops_per_token=2.0 * c * conv + 4.0 * conv,
+           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
+        Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w,
+           flops_per_token=2.0 * c * conv + 4.0 * conv, act_bytes_per_token=2.0 * conv * ab),
+        Op("gdn_decode", "elementwise", repeat=n, path="decode",
+           flops_per_token=nv * decode_flops_per_head(dk, dv) + 8.0 * key,  # + q/k L2 norms
+           act_bytes_per_token=qkv_out + 2.0 * rec,  # the state read and written every step
+           state_bytes_per_seq=rec + conv_state),
+        Op("gdn_prefill", "elementwise", repeat=n, path="prefill",
+           flops_per_token=nv * prefill_flops_per_head(dk, dv) + 8.0 * key,
+           act_bytes_per_token=nv * prefill_bytes_per_head(dk, dv, ab) + 2.0 * nv * ab),
+        elementwise("gated_norm", "norm", 2 * val, val, weights=dv),
+        gemm("out_proj", val, d),
+    ]  # fmt: skip
+
+
+def gate_attention(ops: List[Op], m, h: int, gemm, elementwise) -> List[Op]:
+    """Gated attention (config.json attn_output_gate): q_proj yields a gate per query element too
+    (SGLang qwen3_5.py: q_proj of 2 h hd), sigmoid(gate) x attention output before o_proj."""
+    if not m.attn_output_gate:
+        return ops
+    hd = m.head_dim
+    out = []
+    for op in ops:
+        if op.name == "qkv_proj":
+            op = gemm("qkv_proj", m.d_model, op.gemm_n + h * hd)
+        if op.name == "o_proj":
+            out.append(elementwise("attn_gate", "elementwise", 2 * h * hd, h * hd))
+        out.append(op)
+    return out
+
+
+def attention(ops: List[Op], m, h: int, tp: int, w_bytes: float, act_bytes: float, gemm, elementwise,
+                     gemm_dtype: str = "") -> List[Op]:  # fmt: skip
+    """A layer's attention block of a model with Gated DeltaNet layers: the (gated) attention ops
+    run on the other layers only (repeat = those), then the linear layers' own ops, their GEMMs of the
+    attention's weight dtype (BF16 under model.expert_only_dtypes). Models without linear layers:
+    `ops` unchanged."""
+    n = n_linear(m)
+    if n == 0:
+        return gate_attention(ops, m, h, gemm, elementwise)
+    ops = gate_attention(ops, m, h, gemm, elementwise)
+    for op in ops:
+        op.repeat = m.n_layers - n
+    return ops + linear_layer_ops(m, tp, w_bytes, act_bytes, ops[0].gemm_dtype)
