@@ -60,3 +60,18 @@ def test_a_b300_row_takes_the_b200_launch(model_path, backend, version, precisio
 def test_the_named_kernels_are_timed_on_each_chip(table, kernel, dtype, rows):
     t = pd.read_parquet(PACKAGE_DIR / "data" / "operators" / f"{table}.parquet")
     assert ((t.kernel_source == kernel) & (t.moe_dtype == dtype)).sum() == rows
+
+
+@pytest.mark.parametrize(
+    "system, precision, launch",
+    [
+        ("b200_sxm", "fp8", "inferencex-sglang-qwen3.5-blackwell"),
+        ("b300_sxm", "fp4", "inferencex-sglang-qwen3.5-blackwell"),
+        ("h200_sxm", "fp8", "inferencex-sglang-qwen3.5-h200"),
+    ],
+)
+def test_qwen3_5_rows_keep_their_state_in_bf16(system, precision, launch):
+    """InferenceX's Qwen3.5 FP8 / FP4 SGLang scripts pass --mamba-ssm-dtype bfloat16 from their first version."""
+    got = aic_rows.launch_of(row(system, "Qwen/Qwen3.5-397B-A17B-FP8", "sglang", "0.5.9", precision))
+    assert got["launch"] == launch
+    assert "model.linear_state_dtype=bf16" in got["launch_overrides"]
