@@ -25,7 +25,7 @@ TIE_DEFAULT: Dict[str, Optional[bool]] = {
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
-    **dict.fromkeys("minimax_m2 qwen2_vl qwen2_5_vl deepseek_v32 ministral".split(), None),
+    **dict.fromkeys("minimax_m2 qwen2_vl qwen2_5_vl deepseek_v32 glm_moe_dsa ministral".split(), None),
 }
 # keys a family's configuration class fills in when config.json omits them (only those that shape
 # the model; Gemma-3's multimodal checkpoints leave most of text_config to these)
