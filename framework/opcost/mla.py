@@ -39,9 +39,7 @@ def missed(op, ctx: Ctx, priced) -> Optional[str]:
     if op.kind != "attention" or op.path != "decode" or NAME in priced:
         return None
     return (
-        "no op_tables.mla_decode row at its heads"
-        if op.attn_head_dim > 0
-        else "mla_mapping not replicated, or sparse attention"
+        "no op_tables.mla_decode row at its heads" if op.attn_head_dim > 0 else "mla_mapping not replicated"
     )
 
 
