@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, norm_ops
-from decodelab.components.models import attn_dp, linear_attn, mla_map
+from decodelab.components.models import attn_dp, dsa, linear_attn, mla_map
 from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
@@ -59,7 +59,7 @@ def _attn_params(m) -> int:
             + m.kv_lora_rank
             + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
         )
-        return q + kv + m.n_heads * m.v_head_dim * d
+        return q + kv + m.n_heads * m.v_head_dim * d + (dsa.indexer_params(m) if dsa.is_dsa(m) else 0)
     q_out, kv_out = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     p = d * q_out * (2 if m.attn_output_gate else 1) + 2 * d * kv_out + q_out * d  # gate: q_proj x 2
     return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
@@ -124,14 +124,20 @@ def kv_elems_per_layer(m) -> int:
 
 def kv_bytes_per_token(m, kv_bytes: float) -> float:
     """KV bytes per token over all layers, as if every layer kept it (sliding and state layers
-    keep less: kv_layer_mix); Gated DeltaNet layers keep no KV (linear_attn.py)."""
+    keep less: kv_layer_mix; Gated DeltaNet layers keep no KV, linear_attn.py; sparse attention adds the index key:
+    dsa.py)."""
+    if dsa.is_dsa(m):
+        return m.n_layers * dsa.cache_bytes(m, kv_bytes)
     return (m.n_layers - linear_attn.n_linear(m)) * kv_elems_per_layer(m) * kv_bytes
 
 
 def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     """Shares of full / sliding / constant-state layers, the sliding window, and a state layer's
     state in token-equivalents (state bytes / one token's KV in one layer); over the layers that
-    attend (Gated DeltaNet layers' state is their ops' own: linear_attn.py)."""
+    attend (Gated DeltaNet layers' state is their ops' own: linear_attn.py); sparse attention's
+    index and latent shares (dsa.layer_mix)."""
+    if dsa.is_dsa(m):
+        return dsa.layer_mix(m, kv_bytes)
     kinds = [k for k in layer_kinds(m) if k != "linear"]
     n = float(len(kinds))
     return {
@@ -170,7 +176,7 @@ def build_ops(
     collectives on every group's (Op.replica; attn_dp.py), balanced groups. `fused_add_norm`,
     `separate_rope`: the engine's kernels (components/models/dense.py; `separate_rope` concerns
     GQA/MHA attention, MLA attention keeps its own RoPE); `norm_in_allreduce`: under tensor-parallel
-    all-reduces the layer's residual adds and norms run inside them (dense.norm_ops)."""
+    all-reduces the layer's residual adds and norms run inside them (dense.norm_ops). DSA: dsa.py."""
     d, L = m.d_model, m.n_layers
     mapping = mla_mapping if is_mla(m) else "replicated"
     if is_mla(m) and attention_dp > 1:  # dp = tp (core/parallel.py checks it)
@@ -216,7 +222,8 @@ def build_ops(
             ]
         else:
             ops += [gemm("q_proj", d, h * (nope + rope)), gemm("kv_a_proj", d, lat + rope)]
-        kv_tok = (lat + rope) * kv_bytes  # whole latent on every chip
+        ops += dsa.indexer_ops(m, gemm, w_bytes, act_bytes) if dsa.is_dsa(m) else []  # its indexer
+        kv_tok = dsa.latent_bytes(m, kv_bytes) if dsa.is_dsa(m) else (lat + rope) * kv_bytes  # on every chip
         ops += [
             Op(
                 "kv_norm_rope_write",
@@ -245,14 +252,13 @@ def build_ops(
                 path="decode",
                 attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
                 act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
-                # its shape for a measured MLA decode table (hardware.op_tables.mla_decode): h
-                # query heads over one latent "KV head" of lat + rope, where the op sees whole
-                # sequences: the replicated mapping, and data-parallel attention in serving (one
-                # group's own sequences, all heads); not decode context parallelism (1/tp of each
-                # latent) nor a static data-parallel step (its per-sequence costs scaled by share)
+                # its shape for a measured dense MLA decode table (op_tables.mla_decode; not DSA's) where
+                # the op sees whole sequences: replicated, or data-parallel attention in serving (not
+                # decode context parallelism, nor a static data-parallel step's per-sequence share)
                 **(
                     dict(attn_heads=h, attn_kv_heads=1, attn_head_dim=lat + rope)
-                    if mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens)
+                    if not dsa.is_dsa(m)
+                    and (mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens))
                     else {}
                 ),
             ),

@@ -26,7 +26,8 @@ TIE_DEFAULT: Dict[str, Optional[bool]] = {
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
     **dict.fromkeys(
-        "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 ministral".split(), None
+        "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 glm_moe_dsa ministral".split(),
+        None,
     ),
 }
 # keys a family's configuration class fills in when config.json omits them (only those that shape

@@ -5,7 +5,8 @@ Mapped: dense / GQA / MHA (llama, mistral, qwen2, qwen3: `head_dim` when given, 
 num_attention_heads); mixture of experts (mixtral and gpt-oss `num_local_experts`, qwen2_moe /
 qwen3_moe `num_experts` + `moe_intermediate_size` + shared expert, deepseek `n_routed_experts`,
 `n_shared_experts`, `first_k_dense_replace`); multi-head latent attention (`kv_lora_rank`,
-`q_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`, `num_nextn_predict_layers`);
+`q_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`, `num_nextn_predict_layers`) with
+DeepSeek sparse attention's indexer (`index_topk`, `index_n_heads`, `index_head_dim`: hf_dsa.py);
 sliding-window layers (`layer_types`, `use_sliding_window` + `max_window_layers`,
 `sliding_window_pattern`, or a bare `sliding_window`) -> `layer_pattern` (the shortest period that
 repeats to the layer list, components/models/layers.py) + `sliding_window`, arch=hybrid;
@@ -30,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
+from decodelab.config import hf_dsa, hf_linear
 from decodelab.config import hf_families as fam
-from decodelab.config import hf_linear
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema import ModelConfig
 from decodelab.errors import ConfigError
@@ -45,7 +46,6 @@ LINEAR = {"linear_attention": "linear"}  # Gated DeltaNet (config/hf_linear.py)
 # keys whose mechanism the schema has no field for (when set to a value that changes the model)
 GAPS = {
     "o_lora_rank": "low-rank output projection (DeepSeek-V4)",
-    "index_topk": "sparse attention over the top-k keys chosen by an indexer (DeepSeek sparse attention)",
     "attention_chunk_size": "chunked local attention (Llama 4)",
     "no_rope_layers": "layers without RoPE (no cost difference, but a per-layer pattern)",
     "num_kv_shared_layers": "layers that share another layer's KV cache",
@@ -155,6 +155,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     _shape(r, imp)
     _moe(r, imp)
     _mla(r, imp)
+    hf_dsa.read(r, imp)
     _layers(r, imp)
     _misc(r, imp, outer)
     hf_linear.read(r, imp)

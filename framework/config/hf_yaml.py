@@ -51,7 +51,17 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         keys += MOE
     if "kv_lora_rank" in v:
         keys += MLA
-    extra = ("n_mtp_modules", "layer_pattern", "sliding_window", "fp8_checkpoint", "expert_only_dtypes")
+    extra = (
+        "index_topk",
+        "index_n_heads",
+        "index_head_dim",
+        "index_layers",
+        "n_mtp_modules",
+        "layer_pattern",
+        "sliding_window",
+        "fp8_checkpoint",
+        "expert_only_dtypes",
+    )
     keys += [k for k in extra + LINEAR if k in v]
     keys += ["generation_defaults"] if "generation_defaults" in v else []
     lines = [

@@ -255,6 +255,28 @@ def _check_arch(e: List[str], m) -> None:
         _linear_fields(e, m)
     if m.n_mtp_modules < 0:
         e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
+    _check_dsa(e, m)
+
+
+def _check_dsa(e: List[str], m) -> None:
+    """DeepSeek Sparse Attention's fields (components/models/dsa.py): MLA with a lightning indexer."""
+    if m.index_topk < 0:
+        e.append(f"model.index_topk={m.index_topk} must be >= 0 (0: dense attention)")
+    if m.index_topk <= 0:
+        return
+    if m.arch != "mla":
+        e.append(
+            f"model.index_topk={m.index_topk} is set but model.arch={m.arch!r}; sparse attention is arch=mla"
+        )
+    for n in ("index_n_heads", "index_head_dim"):
+        if getattr(m, n) < 1:
+            e.append(f"model.{n}={getattr(m, n)} must be >= 1 with model.index_topk > 0 ({m.name})")
+    if not 0 <= m.index_layers <= m.n_layers:
+        e.append(
+            f"model.index_layers={m.index_layers} must be in [0, n_layers={m.n_layers}] (0: every layer)"
+        )
+    if m.layer_pattern:
+        e.append("model.layer_pattern must be empty with model.index_topk > 0: every layer attends sparsely")
 
 
 def _linear_fields(e, m) -> None:

@@ -26,9 +26,21 @@ from decodelab.kernel_layout import CAUSES, Cap, Cause, Layout, Step
 
 # read_model's vector rm[ReadModel.*]: the policy's read coefficients (dense layers' share, page
 # metadata per page, page size, extra token-equivalents per stored token) and the layer mix (the
-# full / sliding-window / constant-state layers' shares, the window, the state in tokens)
+# full / sliding-window / constant-state layers' shares, the window, the state in tokens; sparse
+# attention's share of the cache read for the top-k only, held whole, and its top-k: dsa.py)
 ReadModel = Layout(
-    "ReadModel", "DENSE", "META", "PAGE", "EXTRA", "FULL", "SLIDE", "WINDOW", "STATE", "STATE_TOK"
+    "ReadModel",
+    "DENSE",
+    "META",
+    "PAGE",
+    "EXTRA",
+    "FULL",
+    "SLIDE",
+    "WINDOW",
+    "STATE",
+    "STATE_TOK",
+    "SPARSE",
+    "TOPK",
 )
 GIB = float(2**30)
 
@@ -45,6 +57,10 @@ def layer_mix(arch, m, kb: float) -> Dict[str, float]:
     return {"full": 1.0, "sliding": 0.0, "state": 0.0, "window": 0.0, "state_tokens": 0.0}
 
 
+def _sparse(mix: Dict[str, float]) -> Dict[str, float]:
+    return {"sparse": mix.get("sparse", 0.0), "topk": mix.get("topk", 0.0)}
+
+
 def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
     """The ReadModel vector: the policy's read coefficients (Quest: dense layers, page metadata),
     H2O's score bytes converted to tokens, and the architecture's layer mix."""
@@ -53,7 +69,9 @@ def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
     mix = layer_mix(arch, m, kb)
     extra = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
     layers = {"full": mix["full"], "slide": mix["sliding"], "state": mix["state"], "window": mix["window"]}
-    return ReadModel.vector({**rc, **layers, "extra": extra, "state_tok": mix["state_tokens"]})
+    return ReadModel.vector(
+        {**rc, **layers, **_sparse(mix), "extra": extra, "state_tok": mix["state_tokens"]}
+    )
 
 
 def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np.ndarray:
@@ -68,14 +86,16 @@ def effective_tokens(stored: np.ndarray, caps: np.ndarray, rm: np.ndarray) -> np
     out = rm[ReadModel.FULL] * r + rm[ReadModel.STATE] * rm[ReadModel.STATE_TOK]
     if rm[ReadModel.SLIDE] > 0:
         out = out + rm[ReadModel.SLIDE] * np.minimum(r, rm[ReadModel.WINDOW])
+    if rm[ReadModel.SPARSE] > 0:
+        out = out + rm[ReadModel.SPARSE] * np.minimum(r, rm[ReadModel.TOPK])
     return out
 
 
 def memory_fraction(tokens: float, rm: np.ndarray) -> float:
     """Layer-averaged tokens held when full layers hold `tokens` (sliding layers hold at most the
-    window, state layers their state)."""
+    window, state layers their state; sparse attention's latent: all of them)."""
     return (
-        rm[ReadModel.FULL] * tokens
+        (rm[ReadModel.FULL] + rm[ReadModel.SPARSE]) * tokens
         + rm[ReadModel.SLIDE] * min(tokens, rm[ReadModel.WINDOW])
         + rm[ReadModel.STATE] * rm[ReadModel.STATE_TOK]
     )

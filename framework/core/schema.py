@@ -74,6 +74,13 @@ class ModelConfig:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     n_mtp_modules: int = 0
+    # DeepSeek Sparse Attention (arch=mla; components/models/dsa.py): a lightning indexer of
+    # index_n_heads heads of index_head_dim scores every cached token, the attention reads the
+    # index_topk best (0 = dense MLA); index_layers: layers with their own indexer (0 = all)
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_layers: int = 0
     # Acceptance of each draft position when the MTP module drafts for speculative decoding (engine.mtp:
     # position j's draft accepted given positions 1..j-1 were; later positions take the last value)
     mtp_acceptance: List[float] = field(default_factory=list)

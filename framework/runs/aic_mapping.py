@@ -43,7 +43,7 @@ def _one_of(match: dict, key: str, value) -> bool:
 
 def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
     """Whether an aic_mapping.yaml `match` fits an aggregated row: backend, versions, model (a
-    substring), system, precision, measured (date prefixes), and where given the replica's GPUs
+    substring; none of model_not's), system, precision, measured (date prefixes), and where given the replica's GPUs
     (tp x attention DP) and clients (concurrency)."""
     m = MEASURED.search(cell(row, "silicon_data_source"))
     return (
@@ -51,6 +51,7 @@ def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
         and _one_of(match, "backend", cell(row, "backend"))
         and _one_of(match, "versions", cell(row, "backend_version"))
         and str(match.get("model", "")).lower() in cell(row, "model_path").lower()
+        and not any(str(x).lower() in cell(row, "model_path").lower() for x in match.get("model_not", []))
         and _one_of(match, "system", cell(row, "system"))
         and _one_of(match, "precision", cell(row, "precision").lower())
         and ("gpus" not in match or _one_of(match, "gpus", gpus))

@@ -16,7 +16,7 @@ from decodelab.runs.validation_predict import _norm, engine_family, version_of
 # quantization suffixes (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
 # mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B).
 _VARIANT = re.compile(
-    r"^(instruct|chat|hf|it|base|thinking|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
+    r"^(instruct|chat|hf|it|base|thinking|exp|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
     r"fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|w4a8|pertensor|static|dynamic|bf16|fp16)$"
 )
 
