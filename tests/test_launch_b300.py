@@ -75,3 +75,18 @@ def test_qwen3_5_rows_keep_their_state_in_bf16(system, precision, launch):
     got = aic_rows.launch_of(row(system, "Qwen/Qwen3.5-397B-A17B-FP8", "sglang", "0.5.9", precision))
     assert got["launch"] == launch
     assert "model.linear_state_dtype=bf16" in got["launch_overrides"]
+
+
+@pytest.mark.parametrize(
+    "model_path, system, precision, launch",
+    [
+        ("zai-org/GLM-5-FP8", "b200_sxm", "fp8", "inferencex-sglang-glm5-fp8-blackwell"),
+        ("zai-org/GLM-5-FP8", "b300_sxm", "fp8", "inferencex-sglang-glm5-fp8-blackwell"),
+        ("nvidia/GLM-5-NVFP4", "b300_sxm", "fp4", "inferencex-sglang-glm5-fp4-b300"),
+        ("nvidia/GLM-5-NVFP4", "b200_sxm", "fp4", ""),
+    ],
+)
+def test_glm5_blackwell_rows_run_the_trtllm_gen_moe(model_path, system, precision, launch):
+    """InferenceX's GLM-5 FP8 B200 / B300 and FP4 B300 SGLang scripts pass --moe-runner-backend flashinfer_trtllm
+    from their first version; the FP4 B200 script only from 2026-04-09 (not matched)."""
+    assert aic_rows.launch_of(row(system, model_path, "sglang", "0.5.9", precision))["launch"] == launch
