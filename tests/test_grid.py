@@ -91,16 +91,20 @@ def test_the_decode_walk_is_cheaper_where_exact(mixed):
     _, out, table, _ = mixed
     ok = table[table.status == "ok"]
     closed = ok["rows_costed"] < ok["workload.output_len"]
-    assert closed.mean() > 0.5  # most designs summed in closed form
-    fitted = ok["hardware"] == "dgx_h100"  # fitted decode-attention law: walked row by row
+    roofline = ok["hardware"] == "sn40l_rack16"
+    assert closed[roofline].mean() > 0.5  # most roofline-law designs summed in closed form
+    # fitted decode-attention law: walked row by row (dgx_a100 since its own tables, 2026-11-29: walked where its
+    # costs need it, the grid matching the per-design path either way)
+    fitted = ok["hardware"] == "dgx_h100"
     assert (ok.loc[fitted, "rows_costed"] == ok.loc[fitted, "workload.output_len"]).all()
-    assert out.rows_costed < 0.5 * ok["workload.output_len"].sum()
+    assert ok.loc[roofline, "rows_costed"].sum() < 0.5 * ok.loc[roofline, "workload.output_len"].sum()
+    assert out.rows_costed < ok["workload.output_len"].sum()
 
 
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["model=llama3_1_8b", "hardware=dgx_a100"],
+        ["model=llama3_1_8b", "hardware=dgx_a100", "hardware.op_model=roofline"],  # a GPU on the roofline law
         ["model=mixtral_8x7b", "hardware=sn40l_rack16", "kv_policy=streaming_llm", "workload.output_len=900"],
         ["model=gpt_oss_120b", "hardware=sn40l_node8", "workload.prompt_len=200", "workload.output_len=400"],
         [

@@ -1,0 +1,181 @@
+"""Convert one chip's AIConfigurator operator tables to decodelab's shipped tables and fit CSVs (A100 SXM, L40S).
+
+Source: github.com/ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0),
+aic-core/src/aiconfigurator_core/systems/data/<chip>/<kind>/<engine>/<version>/<table>.parquet, read with `git show`
+from the mirror at $AIC (a git directory; its silicon_sample.csv is never read). The conversions are the ones
+framework/data/operators/README.md states for the other chips: `latency` renamed `latency_ms`; GEMMs: the bfloat16 /
+fp8 / fp8_block rows (the GEMM law and table have no integer weight-only class); decode attention: TensorRT-LLM's
+`torch_flow` rows, `window_size` 0 where the source has no such column (vLLM, SGLang: full attention only); engine
+all-reduces: the CUDA-graph rows; MoE: balanced routing, gated kernels, the median over repeated shapes within one
+kernel source; MLA decode: the decode attention schema, one KV head of dim 576. CHIPS says which version of each
+table ships and why (docs/journal/2026-11-29-a100-l40s-operators.md). Besides the shipped files, `--fit DIR` writes
+the CSVs `decodelab fit-hardware` fits the chip's laws to. Run from the repository root:
+
+    AIC=/path/to/aiconfigurator/.git python tools/aic_chip_tables.py a100_sxm --fit /tmp/a100_fit
+"""
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from decodelab.opcost.moe_blocks import COLUMNS as MOE_COLUMNS
+
+AIC = os.environ.get("AIC", "aiconfigurator/.git")
+COMMIT = "095f58a5"
+ROOT = "aic-core/src/aiconfigurator_core/systems/data"
+OPS = Path("framework/data/operators")
+GEMM = ["gemm_dtype", "m", "n", "k", "latency_ms"]
+ATTN = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size", "attn_dtype"]
+ATTN = ["kernel_source", *ATTN, "kv_cache_dtype", "step", "latency_ms"]
+AR = ["framework", "kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency_ms"]
+WEIGHT_BYTES = {"bfloat16": 2, "fp8": 1, "fp8_block": 1}
+HBM_GB_S = {"a100_sxm": 2039, "l40s": 864}  # datasheets (conf/hardware/<chip>.yaml)
+GRAPH = ("vLLM_custom_graph", "SGLang_CustomAllReduce_graph")
+
+# chip -> shipped kind -> (engine/version of the source, why this version). Rules of the other chips: the oldest
+# version of each engine; TensorRT-LLM decode attention from 1.3.0rc20 (older collectors: K-only pools, a cache
+# race); an MoE table with balanced-routing rows (the oldest that has them).
+CHIPS = {
+    "a100_sxm": {
+        "gemm": ["trtllm/1.0.0", "vllm/0.14.0", "sglang/0.5.9"],
+        "generation_attention": ["vllm/0.14.0", "sglang/0.5.9"],  # TensorRT-LLM 1.0.0's beat the HBM peak
+        "allreduce": ["vllm/0.14.0", "sglang/0.5.9"],
+        "moe": ["sglang/0.5.10"],  # trtllm 1.0.0, vllm 0.14.0, sglang 0.5.9: power-law routing rows only
+        "generation_mla": ["trtllm/1.0.0"],
+    },
+    "l40s": {
+        "gemm": ["trtllm/1.0.0", "vllm/0.14.0", "sglang/0.5.9"],
+        "generation_attention": ["trtllm/1.3.0rc20", "vllm/0.14.0", "sglang/0.5.9"],
+        "allreduce": ["vllm/0.14.0", "sglang/0.5.10"],  # sglang/0.5.9's file holds TensorRT-LLM 1.0.0's rows
+        "moe": ["trtllm/1.3.0rc15", "vllm/0.22.0", "sglang/0.5.10"],  # the oldest with balanced rows of each
+        "generation_mla": ["trtllm/1.0.0"],
+    },
+}
+# fit-hardware's inputs (kind: engine/version), TensorRT-LLM's own where it is sound
+FITS = {
+    "a100_sxm": {
+        "gemm": "trtllm/1.0.0",
+        "context_attention": "trtllm/1.0.0",
+        "generation_attention": "vllm/0.14.0",
+        "custom_allreduce": "trtllm/1.0.0",
+        "nccl": "nccl/2.27.3",
+    },
+    "l40s": {
+        "gemm": "trtllm/1.0.0",
+        "context_attention": "trtllm/1.0.0",
+        "generation_attention": "trtllm/1.3.0rc20",
+        "custom_allreduce": "trtllm/1.0.0",
+        "nccl": "nccl/2.27.3",
+    },
+}
+SOURCE = {  # shipped kind -> (folder, table)
+    "gemm": ("gemm", "gemm_perf"),
+    "generation_attention": ("attention", "generation_attention_perf"),
+    "context_attention": ("attention", "context_attention_perf"),
+    "allreduce": ("comm", "custom_allreduce_perf"),
+    "custom_allreduce": ("comm", "custom_allreduce_perf"),
+    "nccl": ("comm", "nccl_perf"),
+    "moe": ("moe", "moe_perf"),
+    "generation_mla": ("mla", "generation_mla_perf"),
+}
+
+
+def source(chip: str, kind: str, engine_version: str) -> pd.DataFrame:
+    folder, table = SOURCE[kind]
+    path = f"{ROOT}/{chip}/{folder}/{engine_version}/{table}.parquet"
+    blob = subprocess.run(
+        ["git", "--git-dir", AIC, "show", f"{COMMIT}:{path}"], capture_output=True, check=True
+    )
+    return pd.read_parquet(io.BytesIO(blob.stdout)).rename(columns={"latency": "latency_ms"})
+
+
+def gemm(df: pd.DataFrame, hbm_gb_s: float) -> pd.DataFrame:
+    """The GEMM rows, each no faster than its weight read at the HBM peak: a row that reads its weight faster was
+    served from L2 (the L40S's 96 MB hold the collector's weight copies up to ~21 MB of weight); a serving step
+    reads a layer's weights from HBM, every other layer having passed through L2 since."""
+    df = df[df.gemm_dtype.isin(["bfloat16", "fp8", "fp8_block"])][GEMM].reset_index(drop=True)
+    read_ms = df.n * df.k * df.gemm_dtype.map(WEIGHT_BYTES) / (hbm_gb_s * 1e9) * 1e3
+    print(f"  {int((df.latency_ms < read_ms).sum())} GEMM rows raised to the weight read", file=sys.stderr)
+    return df.assign(latency_ms=df.latency_ms.where(df.latency_ms >= read_ms, read_ms))
+
+
+def attention(df: pd.DataFrame) -> pd.DataFrame:
+    if "window_size" not in df.columns:  # vLLM / SGLang collectors: full attention only
+        df = df.assign(window_size=0)
+    if (df.framework == "TRTLLM").all():
+        df = df[df.kernel_source == "torch_flow"]
+    if "step" not in df.columns:
+        df = df.assign(step=0)
+    return df[df.window_size == 0][ATTN].reset_index(drop=True)  # full-attention rows
+
+
+def allreduce(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df.kernel_source.isin(GRAPH)][AR].reset_index(drop=True)
+
+
+def moe(df: pd.DataFrame) -> pd.DataFrame:
+    df = df[(df.distribution == "balanced") & ~df.kernel_source.str.endswith("nongated")]
+    keys = [c for c in MOE_COLUMNS if c != "latency_ms"] + ["kernel_source"]
+    return df.groupby(keys, sort=True).latency_ms.median().reset_index()[[*MOE_COLUMNS, "kernel_source"]]
+
+
+def mla(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.assign(num_key_value_heads=1, head_dim=576, window_size=0, attn_dtype=df.mla_dtype)
+    return df[ATTN].reset_index(drop=True)
+
+
+CONVERT = {"generation_attention": attention, "allreduce": allreduce, "moe": moe}
+CONVERT["generation_mla"] = mla
+SUFFIX = {"allreduce": "csv"}
+
+
+def ship(chip: str) -> None:
+    for kind, versions in CHIPS[chip].items():
+        for ev in versions:
+            df = source(chip, kind, ev)
+            df = gemm(df, HBM_GB_S[chip]) if kind == "gemm" else CONVERT[kind](df)
+            out = OPS / f"{chip}_{kind}_{ev.replace('/', '_')}.{SUFFIX.get(kind, 'parquet')}"
+            if out.suffix == ".csv":
+                df.to_csv(out, index=False)
+            else:
+                df.to_parquet(out, index=False, compression="zstd")
+            print(out, len(df), "rows", file=sys.stderr)
+
+
+def fit_csvs(chip: str, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for kind, ev in FITS[chip].items():
+        df = source(chip, kind, ev)
+        if kind == "gemm":
+            df = gemm(df, HBM_GB_S[chip])
+        elif kind.endswith("attention"):
+            df = attention(df).drop(columns="kernel_source")
+            df = df.drop(columns="step") if kind == "context_attention" else df
+        elif kind == "custom_allreduce":
+            df = df[["allreduce_dtype", "num_gpus", "message_size", "latency_ms"]]
+        else:
+            df = df[["op_name", "nccl_dtype", "num_gpus", "message_size", "latency_ms"]]
+        name = {"custom_allreduce": "allreduce", "nccl": ""}.get(kind, kind)
+        df.to_csv(out / f"{name + '_' if name else ''}{ev.replace('/', '_')}.csv", index=False)
+    for ev in CHIPS[chip]["allreduce"]:  # the engines' own all-reduces, as shipped
+        df = allreduce(source(chip, "allreduce", ev))
+        df.to_csv(out / f"allreduce_{ev.replace('/', '_')}.csv", index=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("chip", choices=sorted(CHIPS))
+    ap.add_argument("--fit", type=Path, help="also write fit-hardware's input CSVs to this directory")
+    a = ap.parse_args()
+    ship(a.chip)
+    if a.fit:
+        fit_csvs(a.chip, a.fit)
+
+
+if __name__ == "__main__":
+    main()
