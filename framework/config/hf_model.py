@@ -34,7 +34,7 @@ from typing import Any, Dict, List
 from decodelab.config import hf_dsa, hf_linear
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
-from decodelab.core.schema import ModelConfig
+from decodelab.core.schema_model import ModelConfig
 from decodelab.errors import ConfigError
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")

@@ -14,7 +14,7 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.config.hf_linear import FIELDS as LINEAR
 from decodelab.config.hf_model import BASE, MLA, MOE, Imported
 from decodelab.opcost.sampler import GEN_KEYS
-from decodelab.core.schema import ModelConfig
+from decodelab.core.schema_model import ModelConfig
 from decodelab.errors import ConfigError
 
 

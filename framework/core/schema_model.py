@@ -1,0 +1,100 @@
+"""Typed schema of a model architecture (`model`: components/models/, the shapes a conf/model YAML states); part of
+decodelab.core.schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    """Transformer shape. Dense GQA/MHA is implemented; the MoE, MLA and hybrid fields are
+    part of the schema so those architectures are data, not a schema change."""
+
+    name: str = MISSING
+    arch: str = "dense"  # dense | moe | mla | hybrid
+    n_layers: int = MISSING
+    d_model: int = MISSING
+    n_heads: int = MISSING
+    n_kv_heads: int = MISSING
+    head_dim: int = MISSING
+    ffn_dim: int = MISSING
+    vocab_size: int = MISSING
+    ffn_act: str = "swiglu"  # swiglu (gate+up+down) | gelu (up+down)
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    # Per-head RMSNorm of q and k before RoPE (Qwen3's q_norm / k_norm): one more elementwise
+    # kernel per layer on a GPU (components/models/dense.py)
+    qk_norm: bool = False
+    # Engine families (engine.family) whose implementation of this model runs each decoder layer's
+    # residual add + RMSNorm inside its tensor-parallel all-reduce, one kernel (TensorRT-LLM's
+    # AllReduceFusionOp.RESIDUAL_RMS_NORM): under tensor parallelism without data-parallel attention
+    # the layer's norms are no kernels of their own (components/models/layers.py)
+    allreduce_norm_engines: List[str] = field(default_factory=list)
+    max_context: int = 131072
+    # How the model's published FP8 checkpoint scales its weights: tensor (one scale per tensor,
+    # e.g. NVIDIA ModelOpt) | block (one per 128 x 128 block: Qwen3-*-FP8, DeepSeek-V3/R1). A
+    # measured row in FP8 runs with workload.weight_dtype=fp8_block for a block checkpoint
+    # (decodelab validate), whose GEMMs run other kernels (opcost/gemm.py).
+    fp8_checkpoint: str = "tensor"
+    # Weight dtypes in which the published checkpoint quantizes only the routed experts and keeps
+    # every other weight (attention projections, norms, router, embeddings, LM head) in BF16, e.g.
+    # gpt-oss's MXFP4 (its model card): under workload.weight_dtype in this list the non-expert
+    # weights are read and costed as BF16 GEMMs (components/models/layers.py)
+    expert_only_dtypes: List[str] = field(default_factory=list)
+    # Ops a quantized checkpoint leaves in BF16, per weight dtype: under workload.weight_dtype = a key,
+    # the listed ops (components/models op names) read BF16 weights and are costed as BF16 GEMMs, as
+    # the LM head already is (components/ops.py keep_bf16; e.g. NVIDIA's NVFP4 DeepSeek checkpoints
+    # keep the MLA projections in BF16: conf/model/deepseek_r1.yaml)
+    quant_bf16_ops: Dict[str, List[str]] = field(default_factory=dict)
+    # Mixture of experts (arch=moe)
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    expert_ffn_dim: int = 0
+    first_dense_layers: int = 0
+    # Multi-head latent attention (arch=mla)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    n_mtp_modules: int = 0
+    # DeepSeek Sparse Attention (arch=mla; components/models/dsa.py): a lightning indexer of
+    # index_n_heads heads of index_head_dim scores every cached token, the attention reads the
+    # index_topk best (0 = dense MLA); index_layers: layers with their own indexer (0 = all)
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_layers: int = 0
+    # Acceptance of each draft position when the MTP module drafts for speculative decoding (engine.mtp:
+    # position j's draft accepted given positions 1..j-1 were; later positions take the last value)
+    mtp_acceptance: List[float] = field(default_factory=list)
+    # Static graphs a deployment compiles for this model: [max sequence, batch] pairs (a static graph
+    # fixes both; workload.static_graph picks one, framework/modes/graphs.py)
+    static_graphs: List[List[int]] = field(default_factory=list)
+    # Hybrid / sliding-window layers (arch=hybrid): per-layer kinds, repeated to n_layers
+    layer_pattern: List[str] = field(default_factory=list)  # e.g. [full, sliding]
+    sliding_window: int = 0
+    state_bytes_per_layer: int = 0
+    # Gated DeltaNet layers (layer_pattern kind `linear`; components/models/linear_attn.py), from
+    # config.json linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+    # linear_value_head_dim, linear_conv_kernel_dim, mamba_ssm_dtype (the recurrent state's dtype)
+    linear_k_heads: int = 0
+    linear_v_heads: int = 0
+    linear_k_head_dim: int = 0
+    linear_v_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    linear_state_dtype: str = "fp32"  # fp32 | bf16
+    # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
+    attn_output_gate: bool = False
+    # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)
+    shared_expert_gate: bool = False
+    # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p,
+    # repetition_penalty):
+    # what an engine with engine.sampler.model_defaults samples with (framework/opcost/sampler.py)
+    generation_defaults: Dict[str, float] = field(default_factory=dict)
+    source: str = ""
