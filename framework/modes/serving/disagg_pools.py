@@ -33,7 +33,7 @@ from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import mtp
 from decodelab.modes.serving.simulate import design_args, draft_args, engine_inputs, mixed_design
 from decodelab.kernel_layout import Cap
-from decodelab.modes.serving.layout import Req
+from decodelab.modes.serving.layout import Eng, Req
 
 POOLS = ("prefill", "decode")
 
@@ -117,6 +117,8 @@ def run_instance(
         eng, buckets, _ = engine_inputs(pcfg, design, prompt, output, ready)
     except Infeasible as e:
         raise Infeasible(f"{name} pool: {e}") from None
+    if name == "prefill":  # its KV leaves when the step ends: TensorRT-LLM sends the context requests'
+        eng[Eng.LATE_SEND] = 0.0  # cache in the iteration that ran them (PyExecutor._send_disagg_ctx_cache)
     think = np.zeros(len(prompt)) if think is None else think
     args = design_args(pcfg, design, mixed, draft)
     req, steps, status = SK.serve(*args, eng, buckets, arrival, prompt, output, think)

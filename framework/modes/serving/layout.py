@@ -55,6 +55,9 @@ Eng = Layout(
     # requests are read once ADP_RELEASE steps have run since the last release, or at once by an idle
     # group; <= 1 = every round
     "ADP_RELEASE",
+    # 1: the engine loop sends a step's tokens only after it has launched the next step (the lookahead
+    # loop; scheduler.py late_tokens); 0: at the step's end (a disaggregated prefill pool)
+    "LATE_SEND",
 )
 ORDERS = ("fcfs", "sjf")
 

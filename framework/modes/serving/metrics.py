@@ -100,6 +100,10 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     )
     f, d = req[:, Req.FIRST_STEP].astype(int), req[:, Req.DONE_STEP].astype(int)
     per_req = (cum[d + 1] - cum[f + 1]) / (out_len - 1.0)[:, None]
+    # first and last tokens the engine loop sent after its next launch (scheduler.late_tokens): host
+    ends = steps[:, StepLog.START] + steps[:, StepLog.DUR]
+    held = (done - ends[d]) - (req[:, Req.FIRST] - ends[f])
+    per_req[:, CAUSES.index("host")] += held / (out_len - 1.0)
     for k, cause in enumerate(CAUSES):
         m[f"tpot_{cause}_ms"] = float(per_req[:, k].mean()) * 1e3
         m[f"time_{cause}_pct"] = 100.0 * float(cum[-1, k]) / busy

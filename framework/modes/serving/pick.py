@@ -31,7 +31,10 @@ from decodelab.modes.serving.parts import (
 # step_aggregates' output: the step's token, sampled-token, KV-read and pair sums, the prefilling
 # sequences' share of them, the batch the step runs at (padded to a graph bucket) and the sequences
 # that emit a token in it (an MTP draft runs on those: modes/serving/stepcost.py)
-Agg = Layout("Agg", "TOKENS", "SAMPLED", "KV", "PAIRS", "PRE_TOK", "PRE_KV", "PRE_PAIRS", "PADDED", "EMIT")
+# LAUNCH: the host's seconds to prepare and launch the step (engine loop work + eager dispatch; stepcost.step_time)
+Agg = Layout(
+    "Agg", "TOKENS", "SAMPLED", "KV", "PAIRS", "PRE_TOK", "PRE_KV", "PRE_PAIRS", "PADDED", "EMIT", "LAUNCH"
+)
 
 
 @njit(cache=True)

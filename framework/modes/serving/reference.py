@@ -33,6 +33,9 @@ class Req:
     gen: float = 0.0
     blocks: float = 0.0
     last: float = 0.0
+    next_req: int = -1  # closed loop: the request its end issued
+    first_step: int = -1  # the steps that emitted its first and last token
+    done_step: int = -1
 
     def prefilling(self) -> bool:
         return self.prefilled < self.target
@@ -176,9 +179,11 @@ def reference_serve(
     waiting: List[Req] = []
     running: List[Req] = []
     free = eng["cap_blocks"]
-    t, finished = 0.0, 0
+    t, finished, k = 0.0, 0, 0  # k: the steps run
     in_flight = False  # lookahead: the next step is scheduled while this one runs
     last_start = 0.0
+    host_end = 0.0  # when the engine loop finished launching the last step (late_send)
+    late: List[Req] = []  # the last step's requests
     ratio = eng["admit_ratio"]  # admission reserve (framework/modes/serving/admission.py)
     preemptions = 0
     recv = Recv(eng.get("recv_interval", 1.0), eng.get("adp_release", 1.0))
@@ -355,42 +360,72 @@ def reference_serve(
                 continue
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 
-        t_end = t + step_seconds(
+        dur, launch = step_seconds(
             step, design, design_mixed, cfg, eng, caps, (attended, read_and_pairs), draft
         )
+        t_end = t + dur
+        if eng.get("late_send"):  # the loop launches this step, then sends the last step's tokens
+            host_end = (max(host_end, last_start) if in_flight else t) + launch
+            if in_flight and host_end > t:
+                _send_late(late, k - 1, pending, think, host_end)
 
-        for r, q, dec in step:
-            if dec:
-                r.gen += eng.get("spec_tok", 1.0)
-                if math.isnan(r.first):  # a ready request's first token, on the decode pool
-                    r.first = r.last = t_end
-            else:
-                r.prefilled += q
-                if r.prefilling():
-                    continue
-                r.gen += 1
-                if eng["preempt"]:
-                    keep = blocks_for(held(r.prompt, r.gen, caps))
-                    if keep < r.blocks:
-                        free += r.blocks - keep
-                        r.blocks = keep
-                if math.isnan(r.first):
-                    r.first = r.last = t_end
-            r.max_itl = max(r.max_itl, t_end - r.last)
-            r.last = t_end
-            if r.gen >= r.output:
-                r.done_t = t_end
-                free += r.blocks
-                r.blocks = 0
-                running.remove(r)
-                finished += 1
-                if eng["closed"] and issued < len(reqs):
-                    # strictly after this boundary's scheduling decision (scheduler.py docstring)
-                    pending[issued] = math.nextafter(t_end + float(think[issued]), math.inf)
-                    issued += 1
-        last_start, t, in_flight = t, t_end, True
+        free, done, issued = _advance(
+            step, t_end, k, eng, caps, blocks_for, running, pending, think, free, issued
+        )
+        finished += done
+        last_start, t, in_flight, k = t, t_end, True, k + 1
+        late = [r for r, _, _ in step]
         recv.stepped(not all(dec for _, _, dec in step))
     return reqs
+
+
+def _advance(step, t_end, k, eng, caps, blocks_for, running, pending, think, free, issued):
+    """Step k's tokens (ending at t_end): prefill progress, first tokens, finished requests and
+    the closed loop's next sends. Returns (free blocks, requests finished, requests issued)."""
+    done = 0
+    for r, q, dec in step:
+        if dec:
+            r.gen += eng.get("spec_tok", 1.0)
+            if math.isnan(r.first):  # a ready request's first token, on the decode pool
+                r.first, r.last, r.first_step = t_end, t_end, k
+        else:
+            r.prefilled += q
+            if r.prefilling():
+                continue
+            r.gen += 1
+            if eng["preempt"]:
+                keep = blocks_for(held(r.prompt, r.gen, caps))
+                if keep < r.blocks:
+                    free += r.blocks - keep
+                    r.blocks = keep
+            if math.isnan(r.first):
+                r.first, r.last, r.first_step = t_end, t_end, k
+        r.max_itl = max(r.max_itl, t_end - r.last)
+        r.last = t_end
+        if r.gen >= r.output:
+            r.done_t, r.done_step = t_end, k
+            free += r.blocks
+            r.blocks = 0
+            running.remove(r)
+            done += 1
+            if eng["closed"] and issued < len(pending):
+                # strictly after this boundary's scheduling decision (scheduler.py docstring)
+                pending[issued] = math.nextafter(t_end + float(think[issued]), math.inf)
+                r.next_req = issued
+                issued += 1
+    return free, done, issued
+
+
+def _send_late(late: List[Req], k: int, pending, think, when: float) -> None:
+    """The first and last tokens step k emitted reach their clients at `when`
+    (scheduler.late_tokens)."""
+    for r in late:
+        if r.first_step == k and r.first < when:
+            r.first = when
+        if r.done_step == k and r.done_t < when:
+            r.done_t = when
+            if r.next_req >= 0:
+                pending[r.next_req] = math.nextafter(when + float(think[r.next_req]), math.inf)
 
 
 def reference_table(reqs: List[Req], delay=None) -> np.ndarray:

@@ -62,9 +62,10 @@ def draft_seconds(draft, agg: list, pre: list, graphed: bool, k: int) -> float:
 
 def step_seconds(
     step: List[tuple], design, design_mixed, cfg, eng: dict, caps, helpers, draft: Optional[tuple] = None
-) -> float:
+) -> Tuple[float, float]:
     """Seconds of one step: the target's forward, the draft's passes, the host work
-    (stepcost.step_time). `helpers`: reference.py's (attended, read_and_pairs)."""
+    (stepcost.step_time); and the host's seconds to launch it (exposed or not: Agg.LAUNCH).
+    `helpers`: reference.py's (attended, read_and_pairs)."""
     agg, pre, graphed = aggregates(step, eng, caps, *helpers)
     tokens, kv_read, pairs, seqs, sampled, _ = agg
     cost = reference_step_agg(
@@ -74,8 +75,9 @@ def step_seconds(
     host = eng["host_iter"] + eng["host_req"] * len(step)  # the engine loop's host work
     # an eager step's kernels dispatched one by one by the host (engine.eager_launch_us)
     dispatch = eng["eager_host"] if (not graphed or eng["eager_decode"]) else 0.0
+    launch = host + dispatch
     if eng["overlap"]:  # hidden under the GPU's previous step, except what exceeds it
         host = max(0.0, host + dispatch - gpu)
     else:  # dispatched while the step's own kernels run
         host += max(0.0, dispatch - gpu)
-    return gpu + host
+    return gpu + host, launch

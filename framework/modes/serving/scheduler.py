@@ -70,6 +70,61 @@ from decodelab.modes.serving.admission import Adm
 
 
 @njit(cache=True)
+def log_step(steps, k, t, dur, row, n_sched, n_dec, padded, tokens, kv, fb, cnt):
+    """Step k's row of the step log (grown by doubling when full); returns the log."""
+    if k == steps.shape[0]:
+        grown = np.zeros((2 * k, StepLog.size))
+        grown[:k] = steps
+        steps = grown
+    st = steps[k]
+    st[StepLog.START] = t
+    st[StepLog.DUR] = dur
+    for c in range(Cause.size):
+        st[StepLog.CAUSE + c] = row[c]
+    st[StepLog.SEQS] = n_sched
+    st[StepLog.PADDED] = padded
+    st[StepLog.TOKENS] = tokens
+    st[StepLog.PREFILL] = fb[Fb.PREFILL]
+    st[StepLog.DECODE] = n_dec
+    st[StepLog.KV] = kv
+    st[StepLog.WAIT] = cnt[Cnt.WAIT]
+    st[StepLog.MIXED] = 1.0 if n_dec < n_sched else 0.0
+    return steps
+
+
+@njit(cache=True)
+def first_token(req, last_tok, late, n_late, i, t_end, step):
+    """Request i's first token, emitted by step `step` ending at t_end; it may be sent later
+    (late_tokens). Returns the count of such requests."""
+    req[i, Req.FIRST] = t_end
+    req[i, Req.FIRST_STEP] = step
+    last_tok[i] = t_end
+    late[0, n_late] = i
+    late[1, n_late] = -1
+    return n_late + 1
+
+
+@njit(cache=True)
+def late_tokens(req, arrival, think, late, n_late, step, when):
+    """The tokens step `step` emitted reach their clients at `when`, once the engine loop has
+    launched the step after it: the lookahead loop launches step n + 1 before it sends step n's
+    outputs (TensorRT-LLM PyExecutor._executor_loop_overlap: _forward_step, then
+    _process_previous_batch -> _handle_responses; SGLang event_loop_overlap: process_batch_result
+    waits for the next batch's launch_done), so an eager next step (a prompt in it) holds them for
+    its dispatch. First and last tokens move (TTFT; the client's next request is sent later); the
+    tokens between keep their times (ITL)."""
+    for j in range(n_late):
+        i = late[0, j]
+        if req[i, Req.FIRST_STEP] == step and req[i, Req.FIRST] < when:
+            req[i, Req.FIRST] = when
+        if req[i, Req.DONE_STEP] == step and req[i, Req.DONE] < when:
+            req[i, Req.DONE] = when
+            k = late[1, j]
+            if k >= 0:
+                arrival[k] = np.nextafter(when + think[k], np.inf)
+
+
+@njit(cache=True)
 def serve(
     op_call,
     op_w,
@@ -104,6 +159,12 @@ def serve(
     graph_max = eng[Eng.GRAPH_MAX]
     spec_tok = eng[Eng.SPEC_TOK] if eng[Eng.SPEC_TOK] > 0.0 else 1.0  # tokens a decoding sequence emits
     in_flight = False  # a step runs on the GPU while the next one is scheduled (lookahead)
+    late_send = eng[Eng.LATE_SEND] > 0.0
+    host_end = 0.0  # when the engine loop finished launching the last step (late_tokens)
+    # the requests whose first or last token the last step emitted, and the client request each
+    # one's end issued (closed loop; -1: none)
+    late = np.full((2, n), -1, np.int64)
+    n_late = 0
     target = (op_call, op_w, op_lin, call_rep, call_cost, call_cost_mixed, kv_frac, hw)
     scratch = SC.scratch(call_rep.shape[0], tier_bw.shape[0])
     dscratch = SC.scratch(draft[3].shape[0], tier_bw.shape[0])
@@ -194,6 +255,12 @@ def serve(
             target, draft, tier_bw, eng, agg, graphed, n_sched, n_dec, scratch, dscratch, row, drow
         )
         t_end = t + dur
+        if late_send:  # the loop launches this step, then sends the last step's tokens
+            h0 = max(host_end, steps[n_steps - 1, StepLog.START]) if in_flight else t
+            host_end = h0 + agg[Agg.LAUNCH]
+            if in_flight and host_end > t:
+                late_tokens(req, arrival, think, late, n_late, n_steps - 1, host_end)
+        n_late = 0
 
         # ---- advance the sequences
         for s in range(n_sched):
@@ -201,9 +268,7 @@ def serve(
             if s < n_dec:
                 gen[i] += spec_tok
                 if np.isnan(req[i, Req.FIRST]):  # Eng.READY: the decode pool's first token
-                    req[i, Req.FIRST] = t_end
-                    req[i, Req.FIRST_STEP] = n_steps
-                    last_tok[i] = t_end
+                    n_late = first_token(req, last_tok, late, n_late, i, t_end, n_steps)
             else:
                 done_tok[i] += q_of[i]
                 if done_tok[i] < pre_len[i]:
@@ -215,9 +280,7 @@ def serve(
                         fb[Fb.FREE] += blocks[i] - keep
                         blocks[i] = keep
                 if np.isnan(req[i, Req.FIRST]):
-                    req[i, Req.FIRST] = t_end
-                    req[i, Req.FIRST_STEP] = n_steps
-                    last_tok[i] = t_end
+                    n_late = first_token(req, last_tok, late, n_late, i, t_end, n_steps)
             itl = t_end - last_tok[i]
             if itl > req[i, Req.MAX_ITL]:
                 req[i, Req.MAX_ITL] = itl
@@ -229,30 +292,19 @@ def serve(
                 fb[Fb.FREE] += blocks[i]
                 blocks[i] = 0.0
                 n_done += 1
+                if n_late == 0 or late[0, n_late - 1] != i:  # not already held for its first token
+                    late[0, n_late] = i
+                    late[1, n_late] = -1
+                    n_late += 1
                 if closed and issued < n:
                     # the client's next request reaches the engine after this boundary's
                     # scheduling decision, not in it (module docstring): one ulp later
                     arrival[issued] = np.nextafter(t_end + think[issued], np.inf)
+                    late[1, n_late - 1] = issued
                     issued += 1
         kv = compact_running(seq, ix, cnt, caps, eng)
-        if n_steps == steps.shape[0]:
-            grown = np.zeros((2 * n_steps, StepLog.size))
-            grown[:n_steps] = steps
-            steps = grown
-        st = steps[n_steps]
-        st[StepLog.START] = t
-        st[StepLog.DUR] = dur
-        for c in range(Cause.size):
-            st[StepLog.CAUSE + c] = row[c]
-        st[StepLog.SEQS] = n_sched
-        st[StepLog.PADDED] = padded
-        st[StepLog.TOKENS] = tokens
-        st[StepLog.PREFILL] = fb[Fb.PREFILL]
-        st[StepLog.DECODE] = n_dec
-        st[StepLog.KV] = kv * block
-        st[StepLog.RESERVED] = (cap_blocks - fb[Fb.FREE]) * block
-        st[StepLog.WAIT] = cnt[Cnt.WAIT]
-        st[StepLog.MIXED] = 1.0 if n_dec < n_sched else 0.0
+        steps = log_step(steps, n_steps, t, dur, row, n_sched, n_dec, padded, tokens, kv * block, fb, cnt)
+        steps[n_steps, StepLog.RESERVED] = (cap_blocks - fb[Fb.FREE]) * block
         RV.stepped(recv, n_dec < n_sched)
         n_steps += 1
         t = t_end

@@ -252,6 +252,7 @@ def engine_inputs(
             "host_iter": design.hw[Hw.HOST_STEP] if e.host_iter_us is None else e.host_iter_us * 1e-6,
             "host_req": e.host_per_req_us * 1e-6,
             "lookahead": 1.0 if (e.overlap and e.lookahead) else 0.0,
+            "late_send": 1.0 if (e.overlap and e.lookahead) else 0.0,
             "spec_k": spec_k,
             "spec_tok": spec_tok,
             "ready": 1.0 if ready else 0.0,

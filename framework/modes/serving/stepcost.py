@@ -90,6 +90,7 @@ def step_time(target, draft, tier_bw, eng, agg, graphed, n_sched, n_dec, scratch
             gpu += row[c]
     host = row[Cause.HOST] + eng[Eng.HOST_ITER] + eng[Eng.HOST_REQ] * n_sched
     dispatch = eng[Eng.EAGER_HOST] if (not graphed or eng[Eng.EAGER_DECODE] > 0.0) else 0.0
+    agg[Agg.LAUNCH] = host + dispatch  # the host's whole share, exposed or not (scheduler.py: responses)
     if eng[Eng.OVERLAP] > 0.0:  # the CPU prepares this step while the GPU runs the previous one
         host = max(0.0, host + dispatch - gpu)
     else:  # the forward's kernels run while the rest of them are dispatched
