@@ -310,6 +310,11 @@ def check_feasible(cfg) -> None:
     if m.n_heads % tp_attn:
         raise Infeasible(f"tensor_parallel={tp_attn} does not divide n_heads={m.n_heads} of {m.name}")
     if m.n_kv_heads % tp_attn and tp_attn % m.n_kv_heads:
+        if tp_attn < tp:  # data-parallel attention: the heads of one group's chips
+            raise Infeasible(
+                f"attention groups of tensor_parallel / attention_dp = {tp_attn} chips do not divide "
+                f"kv_heads={m.n_kv_heads} of {m.name} (nor are they a multiple of it)"
+            )
         raise Infeasible(
             f"tensor_parallel={tp_attn} does not divide kv_heads={m.n_kv_heads} of {m.name}"
             " (nor is it a multiple of it, for KV-head replication)"

@@ -232,12 +232,6 @@ def check_feasible(cfg) -> None:
             f"tensor_parallel={hw.tensor_parallel} x pipeline_parallel={pp} = {replica_chips(hw)} chips "
             f"exceeds n_chips={hw.n_chips} of {hw.name}"
         )
-    tp_a = hw.tensor_parallel // dp_of(hw)
-    if dp_of(hw) > 1 and m.kv_lora_rank == 0 and m.n_kv_heads % tp_a and tp_a % m.n_kv_heads:
-        raise Infeasible(
-            f"attention groups of tensor_parallel / attention_dp = {tp_a} chips do not divide "
-            f"kv_heads={m.n_kv_heads} of {m.name} (nor are they a multiple of it)"
-        )
     if pp > m.n_layers:
         raise Infeasible(
             f"pipeline_parallel={pp} exceeds n_layers={m.n_layers} of {m.name} (a stage needs a layer)"
