@@ -11,8 +11,10 @@ import pytest
 
 from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
 from decodelab.core.build import build
+from decodelab.kernel_layout import CAUSES
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Req, StepLog
+from decodelab.modes.serving.metrics import serving_metrics
 
 # Llama-3.1-8B (the default model), TP1, the default engine: 292 kernel calls per step
 # (tests/test_eager_dispatch.py); at 1000 us per call an eager step's dispatch is 292 ms, far over
@@ -66,9 +68,6 @@ def test_tpot_breakdown_counts_the_held_tokens_as_host_time():
     """TPOT by cause still sums to TPOT: a last token sent later than its step's end adds host
     time to the request's decode span, a first token sent later takes it away."""
     cfg = _two_prompts("true")
-    from decodelab.modes.serving.metrics import serving_metrics
-    from decodelab.kernel_layout import CAUSES
-
     design = build(cfg)
     req, steps, *_ = S.simulate_serving(cfg, design)
     m = serving_metrics(cfg, design, req, steps)
