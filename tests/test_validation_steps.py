@@ -89,3 +89,18 @@ def test_cli_prints_the_split(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "decode step D and interference I by group" in r.stdout and "N meas" in r.stdout
     assert "over 14 groups" in r.stdout  # the 42 Llama rows: 14 (concurrency, isl) groups of 3 osl values
+
+
+def test_cli_says_when_no_rows_differ_only_in_osl(tmp_path):
+    """A CSV whose every setting has one output length gets a note, not an empty table."""
+    from conftest import cli
+
+    csv = tmp_path / "one_osl.csv"
+    csv.write_text(
+        "model,engine,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
+        "meta-llama/Llama-3.1-8B-Instruct,trtllm,bf16,1,1024,128,4,60.0,7.0\n"
+    )
+    r = cli(tmp_path, "validate", "--no-track", "--steps", "--csv", str(csv))
+    assert r.returncode == 0, r.stderr
+    assert "note: --steps: no rows of one_osl.csv differ only in osl" in r.stdout
+    assert "decode step D and interference I by group" not in r.stdout

@@ -399,7 +399,10 @@ def run(a) -> int:
             from decodelab.runs.validation_steps import step_split
 
             steps = step_split(df)
-            print_steps(steps)
+            if len(steps):
+                print_steps(steps)
+            else:  # the split needs two output lengths of one setting
+                print(f"note: --steps: no rows of {csv.name} differ only in osl; no decode step split")
         if not a.no_track:
             _log(df, csv, a, overrides, steps)
     return 0
