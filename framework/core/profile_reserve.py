@@ -27,8 +27,10 @@ from typing import Iterable
 
 def forward_peak_bytes(ops: Iterable, tokens: int, d_model: int, act_bytes: float) -> float:
     """Activations alive at the peak of a forward pass over `tokens` tokens on one chip: the
-    residual stream plus the largest per-token working set of a decoder-layer operator."""
-    work = max((o.act_bytes_per_token for o in ops if o.stage == "layer"), default=0.0)
+    residual stream plus the largest per-token working set of a decoder-layer operator that runs in
+    it (the profile is a prefill: a decode-only op, whose bytes per token carry a recurrent state's
+    read and write, is not part of it)."""
+    work = max((o.act_bytes_per_token for o in ops if o.stage == "layer" and o.path != "decode"), default=0.0)
     return tokens * (work + d_model * act_bytes)
 
 
