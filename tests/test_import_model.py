@@ -173,10 +173,27 @@ def test_qwen_moe_experts_and_shared_expert():
     assert (v["arch"], v["n_experts"], v["experts_per_token"], v["expert_ffn_dim"]) == ("moe", 60, 4, 128)
     assert v["n_shared_experts"] == 4  # one shared expert of width 512 = 4 experts of width 128
     assert v["ffn_dim"] == 512 and v["first_dense_layers"] == 0 and i.unexpressed == []
-    sparse = imp_of(base(num_experts=8, num_experts_per_tok=2, decoder_sparse_step=2))
-    assert any(u.startswith("decoder_sparse_step=2") for u in sparse.unexpressed)
     lead = imp_of(base(num_experts=8, num_experts_per_tok=2, mlp_only_layers=[0, 1]))
     assert lead.values["first_dense_layers"] == 2
+
+
+@pytest.mark.parametrize(
+    "keys, dense",
+    [
+        ({"decoder_sparse_step": 2}, 2),  # Qwen2-MoE: layers 1 and 3 MoE ((i + 1) % 2 == 0)
+        ({"decoder_sparse_step": 2, "mlp_only_layers": [3]}, 3),  # ... and layer 3 forced dense
+        ({"interleave_moe_layer_step": 2}, 2),  # Llama 4 Maverick: range(1, 4, 2)
+        ({"moe_layers": [3]}, 3),
+        ({"moe_layer_freq": [0, 1, 1, 0]}, 2),  # MiMo-V2-Flash: one flag per layer
+        ({"first_k_dense_replace": 1, "moe_layer_freq": 2}, 3),  # DeepSeek-V2: i >= 1 and i % 2 == 0: {2}
+    ],
+)
+def test_interleaved_moe_layers_are_counted(keys, dense):
+    """Dense layers anywhere are a count: every decoder-layer op carries the layer average, so where
+    they sit changes no cost (components/models/experts.py); nothing is left unexpressed."""
+    i = imp_of(base(num_experts=8, num_experts_per_tok=2, **keys))
+    assert i.values["first_dense_layers"] == dense and i.unexpressed == []
+    assert f"{dense} dense of 4 layers" in i.why["first_dense_layers"]
 
 
 def test_mha_gelu_tied_and_text_config():

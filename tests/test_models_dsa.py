@@ -102,6 +102,7 @@ def test_existing_mla_keeps_dense_attention(compose):
         ("nvidia/GLM-5-NVFP4", "glm_5"),
         ("zai-org/GLM-5.1", "glm_5_1"),
         ("zai-org/GLM-5.2-FP8", "glm_5_2"),
+        ("nvidia/GLM-5.3-NVFP4", "glm_5_3"),
     ],
 )
 def test_checkpoints_map_to_dsa_configs(model, name):

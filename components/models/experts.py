@@ -7,9 +7,10 @@ top-k routing decision, the chosen experts' weights and the shared experts. Tens
   independent across tokens, an expert is missed by one token with probability 1 - k/E, so the
   expected number of distinct experts is E (1 - (1 - k/E)^n) (= k at n = 1, -> E for large n);
   shared experts are always read; every expert is stored (Op.resident_bytes).
-- `first_dense_layers` use the dense FFN (ffn_dim). All decoder-layer ops repeat n_layers times
-  (a fused dataflow call covers one decoder layer), so the FFN ops carry the layer average
-  (n_dense * dense + n_moe * moe) / n_layers, which is exact summed over the layers.
+- `first_dense_layers` layers use the dense FFN (ffn_dim), leading or interleaved: only their count
+  matters. All decoder-layer ops
+  repeat n_layers times (a fused dataflow call covers one decoder layer), so the FFN ops carry the
+  layer average (n_dense * dense + n_moe * moe) / n_layers, which is exact summed over the layers.
 - The routing decision (`route`, one per MoE layer: scores -> top-k, e.g. DeepSeek-V3's
   sigmoid + group-limited top-8) is a data-dependent control point: which expert weights the
   rest of the layer reads is known only once it has run (Op.route_point). On a GPU it is one

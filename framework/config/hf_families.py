@@ -21,7 +21,7 @@ from decodelab.errors import ConfigError
 TIE_DEFAULT: Dict[str, Optional[bool]] = {
     **dict.fromkeys(
         "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe phi phi3 deepseek_v2 deepseek_v3 olmo "
-        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text".split(),
+        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo".split(),
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
@@ -54,7 +54,8 @@ DEFAULTS: Dict[str, Dict[str, object]] = {
 # layer_types a family builds when config.json has none: sliding on even layers, full on odd ones
 ALTERNATING = ("gemma2", "gpt_oss")
 GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
-QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")  # q/k/v bias=True in the code
+# q/k/v bias=True in the code (Xiaomi's MiMo: modeling_mimo.py MiMoModel subclasses Qwen2Model, adding MTP layers)
+QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "mimo")
 # per-head q_norm / k_norm in the code (Qwen3-VL's language model: Qwen3VLTextAttention / Qwen3VLMoeTextAttention)
 QK_NORM_TYPES = (
     "qwen3",
@@ -95,7 +96,7 @@ STATE_KEYS = (
 HARMLESS = set(
     "architectures auto_map _name_or_path torch_dtype dtype transformers_version use_cache bos_token_id "
     "eos_token_id pad_token_id initializer_range rms_norm_eps layer_norm_eps layer_norm_epsilon norm_epsilon "
-    "rope_theta rope_scaling rope_parameters rope_interleave partial_rotary_factor attention_dropout "
+    "rope_theta rope_scaling rope_parameters rope_interleave partial_rotary_factor use_mrope attention_dropout "
     "hidden_dropout dropout resid_pdrop embd_pdrop output_router_logits router_aux_loss_coef "
     "router_jitter_noise pretraining_tp norm_topk_prob routed_scaling_factor scoring_func topk_method "
     "n_group topk_group tokenizer_class quantization_config generation_config".split()

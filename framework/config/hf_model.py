@@ -244,23 +244,51 @@ def _moe(r: _Keys, imp: Imported) -> None:
                 f"{e_ffn}: costed as {shared} experts"
             )
     imp.set("n_shared_experts", shared, s_why)
-    first, f_why = int(r.get("first_k_dense_replace", 0)), "config.json first_k_dense_replace"
-    if not r.has("first_k_dense_replace"):
-        f_why = "every layer is MoE (config.json names no dense layers)"
+    dense, f_why = _dense_layers(r, imp.values["n_layers"])
+    imp.set("first_dense_layers", dense, f_why)
+
+
+def _moe_layers(r: _Keys, n_layers: int):
+    """(indices of the MoE layers, the keys that placed them) as transformers builds them: DeepSeek's
+    first_k_dense_replace (+ moe_layer_freq as an int), Qwen2/3-MoE's decoder_sparse_step and
+    mlp_only_layers, Llama 4's moe_layers / interleave_moe_layer_step, a per-layer moe_layer_freq list."""
+    layers, keys = set(range(n_layers)), []
+    first = r.get("first_k_dense_replace", 0)
+    if first:
+        layers -= set(range(int(first)))
+        keys.append(f"first_k_dense_replace {first}")
+    freq = r.get("moe_layer_freq", 1)
+    if isinstance(freq, list):  # one 0/1 flag per layer (MiMo-V2-Flash)
+        layers &= {i for i, f in enumerate(freq) if f}
+        keys.append(f"moe_layer_freq ({sum(1 for f in freq if f)} of {len(freq)} layers)")
+    elif freq != 1:  # DeepSeek-V2: layer_idx % moe_layer_freq == 0
+        layers = {i for i in layers if i % int(freq) == 0}
+        keys.append(f"moe_layer_freq {freq}")
+    step = r.get("decoder_sparse_step", 1)
+    if step != 1:  # Qwen2MoeDecoderLayer: (layer_idx + 1) % decoder_sparse_step == 0
+        layers = {i for i in layers if (i + 1) % int(step) == 0}
+        keys.append(f"decoder_sparse_step {step}")
     only = list(r.get("mlp_only_layers", []) or [])
     if only:
-        if only == list(range(len(only))):
-            first, f_why = len(only), "config.json mlp_only_layers (the leading layers)"
-        else:
-            imp.unexpressed.append(f"mlp_only_layers={only}: only leading dense layers are expressible")
-    for gap_key in ("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step"):
-        v = r.get(gap_key, 1)
-        if v != 1:
-            imp.unexpressed.append(
-                f"{gap_key}={v}: MoE in every k-th layer; the schema has only leading dense layers "
-                "(first_dense_layers)"
-            )
-    imp.set("first_dense_layers", first, f_why)
+        layers -= set(only)
+        keys.append(f"mlp_only_layers {only}")
+    listed, inter = r.get("moe_layers"), r.get("interleave_moe_layer_step", 1)
+    if listed is not None or inter != 1:  # Llama4TextConfig: range(step - 1, n_layers, step)
+        layers &= set(listed) if listed is not None else set(range(int(inter) - 1, n_layers, int(inter)))
+        keys.append("moe_layers" if listed is not None else f"interleave_moe_layer_step {inter}")
+    return layers, keys
+
+
+def _dense_layers(r: _Keys, n_layers: int):
+    """(dense-FFN layers, why): their count, wherever they sit. Every decoder-layer op carries the layer
+    average (components/models/experts.py), so a dense layer costs the same at any position."""
+    moe, keys = _moe_layers(r, n_layers)
+    dense = n_layers - len(moe)
+    if not keys:
+        return dense, "every layer is MoE (config.json names no dense layers)"
+    lead = moe == set(range(dense, n_layers))
+    where = "the leading ones" if lead else "interleaved: costed by count, the position changes no step cost"
+    return dense, f"config.json {', '.join(keys)}: {dense} dense of {n_layers} layers ({where})"
 
 
 def _mla(r: _Keys, imp: Imported) -> None:

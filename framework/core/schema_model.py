@@ -55,6 +55,8 @@ class ModelConfig:
     experts_per_token: int = 0
     n_shared_experts: int = 0
     expert_ffn_dim: int = 0
+    # Layers with the dense FFN (ffn_dim) instead of experts: a count, wherever they sit (DeepSeek's leading
+    # ones, Llama 4's interleaved ones), since every decoder-layer op carries the layer average
     first_dense_layers: int = 0
     # Multi-head latent attention (arch=mla)
     q_lora_rank: int = 0
