@@ -8,7 +8,7 @@ top-k routing decision, the chosen experts' weights and the shared experts. Tens
   expected number of distinct experts is E (1 - (1 - k/E)^n) (= k at n = 1, -> E for large n);
   shared experts are always read; every expert is stored (Op.resident_bytes).
 - `first_dense_layers` layers use the dense FFN (ffn_dim), leading or interleaved: only their count
-  matters. All decoder-layer ops
+  matters; `ffn_free_layers` have none (Nemotron-H's attention blocks). All decoder-layer ops
   repeat n_layers times (a fused dataflow call covers one decoder layer), so the FFN ops carry the
   layer average (n_dense * dense + n_moe * moe) / n_layers, which is exact summed over the layers.
 - The routing decision (`route`, one per MoE layer: scores -> top-k, e.g. DeepSeek-V3's
@@ -110,7 +110,12 @@ def ep_groups(tp: int, moe_mapping: str, moe_ep: int = 0) -> int:
 
 
 def n_moe_layers(m) -> int:
-    return max(m.n_layers - m.first_dense_layers, 0) if m.n_experts > 0 else 0
+    return max(m.n_layers - m.first_dense_layers - m.ffn_free_layers, 0) if m.n_experts > 0 else 0
+
+
+def n_ffn_layers(m) -> int:
+    """Layers with an FFN block (dense or MoE): all but model.ffn_free_layers (Nemotron-H's attention blocks)."""
+    return m.n_layers - m.ffn_free_layers
 
 
 def route_op(m, act_bytes: float) -> Op:
@@ -171,7 +176,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
     d, L = m.d_model, float(m.n_layers)
     n_up = 2 if m.ffn_act == "swiglu" else 1
     n_moe = n_moe_layers(m)
-    f_moe, f_dense = n_moe / L, 1.0 - n_moe / L
+    f_moe, f_dense = n_moe / L, (n_ffn_layers(m) - n_moe) / L
     ffn = m.ffn_dim / tp
     ops = []
     if n_moe:

@@ -29,7 +29,13 @@ from typing import Dict, List
 
 from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, norm_ops
 from decodelab.components.models import attn_dp, dsa, linear_attn, mla_map
-from decodelab.components.models.experts import a2a_bytes, expected_experts, ffn_ops, n_moe_layers
+from decodelab.components.models.experts import (
+    a2a_bytes,
+    expected_experts,
+    ffn_ops,
+    n_ffn_layers,
+    n_moe_layers,
+)
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state", "linear")
@@ -83,12 +89,13 @@ def param_counts(m) -> Dict[str, float]:
     moe_ffn = (m.n_experts + m.n_shared_experts) * expert_params(m) + d * m.n_experts
     moe_ffn += d if m.shared_expert_gate else 0
     n_moe = n_moe_layers(m)
-    n_dense = m.n_layers - n_moe
+    n_dense = n_ffn_layers(m) - n_moe
     embed = m.vocab_size * d
     head = 0 if m.tied_embeddings else m.vocab_size * d
-    n_lin = linear_attn.n_linear(m)  # Gated DeltaNet layers: their own mixer, no q/k norms
+    n_lin = linear_attn.n_linear(m)  # Gated DeltaNet / Mamba-2 layers: their own mixer, no q/k norms
     lin = linear_attn.params_per_layer(m) + 2 * d if n_lin else 0
     layers = (m.n_layers - n_lin) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
+    layers -= m.ffn_free_layers * d  # a layer without an FFN block has no pre-FFN norm
     total = embed + head + layers + d
     inactive = n_moe * max(m.n_experts - m.experts_per_token, 0) * expert_params(m)
     # an MTP module (DeepSeek-V3): one MoE decoder layer + eh_proj (2d -> d) + 3 norms; embedding
@@ -147,6 +154,13 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
         "window": float(m.sliding_window),
         "state_tokens": m.state_bytes_per_layer / (kv_elems_per_layer(m) * kv_bytes),
     }
+
+
+def ffn_block(ops: List[Op], m) -> List[Op]:
+    """`ops` (a layer's pre-FFN norm) run only in the layers with an FFN block (model.ffn_free_layers)."""
+    for op in ops:
+        op.repeat = n_ffn_layers(m)
+    return ops
 
 
 def build_ops(
@@ -315,7 +329,7 @@ def build_ops(
                 coll_bytes_per_token=d * act_bytes,
             )
         )
-    ops += post
+    ops += ffn_block(post, m)
     ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep)
     ops += ffn
     if tp > 1:
@@ -323,7 +337,7 @@ def build_ops(
             Op(
                 "mlp_allreduce",
                 "collective",
-                repeat=L,
+                repeat=n_ffn_layers(m),
                 link_bytes_per_token=after if attention_dp > 1 else ar_bytes,
                 n_collectives=n_after if attention_dp > 1 else 1,
                 act_bytes_per_token=2.0 * d * act_bytes,

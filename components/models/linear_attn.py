@@ -1,5 +1,6 @@
-"""Gated DeltaNet layers (layer_pattern kind `linear`) of hybrid linear-attention models: Qwen3-Next,
-Qwen3.5 / Qwen3.6 (three Gated DeltaNet layers, then one gated full-attention layer).
+"""Linear layers (layer_pattern kind `linear`) of hybrid models: Gated DeltaNet (model.linear_kind gdn:
+Qwen3-Next, Qwen3.5 / Qwen3.6, three Gated DeltaNet layers, then one gated full-attention layer) and
+Mamba-2 (linear_kind mamba2: Nemotron-H, Nemotron 3; below the Gated DeltaNet part).
 
 A Gated DeltaNet layer (Yang et al., arXiv 2412.06464; HF transformers modeling_qwen3_5.py
 Qwen3_5GatedDeltaNet, SGLang 0.5.9 srt/models/qwen3_5.py) on one chip of tensor parallel `tp` (key
@@ -27,6 +28,21 @@ The conv and recurrent states are per sequence, whatever its length: `state_byte
 (Op.state_bytes_per_seq, summed by core/build.py for the memory a sequence holds); the decode op
 carries their traffic as bytes per token, so the KV read model (framework/core/kv_costs.py) sees no
 `state` layers and counts only the full-attention layers' KV.
+
+A Mamba-2 mixer (Dao & Gu, arXiv 2405.21060; transformers modeling_nemotron_h.py NemotronHMamba2Mixer, vLLM
+MambaMixer2) maps onto the same fields: G groups of B and C (linear_k_heads) of state size N
+(linear_k_head_dim), H heads (linear_v_heads) of P channels (linear_v_head_dim):
+
+    in_proj      d -> H P (z) + H P + 2 G N (x, B, C) + H (dt): one GEMM
+    causal conv1d over x, B, C (conv_dim = 2 G N + H P, the Gated DeltaNet's form); SiLU
+    the selective scan on a P x N state per head: S <- exp(dt A) S + dt x B^T;  y = S C + D x
+    gated group RMSNorm of y with z (weight H P), out_proj  H P -> d
+
+Decode (selective_state_update) reads and writes the state, ~6 P N FLOPs per head (decay, the dt x B
+outer product, the update, S C). Prefill runs the chunked SSD scan (chunks of C = 128, config.json
+chunk_size; mamba_chunk_scan_combined), per token and head: the intra-chunk C B^T (shared by the H / G
+heads of a group) 2 C N G / H, its product with x 2 C P, the chunk states 2 N P and the output from them
+2 N P; bytes: x, z in and y out, B and C per group, the chunk states in fp32 (ssd_prefill_bytes_per_head).
 """
 
 from __future__ import annotations
@@ -36,6 +52,7 @@ from typing import List
 from decodelab.components.ops import Op, op_builders
 
 CHUNK = 64  # FLA chunk_gated_delta_rule's chunk size (BT = 64 in fla/ops/gated_delta_rule/chunk.py)
+SSD_CHUNK = 128  # Mamba-2's SSD chunk (Nemotron-H / Nemotron 3 config.json chunk_size 128)
 STATE_BYTES = {"fp32": 4.0, "bf16": 2.0}
 CONV_STATE_BYTES = 2.0  # conv state in the model dtype, bf16 (SGLang MambaPool conv_dtype)
 
@@ -65,11 +82,15 @@ def state_bytes_per_seq(m, tp: int) -> float:
 
 
 def params_per_layer(m) -> int:
-    """Parameters of one Gated DeltaNet layer's mixer (unsharded): in_proj_qkv, in_proj_z,
-    in_proj_ba, conv1d, A_log and dt_bias, the gated norm's weight, out_proj."""
+    """Parameters of one linear layer's mixer (unsharded). Gated DeltaNet: in_proj_qkv, in_proj_z,
+    in_proj_ba, conv1d, A_log and dt_bias, the gated norm's weight, out_proj. Mamba-2: in_proj (z, x B C,
+    dt), conv1d with its bias, A_log, D and dt_bias, the gated norm's weight (H P), out_proj."""
     d, dk, dv = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim
     key, val = m.linear_k_heads * dk, m.linear_v_heads * dv
     conv = 2 * key + val
+    if m.linear_kind == "mamba2":
+        h = m.linear_v_heads
+        return d * (val + conv + h) + (m.linear_conv_kernel + 1) * conv + 3 * h + val + val * d
     return (
         d * conv
         + d * val
@@ -100,11 +121,62 @@ def prefill_bytes_per_head(dk: int, dv: int, ab: float, chunk: int = CHUNK) -> f
     return (7.0 * dk + 6.0 * dv + 2.0 * chunk + 2.0 * dk * dv / chunk) * ab + 8.0 * chunk
 
 
+def ssd_decode_flops_per_head(n: int, p: int) -> float:
+    """Mamba-2 state update of one head: decay, dt x B outer product, update, S C (module docstring)."""
+    return 6.0 * n * p
+
+
+def ssd_prefill_flops_per_head(n: int, p: int, group_share: float, chunk: int = SSD_CHUNK) -> float:
+    """Chunked SSD scan, FLOPs per token and head (module docstring); `group_share` = G / H."""
+    return 2.0 * chunk * n * group_share + 2.0 * chunk * p + 4.0 * n * p
+
+
+def ssd_prefill_bytes_per_head(
+    n: int, p: int, group_share: float, ab: float, chunk: int = SSD_CHUNK
+) -> float:
+    """Bytes per token and head of the chunked SSD kernels: x and z read, y written (3 P elements), B and
+    C per group (2 N G / H), the chunk states written and read back in fp32 (2 x 4 N P / C)."""
+    return (3.0 * p + 2.0 * n * group_share) * ab + 8.0 * n * p / chunk
+
+
+def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
+    """The ops of the model's Mamba-2 layers on one chip (module docstring)."""
+    n = n_linear(m)
+    d, ds, hd, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
+    ng, nh = heads_per_chip(m, tp)
+    val, conv, share = nh * hd, conv_dim(m, tp), ng / nh
+    ab, sb = act_bytes, STATE_BYTES[m.linear_state_dtype]
+    rec = nh * ds * hd * sb  # the SSM state of one sequence, this chip
+    conv_state = (c - 1) * conv * CONV_STATE_BYTES
+    conv_w = (c + 1) * conv * CONV_STATE_BYTES  # conv1d weights and bias, bf16
+    io = (2 * val + 2 * ng * ds + nh) * ab + val * ab  # x, z, B, C, dt in; y out
+    return [
+        gemm("in_proj", d, val + conv + nh),
+        Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w,
+           flops_per_token=2.0 * c * conv + 4.0 * conv,
+           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
+        Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w,
+           flops_per_token=2.0 * c * conv + 4.0 * conv, act_bytes_per_token=2.0 * conv * ab),
+        Op("ssm_decode", "elementwise", repeat=n, path="decode",
+           flops_per_token=nh * ssd_decode_flops_per_head(ds, hd) + 2.0 * val,  # + D x
+           act_bytes_per_token=io + 2.0 * rec,  # the state read and written every step
+           state_bytes_per_seq=rec + conv_state),
+        Op("ssm_prefill", "elementwise", repeat=n, path="prefill",
+           flops_per_token=nh * ssd_prefill_flops_per_head(ds, hd, share) + 2.0 * val,
+           act_bytes_per_token=nh * ssd_prefill_bytes_per_head(ds, hd, share, ab)),
+        elementwise("gated_norm", "norm", 2 * val, val, weights=val),
+        gemm("out_proj", val, d),
+    ]  # fmt: skip
+
+
 def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: str = "") -> List[Op]:
-    """The ops of the model's Gated DeltaNet layers on one chip (repeat = those layers), between the
-    input norm and the attention all-reduce the full-attention layers share."""
+    """The ops of the model's linear layers on one chip (repeat = those layers), between the input
+    norm and the attention all-reduce the full-attention layers share: Gated DeltaNet, or Mamba-2
+    (mamba2_ops)."""
     n = n_linear(m)
     gemm, elementwise = op_builders(n, w_bytes, act_bytes, gemm_dtype)
+    if m.linear_kind == "mamba2":
+        return mamba2_ops(m, tp, gemm, elementwise, act_bytes)
     d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
     nk, nv = heads_per_chip(m, tp)
     key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_dsa, hf_linear
+from decodelab.config import hf_dsa, hf_linear, hf_mamba
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -140,7 +140,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if not any(k in d for k in REQUIRED) and isinstance(d.get("text_config"), dict):
         outer, d = d, d["text_config"]  # multimodal: the language model's shapes
     mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
-    if not hf_linear.is_gated_deltanet(d):
+    if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d)):
         fam.refuse_state_space(mt, d, path)
     r = _Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
@@ -159,6 +159,8 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     _layers(r, imp)
     _misc(r, imp, outer)
     hf_linear.read(r, imp)
+    if hf_mamba.is_nemotron_h(d):
+        hf_mamba.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []

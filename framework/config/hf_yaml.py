@@ -61,6 +61,8 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "sliding_window",
         "fp8_checkpoint",
         "expert_only_dtypes",
+        "ffn_free_layers",
+        "linear_kind",
     )
     keys += [k for k in extra + LINEAR if k in v]
     keys += ["generation_defaults"] if "generation_defaults" in v else []

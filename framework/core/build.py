@@ -329,8 +329,8 @@ def build(
         raise ConfigError(f"workload.kv_placement={placement!r} is not one of: {', '.join(KV_PLACEMENTS)}")
     mem = place(tiers, w_chip, kv_need, placement, reserved)
     notes += mem["notes"]
-    mem["kv_pool_bytes"] = kv_need
-    mem["kv_bytes_per_token_chip"] = kv_tok_chip  # of the chip placed (its stage's layers)
+    # KV per token of the chip placed (its stage's layers); the linear layers' states of one sequence
+    mem.update(kv_pool_bytes=kv_need, kv_bytes_per_token_chip=kv_tok_chip, state_bytes_per_seq=state)
 
     tier_names = [t.name for t in tiers]
     n_t = len(tier_names)

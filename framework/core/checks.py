@@ -206,8 +206,11 @@ def _check_arch(e: List[str], m) -> None:
             e.append(f"model.experts_per_token={m.experts_per_token} must be in [1, n_experts={m.n_experts}]")
         if m.expert_ffn_dim < 1:
             e.append(f"model.expert_ffn_dim={m.expert_ffn_dim} must be >= 1 with n_experts > 0")
-        if not 0 <= m.first_dense_layers <= m.n_layers:
-            e.append(f"model.first_dense_layers={m.first_dense_layers} must be in [0, n_layers={m.n_layers}]")
+        if not 0 <= m.first_dense_layers <= m.n_layers - m.ffn_free_layers:
+            e.append(
+                f"model.first_dense_layers={m.first_dense_layers} must be in [0, n_layers - ffn_free_layers="
+                f"{m.n_layers - m.ffn_free_layers}]"
+            )
         if m.n_shared_experts < 0:
             e.append(f"model.n_shared_experts={m.n_shared_experts} must be >= 0")
     if m.arch == "mla":
@@ -253,9 +256,16 @@ def _check_arch(e: List[str], m) -> None:
         e.append(f"model.state_bytes_per_layer={m.state_bytes_per_layer} must be >= 1 with state layers")
     if "linear" in m.layer_pattern:
         _linear_fields(e, m)
+    _check_counts(e, m)
+    _check_dsa(e, m)
+
+
+def _check_counts(e: List[str], m) -> None:
+    """Counts of modules and layers beside the decoder layers' shapes."""
     if m.n_mtp_modules < 0:
         e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
-    _check_dsa(e, m)
+    if not 0 <= m.ffn_free_layers < m.n_layers:
+        e.append(f"model.ffn_free_layers={m.ffn_free_layers} must be in [0, n_layers={m.n_layers})")
 
 
 def _check_dsa(e: List[str], m) -> None:
@@ -280,7 +290,7 @@ def _check_dsa(e: List[str], m) -> None:
 
 
 def _linear_fields(e, m) -> None:
-    """Gated DeltaNet layers (layer_pattern `linear`) need their head shapes and state dtype."""
+    """Linear layers (layer_pattern `linear`: Gated DeltaNet or Mamba-2) need their head shapes, state dtype and kind."""
     for f in (
         "linear_k_heads",
         "linear_v_heads",
@@ -289,8 +299,9 @@ def _linear_fields(e, m) -> None:
         "linear_conv_kernel",
     ):
         if getattr(m, f) < 1:
-            e.append(f"model.{f}={getattr(m, f)} must be >= 1 with linear (Gated DeltaNet) layers")
+            e.append(f"model.{f}={getattr(m, f)} must be >= 1 with linear (Gated DeltaNet / Mamba-2) layers")
     _choice(e, "model.linear_state_dtype", m.linear_state_dtype, ("fp32", "bf16"))
+    _choice(e, "model.linear_kind", m.linear_kind, ("gdn", "mamba2"))
     if m.linear_k_heads >= 1 and m.linear_v_heads % m.linear_k_heads:
         e.append(
             f"model.linear_v_heads={m.linear_v_heads} must be a multiple of "

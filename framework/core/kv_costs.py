@@ -158,11 +158,13 @@ def prefill_seconds(
 
 
 def less_state_pool(pool: float, state_seq: float, engine) -> float:
-    """A serving engine's KV pool once the Gated DeltaNet states (`state_seq` bytes per sequence,
+    """A serving engine's KV pool once the linear layers' states (`state_seq` bytes per sequence,
     per chip) have their own pool: SGLang splits the memory by engine.state_pool_ratio r (state / KV
     = r: model_runner_kv_cache_mixin.handle_max_mamba_cache), else one state per sequence the engine
-    may run (engine.max_batch). Models without such state: `pool` unchanged."""
-    if state_seq <= 0.0:
+    may run (engine.max_batch), or none when each held sequence takes its state from the pool itself
+    (engine.state_in_kv_pool: the serving kernel's Eng.STATE_TOKENS). Models without such state: `pool`
+    unchanged."""
+    if state_seq <= 0.0 or getattr(engine, "state_in_kv_pool", False):
         return pool
     r = getattr(engine, "state_pool_ratio", 0.0)
     if r > 0.0:

@@ -91,10 +91,14 @@ class EngineConfig:
     kv_mem_fraction: float = 0.9  # share of the HBM left after weights given to the KV pool
     kv_mem_basis: str = "free"  # free: of the HBM the weights leave | total: of the whole HBM, minus weights
     # | reserve: the HBM minus weights minus kv_reserve_gib + kv_reserve_gib_per_gpu x (tp x pp) (SGLang)
-    # Gated DeltaNet models (components/models/linear_attn.py): the sequences' conv + recurrent states
-    # live in a pool of their own taken from the KV pool: > 0, SGLang's mamba_full_memory_ratio (state
-    # pool / KV pool = this); 0, one state per sequence the engine may run (max_batch; vLLM)
+    # Models with linear layers (Gated DeltaNet, Mamba-2: components/models/linear_attn.py): the sequences'
+    # conv + recurrent states live in a pool of their own taken from the KV pool: > 0, SGLang's
+    # mamba_full_memory_ratio (state pool / KV pool = this); 0, one state per sequence the engine may run
+    # (max_batch, held from start-up: TensorRT-LLM's MambaHybridCacheManager) unless state_in_kv_pool
     state_pool_ratio: float = 0.0
+    # The states are blocks of the KV pool itself, taken by each sequence the engine holds and freed with
+    # it (vLLM V1's hybrid KV cache manager): a sequence's pool share is its KV plus its state
+    state_in_kv_pool: bool = False
     kv_reserve_gib: float = 0.0
     kv_reserve_gib_per_gpu: float = 0.0
     # The engine's start-up memory profile (core/profile_reserve.py; kv_mem_basis free and total):

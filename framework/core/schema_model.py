@@ -91,6 +91,12 @@ class ModelConfig:
     linear_v_head_dim: int = 0
     linear_conv_kernel: int = 0
     linear_state_dtype: str = "fp32"  # fp32 | bf16
+    # The recurrent mixer of the `linear` layers: gdn (Gated DeltaNet) | mamba2 (Mamba-2's selective state space,
+    # Nemotron-H: linear_k_heads = n_groups, linear_k_head_dim = ssm_state_size, linear_v_heads = mamba_num_heads,
+    # linear_v_head_dim = mamba_head_dim, linear_conv_kernel = conv_kernel)
+    linear_kind: str = "gdn"
+    # Layers with no FFN block (Nemotron-H: an attention block is a layer of its own, its mixer only)
+    ffn_free_layers: int = 0
     # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
     attn_output_gate: bool = False
     # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)

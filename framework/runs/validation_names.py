@@ -13,10 +13,11 @@ from decodelab.runs.validation_predict import _norm, engine_family, version_of
 
 
 # Tokens of a checkpoint name that do not change the architecture: release tags, tuning and
-# quantization suffixes (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
-# mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B).
+# quantization suffixes, context tags (Qwen/Qwen3-32B-FP8, nvidia/Llama-3.1-70B-Instruct-FP8,
+# mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B-Instruct-2507, meta-llama/Meta-Llama-3.1-8B,
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, nvidia/Nemotron-H-56B-Base-8K).
 _VARIANT = re.compile(
-    r"^(instruct|chat|hf|it|base|thinking|exp|\d{4}|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
+    r"^(instruct|chat|hf|it|base|thinking|exp|\d{4}|\d+k|v\d+(\.\d+)*|fp8|fp8dynamic|fp8static|fp8blockscale|"
     r"fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|w4a8|pertensor|static|dynamic|bf16|fp16)$"
 )
 
@@ -26,6 +27,8 @@ def _candidates(model: str) -> List[str]:
     name = model.lower().split("/")[-1]
     if name.startswith("meta-llama-"):
         name = name[len("meta-") :]
+    if name.startswith("nvidia-"):  # nvidia/NVIDIA-Nemotron-...: the vendor repeated in the name
+        name = name[len("nvidia-") :]
     parts = re.split(r"[-_]", name)
     keys = [_norm(name)]
     while len(parts) > 1 and _VARIANT.match(parts[-1]):

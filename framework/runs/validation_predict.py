@@ -186,8 +186,9 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
     @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
-    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit);
-    vLLM: --max-num-seqs bs (it sizes the start-up profile's sampler: core/profile_reserve.py);
+    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit), and
+    TensorRT-LLM's max_batch_size bs (extra_engine_args templates; it sizes TensorRT-LLM's Mamba state
+    pool, engine.state_pool_ratio); vLLM: --max-num-seqs bs (it sizes the start-up profile's sampler: core/profile_reserve.py);
     SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500; vLLM and SGLang: CUDA graphs
     captured for every batch size 1..bs (cuda_graph_batch_sizes, passed as --cudagraph-capture-sizes
     / --cuda-graph-bs since the generator gained them, #144, 2025-12-04), so no decode batch is padded.
@@ -203,8 +204,8 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     if how != "aic":
         return {}
     c, isl = int(row["concurrency"]), int(row["isl"])
-    if family == "trtllm":
-        return {"max_tokens_per_step": c + isl + 1500}
+    if family == "trtllm":  # its template's max_batch_size: {{ max_batch_size }} = bs
+        return {"max_tokens_per_step": c + isl + 1500, "max_batch": c}
     if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
         budget = c + isl + 1500
         return {"max_tokens_per_step": budget, "chunk_size": budget, "batch_buckets": [], "max_batch": c}
@@ -279,11 +280,32 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         return evaluate(cfg, keep_steps=False)
     set_row_values(cfg, values, pinned, first)
     try:
+        design, mixed, draft = states_for_row(cache, key, cfg, (design, mixed, draft), first)
         return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed, draft=draft)
     except ConfigError as e:
         return Result.invalid(str(e))
     except Infeasible as e:
         return Result.infeasible(str(e))
+
+
+def states_for_row(cache, key, cfg, designs, first: dict):
+    """The (design, mixed, draft) a row runs: the design's own, unless its linear layers' states are held
+    one per sequence the engine may run (engine.state_pool_ratio 0, not state_in_kv_pool: TensorRT-LLM's
+    Mamba cache) and the row's max_batch is not the one the design's KV pool was sized with (`first`:
+    set_row_values' record of the composed values); then the designs built with the row's (kept per
+    max_batch)."""
+    design, e = designs[0], cfg.engine
+    if (
+        design.memory.get("state_bytes_per_seq", 0.0) <= 0.0
+        or e.state_pool_ratio > 0.0
+        or e.state_in_kv_pool
+        or int(e.max_batch) == int(first.get("engine.max_batch", e.max_batch))
+    ):
+        return designs
+    at = ("states", key, int(e.max_batch))
+    if at not in cache:
+        cache[at] = serving_designs(cfg)
+    return cache[at]
 
 
 def set_row_values(cfg, values: dict, pinned: set, first: dict) -> None:

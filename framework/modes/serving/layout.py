@@ -58,6 +58,9 @@ Eng = Layout(
     # 1: the engine loop sends a step's tokens only after it has launched the next step (the lookahead
     # loop; scheduler.py late_tokens); 0: at the step's end (a disaggregated prefill pool)
     "LATE_SEND",
+    # Pool token-equivalents of a held sequence's linear-layer states when they are blocks of the KV
+    # pool (engine.state_in_kv_pool; parts.py mem_tokens); 0 = states outside the pool, or none
+    "STATE_TOKENS",
 )
 ORDERS = ("fcfs", "sjf")
 

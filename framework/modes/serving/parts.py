@@ -47,13 +47,15 @@ def max_held_tokens(p, o, caps):
 @njit(cache=True)
 def mem_tokens(n, eng):
     """KV-pool token-equivalents (one token of every layer = 1) of a sequence holding n tokens:
-    a sliding-window layer holds the window (Eng.SLIDE_MEM < 0) or Eng.SLIDE_MEM x n (layout.py)."""
+    a sliding-window layer holds the window (Eng.SLIDE_MEM < 0) or Eng.SLIDE_MEM x n (layout.py);
+    a held sequence's states in the pool add Eng.STATE_TOKENS."""
+    state = eng[Eng.STATE_TOKENS] if n > 0.0 else 0.0
     slide = eng[Eng.SLIDE]
     if slide <= 0.0:
-        return n
+        return n + state
     r = eng[Eng.SLIDE_MEM]
     held = min(n, eng[Eng.WINDOW]) if r < 0.0 else r * n
-    return (1.0 - slide) * n + slide * held
+    return (1.0 - slide) * n + slide * held + state
 
 
 @njit(cache=True)

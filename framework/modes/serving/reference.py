@@ -65,12 +65,13 @@ def attended(p: float, ctx: float, caps) -> float:
 
 def pool_tokens(n: float, eng: dict) -> float:
     """Pool token-equivalents of a sequence holding n tokens (sliding layers: the window, or
-    slide_mem x n)."""
+    slide_mem x n; a held sequence's states in the pool: state_tokens)."""
+    state = eng.get("state_tokens", 0.0) if n > 0 else 0.0
     s = eng.get("slide", 0.0)
     if s <= 0:
-        return n
+        return n + state
     kept = min(n, eng["window"]) if eng["slide_mem"] < 0 else eng["slide_mem"] * n
-    return (1 - s) * n + s * kept
+    return (1 - s) * n + s * kept + state
 
 
 def read_and_pairs(q: float, a: float, eng: dict):

@@ -135,6 +135,15 @@ def sliding_fields(design: Design, e) -> Dict[str, float]:
     return {"slide": rm[ReadModel.SLIDE], "window": rm[ReadModel.WINDOW], "slide_mem": mem}
 
 
+def state_tokens(design: Design, e, per_tok: float) -> float:
+    """A held sequence's linear-layer states in pool token-equivalents when the engine keeps them in the
+    KV pool (engine.state_in_kv_pool; Eng.STATE_TOKENS), else 0."""
+    state = float(design.memory.get("state_bytes_per_seq", 0.0))
+    if not getattr(e, "state_in_kv_pool", False) or state <= 0.0:
+        return 0.0
+    return state / max(per_tok, 1e-30)
+
+
 def eager_fields(cfg, design: Design) -> Dict[str, float]:
     """The engine's dispatch of an eager step (engine.eager_launch_us; Eng.EAGER_HOST, EAGER_DECODE):
     the host time of a step with prefill work when it replays no graph (its kernel calls: call_rep,
@@ -190,6 +199,19 @@ def step_limits(cfg) -> Tuple[Dict[str, float], np.ndarray, list]:
     return limits, buckets, notes
 
 
+def states_held(design: Design, e) -> str:
+    """'' or what the linear layers' states held outside the KV pool took from it (check_requests)."""
+    state = float(design.memory.get("state_bytes_per_seq", 0.0))
+    if state <= 0.0 or e.state_in_kv_pool:
+        return ""
+    if e.state_pool_ratio > 0.0:
+        return f"after the state pool (engine.state_pool_ratio={e.state_pool_ratio}) "
+    return (
+        f"after {int(e.max_batch)} sequences' states of {state / GIB:.3f} GiB each "
+        "(engine.max_batch: one state per sequence the engine may run) "
+    )
+
+
 def check_requests(cfg, design: Design, eng: np.ndarray, prompt, output, ready: bool) -> None:
     """Infeasible for requests the engine could never schedule: longer than the model's context, a
     prompt prefilled whole beyond the step budget, or more KV than the pool holds."""
@@ -216,6 +238,7 @@ def check_requests(cfg, design: Design, eng: np.ndarray, prompt, output, ready: 
         raise Infeasible(
             f"a request needs {need * block * per_tok / GIB:.2f} GiB of KV per chip; "
             f"the KV pool holds {cap_blocks * block * per_tok / GIB:.2f} GiB "
+            + states_held(design, e)
             + (
                 f"(engine.kv_mem_fraction={e.kv_mem_fraction} of the HBM left after weights"
                 + (" and the start-up profile's activations)" if e.profile_reserve else ")")
@@ -245,6 +268,7 @@ def engine_inputs(
             "mixed": 1.0 if e.mixed_steps else 0.0,
             "preempt": 1.0 if e.on_kv_full == "preempt" else 0.0,
             "cap_blocks": np.floor(design.memory["kv_pool_bytes"] / max(per_tok, 1e-30) / e.kv_block_tokens),
+            "state_tokens": state_tokens(design, e, per_tok),
             "block": float(e.kv_block_tokens),
             "closed": 1.0 if w.kind == "closed_loop" else 0.0,
             "overlap": 1.0 if e.overlap else 0.0,
