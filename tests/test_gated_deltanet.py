@@ -87,16 +87,19 @@ def test_state_per_sequence_and_the_kv_pool(compose):
 
 
 def test_the_state_pool_takes_its_share_of_the_kv_pool():
-    """SGLang (ratio 0.9): the KV pool is 1 / 1.9 of the memory left; vLLM-like (ratio 0): one state
-    per sequence the engine may run: 100 GB - 512 x 24,007,680 B = 87,708,067,840 B."""
+    """SGLang (ratio 0.9): the KV pool is 1 / 1.9 of the memory left; TensorRT-LLM-like (ratio 0): one
+    state per sequence the engine may run: 100 GB - 512 x 24,007,680 B = 87,708,067,840 B; vLLM
+    (state_in_kv_pool): nothing held back, each held sequence's share of the pool carries its states."""
 
     class E:
-        state_pool_ratio, max_batch = 0.9, 512
+        state_pool_ratio, max_batch, state_in_kv_pool = 0.9, 512, False
 
     assert kv_costs.less_state_pool(1.9e11, 24_007_680, E) == pytest.approx(1e11)
     E.state_pool_ratio = 0.0
     assert kv_costs.less_state_pool(1e11, 24_007_680, E) == pytest.approx(87_708_067_840)
     assert kv_costs.less_state_pool(1e11, 0.0, E) == 1e11  # no linear layers: unchanged
+    E.state_in_kv_pool = True
+    assert kv_costs.less_state_pool(1e11, 24_007_680, E) == 1e11
 
 
 def test_import_model_reads_the_qwen35_config(tmp_path):

@@ -152,12 +152,12 @@ def test_import_model_writes_the_shipped_config(compose, config, name):
 
 
 def test_import_model_refuses_what_it_cannot_express():
-    """A latent MoE (Nemotron 3 Super: experts in a 1024-wide space) and more FFN blocks than mixers."""
+    """More FFN blocks than mixers (a layer holds one) and a block kind it does not know."""
     d = hf_model.load_json(str(CONFIGS / "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"))
-    with pytest.raises(ConfigError, match="moe_latent_size=1024: latent MoE"):
-        hf_model.from_config({**d, "moe_latent_size": 1024}, "x")
     with pytest.raises(ConfigError, match="3 FFN blocks for 2 mixers"):
         hf_model.from_config({**d, "hybrid_override_pattern": "ME*EE"}, "x")
+    with pytest.raises(ConfigError, match="block kinds X"):
+        hf_model.from_config({**d, "hybrid_override_pattern": "MXE"}, "x")
 
 
 def test_validate_runs_nemotron_rows(tmp_path):
@@ -168,6 +168,35 @@ def test_validate_runs_nemotron_rows(tmp_path):
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16,vllm,0.12.0,bf16,1,1024,64,8,100,10\n"
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8,sglang,0.5.9,fp8,1,1024,64,8,100,10\n"
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16,trtllm,1.0.0rc3,bf16,2,1024,64,8,100,10\n"
+        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8,vllm,0.12.0,fp8,4,1024,64,8,100,10\n"
     )
     df = run_validation(csv)
-    assert list(df.status) == ["ok"] * 3 and (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    assert list(df.status) == ["ok"] * 4 and (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+
+
+def test_latent_moe_ops_at_tp4(compose):
+    """Nemotron 3 Super at tp 4 (48 layers, 40 with an MoE block: f = 40 / 48): routed experts at the
+    latent width 1024, each 1024 x 2688 / 4 = 688,128 weights a chip per matrix (up, down: squared ReLU);
+    fc1 / fc2_latent_proj 4096 x 1024 on every chip; the shared MLP 4096 x 2 x 2688 / 4 = 4096 x 1344."""
+    m = compose("model=nemotron_3_super_120b_a12b").model
+    ops = {op.name: op for op in layers.build_ops(m, 4, 1.0, 2.0, 1.0, tokens_per_step=1)}
+    f = 40 / 48
+    assert ops["gate_up_proj"].resident_bytes == pytest.approx(f * 512 * 1024 * 672)  # 512 experts, no shared
+    assert ops["gate_up_proj"].moe_block[1] == 1024  # the measured MoE block looked up at the latent width
+    assert ops["latent_down"].weight_bytes == pytest.approx(f * 4096 * 1024)
+    assert ops["latent_up"].flops_per_token == pytest.approx(f * 2 * 1024 * 4096)
+    assert ops["shared_up"].weight_bytes == pytest.approx(f * 4096 * 1344)
+    assert ops["shared_down"].flops_per_token == pytest.approx(f * 2 * 1344 * 4096)
+    # one token reads its 22 routed experts' up and down at the latent width: 22 x 1024 x 672 a chip, each
+    assert ops["gate_up_proj"].flops_per_token == pytest.approx(f * 22 * 2 * 1024 * 672)
+
+
+@pytest.mark.parametrize(
+    "name, total, active",
+    [("nemotron_3_super_120b_a12b", 120.67, 12.77), ("nemotron_3_ultra_550b_a55b", 549.31, 56.06)],
+)
+def test_latent_moe_parameters(compose, name, total, active):
+    """Nemotron 3 Super 120B-A12B and Ultra 550B-A55B, with both embedding tables: routed experts at the
+    latent width, the shared MLP and the two latent projections at d."""
+    p = layers.param_counts(compose(f"model={name}").model)
+    assert (round(p["total"] / 1e9, 2), round(p["active"] / 1e9, 2)) == (total, active)

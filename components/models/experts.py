@@ -98,7 +98,13 @@ def a2a_bytes(m, tp: int, batch: float, act_bytes: float) -> float:
         miss *= max(e - per - i, 0) / (e - i)
     b = max(1, int(math.ceil(batch)))
     share = math.ceil(b / tp) / b
-    return share * (tp - 1) * (1.0 - miss) * m.d_model * act_bytes
+    return share * (tp - 1) * (1.0 - miss) * routed_hidden(m) * act_bytes
+
+
+def routed_hidden(m) -> int:
+    """Width of the routed experts' input and output: model.moe_latent_dim under a latent MoE
+    (Nemotron 3 Super: the token projected d -> latent before its experts), else d_model."""
+    return getattr(m, "moe_latent_dim", 0) or m.d_model
 
 
 def ep_groups(tp: int, moe_mapping: str, moe_ep: int = 0) -> int:
@@ -173,7 +179,8 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
     decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping` over
     `moe_ep` expert-parallel groups (ep_groups)."""
-    d, L = m.d_model, float(m.n_layers)
+    d, L, hid = m.d_model, float(m.n_layers), routed_hidden(m)
+    latent = hid != d
     n_up = 2 if m.ffn_act == "swiglu" else 1
     n_moe = n_moe_layers(m)
     f_moe, f_dense = n_moe / L, (n_ffn_layers(m) - n_moe) / L
@@ -181,7 +188,8 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
     ops = []
     if n_moe:
         fe = m.expert_ffn_dim / tp
-        k, s, e = m.experts_per_token, m.n_shared_experts, m.n_experts
+        k, e = m.experts_per_token, m.n_experts
+        s = 0 if latent else m.n_shared_experts  # a latent MoE's shared expert runs at d: latent_ops
         # experts whose weights a step reads, in units of 1/tp of an expert per chip
         ep_chips = ep_groups(tp, moe_mapping, moe_ep)
         read = experts_units((0.0, 0.0, e, k, s, ep_chips), tokens)
@@ -214,14 +222,15 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
 
     ab = act_bytes
     head_at = len(ops)
+    io = (f_dense * d + f_moe * hid) * ab if latent else d * ab  # a token's input (output) of the FFN
     ops += [
         mixed(
             "gate_up_proj",
             d * n_up * ffn,
-            d * n_up * fe,
+            hid * n_up * fe,
             2.0 * d * n_up * ffn,
-            2.0 * d * n_up * fe,
-            d * ab,
+            2.0 * hid * n_up * fe,
+            io,
             (f_dense * n_up * ffn + f_moe * (k + s) * n_up * fe) * ab,
         ),
         Op(
@@ -234,18 +243,44 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
         mixed(
             "down_proj",
             ffn * d,
-            fe * d,
+            fe * hid,
             2.0 * ffn * d,
-            2.0 * fe * d,
+            2.0 * fe * hid,
             (f_dense * ffn + f_moe * (k + s) * fe) * ab,
-            d * ab,
+            io,
         ),
     ]
-    if n_moe:  # the routed-expert block a measured MoE table costs whole (framework/opcost/moe.py)
-        mtp, mep = tp // ep_chips, ep_chips  # each expert's columns over mtp chips, experts over mep groups
-        shape = (d, m.expert_ffn_dim, k, e, mtp, mep, f_moe)
-        routed = f_moe * k * 2.0 * d * n_up * fe  # the head op's routed-expert FLOPs per token
-        route, head, act, down = ops[head_at - 1 :]  # the routing decision: route_op
-        head.moe_block = ("head", *shape, routed, (n_up + 1) / n_up)
-        act.moe_block = down.moe_block = route.moe_block = ("tail", *shape, 0.0, 0.0)
-    return ops
+    if n_moe:  # the routing decision (route_op) and the expert ops: the routed-expert block
+        mark_block(ops[head_at - 1 :], m, (tp // ep_chips, ep_chips), hid, n_up * fe, f_moe)
+    return ops + (latent_ops(m, tp, f_moe, w_bytes, act_bytes) if n_moe and latent else [])
+
+
+def mark_block(ops: List[Op], m, split: tuple, hid: int, up_cols: float, f_moe: float) -> None:
+    """The routed-expert block a measured MoE table costs whole (framework/opcost/moe.py) on its ops (route,
+    head, activation, down): shape (hidden, expert FFN, top-k, experts, moe_tp, moe_ep, MoE share), `split`
+    each expert's columns over moe_tp chips and the experts over moe_ep groups; the head carries the routed
+    FLOPs per token (`up_cols`: the gate/up columns of an expert on a chip) and the activation's share."""
+    k, n_up = m.experts_per_token, 2 if m.ffn_act == "swiglu" else 1
+    shape = (hid, m.expert_ffn_dim, k, m.n_experts, *split, f_moe)
+    route, head, act, down = ops
+    head.moe_block = ("head", *shape, f_moe * k * 2.0 * hid * up_cols, (n_up + 1) / n_up)
+    act.moe_block = down.moe_block = route.moe_block = ("tail", *shape, 0.0, 0.0)
+
+
+def latent_ops(m, tp: int, f_moe: float, w_bytes: float, ab: float) -> List[Op]:
+    """A latent MoE's own ops (NemotronHMoE in vLLM and SGLang): fc1_latent_proj d -> latent and
+    fc2_latent_proj latent -> d, replicated on every chip (ReplicatedLinear), and the shared expert, an
+    MLP at d of n_shared_experts expert widths split tp ways; MoE layers only (f_moe, the layer average)."""
+    d, lat, n_up = m.d_model, m.moe_latent_dim, (2 if m.ffn_act == "swiglu" else 1)
+    sh = m.n_shared_experts * m.expert_ffn_dim / tp
+
+    def gemm(name, k, n):
+        return Op(name, "gemm", repeat=m.n_layers, weight_bytes=f_moe * k * n * w_bytes,
+                  flops_per_token=f_moe * 2.0 * k * n, act_bytes_per_token=f_moe * (k + n) * ab)  # fmt: skip
+
+    out = [gemm("latent_down", d, lat), gemm("latent_up", lat, d)]
+    if sh:
+        act = Op("shared_activation", "elementwise", repeat=m.n_layers, flops_per_token=f_moe * 4.0 * sh,
+                 act_bytes_per_token=f_moe * (n_up + 1) * sh * ab)  # fmt: skip
+        out += [gemm("shared_up", d, n_up * sh), act, gemm("shared_down", sh, d)]
+    return out

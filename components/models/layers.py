@@ -35,6 +35,7 @@ from decodelab.components.models.experts import (
     ffn_ops,
     n_ffn_layers,
     n_moe_layers,
+    routed_hidden,
 )
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
@@ -76,7 +77,8 @@ def _mats(m) -> int:
 
 
 def expert_params(m) -> int:
-    return _mats(m) * m.d_model * m.expert_ffn_dim
+    """One routed expert (at routed_hidden: d, or a latent MoE's latent width)."""
+    return _mats(m) * routed_hidden(m) * m.expert_ffn_dim
 
 
 def param_counts(m) -> Dict[str, float]:
@@ -87,6 +89,11 @@ def param_counts(m) -> Dict[str, float]:
     norms = 2 * d + (2 * m.head_dim if m.qk_norm else 0)  # input and residual norms (+ q/k norms)
     dense_ffn = _mats(m) * d * m.ffn_dim
     moe_ffn = (m.n_experts + m.n_shared_experts) * expert_params(m) + d * m.n_experts
+    if routed_hidden(m) != d:  # latent MoE: the shared expert at d, the two latent projections
+        moe_ffn += (
+            m.n_shared_experts * (_mats(m) * d * m.expert_ffn_dim - expert_params(m))
+            + 2 * d * m.moe_latent_dim
+        )
     moe_ffn += d if m.shared_expert_gate else 0
     n_moe = n_moe_layers(m)
     n_dense = n_ffn_layers(m) - n_moe

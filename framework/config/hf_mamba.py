@@ -32,6 +32,15 @@ def is_nemotron_h(d: dict) -> bool:
     )
 
 
+def with_block_count(d: dict) -> dict:
+    """`d` with num_hidden_layers = its blocks where a Nemotron-H config leaves it out (Nemotron 3 Ultra lists
+    layers_block_type only); read() sets the layer count from the blocks."""
+    if not is_nemotron_h(d) or d.get("num_hidden_layers"):
+        return d
+    n = len(d.get("hybrid_override_pattern") or d.get("layers_block_type"))
+    return {**d, "num_hidden_layers": n}
+
+
 def blocks(d: dict, path: str) -> List[str]:
     """The block letters (M, *, -, E) in order, from hybrid_override_pattern or layers_block_type."""
     raw = d.get("hybrid_override_pattern")
@@ -80,11 +89,8 @@ def read(r, imp) -> None:
 
 def _shared(r, imp) -> None:
     latent = r.get("moe_latent_size")
-    if latent:
-        raise ConfigError(
-            f"config.json moe_latent_size={latent}: latent MoE (routed experts in a {latent}-wide space) is not "
-            "modelled"
-        )
+    if latent:  # LatentMoE: routed experts on the token projected d -> latent; the shared expert at d
+        imp.set("moe_latent_dim", int(latent), "config.json moe_latent_size (fc1 / fc2_latent_proj)")
     s_ffn, e_ffn = int(r.get("moe_shared_expert_intermediate_size", 0)), imp.values["expert_ffn_dim"]
     if not s_ffn:
         return

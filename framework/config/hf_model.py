@@ -142,6 +142,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
     if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d)):
         fam.refuse_state_space(mt, d, path)
+    d = hf_mamba.with_block_count(d)
     r = _Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
     if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):

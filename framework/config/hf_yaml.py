@@ -62,6 +62,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "fp8_checkpoint",
         "expert_only_dtypes",
         "ffn_free_layers",
+        "moe_latent_dim",
         "linear_kind",
     )
     keys += [k for k in extra + LINEAR if k in v]

@@ -266,6 +266,8 @@ def _check_counts(e: List[str], m) -> None:
         e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
     if not 0 <= m.ffn_free_layers < m.n_layers:
         e.append(f"model.ffn_free_layers={m.ffn_free_layers} must be in [0, n_layers={m.n_layers})")
+    if m.moe_latent_dim < 0 or (m.moe_latent_dim > 0 and m.n_experts < 1):
+        e.append(f"model.moe_latent_dim={m.moe_latent_dim} must be 0, or > 0 with experts (n_experts >= 1)")
 
 
 def _check_dsa(e: List[str], m) -> None:

@@ -97,6 +97,9 @@ class ModelConfig:
     linear_kind: str = "gdn"
     # Layers with no FFN block (Nemotron-H: an attention block is a layer of its own, its mixer only)
     ffn_free_layers: int = 0
+    # Latent MoE (Nemotron 3 Super / Ultra: config.json moe_latent_size): the routed experts run on the token
+    # projected d -> this width (and back); the shared expert stays at d. 0 = experts at d_model
+    moe_latent_dim: int = 0
     # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
     attn_output_gate: bool = False
     # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)
