@@ -239,13 +239,14 @@ def test_rows_run_with_their_engine(tmp_path):
 
 def test_auto_launch_is_aiconfigurators_where_the_version_dates_it():
     """`--launch auto` (the default): a TensorRT-LLM row runs with AIConfigurator's generated
-    max_num_tokens = bs + isl + 1500 (bs = the row's concurrency), by hand 16 + 1024 + 1500 = 2540;
+    max_num_tokens = bs + isl + 1500 (bs = the row's concurrency), by hand 16 + 1024 + 1500 = 2540, and
+    max_batch_size bs;
     a vLLM row from 0.12.0 (Dynamo v0.8.0's pinned vLLM, served after AIConfigurator's generator
     passed --max-num-batched-tokens) and an SGLang row from 0.5.8 (released after it passed SGLang's
     launch flags) with its rules too, CUDA graphs for every batch size (vLLM: max_num_seqs = bs); older or undated versions
     keep their engine files' defaults; `defaults` and `aic` are as named."""
     row = {"concurrency": 16, "isl": 1024}
-    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": 2540}
+    assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": 2540, "max_batch": 16}
     assert launch_engine(row, "vllm", "auto") == {} and launch_engine(row, "sglang", "auto") == {}
     assert launch_engine({**row, "engine_version": "0.11.0"}, "vllm", "auto") == {}
     assert launch_engine({**row, "engine_version": "0.11.2"}, "vllm", "auto") == {}

@@ -34,7 +34,8 @@ def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():
     # InferenceX dsr1_fp4_b200_trt_mtp.sh: ((MTP + 1) x CONC + ISL + 64 + 63) / 64 x 64
     want = (4 * 4 + 1024 + 64 + 63) // 64 * 64
     assert launch_engine(row, "trtllm", "auto") == {"max_tokens_per_step": want}
-    assert launch_engine(row, "trtllm", "aic") == {"max_tokens_per_step": 4 + 1024 + 1500}  # --launch aic
+    # --launch aic: its template's max_num_tokens and max_batch_size from bs = the row's clients
+    assert launch_engine(row, "trtllm", "aic") == {"max_tokens_per_step": 4 + 1024 + 1500, "max_batch": 4}
     # attention DP 8: MTP = 1, the per-rank batch CONC / 8
     dp = {**row, "concurrency": 64, "dp": 8}
     assert inferencex_tokens(dp) == {"max_tokens_per_step": (2 * 8 + 1024 + 64 + 63) // 64 * 64}

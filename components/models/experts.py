@@ -116,12 +116,12 @@ def ep_groups(tp: int, moe_mapping: str, moe_ep: int = 0) -> int:
 
 
 def n_moe_layers(m) -> int:
-    return max(m.n_layers - m.first_dense_layers - m.ffn_free_layers, 0) if m.n_experts > 0 else 0
+    return max(n_ffn_layers(m) - m.first_dense_layers, 0) if m.n_experts > 0 else 0
 
 
 def n_ffn_layers(m) -> int:
     """Layers with an FFN block (dense or MoE): all but model.ffn_free_layers (Nemotron-H's attention blocks)."""
-    return m.n_layers - m.ffn_free_layers
+    return m.n_layers - getattr(m, "ffn_free_layers", 0)
 
 
 def route_op(m, act_bytes: float) -> Op:

@@ -39,7 +39,7 @@ from decodelab.components.models.experts import (
 )
 from decodelab.components.ops import Op, lm_head_dtype, op_builders
 
-LAYER_KINDS = ("full", "sliding", "state", "linear")
+LAYER_KINDS = ("full", "sliding", "state", "linear", "none")
 
 
 def is_mla(m) -> bool:
@@ -101,8 +101,9 @@ def param_counts(m) -> Dict[str, float]:
     head = 0 if m.tied_embeddings else m.vocab_size * d
     n_lin = linear_attn.n_linear(m)  # Gated DeltaNet / Mamba-2 layers: their own mixer, no q/k norms
     lin = linear_attn.params_per_layer(m) + 2 * d if n_lin else 0
-    layers = (m.n_layers - n_lin) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
-    layers -= m.ffn_free_layers * d  # a layer without an FFN block has no pre-FFN norm
+    layers = linear_attn.n_attending(m) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
+    # a layer without an FFN block has no pre-FFN norm; one without a mixer (`none`) only that norm
+    layers -= getattr(m, "ffn_free_layers", 0) * d - linear_attn.n_kind(m, "none") * d
     total = embed + head + layers + d
     inactive = n_moe * max(m.n_experts - m.experts_per_token, 0) * expert_params(m)
     # an MTP module (DeepSeek-V3): one MoE decoder layer + eh_proj (2d -> d) + 3 norms; embedding
@@ -142,7 +143,7 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     dsa.py)."""
     if dsa.is_dsa(m):
         return m.n_layers * dsa.cache_bytes(m, kv_bytes)
-    return (m.n_layers - linear_attn.n_linear(m)) * kv_elems_per_layer(m) * kv_bytes
+    return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes
 
 
 def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
@@ -152,7 +153,7 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     index and latent shares (dsa.layer_mix)."""
     if dsa.is_dsa(m):
         return dsa.layer_mix(m, kv_bytes)
-    kinds = [k for k in layer_kinds(m) if k != "linear"]
+    kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
     n = float(len(kinds))
     return {
         "full": kinds.count("full") / n,
@@ -163,11 +164,15 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     }
 
 
-def ffn_block(ops: List[Op], m) -> List[Op]:
-    """`ops` (a layer's pre-FFN norm) run only in the layers with an FFN block (model.ffn_free_layers)."""
-    for op in ops:
-        op.repeat = n_ffn_layers(m)
-    return ops
+def layer_norms(m, elementwise, fused_add_norm: bool, in_allreduce: bool):
+    """dense.norm_ops (before the mixer, before the FFN, after it) with the input norm in the layers
+    that have a mixer (kind `none` has none) and the pre-FFN norm in those with an FFN block
+    (model.ffn_free_layers)."""
+    pre, post, tail = norm_ops(elementwise, m.d_model, fused_add_norm, in_allreduce)
+    for ops, n in ((pre, linear_attn.n_mixers(m)), (post, n_ffn_layers(m))):
+        for op in ops:
+            op.repeat = n
+    return pre, post, tail
 
 
 def build_ops(
@@ -231,7 +236,7 @@ def build_ops(
     gemm, elementwise = op_builders(L, w_bytes, act_bytes, "bf16" if dense_w_bytes > 0 else "")
 
     in_ar = norm_in_allreduce and tp > 1 and coll == "all_reduce"
-    pre, post, tail = norm_ops(elementwise, d, fused_add_norm, in_ar)
+    pre, post, tail = layer_norms(m, elementwise, fused_add_norm, in_ar)
     ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes), *pre]
     if is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
@@ -328,7 +333,7 @@ def build_ops(
             Op(
                 "attn_allreduce",
                 "collective",
-                repeat=L,
+                repeat=linear_attn.n_mixers(m),
                 link_bytes_per_token=before if attention_dp > 1 else ar_bytes,
                 n_collectives=n_before if attention_dp > 1 else 1,
                 act_bytes_per_token=2.0 * d * act_bytes,
@@ -336,7 +341,7 @@ def build_ops(
                 coll_bytes_per_token=d * act_bytes,
             )
         )
-    ops += ffn_block(post, m)
+    ops += post
     ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep)
     ops += ffn
     if tp > 1:

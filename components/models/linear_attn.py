@@ -57,10 +57,24 @@ STATE_BYTES = {"fp32": 4.0, "bf16": 2.0}
 CONV_STATE_BYTES = 2.0  # conv state in the model dtype, bf16 (SGLang MambaPool conv_dtype)
 
 
-def n_linear(m) -> int:
-    """Decoder layers of kind `linear` (layer_pattern repeated to n_layers)."""
+def n_kind(m, kind: str) -> int:
+    """Decoder layers of one kind (layer_pattern repeated to n_layers)."""
     pat = list(m.layer_pattern) or ["full"]
-    return sum(1 for i in range(m.n_layers) if pat[i % len(pat)] == "linear")
+    return sum(1 for i in range(m.n_layers) if pat[i % len(pat)] == kind)
+
+
+def n_linear(m) -> int:
+    return n_kind(m, "linear")
+
+
+def n_mixers(m) -> int:
+    """Layers with a mixer (attention or linear): all but kind `none` (DeciLM / Nemotron-NAS no-op attention)."""
+    return m.n_layers - n_kind(m, "none")
+
+
+def n_attending(m) -> int:
+    """Layers that attend (and cache KV): all but `linear` and `none` ones."""
+    return n_mixers(m) - n_linear(m)
 
 
 def heads_per_chip(m, tp: int):
@@ -224,14 +238,14 @@ def gate_attention(ops: List[Op], m, h: int, gemm, elementwise) -> List[Op]:
 
 def attention(ops: List[Op], m, h: int, tp: int, w_bytes: float, act_bytes: float, gemm, elementwise,
                      gemm_dtype: str = "") -> List[Op]:  # fmt: skip
-    """A layer's attention block of a model with Gated DeltaNet layers: the (gated) attention ops
-    run on the other layers only (repeat = those), then the linear layers' own ops, their GEMMs of the
-    attention's weight dtype (BF16 under model.expert_only_dtypes). Models without linear layers:
-    `ops` unchanged."""
-    n = n_linear(m)
-    if n == 0:
-        return gate_attention(ops, m, h, gemm, elementwise)
+    """A layer's attention block of a model with linear or mixer-free (`none`) layers: the (gated)
+    attention ops run on the attending layers only (repeat = those), then the linear layers' own ops,
+    their GEMMs of the attention's weight dtype (BF16 under model.expert_only_dtypes). Models with
+    neither: `ops` unchanged."""
     ops = gate_attention(ops, m, h, gemm, elementwise)
+    if n_attending(m) == m.n_layers:
+        return ops
     for op in ops:
-        op.repeat = m.n_layers - n
-    return ops + linear_layer_ops(m, tp, w_bytes, act_bytes, ops[0].gemm_dtype)
+        op.repeat = n_attending(m)
+    lin = linear_layer_ops(m, tp, w_bytes, act_bytes, ops[0].gemm_dtype) if n_linear(m) else []
+    return ops + lin

@@ -21,7 +21,7 @@ from decodelab.errors import ConfigError
 TIE_DEFAULT: Dict[str, Optional[bool]] = {
     **dict.fromkeys(
         "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe phi phi3 deepseek_v2 deepseek_v3 olmo "
-        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h".split(),
+        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h nemotron-nas".split(),
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),

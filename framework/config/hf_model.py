@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_dsa, hf_linear, hf_mamba
+from decodelab.config import hf_dsa, hf_linear, hf_mamba, hf_nas
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -142,7 +142,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
     if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d)):
         fam.refuse_state_space(mt, d, path)
-    d = hf_mamba.with_block_count(d)
+    d = hf_nas.with_uniform_keys(hf_mamba.with_block_count(d), path)
     r = _Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
     if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):
@@ -162,6 +162,8 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     hf_linear.read(r, imp)
     if hf_mamba.is_nemotron_h(d):
         hf_mamba.read(r, imp)
+    if hf_nas.is_nas(d):
+        hf_nas.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []

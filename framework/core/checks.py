@@ -27,7 +27,7 @@ FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
 DTYPE_BYTES.update({"fp4": 0.5, "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8})
 EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
-LAYER_KINDS = ("full", "sliding", "state", "linear")  # hybrid layer_pattern entries
+LAYER_KINDS = ("full", "sliding", "state", "linear", "none")  # hybrid layer_pattern entries
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
@@ -264,7 +264,7 @@ def _check_counts(e: List[str], m) -> None:
     """Counts of modules and layers beside the decoder layers' shapes."""
     if m.n_mtp_modules < 0:
         e.append(f"model.n_mtp_modules={m.n_mtp_modules} must be >= 0")
-    if not 0 <= m.ffn_free_layers < m.n_layers:
+    if m.ffn_free_layers < 0 or 0 < m.n_layers <= m.ffn_free_layers:
         e.append(f"model.ffn_free_layers={m.ffn_free_layers} must be in [0, n_layers={m.n_layers})")
     if m.moe_latent_dim < 0 or (m.moe_latent_dim > 0 and m.n_experts < 1):
         e.append(f"model.moe_latent_dim={m.moe_latent_dim} must be 0, or > 0 with experts (n_experts >= 1)")
