@@ -116,7 +116,7 @@ GROUP_OPTIONS = [
     ("model=gpt5", ["model=gpt5", "no such option", "llama3_1_8b"]),
     ("model=llama3_1_8", ["model=llama3_1_8", MEAN.format("llama3_1_8b"), "deepseek_r1"]),
     ("model=Llama3_1_70b", [MEAN.format("llama3_1_70b")]),
-    ("hardware=tpu_v5", ["hardware=tpu_v5", "h100_sxm, h200_sxm, l40s, sn40l_node8"]),
+    ("hardware=tpu_v5", ["hardware=tpu_v5", "h100_sxm, h200_sxm, l40s, rtx_pro_6000_server, sn40l_node8"]),
     ("hardware=h100sxm", [MEAN.format("h100_sxm"), "dgx_a100"]),
     ("hardware=sn40l_rack", [MEAN.format("sn40l_rack16")]),
     ("kv_policy=lru", ["kv_policy=lru", "snapstream"]),

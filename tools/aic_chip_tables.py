@@ -1,15 +1,18 @@
-"""Convert one chip's AIConfigurator operator tables to decodelab's shipped tables and fit CSVs (A100 SXM, L40S).
+"""Convert one chip's AIConfigurator operator tables to decodelab's shipped tables and fit CSVs (A100 SXM, L40S,
+RTX PRO 6000 Blackwell Server Edition).
 
 Source: github.com/ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0),
 aic-core/src/aiconfigurator_core/systems/data/<chip>/<kind>/<engine>/<version>/<table>.parquet, read with `git show`
 from the mirror at $AIC (a git directory; its silicon_sample.csv is never read). The conversions are the ones
 framework/data/operators/README.md states for the other chips: `latency` renamed `latency_ms`; GEMMs: the bfloat16 /
-fp8 / fp8_block rows (the GEMM law and table have no integer weight-only class); decode attention: TensorRT-LLM's
-`torch_flow` rows, `window_size` 0 where the source has no such column (vLLM, SGLang: full attention only); engine
-all-reduces: the CUDA-graph rows; MoE: balanced routing, gated kernels, the median over repeated shapes within one
-kernel source; MLA decode: the decode attention schema, one KV head of dim 576. CHIPS says which version of each
-table ships and why (docs/journal/2026-11-29-a100-l40s-operators.md). Besides the shipped files, `--fit DIR` writes
-the CSVs `decodelab fit-hardware` fits the chip's laws to. Run from the repository root:
+fp8 / fp8_block rows (the GEMM law and table have no integer weight-only class) and TensorRT-LLM's nvfp4 rows (as the
+other Blackwell chips' TensorRT-LLM tables), not vLLM's fp8_block rows (timed outside a CUDA graph); decode attention:
+TensorRT-LLM's `torch_flow` rows, `window_size` 0 where the source has no such column (vLLM, SGLang: full attention
+only); engine all-reduces: the CUDA-graph rows; MoE: balanced routing, gated kernels, the median over repeated shapes
+within one kernel source; MLA decode: the decode attention schema, one KV head of dim 576. CHIPS says which version of
+each table ships and why (docs/journal/2026-11-29-a100-l40s-operators.md, 2026-11-29-rtx-pro-6000-operators.md).
+Besides the shipped files, `--fit DIR` writes the CSVs `decodelab fit-hardware` fits the chip's laws to. Run from
+the repository root:
 
     AIC=/path/to/aiconfigurator/.git python tools/aic_chip_tables.py a100_sxm --fit /tmp/a100_fit
 """
@@ -33,8 +36,15 @@ GEMM = ["gemm_dtype", "m", "n", "k", "latency_ms"]
 ATTN = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size", "attn_dtype"]
 ATTN = ["kernel_source", *ATTN, "kv_cache_dtype", "step", "latency_ms"]
 AR = ["framework", "kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency_ms"]
-WEIGHT_BYTES = {"bfloat16": 2, "fp8": 1, "fp8_block": 1}
-HBM_GB_S = {"a100_sxm": 2039, "l40s": 864}  # datasheets (conf/hardware/<chip>.yaml)
+WEIGHT_BYTES = {"bfloat16": 2, "fp8": 1, "fp8_block": 1, "nvfp4": 0.5}  # nvfp4: the collector's, scales aside
+# the dtypes each engine's GEMM table ships (vLLM's fp8_block: timed outside a CUDA graph, framework/data/operators)
+GEMM_DTYPES = {
+    "TRTLLM": ("bfloat16", "fp8", "fp8_block", "nvfp4"),
+    "VLLM": ("bfloat16", "fp8"),
+    "SGLang": ("bfloat16", "fp8", "fp8_block"),
+}
+# datasheets (conf/hardware/<chip>.yaml)
+HBM_GB_S = {"a100_sxm": 2039, "l40s": 864, "rtx_pro_6000_server": 1597}
 GRAPH = ("vLLM_custom_graph", "SGLang_CustomAllReduce_graph")
 
 # chip -> shipped kind -> (engine/version of the source, why this version). Rules of the other chips: the oldest
@@ -55,6 +65,20 @@ CHIPS = {
         "moe": ["trtllm/1.3.0rc15", "vllm/0.22.0", "sglang/0.5.10"],  # the oldest with balanced rows of each
         "generation_mla": ["trtllm/1.0.0"],
     },
+    # RTX PRO 6000 Blackwell Server Edition (docs/journal/2026-11-29-rtx-pro-6000-operators.md). The 1.3.0rc10 /
+    # 0.19.0 / 0.5.10 collections ran on a 2-GPU host (AIConfigurator's systems file said num_gpus_per_node 2 until
+    # dec5f4cd2), the later ones and NCCL 2.29.2 on the 8-GPU PCIe Gen5 node the hardware file models
+    "rtx_pro_6000_server": {
+        "gemm": ["trtllm/1.3.0rc10", "vllm/0.19.0", "sglang/0.5.10"],
+        # vllm/0.19.0's FlashInfer FP8 rows at head dim 256 read KV at ~2x the 1597 GB/s peak far beyond the 128 MB
+        # L2 (169 of 183 rows above 384 MB, up to 3.0 TB/s; 0.24.0 times them a median 1.9x longer): 0.24.0 is sound
+        "generation_attention": ["trtllm/1.3.0rc20", "vllm/0.24.0", "sglang/0.5.10"],
+        # vllm/0.19.0 and sglang/0.5.10: 2 GPUs only, on the 2-GPU host, 2.1-2.5x the 8-GPU node's NCCL 2.29.2 times
+        # above 1 MB (busbw 15 vs 39 GB/s), 2.0-3.0x its engines'; the oldest of the 8-GPU node (2, 4, 8 GPUs) ship
+        "allreduce": ["vllm/0.24.0", "sglang/0.5.14"],
+        "moe": ["trtllm/1.3.0rc10", "vllm/0.19.0", "sglang/0.5.10"],  # vllm 0.14.0, sglang 0.5.9: power law
+        "generation_mla": ["trtllm/1.3.0rc10", "sglang/0.5.10"],
+    },
 }
 # fit-hardware's inputs (kind: engine/version), TensorRT-LLM's own where it is sound
 FITS = {
@@ -71,6 +95,13 @@ FITS = {
         "generation_attention": "trtllm/1.3.0rc20",
         "custom_allreduce": "trtllm/1.0.0",
         "nccl": "nccl/2.27.3",
+    },
+    "rtx_pro_6000_server": {
+        "gemm": "trtllm/1.3.0rc10",
+        "context_attention": "trtllm/1.3.0rc10",
+        "generation_attention": "trtllm/1.3.0rc20",  # 1.3.0rc10's read KV at up to 3.05 TB/s above 384 MB
+        "custom_allreduce": "trtllm/1.3.0rc20",  # 1.3.0rc10's: 2 GPUs, the 2-GPU host (as vLLM's 0.19.0 above)
+        "nccl": "nccl/2.29.2",
     },
 }
 SOURCE = {  # shipped kind -> (folder, table)
@@ -96,9 +127,10 @@ def source(chip: str, kind: str, engine_version: str) -> pd.DataFrame:
 
 def gemm(df: pd.DataFrame, hbm_gb_s: float) -> pd.DataFrame:
     """The GEMM rows, each no faster than its weight read at the HBM peak: a row that reads its weight faster was
-    served from L2 (the L40S's 96 MB hold the collector's weight copies up to ~21 MB of weight); a serving step
-    reads a layer's weights from HBM, every other layer having passed through L2 since."""
-    df = df[df.gemm_dtype.isin(["bfloat16", "fp8", "fp8_block"])][GEMM].reset_index(drop=True)
+    served from L2 (the L40S's 96 MB hold the collector's weight copies up to ~21 MB of weight; on the RTX PRO 6000's
+    128 MB TensorRT-LLM's collector re-reads one copy of a weight above 128 MB, most of it L2-resident); a serving
+    step reads a layer's weights from HBM, every other layer having passed through L2 since."""
+    df = df[df.gemm_dtype.isin(GEMM_DTYPES[df.framework.iloc[0]])][GEMM].reset_index(drop=True)
     read_ms = df.n * df.k * df.gemm_dtype.map(WEIGHT_BYTES) / (hbm_gb_s * 1e9) * 1e3
     print(f"  {int((df.latency_ms < read_ms).sum())} GEMM rows raised to the weight read", file=sys.stderr)
     return df.assign(latency_ms=df.latency_ms.where(df.latency_ms >= read_ms, read_ms))
