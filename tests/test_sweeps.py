@@ -224,6 +224,18 @@ def test_tracking_server_down_mid_sweep_then_sync(tmp_path):
     assert all((d / "mlflow_run_id").exists() for d in dirs)
 
 
+# loky's resource-tracker process (a child of the sweep sharing its stderr) prints a KeyError traceback when a
+# joblib memmapping folder is unregistered twice as the pool is torn down mid-task: a race inside joblib
+# (joblib/joblib issues #1243, #1076), seen once in many interrupted runs; the sweep's own output holds none
+_LOKY_RACE = re.compile(
+    r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*?KeyError: '[^']*joblib_memmapping_folder[^']*'\n?"
+)
+
+
+def without_loky_tracker_race(err: str) -> str:
+    return _LOKY_RACE.sub("", err)
+
+
 @pytest.mark.slow
 def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     """Ctrl-C stops a sweep; the same command again evaluates only what is not recorded; then
@@ -256,7 +268,7 @@ def test_interrupted_sweep_rerun_runs_only_the_missing_designs(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, f"{out}\n{err}"
-    assert "interrupted" in out and "Traceback" not in err, err
+    assert "interrupted" in out and "Traceback" not in without_loky_tracker_race(err), err
     first = len(split(runs(sqlite_uri(tmp_path)))[1])
     assert 5 <= first < 40
 
