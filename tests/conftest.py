@@ -52,6 +52,20 @@ def compose_cfg(*overrides: str):
     return copy.deepcopy(_compose_cached(("tracking=off",) + tuple(overrides)))
 
 
+def assert_import_matches_shipped(config_path, name: str, arch: str = "hybrid"):
+    """`decodelab import-model` on a public config.json gives every field of the shipped conf/model/<name>.yaml,
+    with nothing left unexpressed."""
+    from decodelab.config import hf_model
+
+    imp = hf_model.from_config(hf_model.load_json(str(config_path)), name, str(config_path))
+    shipped = compose_cfg(f"model={name}").model
+    assert imp.unexpressed == [] and imp.values["arch"] == arch
+    for k, v in imp.values.items():
+        assert (list(v) if isinstance(v, list) else v) == (
+            list(shipped[k]) if isinstance(v, list) else shipped[k]
+        ), k
+
+
 def assert_serve_matches_reference(cfg):
     """The Numba scheduler's requests equal its pure-Python reference's for `cfg` (a serving
     config); returns the kernel's step rows."""

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import decodelab
-from conftest import CONF, ROOT, decodelab as cli, searchpath
+from conftest import CONF, ROOT, assert_import_matches_shipped, decodelab as cli, searchpath
 from decodelab.config import hf_model, hf_yaml
 from decodelab.config.compose import compose
 
@@ -440,3 +440,17 @@ def test_a_shipped_name_asked_for_is_written_and_noted(tmp_path):
     assert res.rc == 0, res.explain()
     assert (tmp_path / "my_conf" / "model" / "llama3_1_8b.yaml").is_file()
     assert "in place of the shipped one" in res.out
+
+
+@pytest.mark.parametrize(
+    "config, name",
+    [
+        ("Llama-4-Scout-17B-16E-Instruct", "llama4_scout_17b_16e"),
+        ("Llama-4-Maverick-17B-128E-Instruct", "llama4_maverick_17b_128e"),
+    ],
+)
+def test_llama4_imports_as_the_shipped_files(config, name):
+    """llama4_text (framework/config/hf_llama4.py): the dense MLP from intermediate_size_mlp, the experts and the
+    one shared expert from intermediate_size, chunked attention on three layers in four (no_rope_layers'
+    default) as a window of attention_chunk_size, Maverick's MoE in every second layer: the hand-written files."""
+    assert_import_matches_shipped(CONFIGS / f"{config}.json", name)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_serve_matches_reference
+from conftest import assert_import_matches_shipped, assert_serve_matches_reference
 from decodelab.components.models import layers, linear_attn
 from decodelab.config import hf_model
 from decodelab.core import kv_costs, profile_reserve
@@ -139,16 +139,9 @@ def test_checkpoints_map_to_the_configs(checkpoint, name):
         ("Nemotron-H-56B-Base-8K", "nemotron_h_56b"),
     ],
 )
-def test_import_model_writes_the_shipped_config(compose, config, name):
+def test_import_model_writes_the_shipped_config(config, name):
     """`decodelab import-model` on the public config.json gives every field of the shipped YAML."""
-    path = CONFIGS / f"{config}.json"
-    imp = hf_model.from_config(hf_model.load_json(str(path)), name, str(path))
-    shipped = compose(f"model={name}").model
-    assert imp.unexpressed == [] and imp.values["arch"] == "hybrid"
-    for k, v in imp.values.items():
-        assert (list(v) if isinstance(v, list) else v) == (
-            list(shipped[k]) if isinstance(v, list) else shipped[k]
-        ), k
+    assert_import_matches_shipped(CONFIGS / f"{config}.json", name)
 
 
 def test_import_model_refuses_what_it_cannot_express():

@@ -135,6 +135,18 @@ def prefill_bytes_per_head(dk: int, dv: int, ab: float, chunk: int = CHUNK) -> f
     return (7.0 * dk + 6.0 * dv + 2.0 * chunk + 2.0 * dk * dv / chunk) * ab + 8.0 * chunk
 
 
+def conv_ops(n: int, c: int, conv: float, conv_w: float, conv_state: float, ab: float) -> List[Op]:
+    """The causal conv1d of kernel `c` over `conv` channels, per linear layer (repeat `n`): decode's update
+    reads and writes the (c - 1) x conv state (`conv_state` bytes), prefill's runs over the prompt."""
+    flops = 2.0 * c * conv + 4.0 * conv
+    return [
+        Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w, flops_per_token=flops,
+           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
+        Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w, flops_per_token=flops,
+           act_bytes_per_token=2.0 * conv * ab),
+    ]  # fmt: skip
+
+
 def ssd_decode_flops_per_head(n: int, p: int) -> float:
     """Mamba-2 state update of one head: decay, dt x B outer product, update, S C (module docstring)."""
     return 6.0 * n * p
@@ -166,11 +178,7 @@ def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
     io = (2 * val + 2 * ng * ds + nh) * ab + val * ab  # x, z, B, C, dt in; y out
     return [
         gemm("in_proj", d, val + conv + nh),
-        Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w,
-           flops_per_token=2.0 * c * conv + 4.0 * conv,
-           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
-        Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w,
-           flops_per_token=2.0 * c * conv + 4.0 * conv, act_bytes_per_token=2.0 * conv * ab),
+        *conv_ops(n, c, conv, conv_w, conv_state, ab),
         Op("ssm_decode", "elementwise", repeat=n, path="decode",
            flops_per_token=nh * ssd_decode_flops_per_head(ds, hd) + 2.0 * val,  # + D x
            act_bytes_per_token=io + 2.0 * rec,  # the state read and written every step
@@ -203,11 +211,7 @@ def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: s
         gemm("in_proj_qkv", d, conv),
         gemm("in_proj_z", d, val),
         gemm("in_proj_ba", d, 2 * nv),
-        Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w,
-           flops_per_token=2.0 * c * conv + 4.0 * conv,
-           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
-        Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w,
-           flops_per_token=2.0 * c * conv + 4.0 * conv, act_bytes_per_token=2.0 * conv * ab),
+        *conv_ops(n, c, conv, conv_w, conv_state, ab),
         Op("gdn_decode", "elementwise", repeat=n, path="decode",
            flops_per_token=nv * decode_flops_per_head(dk, dv) + 8.0 * key,  # + q/k L2 norms
            act_bytes_per_token=qkv_out + 2.0 * rec,  # the state read and written every step

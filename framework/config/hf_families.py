@@ -21,7 +21,7 @@ from decodelab.errors import ConfigError
 TIE_DEFAULT: Dict[str, Optional[bool]] = {
     **dict.fromkeys(
         "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe phi phi3 deepseek_v2 deepseek_v3 olmo "
-        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h nemotron-nas".split(),
+        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h nemotron-nas llama4_text".split(),
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
@@ -139,7 +139,7 @@ def tie(model_type: str, outer: Optional[dict], path: str):
             f"{path} has no tie_word_embeddings and model_type={model_type} has no default known to "
             'import-model: add "tie_word_embeddings": true or false'
         )
-    cls = f"configuration_{model_type}.py"
+    cls = f"configuration_{model_type.removesuffix('_text')}.py"  # a text_config's class sits in its family's file
     return default, (
         f"config.json has no tie_word_embeddings: {model_type} default {str(default).lower()} "
         f"(transformers {cls})"

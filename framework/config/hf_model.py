@@ -11,7 +11,9 @@ sliding-window layers (`layer_types`, `use_sliding_window` + `max_window_layers`
 `sliding_window_pattern`, or a bare `sliding_window`) -> `layer_pattern` (the shortest period that
 repeats to the layer list, components/models/layers.py) + `sliding_window`, arch=hybrid;
 `tie_word_embeddings`, `attention_bias`, `hidden_act`, `max_position_embeddings`. A multimodal
-config's language model is read from `text_config`.
+config's language model is read from `text_config`. Families with modules of their own: Gated DeltaNet
+hybrids (hf_linear.py), Mamba-2 hybrids (Nemotron-H, hf_mamba.py), searched Llama-Nemotron layers
+(hf_nas.py), Llama 4's experts and chunked attention (hf_llama4.py); dense layers anywhere are a count.
 
 A key config.json omits takes the default of the family's transformers configuration class
 (config/hf_families.py): Gemma ties its embeddings, Gemma-2 alternates sliding and full layers,
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_dsa, hf_linear, hf_mamba, hf_nas
+from decodelab.config import hf_dsa, hf_linear, hf_llama4, hf_mamba, hf_nas
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -164,6 +166,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
         hf_mamba.read(r, imp)
     if hf_nas.is_nas(d):
         hf_nas.read(r, imp)
+    hf_llama4.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
@@ -427,6 +430,7 @@ def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
         )
     imp.notes += fam.softcap_notes(r.get, r.has)
     for k, what in GAPS.items():
-        if r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
+        handled = hf_llama4.is_llama4(imp.model_type) and k in ("attention_chunk_size", "no_rope_layers")
+        if not handled and r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
             imp.unexpressed.append(f"{k}={r.d[k]!r}: {what}")
     fam.dtype(r, imp)
