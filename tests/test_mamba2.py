@@ -91,22 +91,30 @@ def test_profile_leaves_out_decode_only_ops(compose):
 
 def test_states_in_the_kv_pool(compose):
     """vLLM (engine.state_in_kv_pool): no state is held back from the pool; each held sequence takes its
-    states as pool token-equivalents. Nemotron 3 Nano at TP2, BF16 KV: a token's KV is 6 layers x 2 x 1
-    KV head (2 / 2) x 128 x 2 B = 3,072 B a chip; the states 23 x 1,067,008 = 24,541,184 B = 7,988.67
-    tokens; a 100-token sequence holds ceil(8,088.67 / 16) = 506 blocks."""
+    states as pages of the pool (vLLM's hybrid KV cache manager). Nemotron 3 Nano at TP1, BF16 KV: a layer's
+    KV per token 2 heads x 128 x 2 x 2 B = 1,024 B (6 layers: 6,144 B); a Mamba layer's state 64 x 128 x 64 x
+    4 B + 3 x 6,144 x 2 B = 2,134,016 B; the attention block grows to 16 ceil(2,134,016 / (16 x 1,024)) =
+    16 x 131 = 2,096 tokens; layers grouped 6 a group (min(6, 23)), so a request holds ceil(23 / 6) = 4 state
+    blocks = 8,384 token-equivalents; a 100-token sequence holds 1 + 4 blocks, an empty one none."""
 
     class E:
         state_pool_ratio, max_batch, state_in_kv_pool = 0.0, 512, True
 
     assert kv_costs.less_state_pool(1e11, 24_541_184, E) == 1e11
-    cfg = compose(NANO, "hardware=h100_sxm", "hardware.n_chips=2", "workload=closed_loop", "engine=vllm")
+    cfg = compose(NANO, "hardware=h100_sxm", "hardware.n_chips=1", "workload=closed_loop", "engine=vllm")
     design = build(cfg)
-    assert design.memory["state_bytes_per_seq"] == 23 * 1_067_008
+    assert design.memory["state_bytes_per_seq"] == 23 * 2_134_016
     per_tok = S.kv_bytes_per_token_chip(design)
-    assert per_tok == 3072
+    assert per_tok == 6144
+    assert S.kv_paging(cfg, design, per_tok) == {"block": 2096.0, "state_tokens": 8384.0}
     eng, _, _ = S.engine_inputs(cfg, design, np.array([100.0]), np.array([10.0]))
-    assert eng[Eng.STATE_TOKENS] == pytest.approx(24_541_184 / 3072)
-    assert kv_blocks(100.0, eng) == 506 and kv_blocks(0.0, eng) == 0
+    assert eng[Eng.BLOCK] == 2096 and eng[Eng.STATE_TOKENS] == 8384
+    assert kv_blocks(100.0, eng) == 5 and kv_blocks(0.0, eng) == 0
+    assert eng[Eng.CAP_BLOCKS] == np.floor(design.memory["kv_pool_bytes"] / 6144 / 2096)
+    sglang = compose(
+        NANO, "hardware=h100_sxm", "hardware.n_chips=1", "workload=closed_loop", "engine=sglang_0_5_8"
+    )
+    assert S.kv_paging(sglang, build(sglang), per_tok)["state_tokens"] == 0.0  # its own state pool
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang_0_5_8"])

@@ -9,10 +9,12 @@ per-step arrays that framework/output/serving.py writes and plots. Equations: do
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from decodelab.components.models import linear_attn
 from decodelab.components.placement import GIB
 from decodelab.core.kv_costs import ReadModel
 from decodelab.core import parallel
@@ -135,13 +137,23 @@ def sliding_fields(design: Design, e) -> Dict[str, float]:
     return {"slide": rm[ReadModel.SLIDE], "window": rm[ReadModel.WINDOW], "slide_mem": mem}
 
 
-def state_tokens(design: Design, e, per_tok: float) -> float:
-    """A held sequence's linear-layer states in pool token-equivalents when the engine keeps them in the
-    KV pool (engine.state_in_kv_pool; Eng.STATE_TOKENS), else 0."""
+def kv_paging(cfg, design: Design, per_tok: float) -> Dict[str, float]:
+    """The pool's block (Eng.BLOCK, tokens) and a held sequence's linear-layer states in pool token-equivalents
+    (Eng.STATE_TOKENS). Under engine.state_in_kv_pool, vLLM's hybrid KV cache manager
+    (platforms/interface.py _align_hybrid_block_size, without prefix caching): one page per layer and block,
+    its attention block grown to a multiple of kv_block_tokens a holds a linear layer's state,
+    B = a ceil(state page / (a x a layer's KV per token)); layers grouped g = min(attending, linear) a
+    group, a request holds ceil(linear / g) state blocks of g pages beside its attention blocks. Else the
+    engine file's block and no states in the pool."""
+    e = cfg.engine
     state = float(design.memory.get("state_bytes_per_seq", 0.0))
-    if not getattr(e, "state_in_kv_pool", False) or state <= 0.0:
-        return 0.0
-    return state / max(per_tok, 1e-30)
+    n_lin, n_att = linear_attn.n_linear(cfg.model), linear_attn.n_attending(cfg.model)
+    if not e.state_in_kv_pool or state <= 0.0 or n_lin == 0 or n_att == 0 or per_tok <= 0.0:
+        return {"block": float(e.kv_block_tokens), "state_tokens": 0.0}
+    a, page, kv_layer = e.kv_block_tokens, state / n_lin, per_tok / n_att
+    block = a * math.ceil(page / (a * kv_layer))
+    g = min(n_att, n_lin)
+    return {"block": float(block), "state_tokens": math.ceil(n_lin / g) * block * g / n_att}
 
 
 def eager_fields(cfg, design: Design) -> Dict[str, float]:
@@ -258,6 +270,7 @@ def engine_inputs(
     check_engine(e)
     limits, buckets, notes = step_limits(cfg)
     per_tok = kv_bytes_per_token_chip(design)
+    paging = kv_paging(cfg, design, per_tok)
     spec_k, spec_tok = mtp.engine_slots(cfg)
     eng = Eng.vector(
         {
@@ -267,9 +280,8 @@ def engine_inputs(
             "order": ORDERS.index(e.order),
             "mixed": 1.0 if e.mixed_steps else 0.0,
             "preempt": 1.0 if e.on_kv_full == "preempt" else 0.0,
-            "cap_blocks": np.floor(design.memory["kv_pool_bytes"] / max(per_tok, 1e-30) / e.kv_block_tokens),
-            "state_tokens": state_tokens(design, e, per_tok),
-            "block": float(e.kv_block_tokens),
+            "cap_blocks": np.floor(design.memory["kv_pool_bytes"] / max(per_tok, 1e-30) / paging["block"]),
+            **paging,
             "closed": 1.0 if w.kind == "closed_loop" else 0.0,
             "overlap": 1.0 if e.overlap else 0.0,
             # the engine loop's host work replaces the hardware's per-step host cost (serving_hw)
