@@ -52,6 +52,22 @@ def compose_cfg(*overrides: str):
     return copy.deepcopy(_compose_cached(("tracking=off",) + tuple(overrides)))
 
 
+AIC_SMOKE_COLUMNS = (
+    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
+    "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
+)
+
+
+def validate_aic_rows(tmp_path, rows):
+    """`decodelab validate`'s table for AIConfigurator-schema `rows` (CSV lines under AIC_SMOKE_COLUMNS; placeholder
+    timings: a smoke test of a chip's files, never a fit)."""
+    from decodelab.runs.validation import run_validation
+
+    p = tmp_path / "rows.csv"
+    p.write_text(AIC_SMOKE_COLUMNS + "".join(rows))
+    return run_validation(p)
+
+
 def assert_import_matches_shipped(config_path, name: str, arch: str = "hybrid"):
     """`decodelab import-model` on a public config.json gives every field of the shipped conf/model/<name>.yaml,
     with nothing left unexpressed."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, validate_aic_rows
 from decodelab.core.parallel import collective_link
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import attention_decode as attntable
@@ -115,19 +115,12 @@ def test_an_all_reduce_at_tp2_over_pcie_is_its_table_row():
 def test_rows_on_both_chips_run(tmp_path):
     """AIConfigurator-schema rows on a100_sxm and l40s (placeholder timings: a smoke test, never a fit) run, dense and
     MoE, TP 1-4, under the three engines; none is refused."""
-    from decodelab.runs.validation import run_validation
-
-    cols = "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-    cols += "moe_quant_mode,"
-    cols += "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
     rows = [
         "a,trtllm,1.0.0,Qwen/Qwen3-8B,a100_sxm,bfloat16,agg,1024,256,bfloat16,,8,1,1,1,,,100,20\n",
         "b,sglang,0.5.9,Qwen/Qwen3-30B-A3B,a100_sxm,bfloat16,agg,1024,256,bfloat16,bfloat16,16,2,1,1,2,1,100,20\n",
         "c,vllm,0.14.0,Qwen/Qwen3-32B,l40s,fp8,agg,1024,256,fp8,,16,4,1,1,,,100,20\n",
         "d,trtllm,1.3.0rc20,Qwen/Qwen3-30B-A3B,l40s,fp8,agg,1024,256,fp8,fp8,16,2,1,1,2,1,100,20\n",
     ]
-    p = tmp_path / "rows.csv"
-    p.write_text(cols + "".join(rows))
-    df = run_validation(p)
+    df = validate_aic_rows(tmp_path, rows)
     assert list(df.status) == ["ok"] * 4
     assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import compose_cfg
+from conftest import compose_cfg, validate_aic_rows
 from decodelab.core.parallel import collective_link
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import collectives, gemm, moe_blocks, registry
@@ -157,11 +157,6 @@ def test_the_fitted_laws_are_present_and_set_the_roofline(hw):
 def test_rows_on_the_chip_run(tmp_path):
     """AIConfigurator-schema rows on rtx_pro_6000_server (placeholder timings: a smoke test, never a fit) run, dense,
     MoE and NVFP4, TP 1-8, under the three engines; none is refused."""
-    from decodelab.runs.validation import run_validation
-
-    cols = "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-    cols += "moe_quant_mode,"
-    cols += "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
     rows = [
         "a,vllm,0.19.0,Qwen/Qwen3-32B,rtx_pro_6000_server,fp8,agg,1024,256,fp8,,16,2,1,1,,,100,20\n",
         "b,trtllm,1.3.0rc20,Qwen/Qwen3-30B-A3B,rtx_pro_6000_server,nvfp4,agg,1024,256,nvfp4,nvfp4,"
@@ -169,8 +164,6 @@ def test_rows_on_the_chip_run(tmp_path):
         "c,sglang,0.5.10,Qwen/Qwen3-8B,rtx_pro_6000_server,bfloat16,agg,1024,256,bfloat16,,8,4,1,1,,,100,20\n",
         "d,trtllm,1.3.0rc20,Qwen/Qwen3-32B,rtx_pro_6000_server,bfloat16,agg,1024,256,bfloat16,,8,8,1,1,,,100,20\n",
     ]
-    p = tmp_path / "rows.csv"
-    p.write_text(cols + "".join(rows))
-    df = run_validation(p)
+    df = validate_aic_rows(tmp_path, rows)
     assert list(df.status) == ["ok"] * 4
     assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()

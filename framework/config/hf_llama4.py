@@ -8,7 +8,7 @@ read beyond it (conf/model/llama4_scout_17b_16e.yaml)."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 TYPES = ("llama4_text",)
 NO_ROPE_INTERVAL = 4  # Llama4TextConfig no_rope_layer_interval default
@@ -18,14 +18,24 @@ def is_llama4(model_type: str) -> bool:
     return model_type in TYPES
 
 
-def chunk_kinds(r, n: int) -> List[str]:
-    """Per layer: sliding (a RoPE layer attending within its chunk) or full (no RoPE, global)."""
+def chunk(r, model_type: str) -> int:
+    """The attention chunk (config.json attention_chunk_size) of a Llama 4 config, else 0: config.hf_model
+    writes it as the sliding window of the chunked layers."""
+    return int(r.get("attention_chunk_size") or 0) if is_llama4(model_type) else 0
+
+
+def chunk_kinds(r, n: int) -> Optional[List[str]]:
+    """Per layer: sliding (a RoPE layer attending within its chunk) or full (no RoPE, global); None without
+    a chunk."""
+    if not r.get("attention_chunk_size"):
+        return None
     rope = r.get("no_rope_layers") or [int((i + 1) % NO_ROPE_INTERVAL != 0) for i in range(n)]
     return ["sliding" if use else "full" for use in rope]
 
 
 def read(r, imp) -> None:
-    """The dense MLP width, the experts' and the shared expert, and the chunked-attention layers."""
+    """The dense MLP width, the experts' and the shared expert (the chunked-attention layers: config.hf_model
+    _kinds with chunk_kinds)."""
     if not is_llama4(imp.model_type):
         return
     if r.has("intermediate_size_mlp"):
@@ -45,12 +55,3 @@ def read(r, imp) -> None:
             1,
             "Llama4TextMoe: one shared expert of intermediate_size beside the routed ones",
         )
-    chunk = r.get("attention_chunk_size")
-    if chunk:
-        kinds = chunk_kinds(r, imp.values["n_layers"])
-        period = next(
-            p for p in range(1, len(kinds) + 1) if kinds == (kinds[:p] * (len(kinds) // p + 1))[: len(kinds)]
-        )
-        why = "config.json attention_chunk_size: RoPE layers attend within their chunk (costed as a window), the rest globally"
-        imp.set("layer_pattern", kinds[:period], why)
-        imp.set("sliding_window", int(chunk), "config.json attention_chunk_size")

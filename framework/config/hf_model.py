@@ -346,6 +346,9 @@ def _kinds(r: _Keys, imp: Imported, n: int, window: int):
         return [SLIDING.get(t, lin.get(t, "full")) for t in raw], "config.json layer_types"
     if hf_linear.kinds(r, n):
         return hf_linear.kinds(r, n), "config.json full_attention_interval"
+    if hf_llama4.chunk(r, imp.model_type):
+        why = "config.json attention_chunk_size: RoPE layers attend within their chunk (costed as a window), the rest globally"
+        return hf_llama4.chunk_kinds(r, n), why
     if "use_sliding_window" in r.d:
         if r.get("use_sliding_window") and window:
             mwl = int(r.get("max_window_layers", n))
@@ -369,7 +372,8 @@ def _kinds(r: _Keys, imp: Imported, n: int, window: int):
 
 def _layers(r: _Keys, imp: Imported) -> None:
     n = imp.values["n_layers"]
-    window = r.get("sliding_window", 0)
+    chunk = hf_llama4.chunk(r, imp.model_type)  # Llama 4's chunked attention: written as a window
+    window = chunk or r.get("sliding_window", 0)
     kinds, why = _kinds(r, imp, n, window)
     if not kinds or not {"sliding", "linear"} & set(kinds):
         return
@@ -384,7 +388,9 @@ def _layers(r: _Keys, imp: Imported) -> None:
         imp.unexpressed.append("sliding-window MLA layers: arch=mla has no layer pattern; costed as full")
         return
     imp.set("layer_pattern", _period(kinds), why)
-    imp.set("sliding_window", int(window), "config.json sliding_window")
+    imp.set(
+        "sliding_window", int(window), f"config.json {'attention_chunk_size' if chunk else 'sliding_window'}"
+    )
 
 
 def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:

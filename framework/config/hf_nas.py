@@ -51,15 +51,14 @@ def with_uniform_keys(d: dict, path: str) -> dict:
     return {
         **d,
         "num_key_value_heads": heads // groups.pop(),
-        "intermediate_size": mean_width(blocks, hidden),
+        "intermediate_size": int(round(mean_width(blocks, hidden) / 256) * 256),
     }
 
 
-def mean_width(blocks: list, hidden: int) -> int:
-    """The layers' mean FFN width, to the nearest multiple of 256 (as each width is, so every tensor-parallel
-    degree that divides a layer's width divides it too)."""
-    widths = [ffn_width(b["ffn"]["ffn_mult"], hidden) for b in blocks]
-    return int(round(sum(widths) / len(widths) / 256) * 256)
+def mean_width(blocks: list, hidden: int) -> float:
+    """The layers' mean FFN width (config.json: written to the nearest multiple of 256, as each width is, so every
+    tensor-parallel degree that divides a layer's width divides it too)."""
+    return sum(ffn_width(b["ffn"]["ffn_mult"], hidden) for b in blocks) / len(blocks)
 
 
 def read(r, imp) -> None:
@@ -69,10 +68,10 @@ def read(r, imp) -> None:
     imp.set(
         "layer_pattern", kinds, f"config.json block_configs: {kinds.count('none')} no-op attentions (none)"
     )
-    widths = [ffn_width(b["ffn"]["ffn_mult"], hidden) for b in blocks]
-    mean = sum(widths) / len(widths)
+    mean = mean_width(blocks, hidden)
     imp.why["ffn_dim"] = (
         f"config.json block_configs: the layers' mean FFN width {mean:.1f} to a multiple of 256 "
-        f"({100 * (imp.values['ffn_dim'] / mean - 1):+.2f}%); widths {sorted(set(widths))}"
+        f"({100 * (imp.values['ffn_dim'] / mean - 1):+.2f}%); widths "
+        f"{sorted({ffn_width(b['ffn']['ffn_mult'], hidden) for b in blocks})}"
     )
     imp.why["n_kv_heads"] = "config.json block_configs n_heads_in_group (query heads per KV head)"
