@@ -7,7 +7,8 @@ The config.json keys it did not read are listed, and what the model schema canno
 named (neither is an error); a key config.json omits takes its family's transformers default
 (config/hf_families.py). What it cannot represent is refused with one `error:` line, exit status 2:
 KV heads that do not divide the heads, more experts per token than experts, a state-space or
-linear-attention model, an unknown model_type with keys it cannot map, a missing required key.
+linear-attention model other than the Gated DeltaNet (Qwen3-Next, Qwen3.5) and Mamba-2 (Nemotron-H)
+hybrids it reads, an unknown model_type with keys it cannot map, a missing required key.
 Use the model from its config directory:
 
   decodelab import-model ~/models/Qwen3-32B/config.json          # -> my_conf/model/qwen3_32b.yaml

@@ -3,7 +3,8 @@
 is absent (tie_word_embeddings above all: PretrainedConfig ties by default, most decoder configs
 override it to False, Gemma's keep True), the code-level facts config.json does not state (q/k/v
 biases, q/k norms, a gated GELU), and the families it refuses (state-space / linear-attention
-layers it would otherwise write as attention), and the precision a checkpoint ships in
+layers it would otherwise write as attention, other than the Gated DeltaNet and Nemotron-H hybrids it
+reads), and the precision a checkpoint ships in
 (`quantization_config`: a note naming the workload.weight_dtype to run it with).
 
 Every default is the keyword default of the class `<Family>Config` in transformers'
@@ -112,18 +113,19 @@ def defaults(model_type: str) -> Dict[str, object]:
 
 
 def refuse_state_space(model_type: str, keys: Iterable[str], path: str) -> None:
-    """A state-space, recurrent or linear-attention model is refused: the importer writes attention
-    layers only (the schema's `state` layer kind needs a state size and weights it does not map)."""
+    """A state-space, recurrent or linear-attention model other than the hybrids the importer reads (Gated
+    DeltaNet: hf_linear.py; Nemotron-H's Mamba-2: hf_mamba.py; the caller checks those first) is refused (the
+    schema's `state` layer kind needs a state size and weights it does not map)."""
     if model_type in STATE_SPACE:
         raise ConfigError(
             f"{path} model_type={model_type} is {STATE_SPACE[model_type]}: import-model writes attention "
-            f"decoders only (model_type one of {known()})"
+            f"decoders and the Gated DeltaNet and Nemotron-H hybrids only (model_type one of {known()})"
         )
     hit = [k for k in STATE_KEYS if k in set(keys)]
     if hit:
         raise ConfigError(
             f"{path} has {hit[0]} (a state-space / linear-attention layer): import-model writes attention "
-            "layers only (full_attention, sliding_attention)"
+            "layers (full_attention, sliding_attention) and the Gated DeltaNet and Nemotron-H hybrids' only"
         )
 
 

@@ -23,7 +23,7 @@ Every key read is named in the comment of the field it sets; keys not read are r
 the schema cannot express is named with its reason. What it cannot represent is refused with one
 line (ConfigError): a missing required key, a file that is not a JSON object, more KV heads than
 heads or KV heads that do not divide them, more experts per token than experts, a state-space /
-linear-attention model, an unknown model_type with keys it cannot map."""
+linear-attention model other than the hybrids it reads, an unknown model_type with keys it cannot map."""
 
 from __future__ import annotations
 
