@@ -72,9 +72,15 @@ def test_serving_prefill_pairs_cap_the_latent_share(compose):
         compose(*GLM5, *FP8, "workload=closed_loop", "workload.prompt_len=8192", "workload.output_len=64")
     )
     f = sliding_fields(d, None)
-    assert f == {"slide": pytest.approx(LAT / 788), "window": 2048.0, "slide_mem": 1.0}
+    assert f == {
+        "slide": 0.0,
+        "window": 0.0,
+        "slide_mem": 0.0,
+        "sparse": pytest.approx(LAT / 788),
+        "topk": 2048.0,
+    }
     eng = np.zeros(Eng.size)
-    eng[Eng.SLIDE], eng[Eng.WINDOW], eng[Eng.SLIDE_MEM] = f["slide"], f["window"], f["slide_mem"]
+    eng[Eng.SPARSE], eng[Eng.TOPK] = f["sparse"], f["topk"]
     # prefill of 8192 tokens: causal 8192 x 8192 - 8192 x 8191 / 2 = 33,558,528 pairs (the indexer's);
     # top-k capped: queries 1..2048 see p keys (2049 x 2048 / 2 = 2,098,176), the other 6144 see
     # 2048 (12,582,912): 14,681,088 (the latent's); mixed by the byte shares 132 : 656

@@ -41,6 +41,10 @@ Eng = Layout(
     "SLIDE",
     "WINDOW",
     "SLIDE_MEM",
+    # Sparse attention's cache (components/models/dsa.py, csa.py): SPARSE = its share of the KV bytes per
+    # token, held whole and read for at most TOPK token-equivalents per query; 0 = none
+    "SPARSE",
+    "TOPK",
     # the largest decode batch a CUDA graph replays (0 = any: no bucket list, or buckets that cap the
     # batch); a larger decode-only step runs eagerly (engine.graph_overflow=eager)
     "GRAPH_MAX",

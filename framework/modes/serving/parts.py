@@ -77,11 +77,13 @@ def kv_blocks(n, eng):
 @njit(cache=True)
 def read_tokens(q, a, eng):
     """KV token-equivalents a sequence's step reads when it adds q tokens and holds a after it: a
-    sliding-window layer reads at most its window before each new token."""
-    slide = eng[Eng.SLIDE]
-    if slide <= 0.0:
+    sliding-window layer reads at most its window before each new token, sparse attention's share at
+    most its top-k."""
+    slide, sparse = eng[Eng.SLIDE], eng[Eng.SPARSE]
+    if slide <= 0.0 and sparse <= 0.0:
         return a
-    return (1.0 - slide) * a + slide * min(a, eng[Eng.WINDOW] + q - 1.0)
+    out = (1.0 - slide - sparse) * a + sparse * min(a, eng[Eng.TOPK] + q - 1.0)
+    return out + slide * min(a, eng[Eng.WINDOW] + q - 1.0)
 
 
 @njit(cache=True)
@@ -102,12 +104,13 @@ def window_pairs(q, a, w):
 @njit(cache=True)
 def layer_pairs(q, a, eng):
     """Layer-averaged causal pairs of q queries ending at context a (kernel.causal_pairs for a
-    full-attention layer, window_pairs for a sliding one)."""
+    full-attention layer, window_pairs for a sliding one and for sparse attention's top-k)."""
     full = causal_pairs(q, a)
-    slide = eng[Eng.SLIDE]
-    if slide <= 0.0:
+    slide, sparse = eng[Eng.SLIDE], eng[Eng.SPARSE]
+    if slide <= 0.0 and sparse <= 0.0:
         return full
-    return (1.0 - slide) * full + slide * window_pairs(q, a, eng[Eng.WINDOW])
+    out = (1.0 - slide - sparse) * full + sparse * window_pairs(q, a, eng[Eng.TOPK])
+    return out + slide * window_pairs(q, a, eng[Eng.WINDOW])
 
 
 @njit(cache=True)

@@ -76,17 +76,22 @@ def pool_tokens(n: float, eng: dict) -> float:
 
 def read_and_pairs(q: float, a: float, eng: dict):
     """(KV token-equivalents read, causal pairs) of q new tokens ending at context a, averaged over
-    full layers and sliding ones (each query sees at most `window` keys)."""
+    full layers, sliding ones (each query sees at most `window` keys) and sparse attention's share
+    (at most `topk`)."""
     full = max(q * a - q * (q - 1) / 2, q)
-    s = eng.get("slide", 0.0)
-    if s <= 0:
+    s, sp = eng.get("slide", 0.0), eng.get("sparse", 0.0)
+    if s <= 0 and sp <= 0:
         return a, full
-    w = eng["window"]
-    lo = a - q + 1
-    every = q * (lo + a) / 2  # each query sees all keys before it
-    first = max(lo, w + 1)  # queries past the window see w keys: drop the rest
-    over = (first - w + a - w) * (a - first + 1) / 2 if a >= first else 0.0
-    return (1 - s) * a + s * min(a, w + q - 1), (1 - s) * full + s * max(every - over, q)
+    read, pairs = (1 - s - sp) * a, (1 - s - sp) * full
+    for share, w in ((s, eng.get("window", 0.0)), (sp, eng.get("topk", 0.0))):
+        if share <= 0:
+            continue
+        lo = a - q + 1
+        every = q * (lo + a) / 2  # each query sees all keys before it
+        first = max(lo, w + 1)  # queries past the window see w keys: drop the rest
+        over = (first - w + a - w) * (a - first + 1) / 2 if a >= first else 0.0
+        read, pairs = read + share * min(a, w + q - 1), pairs + share * max(every - over, q)
+    return read, pairs
 
 
 def engine_dict(eng, buckets) -> dict:

@@ -126,15 +126,16 @@ def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.nda
 def sliding_fields(design: Design, e) -> Dict[str, float]:
     """The sliding-window layers' share, window and pool rule (engine.swa_kv) of the engine vector
     (layout.py Eng.SLIDE, WINDOW, SLIDE_MEM; all 0: every layer a full-attention one); state layers
-    stay costed as full-attention ones. Sparse attention (components/models/dsa.py) takes the same
-    fields: its latent share read for the top-k, held whole (SLIDE_MEM 1)."""
+    stay costed as full-attention ones. Sparse attention (components/models/dsa.py, csa.py) has fields of
+    its own (Eng.SPARSE, TOPK): its share read for the top-k, held whole."""
     rm = getattr(design, "kv_read_model", None)
+    sparse = {"sparse": 0.0, "topk": 0.0}
     if rm is not None and rm[ReadModel.SPARSE] > 0:
-        return {"slide": rm[ReadModel.SPARSE], "window": rm[ReadModel.TOPK], "slide_mem": 1.0}
+        sparse = {"sparse": rm[ReadModel.SPARSE], "topk": rm[ReadModel.TOPK]}
     if rm is None or rm[ReadModel.SLIDE] <= 0 or rm[ReadModel.WINDOW] <= 0:
-        return {"slide": 0.0, "window": 0.0, "slide_mem": 0.0}
+        return {"slide": 0.0, "window": 0.0, "slide_mem": 0.0, **sparse}
     mem = {"window": -1.0, "full": 1.0}.get(e.swa_kv, e.swa_full_tokens_ratio)
-    return {"slide": rm[ReadModel.SLIDE], "window": rm[ReadModel.WINDOW], "slide_mem": mem}
+    return {"slide": rm[ReadModel.SLIDE], "window": rm[ReadModel.WINDOW], "slide_mem": mem, **sparse}
 
 
 def kv_paging(cfg, design: Design, per_tok: float) -> Dict[str, float]:
