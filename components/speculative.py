@@ -113,8 +113,19 @@ def mtp_draft(model):
         "n_layers": 1,
         "first_dense_layers": 0,  # DeepSeek-V3's MTP layer is an MoE layer
         "layer_pattern": list(model.get("layer_pattern") or [])[-1:],  # hybrid: the last kind
+        **_mtp_ratio(model),
         "name": f"{model.name}_mtp",
     }
+
+
+def _mtp_ratio(model) -> dict:
+    """DeepSeek-V4's MTP layer attends with its own compress_ratios entry, the one after the main
+    layers' (0: the window only; reference inference/model.py MTPBlock)."""
+    ratios = list(model.get("compress_ratios") or [])
+    if not ratios:
+        return {}
+    n = int(model.n_layers)
+    return {"compress_ratios": [ratios[n] if len(ratios) > n else 0]}
 
 
 def mtp_tokens_per_step(acceptance, k: int) -> float:

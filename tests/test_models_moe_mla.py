@@ -140,7 +140,7 @@ def test_mtp_factor_from_the_acceptance_model():
 
 
 def test_architectures_registered():
-    assert set(ARCHITECTURES) == {"dense", "moe", "mla", "hybrid"}
+    assert set(ARCHITECTURES) == {"dense", "moe", "mla", "hybrid", "csa"}
 
 
 @pytest.mark.parametrize(

@@ -2,4 +2,6 @@
 
 from decodelab.components.models import dense, hybrid, mla, moe
 
-ARCHITECTURES = {"dense": dense, "moe": moe, "mla": mla, "hybrid": hybrid}
+# arch=csa (compressed attention, DeepSeek-V4: csa.py) shares moe's interface: the builder (layers.py)
+# dispatches on model.compress_ratios
+ARCHITECTURES = {"dense": dense, "moe": moe, "mla": mla, "hybrid": hybrid, "csa": moe}

@@ -181,8 +181,14 @@ def build_ops(
         attn_dp.mark_replica(ffn_block + [op for op in ops if op.kind == "collective"])
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
-    ops += tail
-    ops += [
+    return ops + tail + head_ops(m, tp, w_bytes, act_bytes, "")
+
+
+def head_ops(m, tp: int, w_bytes: float, act_bytes: float, dense_dtype: str) -> List[Op]:
+    """The ops after the decoder stack: final norm, LM head (vocabulary split over the tp chips, its
+    logits all-gathered; 16-bit weights under quantized ones, components/ops.lm_head_dtype) and sampling."""
+    d, v = m.d_model, m.vocab_size
+    return [
         Op(
             "final_norm",
             "norm",
@@ -195,23 +201,16 @@ def build_ops(
             "lm_head",
             "gemm",
             stage="post",
-            weight_bytes=d * (m.vocab_size / tp) * lm_head_dtype(w_bytes)[0],
-            gemm_dtype=lm_head_dtype(w_bytes)[1],
-            flops_per_token=2.0 * d * m.vocab_size / tp,
-            act_bytes_per_token=(d + m.vocab_size / tp) * act_bytes,
-            link_bytes_per_token=(tp - 1) / tp * m.vocab_size * 4.0 if tp > 1 else 0.0,
+            weight_bytes=d * (v / tp) * lm_head_dtype(w_bytes)[0],
+            gemm_dtype="bf16" if dense_dtype else lm_head_dtype(w_bytes)[1],
+            flops_per_token=2.0 * d * v / tp,
+            act_bytes_per_token=(d + v / tp) * act_bytes,
+            link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,
             n_collectives=1 if tp > 1 else 0,
-            gemm_n=m.vocab_size / tp,
+            gemm_n=v / tp,
             gemm_k=d,
             coll_kind="all_gather" if tp > 1 else "",
-            coll_bytes_per_token=m.vocab_size * 4.0 if tp > 1 else 0.0,
-        ),  # all-gather of FP32 logits
-        Op(
-            "sampling",
-            "sample",
-            stage="post",
-            flops_per_token=5.0 * m.vocab_size,
-            act_bytes_per_token=m.vocab_size * 4.0,
+            coll_bytes_per_token=v * 4.0 if tp > 1 else 0.0,
         ),
+        Op("sampling", "sample", stage="post", flops_per_token=5.0 * v, act_bytes_per_token=v * 4.0),
     ]
-    return ops

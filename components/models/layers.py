@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, norm_ops
-from decodelab.components.models import attn_dp, dsa, linear_attn, mla_map
+from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops
+from decodelab.components.models import attn_dp, csa, dsa, linear_attn, mla_map
 from decodelab.components.models.experts import (
     a2a_bytes,
     expected_experts,
@@ -37,7 +37,7 @@ from decodelab.components.models.experts import (
     n_moe_layers,
     routed_hidden,
 )
-from decodelab.components.ops import Op, lm_head_dtype, op_builders
+from decodelab.components.ops import Op, op_builders
 
 LAYER_KINDS = ("full", "sliding", "state", "linear", "none")
 
@@ -54,6 +54,8 @@ def layer_kinds(m) -> List[str]:
 
 def _attn_params(m) -> int:
     d = m.d_model
+    if csa.is_csa(m):
+        return csa.attn_params(m)
     if is_mla(m):
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         q = (
@@ -141,6 +143,8 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
     """KV bytes per token over all layers, as if every layer kept it (sliding and state layers
     keep less: kv_layer_mix; Gated DeltaNet layers keep no KV, linear_attn.py; sparse attention adds the index key:
     dsa.py)."""
+    if csa.is_csa(m):
+        return csa.kv_bytes_per_token(m, kv_bytes)
     if dsa.is_dsa(m):
         return m.n_layers * dsa.cache_bytes(m, kv_bytes)
     return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes
@@ -151,6 +155,8 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     state in token-equivalents (state bytes / one token's KV in one layer); over the layers that
     attend (Gated DeltaNet layers' state is their ops' own: linear_attn.py); sparse attention's
     index and latent shares (dsa.layer_mix)."""
+    if csa.is_csa(m):
+        return csa.layer_mix(m, kv_bytes)
     if dsa.is_dsa(m):
         return dsa.layer_mix(m, kv_bytes)
     kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
@@ -188,12 +194,13 @@ def build_ops(
     attention_dp: int = 1,
     group_tokens: bool = False,
     dense_w_bytes: float = 0.0,
+    dense_dtype: str = "",
     fused_add_norm: bool = False,
     separate_rope: bool = False,
     norm_in_allreduce: bool = False,
 ) -> List[Op]:
     """Per-chip operator list of one step (`dense_w_bytes` > 0: the weights outside the routed
-    experts in BF16 at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
+    experts in `dense_dtype` at that many bytes, model.expert_only_dtypes); expert weights read are those `tokens_per_step`
     tokens activate (the decode batch), placed across the tp chips by `moe_mapping` over `moe_ep`
     expert-parallel groups (components/models/experts.py ep_groups); MLA attention mapped by `mla_mapping` (mla_map.py; data-
     parallel attention over all tp chips is its `data` mapping), GQA/MHA attention in
@@ -233,12 +240,17 @@ def build_ops(
 
     # dense_w_bytes > 0: the checkpoint quantizes only the experts (model.expert_only_dtypes)
     expert_wb, w_bytes = w_bytes, (dense_w_bytes if dense_w_bytes > 0 else w_bytes)
-    gemm, elementwise = op_builders(L, w_bytes, act_bytes, "bf16" if dense_w_bytes > 0 else "")
+    dense_dtype = (dense_dtype or "bf16") if dense_w_bytes > 0 else ""
+    gemm, elementwise = op_builders(L, w_bytes, act_bytes, dense_dtype)
 
     in_ar = norm_in_allreduce and tp > 1 and coll == "all_reduce"
     pre, post, tail = layer_norms(m, elementwise, fused_add_norm, in_ar)
     ops = [Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes), *pre]
-    if is_mla(m):
+    if csa.is_csa(m):  # DeepSeek-V4: hyper-connections, compressed attention
+        ops += csa.hc_ops(m, act_bytes) + csa.attention_ops(
+            m, h, tp // attention_dp, gemm, elementwise, act_bytes, kv_bytes
+        )
+    elif is_mla(m):
         lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
         if m.q_lora_rank:  # one GEMM for both down-projections (module docstring)
             ops += [
@@ -361,32 +373,4 @@ def build_ops(
         attn_dp.mark_replica(ffn + [op for op in ops if op.kind == "collective"])
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
-    v = m.vocab_size
-    ops += tail
-    ops += [
-        Op(
-            "final_norm",
-            "norm",
-            stage="post",
-            weight_bytes=d * w_bytes,
-            flops_per_token=4.0 * d,
-            act_bytes_per_token=2.0 * d * act_bytes,
-        ),
-        Op(
-            "lm_head",
-            "gemm",
-            stage="post",
-            weight_bytes=d * (v / tp) * lm_head_dtype(w_bytes)[0],
-            gemm_dtype="bf16" if dense_w_bytes > 0 else lm_head_dtype(w_bytes)[1],
-            flops_per_token=2.0 * d * v / tp,
-            act_bytes_per_token=(d + v / tp) * act_bytes,
-            link_bytes_per_token=(tp - 1) / tp * v * 4.0 if tp > 1 else 0.0,
-            n_collectives=1 if tp > 1 else 0,
-            gemm_n=v / tp,
-            gemm_k=d,
-            coll_kind="all_gather" if tp > 1 else "",
-            coll_bytes_per_token=v * 4.0 if tp > 1 else 0.0,
-        ),
-        Op("sampling", "sample", stage="post", flops_per_token=5.0 * v, act_bytes_per_token=v * 4.0),
-    ]
-    return ops
+    return ops + tail + head_ops(m, tp, w_bytes, act_bytes, dense_dtype)

@@ -26,9 +26,10 @@ def read(r, imp) -> None:
         raise ConfigError(
             f"{imp.path} has index_topk but no {', '.join(need)} (required for sparse attention)"
         )
-    if "kv_lora_rank" not in imp.values:
+    if "kv_lora_rank" not in imp.values and "compress_ratios" not in imp.values:
         raise ConfigError(
-            f"{imp.path} has index_topk without kv_lora_rank: sparse attention is modelled over MLA"
+            f"{imp.path} has index_topk without kv_lora_rank: sparse attention is modelled over MLA "
+            "(or DeepSeek-V4's compress_ratios)"
         )
     for k in ("index_topk", "index_n_heads", "index_head_dim"):
         imp.set(k, int(r.get(k)), f"config.json {k}")

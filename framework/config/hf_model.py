@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_dsa, hf_linear, hf_llama4, hf_mamba, hf_nas
+from decodelab.config import hf_deepseek_v4, hf_dsa, hf_linear, hf_llama4, hf_mamba, hf_nas
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -158,6 +158,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     _shape(r, imp)
     _moe(r, imp)
     _mla(r, imp)
+    hf_deepseek_v4.read(r, imp)
     hf_dsa.read(r, imp)
     _layers(r, imp)
     _misc(r, imp, outer)
@@ -171,7 +172,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
     _mark_defaults(r, imp)
-    arch = "mla" if "kv_lora_rank" in imp.values else None
+    arch = "mla" if "kv_lora_rank" in imp.values else ("csa" if "compress_ratios" in imp.values else None)
     if imp.values.get("layer_pattern"):
         arch = arch or "hybrid"
     arch = arch or ("moe" if imp.values.get("n_experts") else "dense")
@@ -374,6 +375,8 @@ def _layers(r: _Keys, imp: Imported) -> None:
     n = imp.values["n_layers"]
     chunk = hf_llama4.chunk(r, imp.model_type)  # Llama 4's chunked attention: written as a window
     window = chunk or r.get("sliding_window", 0)
+    if "compress_ratios" in imp.values:  # DeepSeek-V4: every layer keeps its window (hf_deepseek_v4)
+        return
     kinds, why = _kinds(r, imp, n, window)
     if not kinds or not {"sliding", "linear"} & set(kinds):
         return
@@ -437,6 +440,9 @@ def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
     imp.notes += fam.softcap_notes(r.get, r.has)
     for k, what in GAPS.items():
         handled = hf_llama4.is_llama4(imp.model_type) and k in ("attention_chunk_size", "no_rope_layers")
+        handled = handled or (
+            hf_deepseek_v4.is_v4(r.d) and k in ("o_lora_rank", "hc_mult", "compress_ratios")
+        )
         if not handled and r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
             imp.unexpressed.append(f"{k}={r.d[k]!r}: {what}")
     fam.dtype(r, imp)

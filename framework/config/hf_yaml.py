@@ -61,11 +61,18 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "sliding_window",
         "fp8_checkpoint",
         "expert_only_dtypes",
+        "expert_only_dense_dtype",
+        "q_lora_rank",
+        "qk_rope_head_dim",
+        "compress_ratios",
+        "o_groups",
+        "o_lora_rank",
+        "hc_mult",
         "ffn_free_layers",
         "moe_latent_dim",
         "linear_kind",
     )
-    keys += [k for k in extra + LINEAR if k in v]
+    keys += [k for k in extra + LINEAR if k in v and k not in keys]
     keys += ["generation_defaults"] if "generation_defaults" in v else []
     lines = [
         f"# {imp.name} ({imp.model_type}, arch {v['arch']}): written by `decodelab import-model` from",

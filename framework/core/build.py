@@ -264,6 +264,12 @@ def _ignored_mappings(m, moe_map: str, mapping: str) -> List[str]:
     return notes
 
 
+def dense_weights(m) -> Dict[str, object]:
+    """build_ops' dtype of the weights outside the routed experts under model.expert_only_dtypes."""
+    dt = getattr(m, "expert_only_dense_dtype", "bf16") or "bf16"
+    return {"dense_w_bytes": DTYPE_BYTES[dt], "dense_dtype": dt}
+
+
 def build(
     cfg, host_round_trip_steps: Optional[int] = None, reserved: Optional[Dict[str, float]] = None
 ) -> Design:
@@ -287,7 +293,7 @@ def build(
     ops = arch.build_ops(
         m, tp, wb, ab, kb, tokens_per_step=w.batch_size, mla_mapping=mapping, moe_mapping=moe_map,
         **parallel.arch_kwargs(hw), **parallel.group_kwargs(cfg),
-        **({"dense_w_bytes": DTYPE_BYTES["bf16"]} if expert_only else {}),
+        **(dense_weights(m) if expert_only else {}),
         **engine_kernels(cfg),
     )  # fmt: skip
     ops = keep_bf16(ops, (getattr(m, "quant_bf16_ops", None) or {}).get(w.weight_dtype) or (), wb)

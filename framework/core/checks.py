@@ -7,6 +7,7 @@ import math
 from typing import List
 
 from decodelab.components.models.experts import MOE_MAPPINGS, ep_groups
+from decodelab.components.models.csa import INDEXED_RATIO
 from decodelab.components.models.mla_map import MLA_MAPPINGS
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.core import parallel, schema, tree
@@ -26,9 +27,9 @@ DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1
 FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
 DTYPE_BYTES.update({"fp4": 0.5, "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8})
 EXECUTIONS = ("gpu", "dataflow")
-ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid")
+ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid", "csa")
 LAYER_KINDS = ("full", "sliding", "state", "linear", "none")  # hybrid layer_pattern entries
-ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid")
+ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid", "csa")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
 TIER_NAMES = schema.TIER_ORDER
@@ -224,14 +225,7 @@ def _check_arch(e: List[str], m) -> None:
             f"model.kv_lora_rank={m.kv_lora_rank} is set but model.arch={m.arch!r}; "
             "multi-head latent attention is arch=mla"
         )
-    expert_only = getattr(m, "expert_only_dtypes", None) or ()
-    for i, dt in enumerate(expert_only):
-        _choice(e, f"model.expert_only_dtypes[{i}]", dt, tuple(DTYPE_BYTES))
-    if expert_only and (m.arch == "dense" or not m.n_experts > 0):  # dense builds no experts
-        e.append(
-            f"model.expert_only_dtypes is set but {m.name} has no experts "
-            f"(model.arch={m.arch!r}, model.n_experts={m.n_experts})"
-        )
+    _check_expert_only(e, m)
     if m.experts_per_token > 0 and not m.n_experts > 0:
         e.append(
             f"model.experts_per_token={m.experts_per_token} is set but model.n_experts={m.n_experts} "
@@ -258,6 +252,44 @@ def _check_arch(e: List[str], m) -> None:
         _linear_fields(e, m)
     _check_counts(e, m)
     _check_dsa(e, m)
+    _check_csa(e, m)
+
+
+def _check_csa(e: List[str], m) -> None:
+    """Compressed attention's fields (components/models/csa.py)."""
+    if (m.arch == "csa") != bool(m.compress_ratios):
+        have = "set" if m.compress_ratios else "empty"
+        e.append(
+            f"model.compress_ratios goes with arch=csa (compressed attention): {m.name} has arch={m.arch!r}, compress_ratios {have}"
+        )
+    if m.arch != "csa":
+        return
+    if len(m.compress_ratios) < m.n_layers or any(r < 0 for r in m.compress_ratios):
+        e.append(f"model.compress_ratios needs n_layers={m.n_layers} entries >= 0 (0: the window only)")
+    for n in ("o_groups", "o_lora_rank", "sliding_window", "q_lora_rank", "qk_rope_head_dim"):
+        if getattr(m, n) < 1:
+            e.append(f"model.{n}={getattr(m, n)} must be >= 1 for arch=csa ({m.name})")
+    if m.o_groups >= 1 and m.n_heads % m.o_groups:
+        e.append(f"model.o_groups={m.o_groups} must divide n_heads={m.n_heads}")
+    if INDEXED_RATIO in m.compress_ratios[: m.n_layers] and m.index_topk < 1:
+        e.append("model.index_topk must be >= 1: the ratio-4 layers read their entries through the indexer")
+    if m.hc_mult < 0:
+        e.append(f"model.hc_mult={m.hc_mult} must be >= 0 (0 or 1: a plain residual stream)")
+
+
+def _check_expert_only(e: List[str], m) -> None:
+    """Checkpoints that quantize only the routed experts (model.expert_only_dtypes) and the dtype of the rest."""
+    expert_only = getattr(m, "expert_only_dtypes", None) or ()
+    for i, dt in enumerate(expert_only):
+        _choice(e, f"model.expert_only_dtypes[{i}]", dt, tuple(DTYPE_BYTES))
+    _choice(
+        e, "model.expert_only_dense_dtype", getattr(m, "expert_only_dense_dtype", "bf16"), tuple(DTYPE_BYTES)
+    )
+    if expert_only and (m.arch == "dense" or not m.n_experts > 0):  # dense builds no experts
+        e.append(
+            f"model.expert_only_dtypes is set but {m.name} has no experts "
+            f"(model.arch={m.arch!r}, model.n_experts={m.n_experts})"
+        )
 
 
 def _check_counts(e: List[str], m) -> None:
@@ -276,9 +308,10 @@ def _check_dsa(e: List[str], m) -> None:
         e.append(f"model.index_topk={m.index_topk} must be >= 0 (0: dense attention)")
     if m.index_topk <= 0:
         return
-    if m.arch != "mla":
+    if m.arch not in ("mla", "csa"):
         e.append(
-            f"model.index_topk={m.index_topk} is set but model.arch={m.arch!r}; sparse attention is arch=mla"
+            f"model.index_topk={m.index_topk} is set but model.arch={m.arch!r}; sparse attention is arch=mla "
+            "(DeepSeek-V3.2) or arch=csa (DeepSeek-V4)"
         )
     for n in ("index_n_heads", "index_head_dim"):
         if getattr(m, n) < 1:

@@ -100,6 +100,17 @@ class ModelConfig:
     # Latent MoE (Nemotron 3 Super / Ultra: config.json moe_latent_size): the routed experts run on the token
     # projected d -> this width (and back); the shared expert stays at d. 0 = experts at d_model
     moe_latent_dim: int = 0
+    # Compressed attention (arch=csa, DeepSeek-V4; components/models/csa.py): each decoder layer's KV
+    # compression ratio (0: its sliding_window only; r > 0: also one cached entry per r tokens, the ratio-4
+    # layers' read through the index_* indexer's top-k), the grouped low-rank output projection (o_groups
+    # groups of heads, each to o_lora_rank) and the residual stream's hyper-connection copies (hc_mult)
+    compress_ratios: List[int] = field(default_factory=list)
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    hc_mult: int = 0
+    # The dtype the weights outside the routed experts keep under expert_only_dtypes (gpt-oss: bf16;
+    # DeepSeek-V4: fp8_block, its experts MXFP4)
+    expert_only_dense_dtype: str = "bf16"
     # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
     attn_output_gate: bool = False
     # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)

@@ -85,6 +85,7 @@ def matches(row, clients: int) -> List[dict]:
     first, last = window
     fields = {k: cell(row, k) for k in ("system", "backend", "precision", "isl", "osl", "backend_version")}
     models = _rule().get("models") or {}  # a recipe's model-prefix -> a text of the model_path it serves
+    not_models = _rule().get("models_not") or {}
     path = cell(row, "model_path").lower()
     found = [
         e
@@ -92,6 +93,7 @@ def matches(row, clients: int) -> List[dict]:
         if (e["system"], e["backend"], e["precision"])
         == (fields["system"], fields["backend"], fields["precision"])
         and str(models.get(e.get("model", ""), "")).lower() in path
+        and not any(str(x).lower() in path for x in not_models.get(e.get("model", ""), ()))
         and (str(e["isl"]), str(e["osl"])) == (fields["isl"], fields["osl"])
         and _runs(e, clients)
         and fields["backend_version"] in e["image"]

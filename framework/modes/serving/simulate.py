@@ -144,13 +144,16 @@ def kv_paging(cfg, design: Design, per_tok: float) -> Dict[str, float]:
     (platforms/interface.py _align_hybrid_block_size, without prefix caching): one page per layer and block,
     its attention block grown to a multiple of kv_block_tokens a holds a linear layer's state,
     B = a ceil(state page / (a x a layer's KV per token)); layers grouped g = min(attending, linear) a
-    group, a request holds ceil(linear / g) state blocks of g pages beside its attention blocks. Else the
-    engine file's block and no states in the pool."""
+    group, a request holds ceil(linear / g) state blocks of g pages beside its attention blocks; states
+    without linear layers (DeepSeek-V4's compressor states) take their bytes in the pool. Else the engine
+    file's block and no states in the pool."""
     e = cfg.engine
     state = float(design.memory.get("state_bytes_per_seq", 0.0))
     n_lin, n_att = linear_attn.n_linear(cfg.model), linear_attn.n_attending(cfg.model)
-    if not e.state_in_kv_pool or state <= 0.0 or n_lin == 0 or n_att == 0 or per_tok <= 0.0:
+    if not e.state_in_kv_pool or state <= 0.0 or n_att == 0 or per_tok <= 0.0:
         return {"block": float(e.kv_block_tokens), "state_tokens": 0.0}
+    if n_lin == 0:  # states beside attention layers (DeepSeek-V4's compressors): pages of their own
+        return {"block": float(e.kv_block_tokens), "state_tokens": state / per_tok}
     a, page, kv_layer = e.kv_block_tokens, state / n_lin, per_tok / n_att
     block = a * math.ceil(page / (a * kv_layer))
     g = min(n_att, n_lin)
