@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops
-from decodelab.components.models import attn_dp, csa, dsa, linear_attn, mla_map
+from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map
 from decodelab.components.models.experts import (
     a2a_bytes,
     expected_experts,
@@ -69,6 +69,9 @@ def _attn_params(m) -> int:
             + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
         )
         return q + kv + m.n_heads * m.v_head_dim * d + (dsa.indexer_params(m) if dsa.is_dsa(m) else 0)
+    if global_attn.has_global_shape(m):  # Gemma 4: the layer average of the two kinds
+        kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
+        return sum(global_attn.attn_params(m, k) for k in kinds) / len(kinds)
     q_out, kv_out = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     p = d * q_out * (2 if m.attn_output_gate else 1) + 2 * d * kv_out + q_out * d  # gate: q_proj x 2
     return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
@@ -147,6 +150,11 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
         return csa.kv_bytes_per_token(m, kv_bytes)
     if dsa.is_dsa(m):
         return m.n_layers * dsa.cache_bytes(m, kv_bytes)
+    if global_attn.has_global_shape(m):
+        return (
+            sum(global_attn.kind_elems(m, k) for k in layer_kinds(m) if k not in ("linear", "none"))
+            * kv_bytes
+        )
     return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes
 
 
@@ -160,11 +168,12 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
     if dsa.is_dsa(m):
         return dsa.layer_mix(m, kv_bytes)
     kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
-    n = float(len(kinds))
+    b = {k: float(global_attn.kind_elems(m, k)) for k in ("full", "sliding", "state")}  # byte shares
+    n = sum(b[k] for k in kinds)
     return {
-        "full": kinds.count("full") / n,
-        "sliding": kinds.count("sliding") / n,
-        "state": kinds.count("state") / n,
+        "full": kinds.count("full") * b["full"] / n,
+        "sliding": kinds.count("sliding") * b["sliding"] / n,
+        "state": kinds.count("state") * b["state"] / n,
         "window": float(m.sliding_window),
         "state_tokens": m.state_bytes_per_layer / (kv_elems_per_layer(m) * kv_bytes),
     }
@@ -337,9 +346,9 @@ def build_ops(
         ]
         ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
-        kvh, o_bias = kv_heads_per_chip(m.n_kv_heads, tp // attention_dp), d if m.qkv_bias else 0
-        a = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
-        ops += linear_attn.attention(a, m, h, tp // attention_dp, w_bytes, act_bytes, gemm, elementwise)
+        ops += _gqa_block(
+            m, h, tp // attention_dp, gemm, elementwise, w_bytes, act_bytes, kv_bytes, separate_rope
+        )
     if tp > 1:
         ops.append(
             Op(
@@ -374,3 +383,17 @@ def build_ops(
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     return ops + tail + head_ops(m, tp, w_bytes, act_bytes, dense_dtype)
+
+
+def _gqa_block(
+    m, h: int, tp: int, gemm, elementwise, w_bytes, act_bytes, kv_bytes, separate_rope
+) -> List[Op]:
+    """A GQA/MHA layer's attention on one chip of `tp` (dense.gqa_attention_ops), the full layers at their own
+    head dim and KV heads where the model gives them (global_attn.py), then the linear layers' ops (linear_attn.py)."""
+    kvh, o_bias = kv_heads_per_chip(m.n_kv_heads, tp), m.d_model if m.qkv_bias else 0
+    a = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
+    if global_attn.has_global_shape(m):
+        kinds, g_kvh = layer_kinds(m), kv_heads_per_chip(global_attn.global_dims(m)[1], tp)
+        a = global_attn.split(a, m, kinds.count("full"), kinds.count("sliding"), lambda v: gqa_attention_ops(
+            v, h, g_kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope))  # fmt: skip
+    return linear_attn.attention(a, m, h, tp, w_bytes, act_bytes, gemm, elementwise)

@@ -25,7 +25,7 @@ TIE_DEFAULT: Dict[str, Optional[bool]] = {
         "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h nemotron-nas llama4_text".split(),
         False,
     ),
-    **dict.fromkeys("gemma gemma2 gemma3_text starcoder2 cohere".split(), True),
+    **dict.fromkeys("gemma gemma2 gemma3_text gemma4_text starcoder2 cohere".split(), True),
     **dict.fromkeys(
         "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 glm_moe_dsa ministral deepseek_v4".split(),
         None,
@@ -54,7 +54,13 @@ DEFAULTS: Dict[str, Dict[str, object]] = {
 }
 # layer_types a family builds when config.json has none: sliding on even layers, full on odd ones
 ALTERNATING = ("gemma2", "gpt_oss")
-GEGLU_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")  # gated GELU: 3 matrices, like swiglu
+GEGLU_TYPES = (
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "gemma4_text",
+)  # gated GELU: 3 matrices, like swiglu
 # q/k/v bias=True in the code (Xiaomi's MiMo: modeling_mimo.py MiMoModel subclasses Qwen2Model, adding MTP layers)
 QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "mimo")
 # per-head q_norm / k_norm in the code (Qwen3-VL's language model: Qwen3VLTextAttention / Qwen3VLMoeTextAttention)
@@ -65,6 +71,7 @@ QK_NORM_TYPES = (
     "qwen3_vl_moe_text",
     "gemma3",
     "gemma3_text",
+    "gemma4_text",
     "qwen3_next",
     "qwen3_5_text",
     "qwen3_5_moe_text",

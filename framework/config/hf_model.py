@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_deepseek_v4, hf_dsa, hf_linear, hf_llama4, hf_mamba, hf_nas
+from decodelab.config import hf_deepseek_v4, hf_dsa, hf_gemma4, hf_linear, hf_llama4, hf_mamba, hf_nas
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -168,6 +168,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if hf_nas.is_nas(d):
         hf_nas.read(r, imp)
     hf_llama4.read(r, imp)
+    hf_gemma4.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
@@ -225,7 +226,7 @@ def _moe(r: _Keys, imp: Imported) -> None:
     key, n = r.first("n_routed_experts", "num_local_experts", "num_experts")
     if not n:
         return
-    k_key, k = r.first("num_experts_per_tok", "experts_per_token", "moe_topk")
+    k_key, k = r.first("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
     if not k:
         raise ConfigError(f"{imp.path} has {key}={n} but no num_experts_per_tok (experts per token)")
     n, k = _int(r, key), _int(r, k_key)

@@ -253,6 +253,7 @@ def _check_arch(e: List[str], m) -> None:
     _check_counts(e, m)
     _check_dsa(e, m)
     _check_csa(e, m)
+    _check_global(e, m)
 
 
 def _check_csa(e: List[str], m) -> None:
@@ -275,6 +276,20 @@ def _check_csa(e: List[str], m) -> None:
         e.append("model.index_topk must be >= 1: the ratio-4 layers read their entries through the indexer")
     if m.hc_mult < 0:
         e.append(f"model.hc_mult={m.hc_mult} must be >= 0 (0 or 1: a plain residual stream)")
+
+
+def _check_global(e: List[str], m) -> None:
+    """Full-attention layers of their own shape (components/models/global_attn.py)."""
+    if (m.global_head_dim or m.global_kv_heads) and "full" not in m.layer_pattern:
+        e.append(
+            "model.global_head_dim / global_kv_heads shape the full-attention layers: layer_pattern has none"
+        )
+    if (
+        m.global_head_dim < 0
+        or m.global_kv_heads < 0
+        or (m.global_kv_heads and m.n_heads % m.global_kv_heads)
+    ):
+        e.append(f"model.global_kv_heads={m.global_kv_heads} must divide n_heads={m.n_heads} (0: n_kv_heads)")
 
 
 def _check_expert_only(e: List[str], m) -> None:

@@ -100,6 +100,11 @@ class ModelConfig:
     # Latent MoE (Nemotron 3 Super / Ultra: config.json moe_latent_size): the routed experts run on the token
     # projected d -> this width (and back); the shared expert stays at d. 0 = experts at d_model
     moe_latent_dim: int = 0
+    # Full-attention layers of their own shape (Gemma 4; components/models/global_attn.py): head dim and KV heads
+    # of the `full` layers (0: head_dim, n_kv_heads), and whether their checkpoint has no v_proj (K = V)
+    global_head_dim: int = 0
+    global_kv_heads: int = 0
+    global_k_eq_v: bool = False
     # Compressed attention (arch=csa, DeepSeek-V4; components/models/csa.py): each decoder layer's KV
     # compression ratio (0: its sliding_window only; r > 0: also one cached entry per r tokens, the ratio-4
     # layers' read through the index_* indexer's top-k), the grouped low-rank output projection (o_groups

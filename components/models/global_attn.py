@@ -1,0 +1,55 @@
+"""Full-attention layers of a shape of their own (Gemma 4, config.json `global_head_dim`,
+`num_global_key_value_heads`, `attention_k_eq_v`; transformers modeling_gemma4.py Gemma4TextAttention):
+a hybrid model's `full` layers attend with `global_head_dim` and `global_kv_heads`, its `sliding`
+layers with head_dim and n_kv_heads. With `global_k_eq_v` the full layers' checkpoint has no v_proj
+(the value is the key projection's output, normed without weight and not rotated); vLLM and SGLang
+load k_proj into a v slot (vllm models/gemma4.py load_weights, SGLang gemma4_causal.py), so the GEMM
+and the cache keep both K and V: only the parameter count drops it.
+
+Each kind's attention ops carry their own shape and repeat = that kind's layers; the cache bytes per
+token sum the kinds, and the read model's shares are byte shares (layers.kv_layer_mix)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable, List
+
+from decodelab.components.ops import Op
+
+
+def has_global_shape(m) -> bool:
+    return bool(getattr(m, "global_head_dim", 0) or getattr(m, "global_kv_heads", 0))
+
+
+def global_dims(m):
+    """(head_dim, KV heads) of the full-attention layers."""
+    return (getattr(m, "global_head_dim", 0) or m.head_dim, getattr(m, "global_kv_heads", 0) or m.n_kv_heads)
+
+
+def kind_elems(m, kind: str) -> int:
+    """KV elements per token of one layer of `kind` (K and V of every KV head)."""
+    hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
+    return 2 * kvh * hd
+
+
+def attn_params(m, kind: str) -> int:
+    """A layer's attention parameters: q, k, v (none in a full layer under global_k_eq_v), o."""
+    d, h = m.d_model, m.n_heads
+    hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
+    v = 0 if kind == "full" and getattr(m, "global_k_eq_v", False) else 1
+    return d * h * hd + (1 + v) * d * kvh * hd + h * hd * d
+
+
+def split(ops: List[Op], m, n_full: int, n_sliding: int, full_ops: Callable[[object], List[Op]]) -> List[Op]:
+    """`ops` (the sliding layers' attention, repeat set to n_sliding) and the full layers' own
+    (`full_ops` of the model seen with the full layers' head_dim and KV heads, repeat n_full)."""
+    for op in ops:
+        op.repeat = n_sliding
+    hd, kvh = global_dims(m)
+    view = SimpleNamespace(**{k: getattr(m, k) for k in ("d_model", "n_layers", "qkv_bias", "qk_norm")})
+    view.head_dim, view.n_kv_heads = hd, kvh
+    extra = full_ops(view)
+    for op in extra:
+        op.repeat = n_full
+        op.name = f"{op.name}_full"
+    return ops + extra

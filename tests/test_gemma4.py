@@ -1,0 +1,72 @@
+"""Gemma 4's full-attention layers of their own shape (components/models/global_attn.py): parameter counts
+against the model cards' figures, the cache bytes per kind worked by hand, the ops of each kind, the
+importer against the shipped files, a validate row per model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_import_matches_shipped, compose_cfg, validate_aic_rows
+from decodelab.components.models import layers
+from decodelab.core.build import build
+
+HF = Path(__file__).parent / "data" / "hf_configs"
+
+
+def model(name):
+    return compose_cfg(f"model={name}").model
+
+
+def test_parameters_match_the_model_cards():
+    """Card copies: 26B-A4B 25.2B total / 3.8B active (the dense MLP counted as shared experts), 31B 30.7B;
+    the full layers have no v_proj (attention_k_eq_v)."""
+    p = layers.param_counts(model("gemma_4_26b_a4b"))
+    assert (p["total"] / 1e9, p["active"] / 1e9) == (
+        pytest.approx(25.233, abs=0.001),
+        pytest.approx(3.822, abs=0.001),
+    )
+    assert layers.param_counts(model("gemma_4_31b"))["total"] / 1e9 == pytest.approx(30.697, abs=0.001)
+
+
+def test_cache_bytes_per_kind_by_hand():
+    """26B, BF16: 25 sliding layers of 2 x 8 x 256 and 5 full ones of 2 x 2 x 512 elements per token:
+    (102,400 + 10,240) x 2 = 225,280 B as if every layer kept every token; the full layers' byte share
+    10,240 / 112,640 = 1/11 (not their layer share 1/6)."""
+    m = model("gemma_4_26b_a4b")
+    assert layers.kv_bytes_per_token(m, 2.0) == 225_280.0
+    mix = layers.kv_layer_mix(m, 2.0)
+    assert (mix["full"], mix["sliding"], mix["window"]) == (
+        pytest.approx(1 / 11),
+        pytest.approx(10 / 11),
+        1024.0,
+    )
+
+
+def test_each_kind_gets_its_own_ops():
+    """TP8, 26B: sliding layers 2 query and 1 KV head of 256 a chip, full layers 2 query heads and 1 KV head
+    (2 over 8 chips: replicated) of 512; KV per chip and token 25 x 1,024 + 5 x 2,048 = 35,840 B."""
+    d = build(compose_cfg("model=gemma_4_26b_a4b", "hardware=dgx_h100"))
+    ops = {op.name: op for op in d.ops}
+    assert (ops["qkv_proj"].gemm_n, ops["qkv_proj"].repeat) == ((2 + 2) * 256, 25)
+    assert (ops["qkv_proj_full"].gemm_n, ops["qkv_proj_full"].repeat) == ((2 + 2) * 512, 5)
+    assert ops["attention_full"].attn_head_dim == 512 and ops["attention"].attn_head_dim == 256
+    assert sum(op.kv_write_per_token * op.repeat for op in d.ops) == 35_840.0
+
+
+@pytest.mark.parametrize(
+    "path, name", [("gemma-4-26B-A4B.json", "gemma_4_26b_a4b"), ("Gemma-4-31B-IT-NVFP4.json", "gemma_4_31b")]
+)
+def test_import_equals_the_shipped_file(path, name):
+    assert_import_matches_shipped(HF / path, name)
+
+
+def test_rows_run(tmp_path):
+    rows = [
+        "a,vllm,0.19.0,google/gemma-4-26B-A4B,h100_sxm,,agg,1024,256,bfloat16,bfloat16,16,1,1,1,1,1,100,10\n",
+        "b,vllm,0.19.0,nvidia/Gemma-4-31B-IT-NVFP4,b200_sxm,nvfp4,agg,1024,256,nvfp4,,16,2,1,1,,,100,10\n",
+    ]
+    df = validate_aic_rows(tmp_path, rows)
+    assert list(df.status) == ["ok"] * 2
+    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
