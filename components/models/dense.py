@@ -88,9 +88,10 @@ def gqa_attention_ops(
     RoPE is a kernel of its own (reads and writes q and k, 6 FLOPs per element), the attention
     call keeps only the KV write."""
     d, hd, L = m.d_model, m.head_dim, m.n_layers
-    qkv_out = (h + 2 * kvh) * hd
+    vd = v_dim(m)
+    qkv_out = (h + kvh) * hd + kvh * vd
     qk = (h + kvh) * hd  # q and k elements of one token, this chip
-    kv_tok = 2.0 * kvh * hd * kv_bytes  # K and V of one token, one layer, this chip
+    kv_tok = kvh * (hd + vd) * kv_bytes  # K and V of one token, one layer, this chip
     ops = [gemm("qkv_proj", d, qkv_out, bias=qkv_out if m.qkv_bias else 0)]
     if m.qk_norm:
         ops.append(elementwise("qk_norm", "norm", qk, qk, weights=2 * hd))
@@ -120,14 +121,20 @@ def gqa_attention_ops(
             "attention",
             repeat=L,
             kv_read_per_ctx=kv_tok,
-            attn_flops_per_ctx=4.0 * h * hd,  # QK^T and PV, multiply-add = 2
-            act_bytes_per_token=2.0 * h * hd * act_bytes,
+            attn_flops_per_ctx=2.0 * h * (hd + vd),  # QK^T and PV, multiply-add = 2
+            act_bytes_per_token=h * (hd + vd) * act_bytes,
             attn_heads=h,
             attn_kv_heads=kvh,
             attn_head_dim=hd,
         ),
-        gemm("o_proj", h * hd, d, bias=o_bias),
+        gemm("o_proj", h * vd, d, bias=o_bias),
     ]
+
+
+def v_dim(m) -> int:
+    """A GQA/MHA value head's width: head_dim, or v_head_dim where the model's differs (MiMo-V2-Flash: 192-dim
+    queries and keys, 128-dim values)."""
+    return getattr(m, "v_head_dim", 0) or m.head_dim
 
 
 def build_ops(

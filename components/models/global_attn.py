@@ -26,18 +26,23 @@ def global_dims(m):
     return (getattr(m, "global_head_dim", 0) or m.head_dim, getattr(m, "global_kv_heads", 0) or m.n_kv_heads)
 
 
+def _v(m, hd: int) -> int:
+    """The value heads' width (model.v_head_dim, both kinds; else the kind's head dim)."""
+    return getattr(m, "v_head_dim", 0) or hd
+
+
 def kind_elems(m, kind: str) -> int:
     """KV elements per token of one layer of `kind` (K and V of every KV head)."""
     hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
-    return 2 * kvh * hd
+    return kvh * (hd + _v(m, hd))
 
 
 def attn_params(m, kind: str) -> int:
     """A layer's attention parameters: q, k, v (none in a full layer under global_k_eq_v), o."""
     d, h = m.d_model, m.n_heads
     hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
-    v = 0 if kind == "full" and getattr(m, "global_k_eq_v", False) else 1
-    return d * h * hd + (1 + v) * d * kvh * hd + h * hd * d
+    vd = 0 if kind == "full" and getattr(m, "global_k_eq_v", False) else _v(m, hd)
+    return d * h * hd + d * kvh * (hd + vd) + h * _v(m, hd) * d
 
 
 def split(ops: List[Op], m, n_full: int, n_sliding: int, full_ops: Callable[[object], List[Op]]) -> List[Op]:
@@ -46,7 +51,9 @@ def split(ops: List[Op], m, n_full: int, n_sliding: int, full_ops: Callable[[obj
     for op in ops:
         op.repeat = n_sliding
     hd, kvh = global_dims(m)
-    view = SimpleNamespace(**{k: getattr(m, k) for k in ("d_model", "n_layers", "qkv_bias", "qk_norm")})
+    view = SimpleNamespace(
+        **{k: getattr(m, k, 0) for k in ("d_model", "n_layers", "qkv_bias", "qk_norm", "v_head_dim")}
+    )
     view.head_dim, view.n_kv_heads = hd, kvh
     extra = full_ops(view)
     for op in extra:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops
+from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops, v_dim
 from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map
 from decodelab.components.models.experts import (
     a2a_bytes,
@@ -72,9 +72,10 @@ def _attn_params(m) -> int:
     if global_attn.has_global_shape(m):  # Gemma 4: the layer average of the two kinds
         kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
         return sum(global_attn.attn_params(m, k) for k in kinds) / len(kinds)
-    q_out, kv_out = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-    p = d * q_out * (2 if m.attn_output_gate else 1) + 2 * d * kv_out + q_out * d  # gate: q_proj x 2
-    return p + (q_out + 2 * kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
+    q_out, kv_out, vd = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, v_dim(m)
+    kv_out = kv_out + m.n_kv_heads * vd  # k and v
+    p = d * q_out * (2 if m.attn_output_gate else 1) + d * kv_out + m.n_heads * vd * d  # gate: q_proj x 2
+    return p + (q_out + kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
 
 
 def _mats(m) -> int:
@@ -139,7 +140,7 @@ def kv_elems_per_layer(m) -> int:
     """KV elements cached per token and layer (all KV heads; MLA: latent + rope key)."""
     if is_mla(m):
         return m.kv_lora_rank + m.qk_rope_head_dim
-    return 2 * m.n_kv_heads * m.head_dim
+    return m.n_kv_heads * (m.head_dim + v_dim(m))
 
 
 def kv_bytes_per_token(m, kv_bytes: float) -> float:

@@ -22,7 +22,8 @@ from decodelab.errors import ConfigError
 TIE_DEFAULT: Dict[str, Optional[bool]] = {
     **dict.fromkeys(
         "llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe phi phi3 deepseek_v2 deepseek_v3 olmo "
-        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo nemotron_h nemotron-nas llama4_text".split(),
+        "olmo2 olmoe gpt_oss granite qwen3_next qwen3_5_text qwen3_5_moe_text mimo mimo_v2_flash nemotron_h nemotron-nas "
+        "llama4_text".split(),
         False,
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text gemma4_text starcoder2 cohere".split(), True),

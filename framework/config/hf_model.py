@@ -33,7 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
-from decodelab.config import hf_deepseek_v4, hf_dsa, hf_gemma4, hf_linear, hf_llama4, hf_mamba, hf_nas
+from decodelab.config import (
+    hf_deepseek_v4,
+    hf_dsa,
+    hf_gemma4,
+    hf_linear,
+    hf_llama4,
+    hf_mamba,
+    hf_mimo_v2,
+    hf_nas,
+)
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
 from decodelab.core.schema_model import ModelConfig
@@ -169,6 +178,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
         hf_nas.read(r, imp)
     hf_llama4.read(r, imp)
     hf_gemma4.read(r, imp)
+    hf_mimo_v2.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
@@ -348,6 +358,8 @@ def _kinds(r: _Keys, imp: Imported, n: int, window: int):
         return [SLIDING.get(t, lin.get(t, "full")) for t in raw], "config.json layer_types"
     if hf_linear.kinds(r, n):
         return hf_linear.kinds(r, n), "config.json full_attention_interval"
+    if hf_mimo_v2.kinds(r, n):
+        return hf_mimo_v2.kinds(r, n), "config.json hybrid_layer_pattern (1: sliding)"
     if hf_llama4.chunk(r, imp.model_type):
         why = "config.json attention_chunk_size: RoPE layers attend within their chunk (costed as a window), the rest globally"
         return hf_llama4.chunk_kinds(r, n), why
@@ -444,6 +456,7 @@ def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
         handled = handled or (
             hf_deepseek_v4.is_v4(r.d) and k in ("o_lora_rank", "hc_mult", "compress_ratios")
         )
+        handled = handled or (hf_mimo_v2.is_mimo_v2(r.d) and k == "attention_chunk_size")
         if not handled and r.has(k) and r.get(k) not in (0, False, [], 1 if k == "hc_mult" else None):
             imp.unexpressed.append(f"{k}={r.d[k]!r}: {what}")
     fam.dtype(r, imp)

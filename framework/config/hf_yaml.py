@@ -65,6 +65,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "global_head_dim",
         "global_kv_heads",
         "global_k_eq_v",
+        "v_head_dim",
         "q_lora_rank",
         "qk_rope_head_dim",
         "compress_ratios",

@@ -1,6 +1,6 @@
-"""Gemma 4's full-attention layers of their own shape (components/models/global_attn.py): parameter counts
-against the model cards' figures, the cache bytes per kind worked by hand, the ops of each kind, the
-importer against the shipped files, a validate row per model."""
+"""Full-attention layers of their own shape (components/models/global_attn.py; Gemma 4, MiMo-V2-Flash) and value
+heads narrower than the keys (MiMo-V2-Flash): parameter counts against the model cards' figures, the cache bytes
+per kind worked by hand, the ops of each kind, the importer against the shipped files, a validate row per model."""
 
 from __future__ import annotations
 
@@ -56,7 +56,12 @@ def test_each_kind_gets_its_own_ops():
 
 
 @pytest.mark.parametrize(
-    "path, name", [("gemma-4-26B-A4B.json", "gemma_4_26b_a4b"), ("Gemma-4-31B-IT-NVFP4.json", "gemma_4_31b")]
+    "path, name",
+    [
+        ("gemma-4-26B-A4B.json", "gemma_4_26b_a4b"),
+        ("Gemma-4-31B-IT-NVFP4.json", "gemma_4_31b"),
+        ("MiMo-V2-Flash.json", "mimo_v2_flash"),
+    ],
 )
 def test_import_equals_the_shipped_file(path, name):
     assert_import_matches_shipped(HF / path, name)
@@ -70,3 +75,26 @@ def test_rows_run(tmp_path):
     df = validate_aic_rows(tmp_path, rows)
     assert list(df.status) == ["ok"] * 2
     assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+
+
+def test_mimo_v2_flash_by_hand():
+    """Model card: 309B total, 15B active. Cache per token: 39 sliding layers of 8 KV heads and 9 full of 4, each
+    head 192 (K) + 128 (V): (39 x 2,560 + 9 x 1,280) x 2 B = 222,720 B. TP8: a sliding layer's QKV GEMM 8 query
+    heads x 192 + 1 x 192 + 1 x 128 = 1,856 wide, o_proj 8 x 128 in, attention 2 x 8 x (192 + 128) FLOPs a pair."""
+    m = model("mimo_v2_flash")
+    p = layers.param_counts(m)
+    assert (p["total"] / 1e9, (p["active"] - p["embed"]) / 1e9) == (
+        pytest.approx(308.78, abs=0.01),
+        pytest.approx(14.82, abs=0.01),
+    )
+    assert layers.kv_bytes_per_token(m, 2.0) == 222_720.0
+    d = build(compose_cfg("model=mimo_v2_flash", "hardware=dgx_h100", "workload.weight_dtype=fp8_block"))
+    ops = {op.name: op for op in d.ops}
+    assert (ops["qkv_proj"].gemm_n, ops["o_proj"].gemm_k, ops["attention"].attn_flops_per_ctx) == (
+        1856,
+        1024,
+        5120,
+    )
+    assert (
+        sum(op.kv_write_per_token * op.repeat for op in d.ops) == (39 * 320 + 9 * 320) * 2.0
+    )  # 1 KV head a chip
