@@ -61,10 +61,11 @@ def test_each_kind_gets_its_own_ops():
         ("gemma-4-26B-A4B.json", "gemma_4_26b_a4b"),
         ("Gemma-4-31B-IT-NVFP4.json", "gemma_4_31b"),
         ("MiMo-V2-Flash.json", "mimo_v2_flash"),
+        ("MiniMax-M3.json", "minimax_m3"),
     ],
 )
 def test_import_equals_the_shipped_file(path, name):
-    assert_import_matches_shipped(HF / path, name)
+    assert_import_matches_shipped(HF / path, name, arch="moe" if name == "minimax_m3" else "hybrid")
 
 
 def test_rows_run(tmp_path):
@@ -98,3 +99,30 @@ def test_mimo_v2_flash_by_hand():
     assert (
         sum(op.kv_write_per_token * op.repeat for op in d.ops) == (39 * 320 + 9 * 320) * 2.0
     )  # 1 KV head a chip
+
+
+def test_byte_shares_are_a_chips():
+    """MiMo-V2-Flash at TP8: the sliding layers' 8 KV heads split to 1 a chip, the full layers' 4 replicated to 1: a
+    chip's full share 9 / 48 (unsharded, 9 x 1,280 / 111,360)."""
+    m = model("mimo_v2_flash")
+    assert layers.kv_layer_mix(m, 2.0)["full"] == pytest.approx(9 * 1280 / 111_360)
+    assert layers.kv_layer_mix(m, 2.0, 8)["full"] == pytest.approx(9 / 48)
+
+
+def test_minimax_m3_block_sparse_by_hand():
+    """60 layers of 4 KV heads x (128 + 128), 57 of them sparse with a 128-wide index key: (60 x 1,024 + 57 x 128) x
+    2 B = 137,472 B a token at BF16. At TP4 a chip holds 1 KV head (512 B a layer) and every index key (256 B): a
+    decode step at 8,192 tokens reads 3 x 512 x 8,192 + 57 x 256 x 8,192 (index keys, full) + 57 x 512 x 2,048
+    (the top-16 blocks of the sparse layers) = 192,020,480 B a sequence."""
+    m = model("minimax_m3")
+    p = layers.param_counts(m)
+    assert p["total"] / 1e9 == pytest.approx(426.175, abs=0.001)
+    assert (p["active"] - p["embed"]) / 1e9 == pytest.approx(24.73, abs=0.01)  # card: 23B without the head
+    assert layers.kv_bytes_per_token(m, 2.0) == 137_472.0
+    mix = layers.kv_layer_mix(m, 2.0, 4)
+    per_chip = 60 * 512 + 57 * 256
+    x = mix["full"] * 8192 + mix["sparse"] * min(8192, mix["topk"])
+    assert x * per_chip == pytest.approx(3 * 512 * 8192 + 57 * 256 * 8192 + 57 * 512 * 2048)
+    d = build(compose_cfg("model=minimax_m3", "hardware=dgx_h100", "workload.weight_dtype=fp8_block"))
+    # TP8: the 4 KV heads replicated, a chip's cache as at TP4
+    assert sum(op.kv_write_per_token * op.repeat for op in d.ops) == per_chip

@@ -39,7 +39,7 @@ ROPE_BYTES = 2.0  # FlashMLA's FP8 layout keeps the rope key in BF16
 
 
 def is_dsa(m) -> bool:
-    return getattr(m, "index_topk", 0) > 0
+    return getattr(m, "index_topk", 0) > 0 and getattr(m, "kv_lora_rank", 0) > 0
 
 
 def index_share(m) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Callable, List
 
+from decodelab.components.models.dense import kv_heads_per_chip
 from decodelab.components.ops import Op
 
 
@@ -31,10 +32,11 @@ def _v(m, hd: int) -> int:
     return getattr(m, "v_head_dim", 0) or hd
 
 
-def kind_elems(m, kind: str) -> int:
-    """KV elements per token of one layer of `kind` (K and V of every KV head)."""
+def kind_elems(m, kind: str, tp: int = 1) -> int:
+    """KV elements per token of one layer of `kind` on one chip of `tp` (K and V of its KV heads, replicated
+    where the chips outnumber them: dense.kv_heads_per_chip)."""
     hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
-    return kvh * (hd + _v(m, hd))
+    return kv_heads_per_chip(kvh, tp) * (hd + _v(m, hd))
 
 
 def attn_params(m, kind: str) -> int:

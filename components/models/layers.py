@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops, v_dim
-from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map
+from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map, msa
 from decodelab.components.models.experts import (
     a2a_bytes,
     expected_experts,
@@ -75,6 +75,7 @@ def _attn_params(m) -> int:
     q_out, kv_out, vd = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, v_dim(m)
     kv_out = kv_out + m.n_kv_heads * vd  # k and v
     p = d * q_out * (2 if m.attn_output_gate else 1) + d * kv_out + m.n_heads * vd * d  # gate: q_proj x 2
+    p += msa.indexer_params(m) if msa.is_msa(m) else 0
     return p + (q_out + kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
 
 
@@ -156,10 +157,11 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
             sum(global_attn.kind_elems(m, k) for k in layer_kinds(m) if k not in ("linear", "none"))
             * kv_bytes
         )
-    return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes
+    index = msa.index_bytes(m, kv_bytes) if msa.is_msa(m) else 0.0
+    return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes + index
 
 
-def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
+def kv_layer_mix(m, kv_bytes: float = 2.0, tp: int = 1) -> Dict[str, float]:
     """Shares of full / sliding / constant-state layers, the sliding window, and a state layer's
     state in token-equivalents (state bytes / one token's KV in one layer); over the layers that
     attend (Gated DeltaNet layers' state is their ops' own: linear_attn.py); sparse attention's
@@ -168,8 +170,10 @@ def kv_layer_mix(m, kv_bytes: float = 2.0) -> Dict[str, float]:
         return csa.layer_mix(m, kv_bytes)
     if dsa.is_dsa(m):
         return dsa.layer_mix(m, kv_bytes)
+    if msa.is_msa(m):
+        return msa.layer_mix(m, global_attn.kind_elems(m, "sliding", tp) * kv_bytes, kv_bytes)
     kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
-    b = {k: float(global_attn.kind_elems(m, k)) for k in ("full", "sliding", "state")}  # byte shares
+    b = {k: float(global_attn.kind_elems(m, k, tp)) for k in ("full", "sliding", "state")}  # a chip's bytes
     n = sum(b[k] for k in kinds)
     return {
         "full": kinds.count("full") * b["full"] / n,
@@ -397,4 +401,5 @@ def _gqa_block(
         kinds, g_kvh = layer_kinds(m), kv_heads_per_chip(global_attn.global_dims(m)[1], tp)
         a = global_attn.split(a, m, kinds.count("full"), kinds.count("sliding"), lambda v: gqa_attention_ops(
             v, h, g_kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope))  # fmt: skip
+    a += msa.indexer_ops(m, gemm, act_bytes, kv_bytes) if msa.is_msa(m) else []
     return linear_attn.attention(a, m, h, tp, w_bytes, act_bytes, gemm, elementwise)

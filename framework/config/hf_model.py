@@ -41,6 +41,7 @@ from decodelab.config import (
     hf_llama4,
     hf_mamba,
     hf_mimo_v2,
+    hf_minimax_m3,
     hf_nas,
 )
 from decodelab.config import hf_families as fam
@@ -179,6 +180,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     hf_llama4.read(r, imp)
     hf_gemma4.read(r, imp)
     hf_mimo_v2.read(r, imp)
+    hf_minimax_m3.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []

@@ -56,6 +56,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "index_n_heads",
         "index_head_dim",
         "index_layers",
+        "dense_attention_layers",
         "n_mtp_modules",
         "layer_pattern",
         "sliding_window",

@@ -310,7 +310,7 @@ def build(
     params = arch.param_counts(m)
     embed_wb = lm_head_dtype(wb)[0]
     loads = parallel.stage_loads(cfg, ops, params["embed"] / tp * embed_wb, m.tied_embeddings)
-    rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb)
+    rm = kv_costs.read_model(policy, cfg.kv_policy, arch, m, kb, tp // parallel.dp_of(hw))
     slot = kv_costs.slot_tokens(policy, cfg.kv_policy, m, w.prompt_len, w.output_len)
     max_cached = kv_costs.memory_fraction(slot, rm)  # layer-averaged tokens one sequence holds
     state = sum(op.state_bytes_per_seq * op.repeat for op in ops)  # per sequence, whatever its length

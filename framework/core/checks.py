@@ -323,10 +323,14 @@ def _check_dsa(e: List[str], m) -> None:
         e.append(f"model.index_topk={m.index_topk} must be >= 0 (0: dense attention)")
     if m.index_topk <= 0:
         return
-    if m.arch not in ("mla", "csa"):
+    if m.arch == "dense":
         e.append(
-            f"model.index_topk={m.index_topk} is set but model.arch={m.arch!r}; sparse attention is arch=mla "
-            "(DeepSeek-V3.2) or arch=csa (DeepSeek-V4)"
+            f"model.index_topk={m.index_topk} is set but model.arch='dense'; sparse attention is arch=mla "
+            "(DeepSeek-V3.2), csa (DeepSeek-V4), or moe / hybrid with GQA (block-sparse: MiniMax-M3)"
+        )
+    if not 0 <= m.dense_attention_layers < m.n_layers:
+        e.append(
+            f"model.dense_attention_layers={m.dense_attention_layers} must be in [0, n_layers={m.n_layers})"
         )
     for n in ("index_n_heads", "index_head_dim"):
         if getattr(m, n) < 1:

@@ -51,9 +51,10 @@ def check_policy(policy, pol, m) -> None:
         raise ConfigError("\n".join(errors))
 
 
-def layer_mix(arch, m, kb: float) -> Dict[str, float]:
+def layer_mix(arch, m, kb: float, tp: int = 1) -> Dict[str, float]:
+    """The architecture's layer mix of the bytes one chip of `tp` (the attention's tensor parallel) caches."""
     if hasattr(arch, "kv_layer_mix"):
-        return arch.kv_layer_mix(m, kb)
+        return arch.kv_layer_mix(m, kb, tp)
     return {"full": 1.0, "sliding": 0.0, "state": 0.0, "window": 0.0, "state_tokens": 0.0}
 
 
@@ -61,12 +62,12 @@ def _sparse(mix: Dict[str, float]) -> Dict[str, float]:
     return {"sparse": mix.get("sparse", 0.0), "topk": mix.get("topk", 0.0)}
 
 
-def read_model(policy, pol, arch, m, kb: float) -> np.ndarray:
+def read_model(policy, pol, arch, m, kb: float, tp: int = 1) -> np.ndarray:
     """The ReadModel vector: the policy's read coefficients (Quest: dense layers, page metadata),
     H2O's score bytes converted to tokens, and the architecture's layer mix."""
     rc = policy.read_coeffs(pol, m)
     kv_tok = arch.kv_bytes_per_token(m, kb)
-    mix = layer_mix(arch, m, kb)
+    mix = layer_mix(arch, m, kb, tp)
     extra = policy.decode_overhead_bytes(pol, m, 1.0) / kv_tok if kv_tok else 0.0
     layers = {"full": mix["full"], "slide": mix["sliding"], "state": mix["state"], "window": mix["window"]}
     return ReadModel.vector(

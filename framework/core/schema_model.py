@@ -72,6 +72,9 @@ class ModelConfig:
     index_n_heads: int = 0
     index_head_dim: int = 0
     index_layers: int = 0
+    # Block-sparse GQA attention (MiniMax-M3; components/models/msa.py: index_topk tokens a KV head reads, an indexer
+    # of index_n_heads x index_head_dim with one shared index key): its leading layers that attend densely
+    dense_attention_layers: int = 0
     # Acceptance of each draft position when the MTP module drafts for speculative decoding (engine.mtp:
     # position j's draft accepted given positions 1..j-1 were; later positions take the last value)
     mtp_acceptance: List[float] = field(default_factory=list)
