@@ -147,3 +147,13 @@ def test_mtp_serving_runs_with_a_window_only_draft():
         "workload.prompt_len=1024", "workload.output_len=64", "tracking=off",
     )  # fmt: skip
     assert r.status == "ok" and r.metrics["tpot_ms"] > 0
+
+
+def test_fp4_rows_run_the_checkpoints_own_four_bit_dtype():
+    import pandas as pd
+
+    from decodelab.runs.aic_rows import precision_of
+
+    row = lambda path: pd.Series({"precision": "fp4", "model_path": path})  # noqa: E731
+    assert precision_of(row("deepseek-ai/DeepSeek-V4-Flash"), "deepseek_v4_flash") == "mxfp4"
+    assert precision_of(row("nvidia/DeepSeek-V4-Flash-NVFP4"), "deepseek_v4_flash") == "nvfp4"

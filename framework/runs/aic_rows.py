@@ -179,15 +179,16 @@ def family_reason(model_path: str) -> str:
 
 def precision_of(row, model: str) -> str:
     """The row's precision: empty = bf16; `fp4` of a model (conf/model name, '' if none) whose 4-bit checkpoint is MXFP4
-    (model.expert_only_dtypes lists mxfp4: gpt-oss) = mxfp4; without a `precision` column, the
-    moe_quant_mode where given, else the gemm_quant_mode."""
+    (model.expert_only_dtypes lists mxfp4: gpt-oss, DeepSeek-V4) = mxfp4, nvfp4 for a checkpoint its model_path names
+    NVFP4; without a `precision` column, the moe_quant_mode where given, else the gemm_quant_mode."""
     if "precision" not in row.index:
         return cell(row, "moe_quant_mode") or cell(row, "gemm_quant_mode") or "bf16"
     prec = cell(row, "precision").lower()
     if not prec:
         return "bf16"
     if prec == "fp4" and model and "mxfp4" in (_model_yaml(model).get("expert_only_dtypes") or []):
-        return "mxfp4"
+        # nvidia's -NVFP4 checkpoints of a model whose own 4-bit one is MXFP4 (DeepSeek-V4) stay NVFP4
+        return "nvfp4" if "nvfp4" in cell(row, "model_path").lower() else "mxfp4"
     return prec
 
 
