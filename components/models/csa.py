@@ -24,7 +24,8 @@ sliding_window), the ratio-4 entries as the `sparse` share (read for min(a, 4 in
 token-equivalents) and the ratio-128 entries with the index keys as the `full` share: bytes read per
 decode step are exact. FLOPs ride on the bytes (attention: 4 head_dim per head and 584 B entry;
 indexer: 2 H_i D_i + 2 H_i per 132 B key): exact while the context is within the window, beyond it the
-shares' fixed split overstates the attention's and understates the indexer's (docs/model.md).
+shares' fixed split overstates the attention's and understates the indexer's (docs/kv_policies.md,
+"Limits"; journal 2026-11-29-deepseek-v4.md).
 
 Residual stream: hc_mult copies of d (manifold-constrained hyper-connections). Before each sublayer
 hc_pre mixes them (a 24 x hc d fp32 GEMV, Sinkhorn on a 4 x 4) into the sublayer's input; after it
@@ -44,7 +45,6 @@ from decodelab.errors import ConfigError
 INDEXED_RATIO = 4  # reference Attention: an Indexer iff compress_ratio == 4
 SCALE_BLOCK = 64  # FP8 nope dims per ue8m0 scale in fp8_ds_mla
 ENTRY_ALIGN = 8  # fp8_ds_mla pads an entry to 8 bytes (448 + 7 + 1 + 128 = 584)
-HC_MIX = 6  # hc_fn rows per stream: pre (1) + post (1) + comb (4): (2 + hc) x hc = 24 at hc_mult 4
 MIN_HEADS = 64  # FlashMLA pads a chip's query heads up to 64 (vLLM / SGLang padded_heads)
 BF16 = 2.0
 FP32 = 4.0

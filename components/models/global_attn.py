@@ -1,13 +1,15 @@
-"""Full-attention layers of a shape of their own (Gemma 4, config.json `global_head_dim`,
-`num_global_key_value_heads`, `attention_k_eq_v`; transformers modeling_gemma4.py Gemma4TextAttention):
-a hybrid model's `full` layers attend with `global_head_dim` and `global_kv_heads`, its `sliding`
-layers with head_dim and n_kv_heads. With `global_k_eq_v` the full layers' checkpoint has no v_proj
-(the value is the key projection's output, normed without weight and not rotated); vLLM and SGLang
-load k_proj into a v slot (vllm models/gemma4.py load_weights, SGLang gemma4_causal.py), so the GEMM
-and the cache keep both K and V: only the parameter count drops it.
+"""Full-attention layers of a shape of their own (Gemma 4: config.json `global_head_dim`,
+`num_global_key_value_heads`, `attention_k_eq_v`, transformers modeling_gemma4.py Gemma4TextAttention;
+MiMo-V2-Flash: its `swa_*` keys, hf_mimo_v2.py): a hybrid model's `full` layers attend with
+`global_head_dim` and `global_kv_heads`, its `sliding` layers with head_dim and n_kv_heads, values of
+v_head_dim where set (dense.v_dim). With `global_k_eq_v` the full layers' checkpoint has no v_proj (the
+value is the key projection's output, normed without weight and not rotated); vLLM and SGLang load k_proj
+into a v slot (vllm models/gemma4.py load_weights, SGLang gemma4_causal.py), so the GEMM and the cache keep
+both K and V: only the parameter count drops it.
 
 Each kind's attention ops carry their own shape and repeat = that kind's layers; the cache bytes per
-token sum the kinds, and the read model's shares are byte shares (layers.kv_layer_mix)."""
+token sum the kinds, and the read model's shares are a chip's byte shares (layers.kv_layer_mix: the KV
+heads each chip holds, replicated where the chips outnumber them)."""
 
 from __future__ import annotations
 

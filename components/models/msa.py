@@ -79,7 +79,9 @@ def indexer_ops(m, gemm, act_bytes: float, kv_bytes: float) -> List[Op]:
             repeat=n,
             kv_read_per_ctx=di * kv_bytes,
             attn_flops_per_ctx=2.0 * hi * di,
-            act_bytes_per_token=hi * di * act_bytes + 2.0 * 4.0 * m.index_topk,
+            act_bytes_per_token=hi
+            * di
+            * act_bytes,  # the queries; block scores and top-k: a few bytes a block
         ),
     ]
     ops[0].repeat = n
