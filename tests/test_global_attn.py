@@ -126,3 +126,19 @@ def test_minimax_m3_block_sparse_by_hand():
     d = build(compose_cfg("model=minimax_m3", "hardware=dgx_h100", "workload.weight_dtype=fp8_block"))
     # TP8: the 4 KV heads replicated, a chip's cache as at TP4
     assert sum(op.kv_write_per_token * op.repeat for op in d.ops) == per_chip
+
+
+def test_importer_refuses_incomplete_configs_in_one_line():
+    import json
+
+    from decodelab.config import hf_model
+    from decodelab.errors import ConfigError
+
+    m3 = json.loads((HF / "MiniMax-M3.json").read_text())
+    m3["sparse_attention_config"].pop("sparse_topk_blocks")
+    with pytest.raises(ConfigError, match="sparse_attention_config needs sparse_topk_blocks"):
+        hf_model.from_config(m3, "m3")
+    mimo = json.loads((HF / "MiMo-V2-Flash.json").read_text())
+    mimo.pop("v_head_dim")
+    with pytest.raises(ConfigError, match="no v_head_dim"):
+        hf_model.from_config(mimo, "mimo")

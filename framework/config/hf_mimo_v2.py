@@ -45,6 +45,11 @@ def read(r, imp) -> None:
     """Set the per-kind attention fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
     if not is_mimo_v2(r.d):
         return
+    need = [k for k in ("num_key_value_heads", "swa_num_key_value_heads", "v_head_dim") if not r.get(k)]
+    if need:
+        raise ConfigError(
+            f"{imp.path} has hybrid_layer_pattern but no {', '.join(need)} (per-kind attention)"
+        )
     same = ("num_attention_heads", "head_dim", "v_head_dim")
     differ = [k for k in same if r.get(f"swa_{k}") not in (None, r.get(k))]
     if differ:

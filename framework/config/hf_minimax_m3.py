@@ -32,6 +32,13 @@ def read(r, imp) -> None:
         raise ConfigError(
             f"{imp.path} sparse_attention_config: an indexer with values of its own is not modelled"
         )
+    need = [
+        k for k in ("sparse_topk_blocks", "sparse_block_size", "sparse_num_index_heads", "sparse_index_dim")
+    ]
+    if any(not sc.get(k) for k in need):
+        raise ConfigError(
+            f"{imp.path} sparse_attention_config needs {', '.join(need)} (block-sparse attention)"
+        )
     if int(sc.get("sparse_init_block", 0)):
         raise ConfigError(f"{imp.path} sparse_attention_config: initial blocks are not modelled")
     topk = int(sc["sparse_topk_blocks"]) * int(sc["sparse_block_size"])
