@@ -103,7 +103,7 @@ class ModelConfig:
     # Latent MoE (Nemotron 3 Super / Ultra: config.json moe_latent_size): the routed experts run on the token
     # projected d -> this width (and back); the shared expert stays at d. 0 = experts at d_model
     moe_latent_dim: int = 0
-    # Full-attention layers of their own shape (Gemma 4; components/models/global_attn.py): head dim and KV heads
+    # Full-attention layers of their own shape (Gemma 4, MiMo-V2-Flash; components/models/global_attn.py): head dim, KV heads
     # of the `full` layers (0: head_dim, n_kv_heads), and whether their checkpoint has no v_proj (K = V)
     global_head_dim: int = 0
     global_kv_heads: int = 0

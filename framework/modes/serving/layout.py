@@ -41,7 +41,7 @@ Eng = Layout(
     "SLIDE",
     "WINDOW",
     "SLIDE_MEM",
-    # Sparse attention's cache (components/models/dsa.py, csa.py): SPARSE = its share of the KV bytes per
+    # Sparse attention's cache (components/models/dsa.py, csa.py, msa.py): SPARSE = its share of the KV bytes per
     # token, held whole and read for at most TOPK token-equivalents per query; 0 = none
     "SPARSE",
     "TOPK",

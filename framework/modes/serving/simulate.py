@@ -126,7 +126,7 @@ def max_held(prompt: np.ndarray, output: np.ndarray, caps: np.ndarray) -> np.nda
 def sliding_fields(design: Design, e) -> Dict[str, float]:
     """The sliding-window layers' share, window and pool rule (engine.swa_kv) of the engine vector
     (layout.py Eng.SLIDE, WINDOW, SLIDE_MEM; all 0: every layer a full-attention one); state layers
-    stay costed as full-attention ones. Sparse attention (components/models/dsa.py, csa.py) has fields of
+    stay costed as full-attention ones. Sparse attention (components/models/dsa.py, csa.py, msa.py) has fields of
     its own (Eng.SPARSE, TOPK): its share read for the top-k, held whole."""
     rm = getattr(design, "kv_read_model", None)
     sparse = {"sparse": 0.0, "topk": 0.0}
