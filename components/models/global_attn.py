@@ -1,4 +1,5 @@
-"""Full-attention layers of a shape of their own (Gemma 4: config.json `global_head_dim`,
+"""A GQA/MHA layer's attention block of every layer kind (gqa_block), with full-attention layers of a shape of
+their own (Gemma 4: config.json `global_head_dim`,
 `num_global_key_value_heads`, `attention_k_eq_v`, transformers modeling_gemma4.py Gemma4TextAttention;
 MiMo-V2-Flash: its `swa_*` keys, hf_mimo_v2.py): a hybrid model's `full` layers attend with
 `global_head_dim` and `global_kv_heads`, its `sliding` layers with head_dim and n_kv_heads, values of
@@ -16,7 +17,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Callable, List
 
-from decodelab.components.models.dense import kv_heads_per_chip
+from decodelab.components.models import linear_attn, msa
+from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip
 from decodelab.components.ops import Op
 
 
@@ -64,3 +66,19 @@ def split(ops: List[Op], m, n_full: int, n_sliding: int, full_ops: Callable[[obj
         op.repeat = n_full
         op.name = f"{op.name}_full"
     return ops + extra
+
+
+def gqa_block(
+    m, kinds, h: int, tp: int, gemm, elementwise, w_bytes, act_bytes, kv_bytes, separate_rope
+) -> List[Op]:
+    """A GQA/MHA layer's attention on one chip of `tp` (dense.gqa_attention_ops), the full layers at their own head
+    dim and KV heads where the model gives them (`kinds`: every layer's, layers.layer_kinds), a block-sparse
+    indexer (msa.py), then the linear layers' ops (linear_attn.py)."""
+    kvh, o_bias = kv_heads_per_chip(m.n_kv_heads, tp), m.d_model if m.qkv_bias else 0
+    a = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
+    if has_global_shape(m):
+        g_kvh = kv_heads_per_chip(global_dims(m)[1], tp)
+        a = split(a, m, kinds.count("full"), kinds.count("sliding"), lambda v: gqa_attention_ops(
+            v, h, g_kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope))  # fmt: skip
+    a += msa.indexer_ops(m, gemm, act_bytes, kv_bytes) if msa.is_msa(m) else []
+    return linear_attn.attention(a, m, h, tp, w_bytes, act_bytes, gemm, elementwise)

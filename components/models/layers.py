@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import gqa_attention_ops, head_ops, kv_heads_per_chip, norm_ops, v_dim
+from decodelab.components.models.dense import head_ops, norm_ops, v_dim
 from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map, msa
 from decodelab.components.models.experts import (
     a2a_bytes,
@@ -351,9 +351,8 @@ def build_ops(
         ]
         ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
-        ops += _gqa_block(
-            m, h, tp // attention_dp, gemm, elementwise, w_bytes, act_bytes, kv_bytes, separate_rope
-        )
+        ops += global_attn.gqa_block(m, layer_kinds(m), h, tp // attention_dp, gemm, elementwise,
+                                     w_bytes, act_bytes, kv_bytes, separate_rope)  # fmt: skip
     if tp > 1:
         ops.append(
             Op(
@@ -388,18 +387,3 @@ def build_ops(
     elif attention_dp > 1:
         attn_dp.remap(ops, attention_dp, tokens_per_step)
     return ops + tail + head_ops(m, tp, w_bytes, act_bytes, dense_dtype)
-
-
-def _gqa_block(
-    m, h: int, tp: int, gemm, elementwise, w_bytes, act_bytes, kv_bytes, separate_rope
-) -> List[Op]:
-    """A GQA/MHA layer's attention on one chip of `tp` (dense.gqa_attention_ops), the full layers at their own
-    head dim and KV heads where the model gives them (global_attn.py), then the linear layers' ops (linear_attn.py)."""
-    kvh, o_bias = kv_heads_per_chip(m.n_kv_heads, tp), m.d_model if m.qkv_bias else 0
-    a = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope)
-    if global_attn.has_global_shape(m):
-        kinds, g_kvh = layer_kinds(m), kv_heads_per_chip(global_attn.global_dims(m)[1], tp)
-        a = global_attn.split(a, m, kinds.count("full"), kinds.count("sliding"), lambda v: gqa_attention_ops(
-            v, h, g_kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope))  # fmt: skip
-    a += msa.indexer_ops(m, gemm, act_bytes, kv_bytes) if msa.is_msa(m) else []
-    return linear_attn.attention(a, m, h, tp, w_bytes, act_bytes, gemm, elementwise)
