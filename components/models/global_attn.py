@@ -31,24 +31,18 @@ def global_dims(m):
     return (getattr(m, "global_head_dim", 0) or m.head_dim, getattr(m, "global_kv_heads", 0) or m.n_kv_heads)
 
 
-def _v(m, hd: int) -> int:
-    """The value heads' width (model.v_head_dim, both kinds; else the kind's head dim)."""
-    return getattr(m, "v_head_dim", 0) or hd
+def kind_dims(m, kind: str):
+    """(head dim, KV heads, value width) of a layer of `kind`: the full layers' own where the model gives them;
+    values of v_head_dim where set, else of the kind's head dim."""
+    hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
+    return hd, kvh, getattr(m, "v_head_dim", 0) or hd
 
 
 def kind_elems(m, kind: str, tp: int = 1) -> int:
     """KV elements per token of one layer of `kind` on one chip of `tp` (K and V of its KV heads, replicated
     where the chips outnumber them: dense.kv_heads_per_chip)."""
-    hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
-    return kv_heads_per_chip(kvh, tp) * (hd + _v(m, hd))
-
-
-def attn_params(m, kind: str) -> int:
-    """A layer's attention parameters: q, k, v (none in a full layer under global_k_eq_v), o."""
-    d, h = m.d_model, m.n_heads
-    hd, kvh = global_dims(m) if kind == "full" else (m.head_dim, m.n_kv_heads)
-    vd = 0 if kind == "full" and getattr(m, "global_k_eq_v", False) else _v(m, hd)
-    return d * h * hd + d * kvh * (hd + vd) + h * _v(m, hd) * d
+    hd, kvh, vd = kind_dims(m, kind)
+    return kv_heads_per_chip(kvh, tp) * (hd + vd)
 
 
 def split(ops: List[Op], m, n_full: int, n_sliding: int, full_ops: Callable[[object], List[Op]]) -> List[Op]:

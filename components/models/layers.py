@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from decodelab.components.models.dense import head_ops, norm_ops, v_dim
+from decodelab.components.models.dense import head_ops, norm_ops
 from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map, msa
 from decodelab.components.models.experts import (
     a2a_bytes,
@@ -69,13 +69,21 @@ def _attn_params(m) -> int:
             + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
         )
         return q + kv + m.n_heads * m.v_head_dim * d + (dsa.indexer_params(m) if dsa.is_dsa(m) else 0)
-    if global_attn.has_global_shape(m):  # Gemma 4: the layer average of the two kinds
+    p = msa.indexer_params(m) if msa.is_msa(m) else 0
+    if global_attn.has_global_shape(m):  # Gemma 4, MiMo-V2-Flash: the layer average of the two kinds
         kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
-        return sum(global_attn.attn_params(m, k) for k in kinds) / len(kinds)
-    q_out, kv_out, vd = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim, v_dim(m)
-    kv_out = kv_out + m.n_kv_heads * vd  # k and v
-    p = d * q_out * (2 if m.attn_output_gate else 1) + d * kv_out + m.n_heads * vd * d  # gate: q_proj x 2
-    p += msa.indexer_params(m) if msa.is_msa(m) else 0
+        return p + sum(_gqa_params(m, k) for k in kinds) / len(kinds)
+    return p + _gqa_params(m, "sliding")
+
+
+def _gqa_params(m, kind: str) -> int:
+    """A GQA/MHA layer's attention parameters at its kind's shape (global_attn.kind_dims): q (x 2 with an output
+    gate), k, v (none in a full layer under global_k_eq_v), o, and their biases."""
+    d, h = m.d_model, m.n_heads
+    hd, kvh, vd = global_attn.kind_dims(m, kind)
+    q_out = h * hd
+    kv_out = kvh * hd + (0 if kind == "full" and getattr(m, "global_k_eq_v", False) else kvh * vd)  # k and v
+    p = d * q_out * (2 if m.attn_output_gate else 1) + d * kv_out + h * vd * d  # gate: q_proj x 2
     return p + (q_out + kv_out + d if m.qkv_bias else 0)  # q/k/v (and o) biases
 
 
@@ -141,7 +149,7 @@ def kv_elems_per_layer(m) -> int:
     """KV elements cached per token and layer (all KV heads; MLA: latent + rope key)."""
     if is_mla(m):
         return m.kv_lora_rank + m.qk_rope_head_dim
-    return m.n_kv_heads * (m.head_dim + v_dim(m))
+    return global_attn.kind_elems(m, "sliding")
 
 
 def kv_bytes_per_token(m, kv_bytes: float) -> float:
@@ -152,13 +160,11 @@ def kv_bytes_per_token(m, kv_bytes: float) -> float:
         return csa.kv_bytes_per_token(m, kv_bytes)
     if dsa.is_dsa(m):
         return m.n_layers * dsa.cache_bytes(m, kv_bytes)
-    if global_attn.has_global_shape(m):
-        return (
-            sum(global_attn.kind_elems(m, k) for k in layer_kinds(m) if k not in ("linear", "none"))
-            * kv_bytes
-        )
+    if is_mla(m):
+        return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes
     index = msa.index_bytes(m, kv_bytes) if msa.is_msa(m) else 0.0
-    return linear_attn.n_attending(m) * kv_elems_per_layer(m) * kv_bytes + index
+    kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]  # attending layers, each at its shape
+    return sum(global_attn.kind_elems(m, k) for k in kinds) * kv_bytes + index
 
 
 def kv_layer_mix(m, kv_bytes: float = 2.0, tp: int = 1) -> Dict[str, float]:
