@@ -2,8 +2,8 @@
 SGLang minimax_m3.py, TensorRT-LLM modeling_minimaxm3.py): its block-sparse attention (`sparse_attention_config`:
 each KV head reads the top `sparse_topk_blocks` blocks of `sparse_block_size` tokens an indexer of
 `sparse_num_index_heads` x `sparse_index_dim` picks, in the layers `sparse_attention_freq` marks; the leading
-dense ones attend densely), the leading dense layers' MLP (`dense_intermediate_size`) and the shared expert
-(`shared_intermediate_size`). Model: components/models/msa.py."""
+dense ones attend densely) and the leading dense layers' MLP (`dense_intermediate_size`); the shared expert's
+width (`shared_intermediate_size`) is hf_model._moe's. Model: components/models/msa.py."""
 
 from __future__ import annotations
 
@@ -59,13 +59,6 @@ def read(r, imp) -> None:
             "ffn_dim",
             int(r.get("dense_intermediate_size")),
             "config.json dense_intermediate_size (the dense layers)",
-        )
-    s_ffn, e_ffn = r.get("shared_intermediate_size", 0), imp.values.get("expert_ffn_dim", 0)
-    if s_ffn and e_ffn and s_ffn % e_ffn == 0:
-        imp.set(
-            "n_shared_experts",
-            s_ffn // e_ffn,
-            f"config.json shared_intermediate_size {s_ffn} = {s_ffn // e_ffn} x {e_ffn}",
         )
     for k in NO_COST:
         r.get(k)

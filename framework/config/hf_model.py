@@ -256,14 +256,14 @@ def _moe(r: _Keys, imp: Imported) -> None:
     shared, s_why = int(r.get("n_shared_experts", 0)), "config.json n_shared_experts"
     if not r.has("n_shared_experts"):
         s_why = "config.json names no shared expert"
-    s_ffn = r.get("shared_expert_intermediate_size", 0)  # qwen2_moe: one wide shared expert
+    # qwen2_moe: one wide shared expert (MiniMax-M3 names the key shared_intermediate_size)
+    s_key, s_ffn = r.first("shared_expert_intermediate_size", "shared_intermediate_size")
     if s_ffn:
         shared = round(s_ffn / e_ffn)
-        s_why = f"config.json shared_expert_intermediate_size {s_ffn} = {shared} x {e_ffn} (same weights)"
+        s_why = f"config.json {s_key} {s_ffn} = {shared} x {e_ffn} (same weights)"
         if shared * e_ffn != s_ffn:
             imp.unexpressed.append(
-                f"shared_expert_intermediate_size={s_ffn} is not a multiple of the expert width "
-                f"{e_ffn}: costed as {shared} experts"
+                f"{s_key}={s_ffn} is not a multiple of the expert width {e_ffn}: costed as {shared} experts"
             )
     imp.set("n_shared_experts", shared, s_why)
     dense, f_why = _dense_layers(r, imp.values["n_layers"])
