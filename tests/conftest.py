@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List
 
+import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
 import pytest
 import yaml
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-
-import decodelab.config.schema  # noqa: F401  (registers the typed schemas)
 from decodelab.config.compose import CONF_DIR
 from decodelab.modes.serving.layout import Req
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 
 MODELS = sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml"))
 HARDWARE = sorted(p.stem for p in (Path(CONF_DIR) / "hardware").glob("*.yaml"))
@@ -58,14 +57,17 @@ AIC_SMOKE_COLUMNS = (
 )
 
 
-def validate_aic_rows(tmp_path, rows):
-    """`decodelab validate`'s table for AIConfigurator-schema `rows` (CSV lines under AIC_SMOKE_COLUMNS; placeholder
-    timings: a smoke test of a chip's files, never a fit)."""
+def assert_aic_rows_run(tmp_path, rows):
+    """`decodelab validate` on AIConfigurator-schema `rows` (CSV lines under AIC_SMOKE_COLUMNS; placeholder timings:
+    a smoke test of a chip's or a model's files, never a fit): every row runs, with a TTFT and a TPOT."""
     from decodelab.runs.validation import run_validation
 
     p = tmp_path / "rows.csv"
     p.write_text(AIC_SMOKE_COLUMNS + "".join(rows))
-    return run_validation(p)
+    df = run_validation(p)
+    assert list(df.status) == ["ok"] * len(rows)
+    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    return df
 
 
 def assert_import_matches_shipped(config_path, name: str, arch: str = "hybrid"):
@@ -86,7 +88,6 @@ def assert_serve_matches_reference(cfg):
     """The Numba scheduler's requests equal its pure-Python reference's for `cfg` (a serving
     config); returns the kernel's step rows."""
     import numpy as np
-
     from decodelab.core.build import build
     from decodelab.modes.serving import simulate as S
     from decodelab.modes.serving.mtp import draft_cfg
@@ -277,10 +278,9 @@ def forget_relative_stores() -> None:
     """MLflow caches one store and one SQLAlchemy engine per store URI for the whole process; a relative URI
     (the default sqlite:///outputs/mlflow.db) means another file in another working directory,
     so in-process calls drop those engines (and decodelab's opened-under-lock marks) first."""
+    from decodelab.tracking import store
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from mlflow.tracking._tracking_service import utils
-
-    from decodelab.tracking import store
 
     type(utils._tracking_store_registry)._get_store_with_resolved_uri.cache_clear()
     for uri in list(SqlAlchemyStore._engine_map):

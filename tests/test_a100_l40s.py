@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from conftest import compose_cfg, validate_aic_rows
+from conftest import assert_aic_rows_run, compose_cfg
 from decodelab.core.parallel import collective_link
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import attention_decode as attntable
@@ -121,6 +120,4 @@ def test_rows_on_both_chips_run(tmp_path):
         "c,vllm,0.14.0,Qwen/Qwen3-32B,l40s,fp8,agg,1024,256,fp8,,16,4,1,1,,,100,20\n",
         "d,trtllm,1.3.0rc20,Qwen/Qwen3-30B-A3B,l40s,fp8,agg,1024,256,fp8,fp8,16,2,1,1,2,1,100,20\n",
     ]
-    df = validate_aic_rows(tmp_path, rows)
-    assert list(df.status) == ["ok"] * 4
-    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    assert_aic_rows_run(tmp_path, rows)

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import cli, compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.serving import admission as AD
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
-from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
-from decodelab.modes.serving.layout import Eng, Req
 from decodelab.modes.serving.admission import Adm
+from decodelab.modes.serving.layout import Eng, Req
+from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 
 
 def _three(ratio: float):

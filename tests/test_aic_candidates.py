@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from test_disagg_recipes import FP4, row
-from test_validation_aic import HEAD
-
 from decodelab.runs import aic_candidates, aic_rows
 from decodelab.runs.validation import run_validation
+from test_disagg_recipes import FP4, row
+from test_validation_aic import HEAD
 
 SGL_FP4 = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
 

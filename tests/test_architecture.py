@@ -7,9 +7,8 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-import pytest
-
 import contracts
+import pytest
 
 pytest.importorskip("importlinter")
 
@@ -74,8 +73,9 @@ def test_no_import_cycles(staged, monkeypatch):
 def test_every_source_package_is_in_the_wheel():
     """pyproject.toml lists the packages explicitly (package-dir mapping): a new subpackage that is
     not listed would be missing from `pip install .` and the wheel."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     root = Path(contracts.ROOT)
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])

@@ -9,15 +9,14 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import assert_serve_matches_reference, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.checks import check_config
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving.layout import Eng
 
 

@@ -10,14 +10,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
-from decodelab.opcost import attention_decode as attntable
-from decodelab.opcost import registry
 from decodelab.core import kernel as K
 from decodelab.core.build import build
-from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import B_GRID, C_GRID, Lin
+from decodelab.opcost import attention_decode as attntable
+from decodelab.opcost import registry
+from decodelab.paths import DATA_DIR
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 STEPS = [2**i - 1 for i in range(1, 18)]  # a sequence reads step + 1 = 2 .. 131072 tokens

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import CONF, decodelab, run_in_process
 from decodelab.apps.cli import COMMANDS
 
@@ -564,10 +563,9 @@ def test_the_api_raises_one_config_error(work, tmp_path, monkeypatch, fn, args, 
 def test_a_sweep_is_counted_as_hydra_expands_it():
     """sweepfile.check_count (a product of per-axis counts, range() by arithmetic) equals the
     number of jobs Hydra's basic sweeper lists."""
+    from decodelab.config.sweepfile import check_count
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from decodelab.config.sweepfile import check_count
 
     args = ["a=range(1,10,3)", "b=range(0,1,0.25)", "c=x,y", "a=range(2,7)", "d=5", "e=choice(1,2,3)"]
     parsed = OverridesParser.create().parse_overrides(args)

@@ -5,7 +5,6 @@ hold its point value (the value `decodelab claims` prints)."""
 from __future__ import annotations
 
 import pytest
-
 from decodelab.runs.bands import band, hypercube, run_bands
 from decodelab.runs.placeholders import load_params
 

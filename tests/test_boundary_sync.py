@@ -6,16 +6,14 @@ core/reference.py)."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
-from decodelab.modes.dispatch import evaluate
-
-from test_eager_launch import BASE, D_HAND, N
 from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
+from test_eager_launch import BASE, D_HAND, N
 
 
 def _m(*ov):

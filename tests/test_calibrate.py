@@ -5,7 +5,6 @@ the command's one-line errors (decodelab.runs.calibrate, decodelab.runs.placehol
 from __future__ import annotations
 
 import pytest
-
 from decodelab.apps.cli import run_command
 from decodelab.errors import ConfigError
 from decodelab.runs.calibrate import _refuse_second, rounded, solve, target_of

@@ -4,7 +4,6 @@ config.json, AIConfigurator's copies @095f58a5): vision-language checkpoints run
 Kimi-K2.5 INT4 row with only its routed experts in 4 bits."""
 
 import pytest
-
 from decodelab.components.models.layers import param_counts
 from decodelab.config.compose import compose, context
 from decodelab.core.build import build

@@ -7,11 +7,9 @@ the Blackwell chips' tables (MoE included) load, with their collectives at the G
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.api import evaluate
-from decodelab.opcost import attention_decode, collectives, gemm
-from decodelab.opcost import moe_blocks
+from decodelab.opcost import attention_decode, collectives, gemm, moe_blocks
 
 DECODE = (
     "tracking=off",

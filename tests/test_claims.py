@@ -6,7 +6,6 @@ are strict xfails naming the gap documented in docs/journal/2026-11-22-claims-wh
 from __future__ import annotations
 
 import pytest
-
 from conftest import claim_figure_params
 
 IDS = ["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"]

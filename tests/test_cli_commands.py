@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     ROOT,  # noqa: F401
     all_runs,

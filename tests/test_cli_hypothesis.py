@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import CONF, run_in_process
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-
-from conftest import CONF, run_in_process
 
 pytestmark = pytest.mark.slow  # every test here launches the command or a sweep
 

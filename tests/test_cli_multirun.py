@@ -7,7 +7,6 @@ from __future__ import annotations
 from itertools import product
 
 import pytest
-
 from conftest import (
     DEAD_SERVER,
     FAIL_FAST,

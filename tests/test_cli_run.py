@@ -9,7 +9,6 @@ import re
 
 import pytest
 import yaml
-
 from conftest import (
     GROUPS,
     OK_FILES,

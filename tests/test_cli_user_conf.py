@@ -8,7 +8,6 @@ from itertools import product
 
 import pytest
 import yaml
-
 from conftest import (
     CONF,
     ROOT,  # noqa: F401

@@ -9,11 +9,10 @@ from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
-
 from decodelab.components import coe as C
 from decodelab.components.expert_cache import ExpertCache
-from decodelab.modes.dispatch import evaluate
 from decodelab.errors import ConfigError
+from decodelab.modes.dispatch import evaluate
 
 GIB = 2.0**30
 LLAMA2_7B_BYTES = 6_738_415_616 * 2  # BF16 weights (conf/model/llama2_7b.yaml source line)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import CONF, USER_CONF, all_runs, decodelab, searchpath, write_model
 from decodelab.config import safety
 from decodelab.errors import ConfigError
@@ -253,9 +252,8 @@ def test_shipped_and_example_configs_are_data(tmp_path):
     config with each launcher decodelab ships or documents."""
     safety.check_sources(str(USER_CONF), [searchpath(USER_CONF), "model=my_model"])
     safety.check_sources(str(SWEEPS_DIR), ["hydra/launcher=joblib"])
-    from hydra import compose
-
     from decodelab.config.compose import context
+    from hydra import compose
 
     with context():
         for launcher in ("basic", "joblib"):

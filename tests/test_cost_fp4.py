@@ -8,7 +8,6 @@ import re
 from types import SimpleNamespace
 
 import pytest
-
 from decodelab.core import cost
 from decodelab.core.build import build, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
@@ -175,7 +174,8 @@ def test_power_fields_are_validated(compose):
 
 
 def test_run_table_shows_the_cost_rows(tmp_path):
-    from conftest import decodelab as cli, table_rows
+    from conftest import decodelab as cli
+    from conftest import table_rows
 
     res = cli(tmp_path, "tracking=off", "hardware.price_per_chip_hour=2")
     assert res.rc == 0, res.explain()

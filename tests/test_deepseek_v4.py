@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from conftest import assert_import_matches_shipped, compose_cfg, validate_aic_rows
+from conftest import assert_aic_rows_run, assert_import_matches_shipped, compose_cfg
 from decodelab.components.kv_policy import KV_POLICIES
 from decodelab.components.models import ARCHITECTURES, csa, layers
 from decodelab.components.speculative import mtp_draft
@@ -133,9 +132,7 @@ def test_rows_run_under_each_engine(tmp_path):
         "b,sglang,0.5.8,deepseek-ai/DeepSeek-V4-Flash,b200_sxm,fp4,agg,1024,1024,fp8_block,mxfp4,16,8,1,1,8,1,100,10\n",
         "c,trtllm,1.2.0rc6,deepseek-ai/DeepSeek-V4-Pro,b200_sxm,fp4,agg,1024,1024,fp8_block,mxfp4,16,8,1,1,1,8,100,10\n",
     ]
-    df = validate_aic_rows(tmp_path, rows)
-    assert list(df.status) == ["ok"] * 3
-    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    assert_aic_rows_run(tmp_path, rows)
 
 
 def test_mtp_serving_runs_with_a_window_only_draft():
@@ -151,7 +148,6 @@ def test_mtp_serving_runs_with_a_window_only_draft():
 
 def test_fp4_rows_run_the_checkpoints_own_four_bit_dtype():
     import pandas as pd
-
     from decodelab.runs.aic_rows import precision_of
 
     row = lambda path: pd.Series({"precision": "fp4", "model_path": path})  # noqa: E731

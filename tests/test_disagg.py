@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import NO_FRONTEND, compose_cfg, decodelab, the_run_dir
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import disagg_pools as DG
-from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import metrics as SM
+from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
-from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 from decodelab.modes.serving.layout import Eng, Req, StepLog
+from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 
 REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
 FIXED = ("workload.prompt_dist.kind=fixed", "workload.output_dist.kind=fixed")

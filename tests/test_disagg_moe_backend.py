@@ -4,10 +4,9 @@ its engine fields (validation_disagg.pool_settings): rows by hand."""
 
 import math
 
+from decodelab.runs.validation_disagg import pool_settings
 from test_disagg_recipes import FP4, row
 from test_validation_aic import frame
-
-from decodelab.runs.validation_disagg import pool_settings
 
 DUMP = (
     "db-dump/2026-04-27; config_id=1; silicon_concurrency={c}; measured={t}; workflow_run_id=1; "

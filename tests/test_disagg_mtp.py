@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import NO_FRONTEND, compose_cfg
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step

@@ -2,11 +2,10 @@
 attention rank carries, as the srt-slurm recipe file states them (aic_mapping.yaml `disagg_recipes`
 `prefill_step`, aic_recipes.prefill_step), in place of AIConfigurator's launch rule (isl + 1500)."""
 
+from decodelab.runs.validation_disagg import pool_settings
 from test_disagg_moe_backend import dumped
 from test_disagg_recipes import FP4, row
 from test_validation_aic import frame
-
-from decodelab.runs.validation_disagg import pool_settings
 
 
 def test_trtllm_prefill_step_from_the_recipe_file(tmp_path):

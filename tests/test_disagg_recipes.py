@@ -2,9 +2,8 @@
 aic_mapping.yaml `disagg_recipes`, framework/data/validation/inferencex_disagg.yaml): one row's pools
 by hand, and the rows that stay refused with the reason that says which."""
 
-from test_validation_aic import frame
-
 from decodelab.runs import aic_rows
+from test_validation_aic import frame
 
 # InferenceX's dsr1-fp4-b200-dynamo-trt as PR #588 (efe2f531c) stated it, merged 2026-01-29 15:52:13Z
 SRC = (

@@ -10,7 +10,6 @@ from typing import Iterator, List, Set
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 DOCS = ROOT / "docs"

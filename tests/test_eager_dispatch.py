@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import compose_cfg, one_client_cfg
 from decodelab.core.build import build
 from decodelab.errors import ConfigError
-from decodelab.modes.serving import simulate as S
 from decodelab.kernel_layout import CAUSES, Call
+from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Eng, StepLog
 
 # Llama-3.1-8B (the default model), TP1, the default engine: embedding + 32 layers x 9 calls (input

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import compose_cfg
-from decodelab.modes.dispatch import evaluate
 from decodelab.components.execution import gpu
 from decodelab.core import grid_kernel, kv_costs
 from decodelab.core import kernel as K
@@ -17,6 +15,7 @@ from decodelab.core.build import build
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
 from decodelab.kernel_layout import CAUSES, Call, Cause
+from decodelab.modes.dispatch import evaluate
 
 # Llama-3.1-8B BF16 on one H100, the roofline law with every overhead zeroed (test_golden.py
 # ZERO_OVERHEAD) and the Kernel Looping paper's kernels (engine.fused_add_norm=false): 1 + 10 x 32

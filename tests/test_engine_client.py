@@ -4,17 +4,17 @@ validate`'s engine column and malformed CSVs."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import NO_FRONTEND, cli, compose_cfg, one_client_cfg, runs_in
 from decodelab.core import kernel as K
 from decodelab.core.build import build
+from decodelab.kernel_layout import CAUSES
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
+from decodelab.modes.serving.layout import Req, StepLog
 from decodelab.runs.validation import (
     base_overrides,
     engine_config_name,
@@ -22,8 +22,6 @@ from decodelab.runs.validation import (
     launch_notes,
     run_validation,
 )
-from decodelab.kernel_layout import CAUSES
-from decodelab.modes.serving.layout import Req, StepLog
 
 HEADER = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -183,7 +181,6 @@ def test_engine_column_picks_the_config(engine, version, name):
 def test_rows_of_unlisted_versions_are_named_with_their_file():
     """`decodelab validate` prints which file ran a version no engine file lists (and nothing for listed ones)."""
     import pandas as pd
-
     from decodelab.runs.validation import version_notes
 
     df = pd.DataFrame(

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import compose_cfg
 from decodelab.components.models.experts import a2a_bytes
 from decodelab.core import kernel as K
@@ -17,8 +16,8 @@ from decodelab.core.build import build
 from decodelab.core.checks import check_config
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
 
 # a toy MLA + MoE model: 8 experts, top-2, d = 1024, 4 chips (2 experts each), every layer MoE
 TOY = (

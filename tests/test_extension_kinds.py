@@ -19,19 +19,18 @@ import re
 import textwrap
 from pathlib import Path
 
+import decodelab
 import numpy as np
 import pytest
-
-import decodelab
 from decodelab.components import kv_policy as kvp
 from decodelab.components.placement import GIB
 from decodelab.core import metrics as core_metrics
+from decodelab.kernel_layout import Law, Lin
 from decodelab.modes import single
 from decodelab.modes.serving import simulate
+from decodelab.modes.serving.layout import Eng
 from decodelab.opcost import registry
 from decodelab.opcost.base import Price
-from decodelab.kernel_layout import Law, Lin
-from decodelab.modes.serving.layout import Eng
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 KINDS = (

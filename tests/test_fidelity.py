@@ -9,7 +9,6 @@ import os
 
 import numpy as np
 import pytest
-
 from decodelab.fidelity import attention_kernel as K
 from decodelab.fidelity import reference as R
 
@@ -211,10 +210,10 @@ def test_windowed_prefill_attention_matches_naive_mask():
 def test_budget_written_into_the_policy_yaml_fields():
     """The grid budget lands in each conf/kv_policy YAML's own fields, keeping its other choices,
     and the performance component accepts the result."""
-    from hydra import compose, initialize_config_dir
     import decodelab.config.schema  # noqa: F401
     from decodelab.config.compose import CONF_DIR
     from decodelab.fidelity import policies
+    from hydra import compose, initialize_config_dir
 
     want = {
         "streaming_llm": lambda p: p.sinks + p.window == 256,
@@ -380,8 +379,8 @@ def test_memory_accounting_matches_the_performance_components(accept_rows):
 def test_cli_writes_files_and_mlflow_runs(smollm, tmp_path, monkeypatch, capsys):
     """`decodelab fidelity` on a tiny grid: summary files, plots, one MLflow child run per policy
     and budget with fidelity_* metrics under a parent run."""
-    from mlflow.tracking import MlflowClient
     from decodelab.apps.fidelity import main
+    from mlflow.tracking import MlflowClient
 
     monkeypatch.chdir(tmp_path)
     rc = main(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import cli, client, explain, job_dirs
 from decodelab.output.flat import flat_params, param_text
 from decodelab.output.table import read_table, table_row

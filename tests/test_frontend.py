@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from conftest import NO_FRONTEND as OFF, compose_cfg
+from conftest import NO_FRONTEND as OFF
+from conftest import compose_cfg
 from decodelab.errors import ConfigError
 from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import frontend

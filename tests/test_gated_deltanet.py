@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from decodelab.components.models import layers, linear_attn
 from decodelab.config import hf_model, hf_yaml
 from decodelab.core import kv_costs

@@ -4,9 +4,7 @@ system names and a validate row: tests/test_validation_rows.py)."""
 
 from __future__ import annotations
 
-
 import pytest
-
 from conftest import compose_cfg
 
 

@@ -5,7 +5,6 @@ tests/test_chip_order.py; its system names and a validate row: tests/test_valida
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from conftest import assert_import_matches_shipped, compose_cfg, validate_aic_rows
+from conftest import assert_aic_rows_run, assert_import_matches_shipped, compose_cfg
 from decodelab.components.models import layers
 from decodelab.core.build import build
 
@@ -73,9 +72,7 @@ def test_rows_run(tmp_path):
         "a,vllm,0.19.0,google/gemma-4-26B-A4B,h100_sxm,,agg,1024,256,bfloat16,bfloat16,16,1,1,1,1,1,100,10\n",
         "b,vllm,0.19.0,nvidia/Gemma-4-31B-IT-NVFP4,b200_sxm,nvfp4,agg,1024,256,nvfp4,,16,2,1,1,,,100,10\n",
     ]
-    df = validate_aic_rows(tmp_path, rows)
-    assert list(df.status) == ["ok"] * 2
-    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    assert_aic_rows_run(tmp_path, rows)
 
 
 def test_mimo_v2_flash_by_hand():

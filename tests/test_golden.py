@@ -12,12 +12,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from decodelab.components.models import dense
 from decodelab.core.build import build, peak_flops
-from decodelab.modes.dispatch import evaluate
-
 from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
 
 GIB = 2**30
 # The Kernel Looping paper's TensorRT-LLM (~10 kernels per Llama decoder layer): the residual add a

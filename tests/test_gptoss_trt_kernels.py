@@ -6,7 +6,6 @@ block its measured table timed (framework/opcost/moe.py route_price)."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step

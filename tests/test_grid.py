@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from decodelab.config import plan as P
 from decodelab.config.grid import make_grid, overrides_of
-from decodelab.core import grid_kernel
+from decodelab.core import grid_kernel, kv_costs
 from decodelab.core import kernel as K
-from decodelab.core import kv_costs
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
 from decodelab.output.table import read_table

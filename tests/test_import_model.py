@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
+import decodelab
 import pytest
 import yaml
-
-import decodelab
-from conftest import CONF, ROOT, assert_import_matches_shipped, decodelab as cli, searchpath
+from conftest import CONF, ROOT, assert_import_matches_shipped, searchpath
+from conftest import decodelab as cli
 from decodelab.config import hf_model, hf_yaml
 from decodelab.config.compose import compose
 
@@ -284,8 +284,8 @@ def test_generation_config_beside_config_json_gives_the_sampling_defaults(tmp_pa
     top_k 20, top_p 0.95, token ids) becomes `generation_defaults` with the sampling keys only, and
     the imported model on vLLM then takes the sort path (opcost/sampler.py); without the file the
     field is not written."""
-    from decodelab.opcost import sampler
     from decodelab.core.checks import check_config
+    from decodelab.opcost import sampler
 
     ckpt = tmp_path / "Qwen3-32B"
     ckpt.mkdir()

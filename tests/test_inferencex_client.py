@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
-
-from conftest import compose_cfg
-from conftest import silicon_row
+from conftest import compose_cfg, silicon_row
 from decodelab.modes.serving.workload import requests
 from decodelab.runs import aic_rows
 from decodelab.runs.aic_clients import NO_CLIENT, client_of
 from decodelab.runs.validation_predict import launch_engine, row_engine, row_workload, set_row_values
+from omegaconf import OmegaConf
 
 IX = "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=32; measured={day}T19:55:05Z; wip=False"
 AIC = "source_file=/Users/x/aic-auto-gap-analysis/data/h200_sxm/vllm/0.12.0/Qwen_Qwen3-235B-A22B-FP8.csv; silicon_concurrency=8"

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import cli, explain, mlflow_client, runs_in, split_sweep
 from decodelab.output.table import read_table
 

@@ -6,13 +6,12 @@ base design (model x machine) and the workload."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
 from conftest import compose_cfg
 from decodelab.components.execution import gpu
 from decodelab.core.build import build
 from decodelab.modes.dispatch import evaluate
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 GPU_BASES = [
     ("llama3_1_8b", "h100_sxm"),

@@ -8,16 +8,15 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
 from conftest import DATAFLOW_HARDWARE, HARDWARE, MODELS, OPTIMIZATIONS, compose_cfg
 from decodelab.core.build import build
-from decodelab.modes.dispatch import evaluate
 from decodelab.core.kernel import request_steps, simulate
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 REL, ABS = 1e-9, 1e-15
 SETTINGS = settings(

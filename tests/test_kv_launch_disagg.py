@@ -5,12 +5,10 @@ FP8 the rows' fp8 precision gives; the B200 recipes and other backends keep the 
 from __future__ import annotations
 
 import pandas as pd
-
-from test_disagg_recipes import FP4, row
-from test_validation_aic import frame
-
 from decodelab.runs import aic_recipes
 from decodelab.runs.validation import base_overrides
+from test_disagg_recipes import FP4, row
+from test_validation_aic import frame
 
 
 def cells(backend: str, system: str) -> pd.Series:

@@ -10,13 +10,20 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from decodelab.components.kv_policy import KV_POLICIES, cost, h2o, pyramidkv, quest, snapkv, snapstream
-from decodelab.components.kv_policy import streaming_llm
+from decodelab.components.kv_policy import (
+    KV_POLICIES,
+    cost,
+    h2o,
+    pyramidkv,
+    quest,
+    snapkv,
+    snapstream,
+    streaming_llm,
+)
 from decodelab.core import kernel as K
 from decodelab.core import kv_costs
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import Cap
+from decodelab.modes.dispatch import evaluate
 
 # Llama-3.1-8B: 32 layers, 32 query heads, 8 KV heads (G = 4), head dim 128
 LLAMA8B = SimpleNamespace(
@@ -354,6 +361,7 @@ def test_every_policy_has_the_interface():
 
 def test_kvplot_writes_plot_and_table(tmp_path):
     import json
+
     from decodelab.apps import kvplot
 
     for i, (name, budget, batch) in enumerate(
@@ -389,6 +397,7 @@ def test_a_policy_needs_only_check_cached_tokens_and_kernel_params():
     """The interface functions a module leaves out are the full cache's (docs/kv_policies.md, "How a
     policy enters the model")."""
     import types
+
     from decodelab.components.kv_policy import Policy
 
     mod = types.ModuleType("recent_prompt")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import inferencex_source, silicon_row
 from decodelab.paths import PACKAGE_DIR
 from decodelab.runs import aic_rows

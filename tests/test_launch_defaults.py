@@ -9,13 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import inferencex_source, silicon_row
 from decodelab.components.models.experts import ffn_ops
+from decodelab.kernel_layout import N_MGRID
 from decodelab.opcost.moe import head_row
 from decodelab.runs import aic_rows
 from decodelab.runs.validation_predict import inferencex_tokens, launch_engine, row_launch
-from decodelab.kernel_layout import N_MGRID
 
 
 def aic_row(**cells) -> pd.Series:

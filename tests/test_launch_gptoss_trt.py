@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pandas as pd
-
 from conftest import inferencex_source, silicon_row
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import base_overrides

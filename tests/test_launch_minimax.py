@@ -5,7 +5,6 @@ memory fraction 0.90, the scripts without --kv-cache-dtype running vLLM's `auto`
 from __future__ import annotations
 
 import pytest
-
 from conftest import inferencex_source, silicon_row
 from decodelab.runs import aic_rows
 from decodelab.runs.validation_predict import launch_engine, row_engine

@@ -5,7 +5,6 @@ inferencex-sglang-dsr1-b200 entries; components/models/dense.py norm_ops). Worke
 from __future__ import annotations
 
 import pandas as pd
-
 from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
 from decodelab.runs import aic_rows

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import njit
-
 from decodelab import kernel_layout as KL
 from decodelab.components.execution import dataflow, gpu
 from decodelab.components.kv_policy import full
 from decodelab.core import build, grid_kernel, kv_costs, parallel, pipeline
 from decodelab.modes.serving import admission, pick, simulate
 from decodelab.modes.serving import layout as SL
+from numba import njit
 
 FRAMEWORK = Path(KL.__file__).resolve().parent
 MODULES = (KL, SL, admission, pick, pipeline, grid_kernel, kv_costs)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_import_matches_shipped, assert_serve_matches_reference
 from decodelab.components.models import layers, linear_attn
 from decodelab.config import hf_model

@@ -11,16 +11,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
-from decodelab.opcost import attention_decode as attntable
-from decodelab.opcost import registry
 from decodelab.core import kernel as K
 from decodelab.core.build import build
 from decodelab.core.kernel import request_steps, simulate
 from decodelab.core.reference import reference_simulate
-from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import CAUSES, Law, Lin
+from decodelab.opcost import attention_decode as attntable
+from decodelab.opcost import registry
+from decodelab.paths import DATA_DIR
 
 OPS = DATA_DIR / "operators"
 TP8 = ("hardware.n_chips=8", "hardware.tensor_parallel=8", "workload.weight_dtype=fp8_block")

@@ -5,7 +5,6 @@ mapping's bytes per socket worked by hand for DeepSeek-R1 at TP16 (latent 512 + 
 from __future__ import annotations
 
 import pytest
-
 from decodelab.components.models import layers
 from decodelab.modes.dispatch import evaluate
 

@@ -6,7 +6,6 @@ import csv
 
 import numpy as np
 import pytest
-
 from decodelab.components.models import dsa, layers
 from decodelab.config import hf_model
 from decodelab.core.build import build

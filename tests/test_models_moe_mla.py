@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from decodelab.components.models import ARCHITECTURES, layers
 from conftest import claim_figure_params
+from decodelab.components.models import ARCHITECTURES, layers
 from decodelab.components.speculative import tokens_per_round
 from decodelab.core.build import build
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import CAUSES, Step
+from decodelab.modes.dispatch import evaluate
 
 GIB = 2**30
 

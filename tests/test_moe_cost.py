@@ -5,12 +5,11 @@ kernel on a GPU and as a pipeline boundary inside a fused (and looped) dataflow 
 from __future__ import annotations
 
 import pytest
-
 from decodelab.components.execution import dataflow
 from decodelab.components.models import layers
 from decodelab.components.ops import Op
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import Cause
+from decodelab.modes.dispatch import evaluate
 
 R1 = ("model=deepseek_r1", "hardware=sn40l_rack16", "workload.weight_dtype=fp8", "optimizations=all")
 

@@ -7,12 +7,11 @@ DeepGEMM's; rows borrowed from another engine's collection are read only by a ba
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg, moe_kernel_table
 from decodelab.core.build import moe_backend
+from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
-from decodelab.kernel_layout import M_GRID
 
 FI = "sglang_flashinfer_trtllm_moe"
 

@@ -6,7 +6,6 @@ FlashInfer keeps Triton; InferenceX's SGLang B200 FP8 launches pass --moe-runner
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core.build import moe_backend
 from decodelab.kernel_layout import M_GRID

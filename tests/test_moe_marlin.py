@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core.build import build
 from decodelab.opcost import moe as moetable

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from decodelab.components.models.experts import busiest_chip_experts
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import moe_blocks

@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
+from decodelab.core.build import build
+from decodelab.kernel_layout import M_GRID, N_MGRID, Law, Lin
 from decodelab.opcost import moe as moetable
 from decodelab.opcost import moe_blocks
 from decodelab.opcost.base import hbm_bw, peak
-from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
-from decodelab.kernel_layout import Law, Lin, M_GRID, N_MGRID
 
 VLLM_H100 = "operators/h100_sxm_moe_vllm_0.14.0.parquet"
 

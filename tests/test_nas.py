@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_import_matches_shipped
 from decodelab.components.models import layers, linear_attn
 from decodelab.config import hf_model, hf_nas

@@ -10,15 +10,14 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import cli, compose_cfg
 from decodelab.calibration import fit as F
 from decodelab.calibration import operators as O
 from decodelab.core import kernel as K
+from decodelab.core.build import build
+from decodelab.kernel_layout import CAUSES, M_GRID, Acc, Hw, Law, Lin
 from decodelab.opcost import attention_decode, attention_prefill, collectives, gemm
 from decodelab.opcost.base import Ctx
-from decodelab.core.build import build
-from decodelab.kernel_layout import Acc, CAUSES, Hw, Law, Lin, M_GRID
 
 P_BF16, P_FP8, BW = 989.4e12, 1978.9e12, 3.35e12  # H100 SXM datasheet (conf/hardware/h100_sxm.yaml)
 GEMM_BF16 = SimpleNamespace(e_c=0.7684, k0=97.9, e_b=0.8293, t0_us=3.301, p=3.915)

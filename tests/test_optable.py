@@ -9,14 +9,13 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core import kernel as K
+from decodelab.core.build import build
+from decodelab.kernel_layout import CAUSES, M_GRID, N_MGRID, Law, Lin, Step
 from decodelab.opcost import collectives, gemm, registry, tables
 from decodelab.opcost.base import Ctx
-from decodelab.core.build import build
 from decodelab.paths import DATA_DIR
-from decodelab.kernel_layout import CAUSES, Law, Lin, M_GRID, N_MGRID, Step
 
 MS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384]
 
@@ -398,7 +397,6 @@ def test_fit_hardware_names_the_all_reduce_files_as_the_tables(tmp_path):
     fits a law to each and names each file as the chip's table for that kernel; the fragment is
     valid YAML whose op_tables the hardware schema takes."""
     import yaml
-
     from conftest import cli
 
     sizes = [2**k for k in range(7, 24)]

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import read_result, run_dirs, run_in_process, runs_in, the_run_dir
 
 NARROW = 80
@@ -145,9 +144,8 @@ def test_compare_without_arguments_is_bounded_and_writes_nothing(small_store):
 def test_plots_have_sane_sizes(tmp_path):
     """breakdown.png of one run and of a 72-job claim sweep (C2's size): every label inside the
     image (tight bounding box), a width that does not grow with the number of bars."""
-    from PIL import Image
-
     from decodelab.output.files import breakdown_plot
+    from PIL import Image
 
     code, out, _ = run80(tmp_path, "model=llama3_2_1b", "tracking=off")
     one = Image.open(the_run_dir(tmp_path) / "breakdown.png").size
@@ -163,7 +161,6 @@ def test_latency_histogram_of_identical_requests():
     wide histogram range instead of numpy's "too many bins for data range"; any real spread keeps
     the data's own range."""
     import numpy as np
-
     from decodelab.output.serving import _hist_range
 
     x = 18.75

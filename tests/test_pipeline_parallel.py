@@ -9,9 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
 from conftest import assert_serve_matches_reference, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core import parallel
@@ -21,9 +18,11 @@ from decodelab.core.grid import per_design_reason
 from decodelab.core.pipeline import compose, layer_split, microbatches
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError, Infeasible
-from decodelab.modes.dispatch import evaluate
 from decodelab.kernel_layout import CAUSES, Cause
+from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving.layout import StepLog
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 LAYER, PRE, POST = 0.0, 1.0, 2.0
 

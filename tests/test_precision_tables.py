@@ -7,13 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
+from decodelab.kernel_layout import Lin
 from decodelab.opcost import gemm, tables
 from decodelab.paths import DATA_DIR
-from decodelab.kernel_layout import Lin
 
 MS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384]
 

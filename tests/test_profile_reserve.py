@@ -5,7 +5,6 @@ KvCacheCreator, the pool each basis gives, and what leaves it alone."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.components.placement import GIB
 from decodelab.core import profile_reserve as PR

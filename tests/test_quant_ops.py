@@ -6,13 +6,12 @@ NVFP4 checkpoints, and the MoE kernel an engine's backend picks where a table ti
 from __future__ import annotations
 
 import pytest
-
 from conftest import compose_cfg, moe_kernel_table
 from decodelab.core.build import build, moe_backend
 from decodelab.errors import ConfigError
+from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR
-from decodelab.kernel_layout import M_GRID
 
 R1_FP4 = ("model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8")
 V2 = "model.quant_bf16_ops.nvfp4=[qkv_a_proj,q_b_proj,q_absorb,v_absorb,kv_b_decompress]"

@@ -5,7 +5,6 @@ marked-block rewrite, the Markdown tables, stale detection, the command's one-li
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT, run_in_process
 from decodelab.output import report as R
 from decodelab.runs.report import GENERATED, Report, expected_files

@@ -7,15 +7,14 @@ from __future__ import annotations
 import copy
 import pickle
 
-import pytest
-from omegaconf import OmegaConf
-
 import decodelab
+import pytest
 from conftest import compose_cfg
 from decodelab.config.compose import compose
 from decodelab.config.composition import design_config
 from decodelab.core.tree import Tree, cached, freeze, leaf_keys, missing_keys, replace
 from decodelab.modes.dispatch import evaluate
+from omegaconf import OmegaConf
 
 
 def test_tree_is_read_only_and_replace_shares_untouched_branches():

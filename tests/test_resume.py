@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, cli, explain, mlflow_client, runs_in, searchpath, split_sweep
 from decodelab.api import load_results
 from decodelab.output.table import read_table

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from conftest import compose_cfg, validate_aic_rows
+from conftest import assert_aic_rows_run, compose_cfg
 from decodelab.core.parallel import collective_link
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import collectives, gemm, moe_blocks, registry
@@ -164,6 +163,4 @@ def test_rows_on_the_chip_run(tmp_path):
         "c,sglang,0.5.10,Qwen/Qwen3-8B,rtx_pro_6000_server,bfloat16,agg,1024,256,bfloat16,,8,4,1,1,,,100,20\n",
         "d,trtllm,1.3.0rc20,Qwen/Qwen3-32B,rtx_pro_6000_server,bfloat16,agg,1024,256,bfloat16,,8,8,1,1,,,100,20\n",
     ]
-    df = validate_aic_rows(tmp_path, rows)
-    assert list(df.status) == ["ok"] * 4
-    assert (df.tpot_pred > 0).all() and (df.ttft_pred > 0).all()
+    assert_aic_rows_run(tmp_path, rows)

@@ -9,17 +9,16 @@ import csv
 
 import numpy as np
 import pytest
-
 from conftest import compose_cfg
 from decodelab.core import kernel as K
-from decodelab.opcost import sampler
 from decodelab.core.build import build
 from decodelab.core.checks import check_config
 from decodelab.core.kernel import simulate
 from decodelab.core.reference import reference_simulate
 from decodelab.errors import ConfigError
-from decodelab.paths import DATA_DIR
 from decodelab.kernel_layout import Law, Lin
+from decodelab.opcost import sampler
+from decodelab.paths import DATA_DIR
 
 QWEN_VLLM = ("model=qwen3_32b", "engine=vllm", "hardware=h100_sxm", "workload=closed_loop")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from decodelab.runs import aic_parallel, aic_rows
 
 

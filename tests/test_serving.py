@@ -8,18 +8,17 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import NO_FRONTEND, cli, compose_cfg
 from decodelab.core import kernel as K
+from decodelab.core.build import build
+from decodelab.core.reference import reference_step
+from decodelab.kernel_layout import CAUSES
+from decodelab.modes.dispatch import evaluate
 from decodelab.modes.serving import metrics as SM
 from decodelab.modes.serving import simulate as S
-from decodelab.core.build import build
-from decodelab.modes.dispatch import evaluate
-from decodelab.core.reference import reference_step
+from decodelab.modes.serving.layout import Eng, Req, StepLog
 from decodelab.modes.serving.reference import engine_dict, reference_serve, reference_table
 from decodelab.runs.validation import default_csv, mape, run_validation
-from decodelab.kernel_layout import CAUSES
-from decodelab.modes.serving.layout import Eng, Req, StepLog
 
 REQ_COLS = [Req.ARRIVAL, Req.START, Req.FIRST, Req.DONE, Req.PREEMPT, Req.MAX_ITL]
 SMALL = ("workload.n_requests=16", "workload.prompt_len=300", "workload.output_len=12")

@@ -6,14 +6,12 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from decodelab.components.speculative import mtp_tokens_per_step
-from decodelab.modes.resolve import resolved
-from decodelab.modes.serving import mtp
-from decodelab.modes.serving import metrics as SM
-from decodelab.core.build import build
-
 from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
+from decodelab.components.speculative import mtp_tokens_per_step
+from decodelab.core.build import build
+from decodelab.modes.resolve import resolved
+from decodelab.modes.serving import metrics as SM
+from decodelab.modes.serving import mtp
 from decodelab.modes.serving.layout import StepLog
 
 # a small model given an MTP module, so the tests build in a second

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.serving import simulate as S

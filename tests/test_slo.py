@@ -11,11 +11,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import all_runs, artifact_names, decodelab, split_sweep
 from decodelab.core.result import Result
-from decodelab.runs.slo import SLO, SloError, find_max_rate, judge, slo_metrics
 from decodelab.modes.serving.layout import Req
+from decodelab.runs.slo import SLO, SloError, find_max_rate, judge, slo_metrics
 
 N = 100  # requests of the toy design
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from types import SimpleNamespace as NS
 
 import pytest
-
 from decodelab.components import speculative as spec
 from decodelab.components.placement import GIB, place
 from decodelab.errors import ConfigError, Infeasible

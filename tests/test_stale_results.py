@@ -9,15 +9,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pandas as pd
-import pytest
-
 import decodelab
+import decodelab.core.result as R
 import decodelab.opcost.attention_decode as attntable
 import decodelab.opcost.collectives as collectives
 import decodelab.opcost.gemm as optable
 import decodelab.opcost.moe as moetable
-import decodelab.core.result as R
+import pandas as pd
+import pytest
 from decodelab import paths
 from decodelab.api import load_results
 

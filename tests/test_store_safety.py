@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import MlflowServer, all_runs, cli, client, explain, free_port, runs_in, split_sweep
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]

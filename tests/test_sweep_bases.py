@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pickle
 
-from omegaconf import OmegaConf
-
 from decodelab.config import composition as CO
 from decodelab.config.plan import make_plan
 from decodelab.runs import items
 from decodelab.runs.sweep import chunks
+from omegaconf import OmegaConf
 
 
 def _types(cfg, path=""):

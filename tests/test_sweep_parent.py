@@ -4,7 +4,6 @@ the table and plots; the multirun's last lines say where its results are."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import all_runs, artifact_names, cli, explain, split_sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")

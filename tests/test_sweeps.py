@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import MlflowServer, cli, explain, free_port, mlflow_client, runs_in, split_sweep
 from decodelab.api import load_results
 
@@ -58,8 +57,8 @@ def tracking_args(tmp: Path, uri: str | None = None):
 
 def sweep(tmp: Path, overrides, jobs: int = 1, target=None, children="all", sweep_dir="sweep", **kw):
     """make_plan + run_sweep in this process (workers are processes when jobs > 1)."""
-    from decodelab.runs.sweep import run_sweep
     from decodelab.config.plan import make_plan
+    from decodelab.runs.sweep import run_sweep
 
     plan = make_plan(target, [f"hydra.sweep.dir={tmp / sweep_dir}"] + list(overrides))
     return plan, run_sweep(plan, jobs=jobs, progress=False, children=children, **kw)
@@ -441,10 +440,10 @@ def _options(group):
 def test_generated_configs_fail_only_with_clear_messages(composer):
     """Random designs (valid and invalid values, wrong types): every result is ok with finite
     metrics, infeasible with a reason, or invalid with a message naming the field."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
     from decodelab.config import plan as SP
     from decodelab.runs.items import run as run_job
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
 
     ints = st.one_of(st.integers(-4, 8), st.sampled_from([16, 128, 4096, 131072, 10**7]))
     value = {

@@ -4,7 +4,6 @@ union of every row's columns, read back as pandas."""
 import math
 
 import pyarrow.parquet as pq
-
 from decodelab.output.table import TABLE_FILE, TableWriter, read_table, table_row, write_table
 
 

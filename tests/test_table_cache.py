@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 
-import pandas as pd
-
 import decodelab
+import pandas as pd
 from decodelab.opcost import tablecache
 from decodelab.paths import DATA_DIR
 

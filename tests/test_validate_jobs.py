@@ -4,7 +4,6 @@ does not compose is still one `error:` line."""
 
 import pandas as pd
 import pytest
-
 from decodelab.runs.validation import run_validation, run_validations
 
 HEAD = "model,engine,engine_version,precision,tp,isl,osl,concurrency,ttft_ms,tpot_ms\n"
@@ -45,11 +44,10 @@ def test_workers_give_the_table_of_one_process(csvs):
 def test_a_worker_holding_a_sweep_context_validates_and_keeps_it(csvs):
     """A worker process keeps a sweep's Hydra context between chunks (config/composition.py); a
     validate chunk in the same process sets it aside for its own and restores it."""
-    from hydra.core.global_hydra import GlobalHydra
-
     from decodelab.config import compose as C
     from decodelab.runs.validation import read_rows
     from decodelab.runs.validation_predict import _in_worker
+    from hydra.core.global_hydra import GlobalHydra
 
     _, items = read_rows(csvs[1])
     with C.context():

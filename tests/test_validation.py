@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra.errors import ConfigCompositionException
-
 from conftest import cli, compose_raw
 from decodelab.modes.dispatch import evaluate
+from hydra.errors import ConfigCompositionException
 
 MAIN = Path(__file__).resolve().parent.parent
 

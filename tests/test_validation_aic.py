@@ -4,7 +4,6 @@ row, the rows refused with their reason, and another predictor's numbers beside 
 
 import pandas as pd
 import pytest
-
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import read_rows
 from decodelab.runs.validation_peer import peer_stats, read_peer

@@ -5,11 +5,10 @@ by hand, the rows still refused with their one-line reason, and a small row run 
 import math
 
 import pytest
-from test_validation_aic import HEAD, frame
-
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import read_rows, run_validation
 from decodelab.runs.validation_disagg import pool_settings
+from test_validation_aic import HEAD, frame
 
 R1 = "deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,8192,1024,fp8,fp8_block,,,,,,"
 

@@ -6,7 +6,6 @@ other chips' operator microbenchmarks (H200, B200)."""
 import math
 
 import pytest
-
 from decodelab.config import compose as C
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.runs.validation import (
@@ -146,9 +145,8 @@ def test_rows_on_other_chips_and_models_run(tmp_path):
 def test_a_tp_copy_is_the_config_hydra_composes():
     """validate composes once per design without its TP and copies it per TP degree: the copy equals
     the config Hydra composes with the TP overrides (and an override of the user's wins)."""
-    from omegaconf import OmegaConf
-
     from decodelab.runs.validation_predict import composed as _composed
+    from omegaconf import OmegaConf
 
     row = {
         "model": "Qwen/Qwen3-32B",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from decodelab.runs.validation_steps import decoding, fit, step_split
 
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from conftest import compose_cfg
 from decodelab.components.models import layers
 from decodelab.components.models.experts import busiest_chip_experts, ep_groups
 from decodelab.core.checks import check_config
 from decodelab.errors import ConfigError
-from decodelab.runs.validation import parallel_overrides
 from decodelab.kernel_layout import CAUSES
+from decodelab.runs.validation import parallel_overrides
 
 
 def _ffn(m, tp, **kw):
@@ -171,7 +170,6 @@ def test_wide_ep_over_two_nodes_kernel_equals_reference():
     two nodes: the kernel and the pure-Python reference agree, and the same design inside one
     16-GPU NVLink domain (a what-if) is faster by the network's share of the step."""
     import numpy as np
-
     from decodelab.core import kernel as K
     from decodelab.core.build import build
     from decodelab.core.reference import reference_simulate
