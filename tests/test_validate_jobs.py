@@ -1,6 +1,7 @@
 """`decodelab validate -j N` (framework/runs/validation_predict.py): the designs of the CSVs spread over
 local worker processes give the same table as one process, in the CSV's row order, and a config that
-does not compose is still one `error:` line."""
+does not compose is still one `error:` line. A design is built once and each row's values set on it; a row
+whose values size the KV pool otherwise runs the design built with them."""
 
 import pandas as pd
 import pytest
@@ -56,6 +57,30 @@ def test_a_worker_holding_a_sweep_context_validates_and_keeps_it(csvs):
         assert GlobalHydra.instance().hydra is outer
     assert [n for n, _ in got] == [1, 2] and all(r["status"] == "ok" for _, r in got)
     assert not GlobalHydra.instance().is_initialized()
+
+
+def test_a_rows_engine_values_size_its_own_kv_pool():
+    """vLLM's start-up profile samples min(max_num_batched_tokens, max_num_seqs) rows (core/profile_reserve.py):
+    Qwen3-0.6B on one H100 under engine=vllm (8192 tokens, 1024 sequences, 28 B per vocabulary entry) keeps
+    8192 x 1024 x 2 + 1024 x 151,936 x 28 = 4,373,086,208 B; a row launched with --max-num-seqs 4 keeps the forward's
+    8192 x (18,432 + 1024 x 2) = 167,772,160 B, so its pool is 4,205,314,048 B larger (kv_mem_basis total)."""
+    from decodelab.config import compose as C
+    from decodelab.modes.serving.simulate import serving_designs
+    from decodelab.runs.validation_predict import designs_for_row, pool_values
+    from omegaconf import OmegaConf
+
+    cfg = C.compose(["tracking=off", "model=qwen3_0_6b", "engine=vllm", "workload=closed_loop"])
+    OmegaConf.set_readonly(cfg, False)
+    designs = serving_designs(cfg)
+    key, cache = ("k", pool_values(cfg, designs[0])), {}
+    assert pool_values(cfg, designs[0]) == (8192, 1024)
+    assert designs_for_row(cache, key, cfg, designs) is designs and not cache
+    OmegaConf.update(cfg, "engine.max_batch", 4)  # as validate sets a row's values (set_row_values)
+    row = designs_for_row(cache, key, cfg, designs)
+    pool = {n: d[0].memory["kv_pool_bytes"] for n, d in (("design", designs), ("row", row))}
+    assert pool["row"] - pool["design"] == 4_205_314_048
+    assert pool["row"] == serving_designs(cfg)[0].memory["kv_pool_bytes"]
+    assert designs_for_row(cache, key, cfg, designs) is row  # built once per values
 
 
 @pytest.mark.slow

@@ -55,3 +55,17 @@ def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     rows = min(tokens, int(e.max_batch))
     sampled = tokens * m.d_model * act_bytes + sampler_peak_bytes(rows, m.vocab_size, per_entry)
     return max(forward, sampled)
+
+
+def pool_engine_values(cfg, state_bytes_per_seq: float) -> tuple:
+    """The engine values a design's KV pool was sized with beyond its composed files: the start-up
+    profile's step budget and sequences (reserve_bytes) and the per-sequence state pool's sequences
+    (kv_costs.less_state_pool). Two configs that differ only elsewhere share one pool; a caller
+    that sets per-run engine values (validate's rows) rebuilds a design whose values differ."""
+    e = cfg.engine
+    profile = bool(e.profile_reserve) and e.kv_mem_basis != "reserve"
+    states = state_bytes_per_seq > 0.0 and not e.state_in_kv_pool and not e.state_pool_ratio > 0.0
+    return (
+        int(e.max_tokens_per_step) if profile else None,
+        int(e.max_batch) if (profile and e.profile_sampler_bytes > 0) or states else None,
+    )

@@ -15,6 +15,7 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from decodelab.config import compose as C
+from decodelab.core import profile_reserve
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.dispatch import evaluate
@@ -264,8 +265,8 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
                 design, mixed, draft = serving_designs(cfg)
             except (ConfigError, Infeasible):
                 pass  # evaluate() records the reason
-        cache[key] = (cfg, design, mixed, draft, {})
-    cfg, design, mixed, draft, first = cache[key]
+        cache[key] = (cfg, design, mixed, draft, {}, pool_values(cfg, design))
+    cfg, design, mixed, draft, first, built = cache[key]
     values = {f"workload.{k}": v for k, v in row_workload(row, static).items()}
     family = engine_family(str(row["engine"]))
     if disagg:
@@ -280,7 +281,7 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         return evaluate(cfg, keep_steps=False)
     set_row_values(cfg, values, pinned, first)
     try:
-        design, mixed, draft = states_for_row(cache, key, cfg, (design, mixed, draft), first)
+        design, mixed, draft = designs_for_row(cache, (key, built), cfg, (design, mixed, draft))
         return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed, draft=draft)
     except ConfigError as e:
         return Result.invalid(str(e))
@@ -288,21 +289,24 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         return Result.infeasible(str(e))
 
 
-def states_for_row(cache, key, cfg, designs, first: dict):
-    """The (design, mixed, draft) a row runs: the design's own, unless its linear layers' states are held
-    one per sequence the engine may run (engine.state_pool_ratio 0, not state_in_kv_pool: TensorRT-LLM's
-    Mamba cache) and the row's max_batch is not the one the design's KV pool was sized with (`first`:
-    set_row_values' record of the composed values); then the designs built with the row's (kept per
-    max_batch)."""
-    design, e = designs[0], cfg.engine
-    if (
-        design.memory.get("state_bytes_per_seq", 0.0) <= 0.0
-        or e.state_pool_ratio > 0.0
-        or e.state_in_kv_pool
-        or int(e.max_batch) == int(first.get("engine.max_batch", e.max_batch))
-    ):
+def pool_values(cfg, design) -> Optional[tuple]:
+    """The engine values `design`'s KV pool is sized with under `cfg` (None: no design)."""
+    if design is None:
+        return None
+    return profile_reserve.pool_engine_values(cfg, design.memory.get("state_bytes_per_seq", 0.0))
+
+
+def designs_for_row(cache, key_built, cfg, designs):
+    """The (design, mixed, draft) a row runs: the design's own, unless the row's engine values size
+    the KV pool otherwise than the composed ones it was built with (`key_built`: the design key and
+    those values; profile_reserve.pool_engine_values: a vLLM or TensorRT-LLM launch's max_num_tokens
+    and max_num_seqs / max_batch_size sizing the start-up profile, TensorRT-LLM's Mamba states held one
+    per max_batch sequence); then the designs built with the row's values, kept per values."""
+    key, built = key_built
+    values = pool_values(cfg, designs[0])
+    if values == built:
         return designs
-    at = ("states", key, int(e.max_batch))
+    at = ("pool", key, values)
     if at not in cache:
         cache[at] = serving_designs(cfg)
     return cache[at]
