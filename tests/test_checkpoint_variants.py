@@ -63,14 +63,18 @@ def test_a_vl_row_runs_and_an_int4_kimi_row_is_w4a16(tmp_path):
 
 def test_kimi_int4_holds_only_the_routed_experts_in_four_bits():
     """Kimi-K2.5 W4A16 (expert_only_dtypes [int4]): the fused q_a + kv_a projection, replicated on every
-    chip, keeps 2 B per weight, 7168 x (1536 + 512 + 64) x 2 = 30,277,632 B a layer; the expert GEMMs hold
-    half their FP8 bytes (0.5 B against 1 B a weight)."""
+    chip, keeps 2 B per weight, 7168 x (1536 + 512 + 64) x 2 = 30,277,632 B a layer. The gate/up GEMM at TP8,
+    a layer's average over 1 dense and 60 MoE layers: the dense layer's 7168 x 2 x 2304 and the shared
+    expert's 7168 x 2 x 256 weights stay BF16, (33,030,144 / 61 + 60 / 61 x 3,670,016) x 2 = 8,302,659 B, and
+    the 384 routed experts' 60 / 61 x 384 x 3,670,016 weights take 0.5 B: 693,091,546 B."""
     int4, fp8 = _design("kimi_k2_5", "int4"), _design("kimi_k2_5", "fp8")
     ops4, ops8 = ({o.name: o for o in d.ops} for d in (int4, fp8))
     assert ops4["qkv_a_proj"].weight_bytes == 7168 * (1536 + 512 + 64) * 2
     assert ops4["qkv_a_proj"].weight_bytes == 2 * ops8["qkv_a_proj"].weight_bytes
-    for name in ("gate_up_proj", "down_proj"):
-        assert ops4[name].resident_bytes == pytest.approx(0.5 * ops8[name].resident_bytes, rel=1e-3)
+    always, routed = 33_030_144 / 61 + 60 / 61 * 3_670_016, 60 / 61 * 384 * 3_670_016
+    assert ops4["gate_up_proj"].resident_bytes == pytest.approx(2 * always + 0.5 * routed, rel=1e-9)
+    assert ops8["gate_up_proj"].resident_bytes == pytest.approx(always + routed, rel=1e-9)
+    assert 2 * always + 0.5 * routed == pytest.approx(8_302_659 + 693_091_546, abs=1.0)
 
 
 def test_llama4_scout_has_its_model_cards_parameters():

@@ -60,7 +60,8 @@ def test_dense_and_shared_part_adds_its_roofline_by_hand():
         block, "fp8_block", (7168, 2048, 8, 256, 8, 1), hbm_bw(hw), peak(hw, "fp8_block")
     )
     f_moe, spec = 58 / 61, op.experts_read
-    w_ds = 1.5 * (spec[0] + spec[1] * 1)  # dense layers' gate/up + the shared expert's, per chip
+    w_ds = 1.5 * spec[0]  # dense layers' gate/up + the shared expert's, per chip (read every step)
+    assert spec[0] == pytest.approx(3 / 61 * 7168 * 2 * 18432 / 8 + f_moe * 7168 * 2 * 2048 / 8, rel=1e-12)
     f_ds = 1.5 * (op.flops_per_token - f_moe * 8 * 2 * 7168 * 2 * 2048 / 8)
     m = np.asarray(M_GRID)
     rest = np.maximum(

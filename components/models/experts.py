@@ -142,18 +142,19 @@ def route_op(m, act_bytes: float) -> Op:
 
 def experts_units(spec: tuple, tokens: float) -> float:
     """Experts (in units of 1/tp of an expert per chip) whose weights a step of `tokens` tokens
-    reads, for an op's `experts_read` spec (dense, per_unit, experts, k, shared, ep_chips): with
+    reads, for an op's `experts_read` spec (always, per_unit, experts, k, ep_chips): with
     g = ep_chips expert-parallel groups, a chip of the busiest group reads that group's distinct
     experts hit, tp/g chips sharing each (g x E[max] units; ep_groups)."""
-    _, _, e, k, s, chips = spec
+    _, _, e, k, chips = spec
     if chips > 1:
-        return chips * busiest_chip_experts(int(e), int(k), tokens, int(chips)) + s
-    return expected_experts(int(e), int(k), tokens) + s
+        return chips * busiest_chip_experts(int(e), int(k), tokens, int(chips))
+    return expected_experts(int(e), int(k), tokens)
 
 
 def weight_read(spec: tuple, tokens: float) -> float:
     """Weight bytes per chip an MoE expert op reads in a step of `tokens` tokens (spec: its
-    `experts_read`): the dense layers' share plus the activated experts'."""
+    `experts_read`): what every step reads (the dense layers' share, the shared experts) plus the
+    activated routed experts'."""
     return spec[0] + spec[1] * experts_units(spec, tokens)
 
 
@@ -175,11 +176,17 @@ def shared_gate(m, f_moe: float, w_bytes: float, act_bytes: float) -> List[Op]:
     ]
 
 
-def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: int = 0) -> List[Op]:
+def ffn_ops(
+    m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: int = 0, dense_w_bytes: float = 0.0
+) -> List[Op]:
     """FFN ops averaged over the layers (dense first layers, MoE layers), with the routing
     decision of the MoE layers after the router GEMM; routed experts placed by `moe_mapping` over
-    `moe_ep` expert-parallel groups (ep_groups)."""
+    `moe_ep` expert-parallel groups (ep_groups). `w_bytes`: a routed expert's weight bytes per parameter;
+    `dense_w_bytes` (0: the same) those of the rest, the router, the dense layers' FFN, the shared experts
+    and a latent MoE's projections, where the checkpoint quantizes only the routed experts
+    (model.expert_only_dtypes: gpt-oss's router, Kimi's dense first layer and shared expert stay BF16)."""
     d, L, hid = m.d_model, float(m.n_layers), routed_hidden(m)
+    dwb = dense_w_bytes or w_bytes
     latent = hid != d
     n_up = 2 if m.ffn_act == "swiglu" else 1
     n_moe = n_moe_layers(m)
@@ -190,32 +197,34 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
         fe = m.expert_ffn_dim / tp
         k, e = m.experts_per_token, m.n_experts
         s = 0 if latent else m.n_shared_experts  # a latent MoE's shared expert runs at d: latent_ops
-        # experts whose weights a step reads, in units of 1/tp of an expert per chip
+        # routed experts whose weights a step reads, in units of 1/tp of an expert per chip
         ep_chips = ep_groups(tp, moe_mapping, moe_ep)
-        read = experts_units((0.0, 0.0, e, k, s, ep_chips), tokens)
+        read = experts_units((0.0, 0.0, e, k, ep_chips), tokens)
         ops.append(
             Op(
                 "router",
                 "gemm",
                 repeat=m.n_layers,
-                weight_bytes=f_moe * d * e * w_bytes,
+                weight_bytes=f_moe * d * e * dwb,
                 flops_per_token=f_moe * 2.0 * d * e,
                 act_bytes_per_token=f_moe * (d + e) * act_bytes,
             )
         )
-        ops += [*shared_gate(m, f_moe, w_bytes, act_bytes), route_op(m, act_bytes)]
+        ops += [*shared_gate(m, f_moe, dwb, act_bytes), route_op(m, act_bytes)]
     else:
         fe = k = s = e = read = ep_chips = 0
 
     def mixed(name, per_dense_w, per_expert_w, dense_tok_flops, expert_tok_flops, act_in, act_out):
-        spec = (f_dense * per_dense_w * w_bytes, f_moe * per_expert_w * w_bytes, e, k, s, ep_chips)
+        # always read: the dense layers' and the shared experts' weights (their own bytes); then the routed
+        always = (f_dense * per_dense_w + f_moe * s * per_expert_w) * dwb
+        spec = (always, f_moe * per_expert_w * w_bytes, e, k, ep_chips)
         return Op(
             name,
             "gemm",
             repeat=m.n_layers,
             experts_read=spec if n_moe else (),
-            weight_bytes=(f_dense * per_dense_w + f_moe * read * per_expert_w) * w_bytes,
-            resident_bytes=(f_dense * per_dense_w + f_moe * (e + s) * per_expert_w) * w_bytes,
+            weight_bytes=always + f_moe * read * per_expert_w * w_bytes,
+            resident_bytes=always + f_moe * e * per_expert_w * w_bytes,
             flops_per_token=f_dense * dense_tok_flops + f_moe * (k + s) * expert_tok_flops,
             act_bytes_per_token=act_in + act_out,
         )
@@ -252,7 +261,7 @@ def ffn_ops(m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: 
     ]
     if n_moe:  # the routing decision (route_op) and the expert ops: the routed-expert block
         mark_block(ops[head_at - 1 :], m, (tp // ep_chips, ep_chips), hid, n_up * fe, f_moe)
-    return ops + (latent_ops(m, tp, f_moe, w_bytes, act_bytes) if n_moe and latent else [])
+    return ops + (latent_ops(m, tp, f_moe, dwb, act_bytes) if n_moe and latent else [])
 
 
 def mark_block(ops: List[Op], m, split: tuple, hid: int, up_cols: float, f_moe: float) -> None:

@@ -373,7 +373,7 @@ def build_ops(
             )
         )
     ops += post
-    ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep)
+    ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep, w_bytes)
     ops += ffn
     if tp > 1:
         ops.append(

@@ -40,7 +40,7 @@ def head_row(op, block: np.ndarray, bw: float, peak: float, bw_eff: float, c_eff
     f_moe, routed, factor = op.moe_block[7:]
     m = np.asarray(M_GRID)
     spec = op.experts_read
-    w_ds = factor * (spec[0] + spec[1] * spec[4]) if spec else 0.0  # dense layers + shared experts
+    w_ds = factor * spec[0] if spec else 0.0  # dense layers + shared experts (experts.weight_read)
     f_ds = factor * max(op.flops_per_token - routed, 0.0)
     rest = np.maximum(w_ds / (bw * bw_eff), m * f_ds / (peak * c_eff)) if (w_ds or f_ds) else 0.0
     at = f_moe * block + rest
