@@ -176,6 +176,21 @@ def shared_gate(m, f_moe: float, w_bytes: float, act_bytes: float) -> List[Op]:
     ]
 
 
+def routing_ops(m, f_moe: float, w_bytes: float, act_bytes: float) -> List[Op]:
+    """The router GEMM (hidden -> experts' scores), the shared expert's gate and the routing decision of
+    the MoE layers (layer average `f_moe`)."""
+    d, e = m.d_model, m.n_experts
+    router = Op(
+        "router",
+        "gemm",
+        repeat=m.n_layers,
+        weight_bytes=f_moe * d * e * w_bytes,
+        flops_per_token=f_moe * 2.0 * d * e,
+        act_bytes_per_token=f_moe * (d + e) * act_bytes,
+    )
+    return [router, *shared_gate(m, f_moe, w_bytes, act_bytes), route_op(m, act_bytes)]
+
+
 def ffn_ops(
     m, tp, w_bytes, act_bytes, tokens, moe_mapping: str = "tp", moe_ep: int = 0, dense_w_bytes: float = 0.0
 ) -> List[Op]:
@@ -200,17 +215,7 @@ def ffn_ops(
         # routed experts whose weights a step reads, in units of 1/tp of an expert per chip
         ep_chips = ep_groups(tp, moe_mapping, moe_ep)
         read = experts_units((0.0, 0.0, e, k, ep_chips), tokens)
-        ops.append(
-            Op(
-                "router",
-                "gemm",
-                repeat=m.n_layers,
-                weight_bytes=f_moe * d * e * dwb,
-                flops_per_token=f_moe * 2.0 * d * e,
-                act_bytes_per_token=f_moe * (d + e) * act_bytes,
-            )
-        )
-        ops += [*shared_gate(m, f_moe, dwb, act_bytes), route_op(m, act_bytes)]
+        ops = routing_ops(m, f_moe, dwb, act_bytes)
     else:
         fe = k = s = e = read = ep_chips = 0
 
