@@ -7,7 +7,7 @@ import pytest
 from decodelab.components.models.layers import param_counts
 from decodelab.config.compose import compose, context
 from decodelab.core.build import build
-from decodelab.core.checks import check_feasible
+from decodelab.core.checks import DTYPE_BYTES, check_feasible
 from decodelab.errors import Infeasible
 from decodelab.runs import aic_rows
 from decodelab.runs.validation import PRECISIONS
@@ -75,6 +75,11 @@ def test_kimi_int4_holds_only_the_routed_experts_in_four_bits():
     assert ops4["gate_up_proj"].resident_bytes == pytest.approx(2 * always + 0.5 * routed, rel=1e-9)
     assert ops8["gate_up_proj"].resident_bytes == pytest.approx(always + routed, rel=1e-9)
     assert 2 * always + 0.5 * routed == pytest.approx(8_302_659 + 693_091_546, abs=1.0)
+    # nvidia's Kimi-K2.6 NVFP4 export leaves the same layer 0, shared experts and attention BF16
+    ops = {o.name: o for o in _design("kimi_k2_6", "nvfp4").ops}
+    assert ops["qkv_a_proj"].weight_bytes == 7168 * (1536 + 512 + 64) * 2
+    nvfp4 = DTYPE_BYTES["nvfp4"]
+    assert ops["gate_up_proj"].resident_bytes == pytest.approx(2 * always + nvfp4 * routed, rel=1e-9)
 
 
 def test_llama4_scout_has_its_model_cards_parameters():
