@@ -186,8 +186,8 @@ def row_engine(row) -> Dict[str, object]:
 def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
     """Per-row engine settings of a launch recipe. `aic`: AIConfigurator's generator
     (aiconfigurator @961028348 cli/backends/trtllm.py:113; rule_plugin/vllm.rule, sglang.rule
-    @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs taken as the row's
-    concurrency (the per-row bs is not in the shared data: a stated assumption, not a fit), and
+    @c0a88170): max_num_tokens = bs + isl + 1500 with its batch size bs the row's batch per attention-DP
+    rank (AIConfigurator's batch_size: concurrency / attention DP; each rank's executor its own), and
     TensorRT-LLM's max_batch_size bs (extra_engine_args templates; it sizes TensorRT-LLM's Mamba state
     pool, engine.state_pool_ratio); vLLM: --max-num-seqs bs (it sizes the start-up profile's sampler: core/profile_reserve.py);
     SGLang: --enable-mixed-chunk, --max-prefill-tokens isl + 1500; vLLM and SGLang: CUDA graphs
@@ -204,7 +204,7 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
         return {**inferencex_tokens(row), **row_engine(row)}
     if how != "aic":
         return {}
-    c, isl = int(row["concurrency"]), int(row["isl"])
+    c, isl = int(row["concurrency"]) // max(1, int(row.get("dp", 1) or 1)), int(row["isl"])  # bs
     if family == "trtllm":  # its template's max_batch_size: {{ max_batch_size }} = bs
         return {"max_tokens_per_step": c + isl + 1500, "max_batch": c}
     if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
