@@ -5,22 +5,7 @@ under tensor parallel `tp`); docs/kv_policies.md, "Architectures", gives the for
 docs/model.md, "MoE decode step").
 
 Mixture of experts: components/models/experts.py (gate, routing decision, expert weights read).
-Multi-head latent attention (DeepSeek-V2/V3), absorbed-weight decode path: the cache holds one
-latent c_kv (kv_lora_rank) + one RoPE key (qk_rope_head_dim) per token and layer, shared by all
-heads; W_UK is folded into the query (q_absorb) and W_UV applied after attention (v_absorb), so
-attention runs in the latent space: 2 h (2 kv_lora + rope) FLOPs per (query, key) pair.
-Under tensor parallel every chip holds and reads the whole latent (heads are split, the latent is
-not: the replication dense.py applies when tp > kv_heads); the down-projections are replicated
-(ReplicatedLinear), q_b/kv_b/o split by heads. With a query LoRA (DeepSeek-V3/R1) the engines run
-q_a and kv_a as one GEMM of n = q_lora_rank + kv_lora_rank + qk_rope_head_dim (2112 over 7168):
-SGLang's `fused_qkv_a_proj_with_mqa` (ReplicatedLinear, srt/models/deepseek_v2.py), vLLM's
-`fused_qkv_a_proj` (MergedColumnParallelLinear, disable_tp) and TensorRT-LLM's `kv_a_proj_with_mqa`
-(Linear of q_lora_rank + kv_lora_rank + qk_rope_head_dim, _torch/modules/attention.py MLA): one
-GEMM and one activation quantization a layer, op `qkv_a_proj`. Prefill takes the non-absorbed
-path, as vLLM and SGLang do: kv_b_decompress expands every context token's latent into per-head
-keys and values, then ordinary attention, 2 h (qk + v) FLOPs per pair (3.4x fewer than the
-absorbed path's for DeepSeek-V3). Decode attention's op carries its shape for a measured MLA table
-(hardware.op_tables.mla_decode, replicated mapping); prefill attention keeps the roofline.
+Multi-head latent attention: components/models/mla_attn.py (its block), mla_map.py (across chips).
 """
 
 from __future__ import annotations
@@ -28,7 +13,17 @@ from __future__ import annotations
 from typing import Dict, List
 
 from decodelab.components.models.dense import head_ops, norm_ops
-from decodelab.components.models import attn_dp, csa, dsa, global_attn, linear_attn, mla_map, msa
+from decodelab.components.models import (
+    attn_dp,
+    attn_res,
+    csa,
+    dsa,
+    global_attn,
+    linear_attn,
+    mla_attn,
+    mla_map,
+    msa,
+)
 from decodelab.components.models.experts import (
     a2a_bytes,
     expected_experts,
@@ -68,7 +63,8 @@ def _attn_params(m) -> int:
             + m.kv_lora_rank
             + m.kv_lora_rank * m.n_heads * (m.qk_nope_head_dim + m.v_head_dim)
         )
-        return q + kv + m.n_heads * m.v_head_dim * d + (dsa.indexer_params(m) if dsa.is_dsa(m) else 0)
+        gate = d * m.n_heads * m.v_head_dim if m.attn_output_gate else 0  # Kimi-K3's g_proj
+        return q + kv + m.n_heads * m.v_head_dim * d + gate + (dsa.indexer_params(m) if dsa.is_dsa(m) else 0)
     p = msa.indexer_params(m) if msa.is_msa(m) else 0
     if global_attn.has_global_shape(m):  # Gemma 4, MiMo-V2-Flash: the layer average of the two kinds
         kinds = [k for k in layer_kinds(m) if k not in ("linear", "none")]
@@ -117,6 +113,7 @@ def param_counts(m) -> Dict[str, float]:
     n_lin = linear_attn.n_linear(m)  # Gated DeltaNet / Mamba-2 layers: their own mixer, no q/k norms
     lin = linear_attn.params_per_layer(m) + 2 * d if n_lin else 0
     layers = linear_attn.n_attending(m) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
+    layers += attn_res.params(m)  # Kimi-K3's attention residuals
     # a layer without an FFN block has no pre-FFN norm; one without a mixer (`none`) only that norm
     layers -= getattr(m, "ffn_free_layers", 0) * d - linear_attn.n_kind(m, "none") * d
     total = embed + head + layers + d
@@ -271,90 +268,13 @@ def build_ops(
             m, h, tp // attention_dp, gemm, elementwise, act_bytes, kv_bytes
         )
     elif is_mla(m):
-        lat, rope, nope, v = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-        if m.q_lora_rank:  # one GEMM for both down-projections (module docstring)
-            ops += [
-                gemm("qkv_a_proj", d, m.q_lora_rank + lat + rope),  # replicated on every chip
-                elementwise("q_a_norm", "norm", m.q_lora_rank, m.q_lora_rank, m.q_lora_rank),
-                gemm("q_b_proj", m.q_lora_rank, h * (nope + rope)),
-            ]
-        else:
-            ops += [gemm("q_proj", d, h * (nope + rope)), gemm("kv_a_proj", d, lat + rope)]
-        ops += dsa.indexer_ops(m, gemm, w_bytes, act_bytes) if dsa.is_dsa(m) else []  # its indexer
-        kv_tok = dsa.latent_bytes(m, kv_bytes) if dsa.is_dsa(m) else (lat + rope) * kv_bytes  # on every chip
-        ops += [
-            Op(
-                "kv_norm_rope_write",
-                "elementwise",
-                repeat=L,
-                weight_bytes=lat * w_bytes,
-                flops_per_token=4.0 * lat + 6.0 * (h + 1) * rope,
-                act_bytes_per_token=2.0 * (lat + rope) * act_bytes,
-                kv_write_per_token=kv_tok,
-            ),
-            # decode (and verification): the absorbed path, attention over the latent itself
-            Op(
-                "q_absorb",
-                "gemm",
-                repeat=L,
-                weight_bytes=h * nope * lat * w_bytes,
-                flops_per_token=2.0 * h * nope * lat,
-                path="decode",
-                act_bytes_per_token=h * (nope + lat) * act_bytes,
-            ),
-            Op(
-                "attention",
-                "attention",
-                repeat=L,
-                kv_read_per_ctx=kv_tok,
-                path="decode",
-                attn_flops_per_ctx=2.0 * h * (2 * lat + rope),
-                act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
-                # its shape for a measured dense MLA decode table (op_tables.mla_decode; not DSA's) where
-                # the op sees whole sequences: replicated, or data-parallel attention in serving (not
-                # decode context parallelism, nor a static data-parallel step's per-sequence share)
-                **(
-                    dict(attn_heads=h, attn_kv_heads=1, attn_head_dim=lat + rope)
-                    if not dsa.is_dsa(m)
-                    and (mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens))
-                    else {}
-                ),
-            ),
-            Op(
-                "v_absorb",
-                "gemm",
-                repeat=L,
-                weight_bytes=h * lat * v * w_bytes,
-                path="decode",
-                flops_per_token=2.0 * h * lat * v,
-                act_bytes_per_token=h * (lat + v) * act_bytes,
-            ),
-            # prefill: the latent of every context token is decompressed into per-head keys
-            # and values (kv_b_proj, the same weights the absorbed path folds in: held once),
-            # then ordinary attention with qk = nope + rope and v dimensions (DeepSeek-V2/V3
-            # reference code; vLLM and SGLang prefill this way and decode absorbed)
-            Op(
-                "kv_b_decompress",
-                "gemm",
-                repeat=L,
-                path="prefill",
-                resident_bytes=0.0,
-                weight_bytes=lat * h * (nope + v) * w_bytes,
-                kv_read_per_ctx=kv_tok,
-                flops_per_ctx=2.0 * lat * h * (nope + v),
-                act_bytes_per_ctx=h * (nope + v) * act_bytes,
-            ),
-            Op(
-                "attention_prefill",
-                "attention",
-                repeat=L,
-                path="prefill",
-                attn_flops_per_ctx=2.0 * h * (nope + rope) + 2.0 * h * v,
-                act_bytes_per_ctx=(h * (nope + v) + rope) * act_bytes,
-                act_bytes_per_token=h * (nope + rope + v) * act_bytes,
-            ),
-            gemm("o_proj", h * v, d),
-        ]
+        # the decode op's shape for a measured dense MLA table where it sees whole sequences: replicated, or data-
+        # parallel attention in serving (not decode context parallelism, nor a static data-parallel step's share)
+        table = not dsa.is_dsa(m) and (
+            mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens)
+        )
+        lin_tp = 1 if mapping == "data" else tp
+        ops += mla_attn.mla_block(m, h, lin_tp, gemm, elementwise, w_bytes, act_bytes, kv_bytes, table)
         ops += mla_map.remap(ops[1:], m, tp, mapping, 1.0 if group_tokens else tokens_per_step, act_bytes)
     else:
         ops += global_attn.gqa_block(m, layer_kinds(m), h, tp // attention_dp, gemm, elementwise,
@@ -374,7 +294,7 @@ def build_ops(
         )
     ops += post
     ffn = ffn_ops(m, tp, expert_wb, act_bytes, tokens_per_step, moe_mapping, moe_ep, w_bytes)
-    ops += ffn
+    ops += ffn + attn_res.attn_res_ops(m, act_bytes)
     if tp > 1:
         ops.append(
             Op(

@@ -1,6 +1,7 @@
 """Linear layers (layer_pattern kind `linear`) of hybrid models: Gated DeltaNet (model.linear_kind gdn:
-Qwen3-Next, Qwen3.5 / Qwen3.6, three Gated DeltaNet layers, then one gated full-attention layer) and
-Mamba-2 (linear_kind mamba2: Nemotron-H, Nemotron 3; below the Gated DeltaNet part).
+Qwen3-Next, Qwen3.5 / Qwen3.6, three Gated DeltaNet layers, then one gated full-attention layer),
+Kimi Delta Attention (kda: Kimi-K3, beside gated MLA layers) and Mamba-2 (linear_kind mamba2: Nemotron-H,
+Nemotron 3), both described after the Gated DeltaNet.
 
 A Gated DeltaNet layer (Yang et al., arXiv 2412.06464; HF transformers modeling_qwen3_5.py
 Qwen3_5GatedDeltaNet, SGLang 0.5.9 srt/models/qwen3_5.py) on one chip of tensor parallel `tp` (key
@@ -28,6 +29,20 @@ The conv and recurrent states are per sequence, whatever its length: `state_byte
 (Op.state_bytes_per_seq, summed by core/build.py for the memory a sequence holds); the decode op
 carries their traffic as bytes per token, so the KV read model (framework/core/kv_costs.py) sees no
 `state` layers and counts only the full-attention layers' KV.
+
+A Kimi Delta Attention layer (linear_kind kda: Kimi-K3; Moonshot's modeling_kimi_linear.py KimiDeltaAttention,
+vLLM vllm/models/kimi_k3/nvidia/kda.py) is the gated delta rule with a decay per channel, not per head, on
+K = V heads (linear_k_heads = linear_v_heads) of dk = dv:
+
+    in_proj_qkvgfb  d -> q, k, v, the output gate g (full rank: V dv), the decay's low-rank f_a (dk,
+                    replicated) and beta (V): vLLM's one in_proj_qkvgfab GEMM; f_b_proj  dk -> K dk
+    causal conv1d (kernel c, weights fp32) over q, k, v; SiLU; q, k L2-normalised in the kernel
+    S <- (I - beta k k^T) Diag(exp(g)) S + beta k v^T;  o = S^T q   (g = -5 sigmoid(exp(A) (f + dt_bias)))
+    RMSNorm of o per head x sigmoid(g), o_proj  V dv -> d
+
+Decode and prefill cost as the Gated DeltaNet's (the same products per head; the gate per channel adds its
+elementwise work and, in the chunked prefill (FLA chunk_kda), its fp32 cumulative sums, dk per token and head
+written and read: a stated assumption, no KDA kernel timed). State as the Gated DeltaNet's (fp32 S, bf16 conv).
 
 A Mamba-2 mixer (Dao & Gu, arXiv 2405.21060; transformers modeling_nemotron_h.py NemotronHMamba2Mixer, vLLM
 MambaMixer2) maps onto the same fields: G groups of B and C (linear_k_heads) of state size N
@@ -105,6 +120,12 @@ def params_per_layer(m) -> int:
     if m.linear_kind == "mamba2":
         h = m.linear_v_heads
         return d * (val + conv + h) + (m.linear_conv_kernel + 1) * conv + 3 * h + val + val * d
+    if m.linear_kind == "kda":  # q k v, g, f_a, f_b, beta, conv1d, A_log, dt_bias, the norm's weight, o_proj
+        v_heads = m.linear_v_heads
+        f = d * dk + dk * key  # the decay gate's low-rank pair, of rank dk
+        return (
+            d * conv + d * val + f + d * v_heads + m.linear_conv_kernel * conv + v_heads + key + dv + val * d
+        )
     return (
         d * conv
         + d * val
@@ -191,6 +212,34 @@ def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
     ]  # fmt: skip
 
 
+def kda_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
+    """The ops of the model's Kimi Delta Attention layers on one chip (module docstring)."""
+    n = n_linear(m)
+    d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
+    nk, nv = heads_per_chip(m, tp)
+    key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)
+    ab, sb = act_bytes, STATE_BYTES[m.linear_state_dtype]
+    rec = nv * dk * dv * sb  # recurrent state of one sequence, this chip
+    conv_state = (c - 1) * conv * CONV_STATE_BYTES
+    conv_w = c * conv * 4.0  # conv1d weights in fp32 (KimiDeltaAttention's ShortConvolution)
+    io = (conv + 2 * val + key + nv) * ab  # q, k, v, g, f and beta in, o out
+    gate = 6.0 * key  # the decay gate per channel (exp, sigmoid, scale)
+    return [
+        gemm("in_proj_qkvgfb", d, conv + val + dk + nv),
+        gemm("f_b_proj", dk, key),
+        *conv_ops(n, c, conv, conv_w, conv_state, ab),
+        Op("kda_decode", "elementwise", repeat=n, path="decode",
+           flops_per_token=nv * decode_flops_per_head(dk, dv) + 8.0 * key + gate,  # + q/k L2 norms
+           act_bytes_per_token=io + 2.0 * rec,  # the state read and written every step
+           state_bytes_per_seq=rec + conv_state),
+        Op("kda_prefill", "elementwise", repeat=n, path="prefill",
+           flops_per_token=nv * prefill_flops_per_head(dk, dv) + 8.0 * key + gate,
+           act_bytes_per_token=nv * (prefill_bytes_per_head(dk, dv, ab) + 8.0 * dk) + (key + nv) * ab),
+        elementwise("gated_norm", "norm", 2 * val, val, weights=dv),
+        gemm("out_proj", val, d),
+    ]  # fmt: skip
+
+
 def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: str = "") -> List[Op]:
     """The ops of the model's linear layers on one chip (repeat = those layers), between the input
     norm and the attention all-reduce the full-attention layers share: Gated DeltaNet, or Mamba-2
@@ -199,6 +248,8 @@ def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: s
     gemm, elementwise = op_builders(n, w_bytes, act_bytes, gemm_dtype)
     if m.linear_kind == "mamba2":
         return mamba2_ops(m, tp, gemm, elementwise, act_bytes)
+    if m.linear_kind == "kda":
+        return kda_ops(m, tp, gemm, elementwise, act_bytes)
     d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
     nk, nv = heads_per_chip(m, tp)
     key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)
@@ -225,17 +276,21 @@ def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: s
 
 
 def gate_attention(ops: List[Op], m, h: int, gemm, elementwise) -> List[Op]:
-    """Gated attention (config.json attn_output_gate): q_proj yields a gate per query element too
-    (SGLang qwen3_5.py: q_proj of 2 h hd), sigmoid(gate) x attention output before o_proj."""
+    """Gated attention (config.json attn_output_gate; mla_use_output_gate): sigmoid(gate) x attention output before
+    o_proj, the gate from q_proj, which yields one per query element too (SGLang qwen3_5.py: q_proj of 2 h hd), or
+    under MLA from a GEMM of its own, d -> h v_head_dim (Kimi-K3's g_proj, column-parallel: vLLM
+    vllm/models/kimi_k3/nvidia/mla.py)."""
     if not m.attn_output_gate:
         return ops
-    hd = m.head_dim
+    mla = m.kv_lora_rank > 0
+    width = h * (m.v_head_dim if mla else m.head_dim)
     out = []
     for op in ops:
-        if op.name == "qkv_proj":
-            op = gemm("qkv_proj", m.d_model, op.gemm_n + h * hd)
+        if op.name == "qkv_proj" and not mla:
+            op = gemm("qkv_proj", m.d_model, op.gemm_n + width)
         if op.name == "o_proj":
-            out.append(elementwise("attn_gate", "elementwise", 2 * h * hd, h * hd))
+            out += [gemm("g_proj", m.d_model, width)] if mla else []
+            out.append(elementwise("attn_gate", "elementwise", 2 * width, width))
         out.append(op)
     return out
 

@@ -28,7 +28,7 @@ TIE_DEFAULT: Dict[str, Optional[bool]] = {
     ),
     **dict.fromkeys("gemma gemma2 gemma3_text gemma4_text starcoder2 cohere".split(), True),
     **dict.fromkeys(
-        "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 glm_moe_dsa ministral deepseek_v4 minimax_m3".split(),
+        "minimax_m2 qwen2_vl qwen2_5_vl qwen3_vl_text qwen3_vl_moe_text deepseek_v32 glm_moe_dsa ministral deepseek_v4 minimax_m3 kimi_linear".split(),
         None,
     ),
 }

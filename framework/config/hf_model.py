@@ -37,6 +37,7 @@ from decodelab.config import (
     hf_deepseek_v4,
     hf_dsa,
     hf_gemma4,
+    hf_kimi_linear,
     hf_linear,
     hf_llama4,
     hf_mamba,
@@ -50,7 +51,13 @@ from decodelab.core.schema_model import ModelConfig
 from decodelab.errors import ConfigError
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai")  # gate + up + down projections
+GATED_ACTS = (
+    "silu",
+    "swish",
+    "swiglu",
+    "swigluoai",
+    "situ",
+)  # gate + up + down projections (situ: Kimi's SituAndMul)
 GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
 SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
 FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
@@ -152,7 +159,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if not any(k in d for k in REQUIRED) and isinstance(d.get("text_config"), dict):
         outer, d = d, d["text_config"]  # multimodal: the language model's shapes
     mt = str(d.get("model_type") or (outer or {}).get("model_type") or "unknown")
-    if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d)):
+    if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d) or hf_kimi_linear.is_kimi_linear(d)):
         fam.refuse_state_space(mt, d, path)
     d = hf_nas.with_uniform_keys(hf_mamba.with_block_count(d), path)
     r = _Keys(d, fam.defaults(mt))
@@ -181,6 +188,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     hf_gemma4.read(r, imp)
     hf_mimo_v2.read(r, imp)
     hf_minimax_m3.read(r, imp)
+    hf_kimi_linear.read(r, imp)
     imp.unused = sorted(set(d) - r.used) + sorted(f"(outer) {k}" for k in (outer or {}) if k != "text_config")
     unknown = fam.check_unknown(mt, imp.unused, path)
     imp.notes += [unknown] if unknown else []
@@ -227,7 +235,7 @@ def _shape(r: _Keys, imp: Imported) -> None:
         imp.set("head_dim", hd, f"config.json head_dim{differs}")
     else:
         imp.set("head_dim", d // h, f"config.json hidden_size / num_attention_heads = {d} / {h}")
-        if d % h:
+        if d % h and not r.has("kv_lora_rank"):  # MLA: head_dim from its own dims (_mla)
             imp.unexpressed.append(f"hidden_size={d} is not a multiple of num_attention_heads={h}")
     dense = r.get("intermediate_size") or r.get("moe_intermediate_size")
     imp.set("ffn_dim", dense, "config.json intermediate_size")
@@ -238,7 +246,9 @@ def _moe(r: _Keys, imp: Imported) -> None:
     key, n = r.first("n_routed_experts", "num_local_experts", "num_experts")
     if not n:
         return
-    k_key, k = r.first("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
+    k_key, k = r.first(
+        "num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts", "num_experts_per_token"
+    )
     if not k:
         raise ConfigError(f"{imp.path} has {key}={n} but no num_experts_per_tok (experts per token)")
     n, k = _int(r, key), _int(r, k_key)
@@ -253,9 +263,11 @@ def _moe(r: _Keys, imp: Imported) -> None:
         e_ffn, src = imp.values["ffn_dim"], "config.json intermediate_size (per expert)"
         imp.why["ffn_dim"] += " (per expert; no dense layers)"
     imp.set("expert_ffn_dim", e_ffn, src)
-    shared, s_why = int(r.get("n_shared_experts", 0)), "config.json n_shared_experts"
-    if not r.has("n_shared_experts"):
-        s_why = "config.json names no shared expert"
+    n_key, shared = r.first("n_shared_experts", "num_shared_experts")  # Kimi Linear: num_shared_experts
+    shared, s_why = (
+        int(shared or 0),
+        f"config.json {n_key}" if n_key else "config.json names no shared expert",
+    )
     # qwen2_moe: one wide shared expert (MiniMax-M3 names the key shared_intermediate_size)
     s_key, s_ffn = r.first("shared_expert_intermediate_size", "shared_intermediate_size")
     if s_ffn:

@@ -76,6 +76,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
         "ffn_free_layers",
         "moe_latent_dim",
         "linear_kind",
+        "attn_res_block_size",
     )
     keys += [k for k in extra + LINEAR if k in v and k not in keys]
     keys += ["generation_defaults"] if "generation_defaults" in v else []

@@ -29,6 +29,8 @@ DTYPE_BYTES.update({"fp4": 0.5, "mxfp4": 4.25 / 8, "nvfp4": 4.5 / 8})
 EXECUTIONS = ("gpu", "dataflow")
 ARCHS_IMPLEMENTED = ("dense", "moe", "mla", "hybrid", "csa")
 LAYER_KINDS = ("full", "sliding", "state", "linear", "none")  # hybrid layer_pattern entries
+MLA_LAYER_KINDS = ("full", "linear")  # an MLA model's layer_pattern: MLA layers, linear ones (Kimi-K3)
+LINEAR_KINDS = ("gdn", "mamba2", "kda")  # model.linear_kind (components/models/linear_attn.py)
 ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid", "csa")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
@@ -242,9 +244,12 @@ def _check_arch(e: List[str], m) -> None:
             f"model.layer_pattern is empty for arch=hybrid ({m.name}); give the layer kinds, "
             f"e.g. [sliding, full], from: {', '.join(LAYER_KINDS)}"
         )
+    kinds = MLA_LAYER_KINDS if m.arch == "mla" else LAYER_KINDS
     for i, kind in enumerate(m.layer_pattern):
-        _choice(e, f"model.layer_pattern[{i}]", kind, LAYER_KINDS)
-    if "sliding" in m.layer_pattern and m.sliding_window < 1:
+        _choice(e, f"model.layer_pattern[{i}]", kind, kinds)
+    if m.attn_res_block_size < 0:
+        e.append(f"model.attn_res_block_size={m.attn_res_block_size} must be >= 0 (0: residual adds)")
+    if "sliding" in m.layer_pattern and "sliding" in kinds and m.sliding_window < 1:
         e.append(f"model.sliding_window={m.sliding_window} must be >= 1 with sliding layers")
     if "state" in m.layer_pattern and m.state_bytes_per_layer < 1:
         e.append(f"model.state_bytes_per_layer={m.state_bytes_per_layer} must be >= 1 with state layers")
@@ -344,7 +349,7 @@ def _check_dsa(e: List[str], m) -> None:
 
 
 def _linear_fields(e, m) -> None:
-    """Linear layers (layer_pattern `linear`: Gated DeltaNet or Mamba-2) need their head shapes, state dtype and kind."""
+    """Linear layers (layer_pattern `linear`: Gated DeltaNet, KDA or Mamba-2) need their head shapes, state dtype and kind."""
     for f in (
         "linear_k_heads",
         "linear_v_heads",
@@ -353,10 +358,20 @@ def _linear_fields(e, m) -> None:
         "linear_conv_kernel",
     ):
         if getattr(m, f) < 1:
-            e.append(f"model.{f}={getattr(m, f)} must be >= 1 with linear (Gated DeltaNet / Mamba-2) layers")
+            e.append(
+                f"model.{f}={getattr(m, f)} must be >= 1 with linear (Gated DeltaNet / KDA / Mamba-2) layers"
+            )
     _choice(e, "model.linear_state_dtype", m.linear_state_dtype, ("fp32", "bf16"))
-    _choice(e, "model.linear_kind", m.linear_kind, ("gdn", "mamba2"))
-    if m.linear_k_heads >= 1 and m.linear_v_heads % m.linear_k_heads:
+    _choice(e, "model.linear_kind", m.linear_kind, LINEAR_KINDS)
+    if m.linear_kind == "kda" and (m.linear_k_heads, m.linear_k_head_dim) != (
+        m.linear_v_heads,
+        m.linear_v_head_dim,
+    ):
+        e.append(
+            f"model.linear_kind=kda needs linear_k_heads = linear_v_heads and linear_k_head_dim = linear_v_head_dim "
+            f"(got {m.linear_k_heads} / {m.linear_v_heads} heads of {m.linear_k_head_dim} / {m.linear_v_head_dim})"
+        )
+    if m.linear_kind != "kda" and m.linear_k_heads >= 1 and m.linear_v_heads % m.linear_k_heads:
         e.append(
             f"model.linear_v_heads={m.linear_v_heads} must be a multiple of "
             f"model.linear_k_heads={m.linear_k_heads}"

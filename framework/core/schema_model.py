@@ -97,6 +97,7 @@ class ModelConfig:
     # The recurrent mixer of the `linear` layers: gdn (Gated DeltaNet) | mamba2 (Mamba-2's selective state space,
     # Nemotron-H: linear_k_heads = n_groups, linear_k_head_dim = ssm_state_size, linear_v_heads = mamba_num_heads,
     # linear_v_head_dim = mamba_head_dim, linear_conv_kernel = conv_kernel)
+    # kda (Kimi Delta Attention, Kimi-K3: linear_k_heads = linear_v_heads heads of one head dim, a decay per channel)
     linear_kind: str = "gdn"
     # Layers with no FFN block (Nemotron-H: an attention block is a layer of its own, its mixer only)
     ffn_free_layers: int = 0
@@ -119,8 +120,12 @@ class ModelConfig:
     # The dtype the weights outside the routed experts keep under expert_only_dtypes (gpt-oss: bf16;
     # DeepSeek-V4: fp8_block, its experts MXFP4)
     expert_only_dense_dtype: str = "bf16"
-    # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate
+    # Gated attention (config.json attn_output_gate): q_proj also yields a per-element output gate (MLA,
+    # mla_use_output_gate: a g_proj GEMM of its own)
     attn_output_gate: bool = False
+    # Block Attention Residuals (Kimi-K3 config.json attn_res_block_size; components/models/attn_res.py): layers per
+    # block of the softmax mixes over depth that replace the residual adds (0: residual adds)
+    attn_res_block_size: int = 0
     # A sigmoid gate (hidden -> 1) scaling the shared expert's output (Qwen2-MoE / Qwen3-Next / Qwen3.5)
     shared_expert_gate: bool = False
     # The checkpoint's generation_config.json sampling defaults (temperature, top_k, top_p, min_p,
