@@ -29,7 +29,7 @@ def is_v4(d: dict) -> bool:
 
 
 def read(r, imp) -> None:
-    """Set the compressed-attention fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
+    """Set the compressed-attention fields of `imp` from the config.json reader `r` (hf_reader.Keys)."""
     if not is_v4(r.d):
         return
     ratios = [int(x) for x in r.get("compress_ratios")]

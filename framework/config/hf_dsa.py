@@ -18,7 +18,7 @@ LAYOUT_KEYS = (
 
 
 def read(r, imp) -> None:
-    """Set the index_* fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
+    """Set the index_* fields of `imp` from the config.json reader `r` (hf_reader.Keys)."""
     if not r.get("index_topk", 0):
         return
     need = [k for k in ("index_n_heads", "index_head_dim") if not r.get(k, 0)]

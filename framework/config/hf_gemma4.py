@@ -27,7 +27,7 @@ def is_gemma4(model_type: str) -> bool:
 
 
 def read(r, imp) -> None:
-    """Set the Gemma 4 fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
+    """Set the Gemma 4 fields of `imp` from the config.json reader `r` (hf_reader.Keys)."""
     if not is_gemma4(imp.model_type):
         return
     if r.get("hidden_size_per_layer_input", 0):

@@ -3,7 +3,7 @@ inside model_type kimi_k3; Moonshot's modeling_kimi_linear.py, vLLM vllm/models/
 Kimi Delta Attention layers (`linear_attn_config`: kda_layers and full_attn_layers, 1-based, num_heads x head_dim,
 short_conv_kernel_size), the gated MLA of the other layers (`mla_use_output_gate`), the latent MoE
 (`routed_expert_hidden_size`) and the attention residuals (`attn_res_block_size`); its MoE keys
-(num_experts_per_token, num_shared_experts) and its gated SiTU activation are hf_model's. Components:
+(num_experts_per_token, num_shared_experts) are hf_moe's, its gated SiTU activation hf_model's. Components:
 components/models/linear_attn.py (kda), mla_attn.py, attn_res.py."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _positive(path: str, key: str, v) -> int:
 
 
 def read(r, imp) -> None:
-    """Set the KDA, gate, latent-MoE and attention-residual fields of `imp` from the reader `r` (hf_model._Keys)."""
+    """Set the KDA, gate, latent-MoE and attention-residual fields of `imp` from the reader `r` (hf_reader.Keys)."""
     if not is_kimi_linear(r.d):
         return
     la, n = r.get("linear_attn_config"), imp.values["n_layers"]

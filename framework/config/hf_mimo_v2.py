@@ -42,7 +42,7 @@ def kinds(r, n: int) -> List[str]:
 
 
 def read(r, imp) -> None:
-    """Set the per-kind attention fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
+    """Set the per-kind attention fields of `imp` from the config.json reader `r` (hf_reader.Keys)."""
     if not is_mimo_v2(r.d):
         return
     need = [k for k in ("num_key_value_heads", "swa_num_key_value_heads", "v_head_dim") if not r.get(k)]

@@ -3,7 +3,7 @@ SGLang minimax_m3.py, TensorRT-LLM modeling_minimaxm3.py): its block-sparse atte
 each KV head reads the top `sparse_topk_blocks` blocks of `sparse_block_size` tokens an indexer of
 `sparse_num_index_heads` x `sparse_index_dim` picks, in the layers `sparse_attention_freq` marks; the leading
 dense ones attend densely) and the leading dense layers' MLP (`dense_intermediate_size`); the shared expert's
-width (`shared_intermediate_size`) is hf_model._moe's. Model: components/models/msa.py."""
+width (`shared_intermediate_size`) is hf_moe's. Model: components/models/msa.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def is_minimax_m3(d: dict) -> bool:
 
 
 def read(r, imp) -> None:
-    """Set the block-sparse attention fields of `imp` from the config.json reader `r` (hf_model._Keys)."""
+    """Set the block-sparse attention fields of `imp` from the config.json reader `r` (hf_reader.Keys)."""
     if not is_minimax_m3(r.d):
         return
     sc = r.get("sparse_attention_config")

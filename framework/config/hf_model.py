@@ -13,7 +13,9 @@ repeats to the layer list, components/models/layers.py) + `sliding_window`, arch
 `tie_word_embeddings`, `attention_bias`, `hidden_act`, `max_position_embeddings`. A multimodal
 config's language model is read from `text_config`. Families with modules of their own: Gated DeltaNet
 hybrids (hf_linear.py), Mamba-2 hybrids (Nemotron-H, hf_mamba.py), searched Llama-Nemotron layers
-(hf_nas.py), Llama 4's experts and chunked attention (hf_llama4.py); dense layers anywhere are a count.
+(hf_nas.py), Llama 4's experts and chunked attention (hf_llama4.py), Kimi Linear (hf_kimi_linear.py) and
+others (hf_*.py); the MoE keys are hf_moe.py's, the layer kinds hf_layers.py's (dense layers anywhere are a
+count), the reading primitives hf_reader.py's.
 
 A key config.json omits takes the default of the family's transformers configuration class
 (config/hf_families.py): Gemma ties its embeddings, Gemma-2 alternates sliding and full layers,
@@ -29,39 +31,32 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List
 
 from decodelab.config import (
     hf_deepseek_v4,
     hf_dsa,
     hf_gemma4,
     hf_kimi_linear,
+    hf_layers,
     hf_linear,
     hf_llama4,
     hf_mamba,
     hf_mimo_v2,
     hf_minimax_m3,
+    hf_moe,
     hf_nas,
 )
 from decodelab.config import hf_families as fam
 from decodelab.config.hf_families import GEGLU_TYPES, QK_NORM_TYPES, QKV_BIAS_TYPES
+from decodelab.config.hf_reader import Imported, Keys, positive_int
 from decodelab.core.schema_model import ModelConfig
 from decodelab.errors import ConfigError
 
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-GATED_ACTS = (
-    "silu",
-    "swish",
-    "swiglu",
-    "swigluoai",
-    "situ",
-)  # gate + up + down projections (situ: Kimi's SituAndMul)
+# gate + up + down projections (situ: Kimi's SituAndMul)
+GATED_ACTS = ("silu", "swish", "swiglu", "swigluoai", "situ")
 GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu")
-SLIDING = {"sliding_attention": "sliding", "sliding": "sliding", "local": "sliding"}
-FULL = {"full_attention": "full", "full": "full", "global": "full", "attention": "full"}
-LINEAR = {"linear_attention": "linear"}  # Gated DeltaNet (config/hf_linear.py)
 # keys whose mechanism the schema has no field for (when set to a value that changes the model)
 GAPS = {
     "o_lora_rank": "low-rank output projection (DeepSeek-V4)",
@@ -79,50 +74,6 @@ BASE = tuple(
 )
 MOE = ("n_experts", "experts_per_token", "n_shared_experts", "expert_ffn_dim", "first_dense_layers")
 MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-
-
-@dataclass
-class Imported:
-    name: str
-    path: str
-    model_type: str
-    values: Dict[str, Any] = field(default_factory=dict)  # ModelConfig field -> value
-    why: Dict[str, str] = field(default_factory=dict)  # ModelConfig field -> where it came from
-    unused: List[str] = field(default_factory=list)  # config.json keys not read
-    unexpressed: List[str] = field(default_factory=list)  # what the schema cannot express
-    notes: List[str] = field(default_factory=list)
-
-    def set(self, key: str, value, why: str) -> None:
-        self.values[key] = value
-        self.why[key] = why
-
-
-class _Keys:
-    """config.json as read: `get` marks a key used; null counts as absent (HF writes null for
-    'not set'). `defaults`: the family's transformers defaults for keys the file omits (not for
-    keys it sets to null); `defaulted` records those read."""
-
-    def __init__(self, d: dict, defaults: Dict[str, Any] = None):
-        self.d, self.used, self.defaulted = d, set(), set()
-        self.defaults = {k: v for k, v in (defaults or {}).items() if k not in d}
-
-    def has(self, k: str) -> bool:
-        return self.d.get(k) is not None or k in self.defaults
-
-    def get(self, k: str, default=None):
-        self.used.add(k)
-        if k in self.defaults:
-            self.defaulted.add(k)
-            return self.defaults[k]
-        v = self.d.get(k)
-        return default if v is None else v
-
-    def first(self, *keys: str):
-        """(key, value) of the first key set, or (None, None)."""
-        for k in keys:
-            if self.has(k):
-                return k, self.get(k)
-        return None, None
 
 
 def load_json(path: str) -> dict:
@@ -146,13 +97,6 @@ def default_name(path: str, d: dict) -> str:
     return re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_") or "model"
 
 
-def _int(r: _Keys, k: str, need_positive: bool = True) -> int:
-    v = r.get(k)
-    if isinstance(v, bool) or not isinstance(v, int) or (need_positive and v < 1):
-        raise ConfigError(f"config.json {k}={v!r} must be a positive integer")
-    return v
-
-
 def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     """Map a parsed config.json onto ModelConfig fields; ConfigError for what it cannot represent."""
     outer = None
@@ -162,7 +106,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if not (hf_linear.is_gated_deltanet(d) or hf_mamba.is_nemotron_h(d) or hf_kimi_linear.is_kimi_linear(d)):
         fam.refuse_state_space(mt, d, path)
     d = hf_nas.with_uniform_keys(hf_mamba.with_block_count(d), path)
-    r = _Keys(d, fam.defaults(mt))
+    r = Keys(d, fam.defaults(mt))
     missing = [k for k in REQUIRED if not r.has(k)]
     if not r.has("intermediate_size") and not r.has("moe_intermediate_size"):
         missing.append("intermediate_size")
@@ -173,11 +117,11 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     if outer is not None:
         imp.notes.append("the language model is read from text_config (the vision tower is not modelled)")
     _shape(r, imp)
-    _moe(r, imp)
+    hf_moe.read(r, imp)
     _mla(r, imp)
     hf_deepseek_v4.read(r, imp)
     hf_dsa.read(r, imp)
-    _layers(r, imp)
+    hf_layers.read(r, imp)
     _misc(r, imp, outer)
     hf_linear.read(r, imp)
     if hf_mamba.is_nemotron_h(d):
@@ -201,7 +145,7 @@ def from_config(d: dict, name: str, path: str = "config.json") -> Imported:
     return imp
 
 
-def _mark_defaults(r: _Keys, imp: Imported) -> None:
+def _mark_defaults(r: Keys, imp: Imported) -> None:
     """A field set from a family default says so in its comment, and the notes list the defaults."""
     for k in sorted(r.defaulted):
         src = f"{k} {r.defaults[k]} (not in config.json: the {imp.model_type} default in transformers)"
@@ -212,14 +156,14 @@ def _mark_defaults(r: _Keys, imp: Imported) -> None:
         imp.notes.append(f"not in config.json, taken from transformers' {imp.model_type} defaults: {shown}")
 
 
-def _shape(r: _Keys, imp: Imported) -> None:
-    n_layers, d = _int(r, "num_hidden_layers"), _int(r, "hidden_size")
-    h, vocab = _int(r, "num_attention_heads"), _int(r, "vocab_size")
+def _shape(r: Keys, imp: Imported) -> None:
+    n_layers, d = positive_int(r, "num_hidden_layers"), positive_int(r, "hidden_size")
+    h, vocab = positive_int(r, "num_attention_heads"), positive_int(r, "vocab_size")
     imp.set("n_layers", n_layers, "config.json num_hidden_layers")
     imp.set("d_model", d, "config.json hidden_size")
     imp.set("n_heads", h, "config.json num_attention_heads")
     if r.has("num_key_value_heads"):
-        kv = _int(r, "num_key_value_heads")
+        kv = positive_int(r, "num_key_value_heads")
         if kv > h or h % kv:
             divisors = ", ".join(str(x) for x in range(1, h + 1) if h % x == 0)
             raise ConfigError(
@@ -230,7 +174,7 @@ def _shape(r: _Keys, imp: Imported) -> None:
     else:
         imp.set("n_kv_heads", h, "config.json has no num_key_value_heads: MHA (= num_attention_heads)")
     if r.has("head_dim"):
-        hd = _int(r, "head_dim")
+        hd = positive_int(r, "head_dim")
         differs = f", not hidden_size / num_attention_heads = {d / h:g}" if hd * h != d else ""
         imp.set("head_dim", hd, f"config.json head_dim{differs}")
     else:
@@ -242,96 +186,13 @@ def _shape(r: _Keys, imp: Imported) -> None:
     imp.set("vocab_size", vocab, "config.json vocab_size")
 
 
-def _moe(r: _Keys, imp: Imported) -> None:
-    key, n = r.first("n_routed_experts", "num_local_experts", "num_experts")
-    if not n:
-        return
-    k_key, k = r.first(
-        "num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts", "num_experts_per_token"
-    )
-    if not k:
-        raise ConfigError(f"{imp.path} has {key}={n} but no num_experts_per_tok (experts per token)")
-    n, k = _int(r, key), _int(r, k_key)
-    if k > n:
-        raise ConfigError(f"config.json {k_key}={k} must be in [1, {key}={n}] (experts chosen per token)")
-    imp.set("n_experts", n, f"config.json {key}")
-    imp.set("experts_per_token", k, f"config.json {k_key}")
-    r.get("experts_per_token")  # gpt-oss repeats num_experts_per_tok under this name
-    if r.has("moe_intermediate_size"):
-        e_ffn, src = int(r.get("moe_intermediate_size")), "config.json moe_intermediate_size"
-    else:
-        e_ffn, src = imp.values["ffn_dim"], "config.json intermediate_size (per expert)"
-        imp.why["ffn_dim"] += " (per expert; no dense layers)"
-    imp.set("expert_ffn_dim", e_ffn, src)
-    n_key, shared = r.first("n_shared_experts", "num_shared_experts")  # Kimi Linear: num_shared_experts
-    shared, s_why = (
-        int(shared or 0),
-        f"config.json {n_key}" if n_key else "config.json names no shared expert",
-    )
-    # qwen2_moe: one wide shared expert (MiniMax-M3 names the key shared_intermediate_size)
-    s_key, s_ffn = r.first("shared_expert_intermediate_size", "shared_intermediate_size")
-    if s_ffn:
-        shared = round(s_ffn / e_ffn)
-        s_why = f"config.json {s_key} {s_ffn} = {shared} x {e_ffn} (same weights)"
-        if shared * e_ffn != s_ffn:
-            imp.unexpressed.append(
-                f"{s_key}={s_ffn} is not a multiple of the expert width {e_ffn}: costed as {shared} experts"
-            )
-    imp.set("n_shared_experts", shared, s_why)
-    dense, f_why = _dense_layers(r, imp.values["n_layers"])
-    imp.set("first_dense_layers", dense, f_why)
-
-
-def _moe_layers(r: _Keys, n_layers: int):
-    """(indices of the MoE layers, the keys that placed them) as transformers builds them: DeepSeek's
-    first_k_dense_replace (+ moe_layer_freq as an int), Qwen2/3-MoE's decoder_sparse_step and
-    mlp_only_layers, Llama 4's moe_layers / interleave_moe_layer_step, a per-layer moe_layer_freq list."""
-    layers, keys = set(range(n_layers)), []
-    first = r.get("first_k_dense_replace", 0)
-    if first:
-        layers -= set(range(int(first)))
-        keys.append(f"first_k_dense_replace {first}")
-    freq = r.get("moe_layer_freq", 1)
-    if isinstance(freq, list):  # one 0/1 flag per layer (MiMo-V2-Flash)
-        layers &= {i for i, f in enumerate(freq) if f}
-        keys.append(f"moe_layer_freq ({sum(1 for f in freq if f)} of {len(freq)} layers)")
-    elif freq != 1:  # DeepSeek-V2: layer_idx % moe_layer_freq == 0
-        layers = {i for i in layers if i % int(freq) == 0}
-        keys.append(f"moe_layer_freq {freq}")
-    step = r.get("decoder_sparse_step", 1)
-    if step != 1:  # Qwen2MoeDecoderLayer: (layer_idx + 1) % decoder_sparse_step == 0
-        layers = {i for i in layers if (i + 1) % int(step) == 0}
-        keys.append(f"decoder_sparse_step {step}")
-    only = list(r.get("mlp_only_layers", []) or [])
-    if only:
-        layers -= set(only)
-        keys.append(f"mlp_only_layers {only}")
-    listed, inter = r.get("moe_layers"), r.get("interleave_moe_layer_step", 1)
-    if listed is not None or inter != 1:  # Llama4TextConfig: range(step - 1, n_layers, step)
-        layers &= set(listed) if listed is not None else set(range(int(inter) - 1, n_layers, int(inter)))
-        keys.append("moe_layers" if listed is not None else f"interleave_moe_layer_step {inter}")
-    return layers, keys
-
-
-def _dense_layers(r: _Keys, n_layers: int):
-    """(dense-FFN layers, why): their count, wherever they sit. Every decoder-layer op carries the layer
-    average (components/models/experts.py), so a dense layer costs the same at any position."""
-    moe, keys = _moe_layers(r, n_layers)
-    dense = n_layers - len(moe)
-    if not keys:
-        return dense, "every layer is MoE (config.json names no dense layers)"
-    lead = moe == set(range(dense, n_layers))
-    where = "the leading ones" if lead else "interleaved: costed by count, the position changes no step cost"
-    return dense, f"config.json {', '.join(keys)}: {dense} dense of {n_layers} layers ({where})"
-
-
-def _mla(r: _Keys, imp: Imported) -> None:
+def _mla(r: Keys, imp: Imported) -> None:
     if not r.has("kv_lora_rank"):
         return
     need = [k for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if not r.has(k)]
     if need:
         raise ConfigError(f"{imp.path} has kv_lora_rank but no {', '.join(need)} (required for MLA)")
-    nope, rope = _int(r, "qk_nope_head_dim"), _int(r, "qk_rope_head_dim")
+    nope, rope = positive_int(r, "qk_nope_head_dim"), positive_int(r, "qk_rope_head_dim")
     kv_heads = imp.values["n_kv_heads"]
     imp.set(
         "n_kv_heads",
@@ -341,89 +202,13 @@ def _mla(r: _Keys, imp: Imported) -> None:
     imp.set("head_dim", nope + rope, f"qk_nope_head_dim + qk_rope_head_dim = {nope} + {rope}")
     q = r.get("q_lora_rank", 0)
     imp.set("q_lora_rank", int(q), "config.json q_lora_rank" + ("" if q else " (null: no query compression)"))
-    imp.set("kv_lora_rank", _int(r, "kv_lora_rank"), "config.json kv_lora_rank")
+    imp.set("kv_lora_rank", positive_int(r, "kv_lora_rank"), "config.json kv_lora_rank")
     imp.set("qk_nope_head_dim", nope, "config.json qk_nope_head_dim")
     imp.set("qk_rope_head_dim", rope, "config.json qk_rope_head_dim")
-    imp.set("v_head_dim", _int(r, "v_head_dim"), "config.json v_head_dim")
+    imp.set("v_head_dim", positive_int(r, "v_head_dim"), "config.json v_head_dim")
 
 
-def _period(kinds: List[str]) -> List[str]:
-    """The shortest prefix that, repeated, gives `kinds` (components/models/layers.layer_kinds)."""
-    for p in range(1, len(kinds) + 1):
-        if all(kinds[i] == kinds[i % p] for i in range(len(kinds))):
-            return kinds[:p]
-    return kinds
-
-
-def _kinds(r: _Keys, imp: Imported, n: int, window: int):
-    """(kind of every layer or None, where it came from), as transformers builds `layer_types`."""
-    if r.has("layer_types"):
-        raw = list(r.get("layer_types"))
-        lin = LINEAR if hf_linear.is_gated_deltanet(r.d) else {}
-        bad = sorted({str(t) for t in raw if t not in SLIDING and t not in FULL and t not in lin})
-        if bad:
-            allowed = ", ".join(sorted(set(SLIDING) | set(FULL)))
-            raise ConfigError(
-                f"config.json layer_types has {', '.join(bad)}: import-model writes attention layers only "
-                f"(allowed: {allowed})"
-            )
-        if len(raw) != n:
-            imp.notes.append(f"layer_types lists {len(raw)} layers for num_hidden_layers={n}")
-        return [SLIDING.get(t, lin.get(t, "full")) for t in raw], "config.json layer_types"
-    if hf_linear.kinds(r, n):
-        return hf_linear.kinds(r, n), "config.json full_attention_interval"
-    if hf_mimo_v2.kinds(r, n):
-        return hf_mimo_v2.kinds(r, n), "config.json hybrid_layer_pattern (1: sliding)"
-    if hf_llama4.chunk(r, imp.model_type):
-        why = "config.json attention_chunk_size: RoPE layers attend within their chunk (costed as a window), the rest globally"
-        return hf_llama4.chunk_kinds(r, n), why
-    if "use_sliding_window" in r.d:
-        if r.get("use_sliding_window") and window:
-            mwl = int(r.get("max_window_layers", n))
-            kinds = ["full"] * min(mwl, n) + ["sliding"] * max(n - mwl, 0)
-            return kinds, f"config.json use_sliding_window true: layers from max_window_layers={mwl} on slide"
-        r.get("max_window_layers")
-        if window:
-            imp.notes.append(f"sliding_window={window} is off (use_sliding_window false)")
-        return None, ""
-    if r.has("sliding_window_pattern") and window:
-        p = int(r.get("sliding_window_pattern"))
-        kinds = (["sliding"] * (p - 1) + ["full"]) * (n // p + 1)
-        return kinds[:n], f"config.json sliding_window_pattern {p}: {p - 1} sliding, 1 full"
-    if window and imp.model_type in fam.ALTERNATING:
-        why = f"{imp.model_type} without layer_types: sliding on even layers, full on odd (transformers default)"
-        return ["sliding", "full"] * (n // 2) + ["sliding"] * (n % 2), why
-    if window:
-        return ["sliding"] * n, "config.json sliding_window without layer_types: every layer slides"
-    return None, ""
-
-
-def _layers(r: _Keys, imp: Imported) -> None:
-    n = imp.values["n_layers"]
-    chunk = hf_llama4.chunk(r, imp.model_type)  # Llama 4's chunked attention: written as a window
-    window = chunk or r.get("sliding_window", 0)
-    if "compress_ratios" in imp.values:  # DeepSeek-V4: every layer keeps its window (hf_deepseek_v4)
-        return
-    kinds, why = _kinds(r, imp, n, window)
-    if not kinds or not {"sliding", "linear"} & set(kinds):
-        return
-    if "sliding" not in kinds:  # Gated DeltaNet and full layers only
-        imp.set("layer_pattern", _period(kinds), why)
-        return
-    max_ctx = r.get("max_position_embeddings", 0)
-    if max_ctx and window >= max_ctx:
-        imp.notes.append(f"sliding_window={window} covers max_position_embeddings={max_ctx}: full attention")
-        return
-    if "kv_lora_rank" in imp.values:
-        imp.unexpressed.append("sliding-window MLA layers: arch=mla has no layer pattern; costed as full")
-        return
-    imp.set("layer_pattern", _period(kinds), why)
-    imp.set(
-        "sliding_window", int(window), f"config.json {'attention_chunk_size' if chunk else 'sliding_window'}"
-    )
-
-
-def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
+def _misc(r: Keys, imp: Imported, outer: dict = None) -> None:
     mt = imp.model_type
     _, act = r.first("hidden_act", "hidden_activation", "activation_function")
     act = str(act or "silu")
@@ -457,7 +242,9 @@ def _misc(r: _Keys, imp: Imported, outer: dict = None) -> None:
             "qk_norm", qk, f"{mt}: per-head q/k RMSNorm in the code" if qk else f"{mt}: no q/k norm assumed"
         )
     if r.has("max_position_embeddings"):
-        imp.set("max_context", _int(r, "max_position_embeddings"), "config.json max_position_embeddings")
+        imp.set(
+            "max_context", positive_int(r, "max_position_embeddings"), "config.json max_position_embeddings"
+        )
     else:
         imp.set("max_context", ModelConfig.max_context, "config.json has no max_position_embeddings: default")
     if r.get("num_nextn_predict_layers", 0):

@@ -12,7 +12,8 @@ from typing import Dict, Optional
 
 from decodelab.components.models import ARCHITECTURES
 from decodelab.config.hf_linear import FIELDS as LINEAR
-from decodelab.config.hf_model import BASE, MLA, MOE, Imported
+from decodelab.config.hf_model import BASE, MLA, MOE
+from decodelab.config.hf_reader import Imported
 from decodelab.opcost.sampler import GEN_KEYS
 from decodelab.core.schema_model import ModelConfig
 from decodelab.errors import ConfigError
