@@ -200,7 +200,7 @@ def test_sglang_group_settings_by_hand():
     step budget are 8192 // 2 = 4096 tokens, its new_token_ratio 0.7 x 0.3 = 0.21 (min 0.098 x 0.3),
     and 0.5.1 reserves 4 GiB more per GPU; TensorRT-LLM keeps its file's values per group."""
     from decodelab.components.placement import GIB
-    from decodelab.core.build import kv_pool_bytes
+    from decodelab.core.kv_pool import kv_pool_bytes
     from decodelab.core.schema import memory_tiers
     from decodelab.modes.serving import simulate as S
 

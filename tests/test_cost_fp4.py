@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 from decodelab.core import cost
-from decodelab.core.build import build, peak_flops
+from decodelab.core.build import build
+from decodelab.core.cost_setup import peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.modes.dispatch import evaluate
 

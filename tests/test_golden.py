@@ -13,7 +13,8 @@ import math
 
 import pytest
 from decodelab.components.models import dense
-from decodelab.core.build import build, peak_flops
+from decodelab.core.build import build
+from decodelab.core.cost_setup import peak_flops
 from decodelab.kernel_layout import CAUSES
 from decodelab.modes.dispatch import evaluate
 

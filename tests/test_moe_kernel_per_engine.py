@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import compose_cfg
-from decodelab.core.build import moe_backend
+from decodelab.core.cost_setup import moe_backend
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import moe_blocks
 from decodelab.paths import DATA_DIR

@@ -8,7 +8,8 @@ import pytest
 from conftest import compose_cfg
 from decodelab.components.placement import GIB
 from decodelab.core import profile_reserve as PR
-from decodelab.core.build import build, kv_pool_bytes
+from decodelab.core.build import build
+from decodelab.core.kv_pool import kv_pool_bytes
 from decodelab.core.schema import memory_tiers
 
 QWEN_TP2 = ("model=qwen3_32b", "hardware.n_chips=2", "hardware.tensor_parallel=2", "workload=closed_loop")

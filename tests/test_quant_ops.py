@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import compose_cfg, moe_kernel_table
-from decodelab.core.build import build, moe_backend
+from decodelab.core.build import build
+from decodelab.core.cost_setup import moe_backend
 from decodelab.errors import ConfigError
 from decodelab.kernel_layout import M_GRID
 from decodelab.opcost import moe_blocks

@@ -14,13 +14,13 @@ from decodelab.components.models import ARCHITECTURES
 from decodelab.components.models.experts import weight_read
 from decodelab.components.ops import Op, keep_bf16, lm_head_dtype
 from decodelab.components.placement import GIB, KV_PLACEMENTS, place
-from decodelab.core import kv_costs, parallel, profile_reserve
-from decodelab.core.checks import DTYPE_BYTES, FP4_DTYPES, check_config, check_feasible
+from decodelab.core import kv_costs, kv_pool, parallel
+from decodelab.core.checks import DTYPE_BYTES, check_config, check_feasible
+from decodelab.core.cost_setup import cost_context, engine_family, fp4_note, peak_flops
 from decodelab.core.schema import memory_tiers
 from decodelab.errors import ConfigError
-from decodelab.opcost import registry, sampler
+from decodelab.opcost import registry
 from decodelab.opcost.base import Ctx
-from decodelab.opcost.moe_blocks import KERNELS
 from decodelab.kernel_layout import CAUSES, Call, Cap, Hw, Law, Lin, M_GRID, N_MGRID, OpPath
 
 
@@ -75,110 +75,6 @@ def _lookup(registry: dict, field_name: str, key: str):
 
 
 PATHS = {name.lower(): code for name, code in OpPath}  # Op.path -> op_lin[o, Lin.PATH]
-
-
-def engine_family(cfg) -> str:
-    """The engine family whose kernels run the design (engine.family; "" without an engine node)."""
-    eng = getattr(cfg, "engine", None)
-    return str(getattr(eng, "family", "") or "") if eng is not None else ""
-
-
-def peak_flops(hw, dtype: str) -> float:
-    """Per-chip peak FLOP/s for the weights' precision (FP8 units where the chip has them). FP4
-    weights run at the FP4 rate where the chip has FP4 units, else they are dequantized and run at
-    the FP8 rate (or BF16 where there are no FP8 units either): fp4_note says so."""
-    if dtype in FP4_DTYPES and hw.peak_tflops_fp4 > 0:
-        return hw.peak_tflops_fp4 * 1e12
-    if (DTYPE_BYTES[dtype] == 1.0 or dtype in FP4_DTYPES) and hw.peak_tflops_fp8 > 0:  # 8-bit weights
-        return hw.peak_tflops_fp8 * 1e12
-    return hw.peak_tflops_bf16 * 1e12
-
-
-def fp4_note(hw, dtype: str) -> List[str]:
-    """The note of FP4 weights on a chip without FP4 units (their compute rate, not their bytes)."""
-    if dtype not in FP4_DTYPES or hw.peak_tflops_fp4 > 0:
-        return []
-    rate = "FP8" if hw.peak_tflops_fp8 > 0 else "BF16"
-    return [
-        f"{hw.name} has no FP4 units (hardware.peak_tflops_fp4=0): {dtype} weights are read as "
-        f"{DTYPE_BYTES[dtype]:g} B each and dequantized, the matrix math runs at the {rate} rate"
-    ]
-
-
-MOE_MXFP4 = ("w4a16", "w4a8")
-MOE_BACKENDS = tuple(KERNELS)  # engine.moe_backend values (opcost/moe.py)
-
-
-def moe_mxfp4(cfg) -> str:
-    """engine.moe_mxfp4: the activations MXFP4 expert weights run with (w4a16: BF16, w4a8: MXFP8)."""
-    v = getattr(cfg.engine, "moe_mxfp4", "w4a16")
-    if v not in MOE_MXFP4:
-        raise ConfigError(f"engine.moe_mxfp4={v!r} is not one of: {', '.join(MOE_MXFP4)}")
-    return v
-
-
-def moe_backend(cfg) -> str:
-    """engine.moe_backend, or engine.moe_backend_attention_dp where set and attention runs data-parallel
-    (hardware.attention_dp > 1 or MLA's data mapping); engine.moe_backend_fp8_block where set and the
-    weights are block-scaled FP8."""
-    e, hw = cfg.engine, cfg.hardware
-    dp = getattr(hw, "attention_dp", 1) > 1 or getattr(hw, "mla_mapping", "") == "data"
-    v = (dp and getattr(e, "moe_backend_attention_dp", "")) or getattr(e, "moe_backend", "")
-    if cfg.workload.weight_dtype == "fp8_block":
-        v = getattr(e, "moe_backend_fp8_block", "") or v
-    if v and v not in MOE_BACKENDS:
-        raise ConfigError(f"engine.moe_backend={v!r} is not one of: {', '.join(MOE_BACKENDS)} (or empty)")
-    return v
-
-
-def cost_context(cfg) -> Ctx:
-    """The plain values the operator costs need (decodelab.opcost): chip, workload dtypes, tensor
-    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4 and
-    the MoE backend (moe_backend)."""
-    hw, w = cfg.hardware, cfg.workload
-    return Ctx(
-        hw=hw,
-        weight_dtype=w.weight_dtype,
-        kv_dtype=w.kv_dtype,
-        tp=hw.tensor_parallel,
-        engine=engine_family(cfg),  # whose own laws and tables (all-reduce, GEMM, attention) apply
-        sampler_path=sampler.path(cfg),
-        vocab=int(cfg.model.vocab_size),
-        moe_mxfp4=moe_mxfp4(cfg),
-        moe_backend=moe_backend(cfg),
-    )
-
-
-def kv_pool_bytes(cfg, tiers, weight_bytes_chip: float, profile_bytes: float = 0.0) -> float:
-    """Per-chip KV pool of a serving engine (weights are placed in HBM first; KV blocks live in
-    HBM): `engine.kv_mem_fraction` of the HBM the weights and the start-up profile's activations
-    (`profile_bytes`: core/profile_reserve.py) leave free (kv_mem_basis free), of the whole HBM
-    less both (total), or the HBM less the weights and the engine's reserve for activations and
-    graphs (reserve: SGLang's own rule, which `profile_bytes` does not add to)."""
-    f = cfg.engine.kv_mem_fraction
-    if not 0.0 < f <= 1.0:
-        raise ConfigError(f"engine.kv_mem_fraction={f} must be in (0, 1]")
-    basis = getattr(cfg.engine, "kv_mem_basis", "free")
-    if basis not in ("free", "total", "reserve"):
-        raise ConfigError(f"engine.kv_mem_basis={basis!r} is not one of: free, total, reserve")
-    hbm = next((t for t in tiers if t.name == "hbm"), None)
-    if hbm is None:
-        return 0.0
-    if basis == "total":  # vLLM gpu_memory_utilization: weights and KV share f of the whole HBM
-        return max(0.0, f * hbm.capacity_gib * GIB - weight_bytes_chip - profile_bytes)
-    if basis == "reserve":  # SGLang: mem_fraction_static = (HBM - reserved) / HBM for weights + KV
-        e = cfg.engine
-        reserve = e.kv_reserve_gib + e.kv_reserve_gib_per_gpu * parallel.replica_chips(cfg.hardware)
-        groups = parallel.serving_groups(cfg)
-        if groups > 1:  # the engine's own reserve under data-parallel attention
-            dpa = e.dp_attention
-            reserve += dpa.reserve_gib + dpa.reserve_gib_per_group * groups
-        if not reserve >= 0.0:
-            raise ConfigError(
-                f"engine.kv_reserve_gib + kv_reserve_gib_per_gpu x GPUs = {reserve} must be >= 0"
-            )
-        return max(0.0, (hbm.capacity_gib - reserve) * GIB - weight_bytes_chip)
-    return f * max(0.0, hbm.capacity_gib * GIB - weight_bytes_chip - profile_bytes)
 
 
 def expert_read_ratios(op: Op) -> np.ndarray:
@@ -319,17 +215,8 @@ def build(
     kv_need = w.batch_size * (max_cached * kv_tok_chip + state)
     if getattr(w, "kind", "static") != "static":  # serving: the engine's KV pool; admission decides
         # (pipeline stages: the stage whose pool holds the fewest tokens bounds the whole pipeline)
-        # the start-up profile's activations per stage (the last one samples)
-        prof = [profile_reserve.reserve_bytes(cfg, ops, ab, i == len(loads) - 1) for i in range(len(loads))]
-        pools = [kv_pool_bytes(cfg, tiers, x[0], r) for x, r in zip(loads, prof)]
-        pools = [kv_costs.less_state_pool(p, state, cfg.engine) for p in pools]
-        i = min(range(len(loads)), key=lambda j: pools[j] / max(loads[j][1], 1e-30))
-        (w_chip, kv_tok_chip), kv_need = loads[i], pools[i]
-        if prof[i] > 0.0:
-            notes.append(
-                f"KV pool: {prof[i] / GIB:.2f} GiB per chip kept for the engine's start-up profile "
-                "(engine.profile_reserve: core/profile_reserve.py)"
-            )
+        i, kv_need, pool_notes = kv_pool.serving_pool(cfg, tiers, loads, ops, ab, state)
+        (w_chip, kv_tok_chip), notes = loads[i], notes + pool_notes
     placement = getattr(w, "kv_placement", "hbm")
     if placement not in KV_PLACEMENTS:
         raise ConfigError(f"workload.kv_placement={placement!r} is not one of: {', '.join(KV_PLACEMENTS)}")

@@ -1,5 +1,5 @@
 """The memory a serving engine keeps out of its KV pool for the activations of its start-up
-profile (`engine.profile_reserve`; build.kv_pool_bytes, docs/model.md, "Serving: continuous
+profile (`engine.profile_reserve`; kv_pool.kv_pool_bytes, docs/model.md, "Serving: continuous
 batching").
 
 vLLM and TensorRT-LLM size the pool after one profiling forward pass and take its peak PyTorch
@@ -42,7 +42,7 @@ def sampler_peak_bytes(rows: int, vocab: int, bytes_per_entry: float) -> float:
 def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     """Per-chip bytes the engine keeps out of its KV pool for its profile's activations (0 when
     `engine.profile_reserve` is off, and under kv_mem_basis reserve, whose reserve already stands
-    for the activations: build.kv_pool_bytes). `samples`: the chip runs the profile's sampler (under
+    for the activations: kv_pool.kv_pool_bytes). `samples`: the chip runs the profile's sampler (under
     pipeline parallelism only the last stage does: vLLM's profile_run samples on the last rank)."""
     e, m = cfg.engine, cfg.model
     if not e.profile_reserve or e.kv_mem_basis == "reserve":

@@ -11,7 +11,8 @@ import numpy as np
 
 from decodelab.components.execution import EXECUTION_MODELS
 from decodelab.core import parallel
-from decodelab.core.build import cost_context, expert_read_ratios, peak_flops
+from decodelab.core.build import expert_read_ratios
+from decodelab.core.cost_setup import cost_context, peak_flops
 from decodelab.core.checks import DTYPE_BYTES
 from decodelab.kernel_layout import M_GRID, Law
 from decodelab.opcost import registry

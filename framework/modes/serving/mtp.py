@@ -78,7 +78,7 @@ def designs(cfg) -> Tuple[Design, Design]:
     draft = build(dcfg)
     held = draft_reserve(cfg, draft)
     design = build(cfg, reserved={"hbm": held})
-    # the engine's pool (core/build.kv_pool_bytes) sized with the module's weights among the
+    # the engine's pool (core/kv_pool.kv_pool_bytes) sized with the module's weights among the
     # weights: a kv_mem_fraction share of them under kv_mem_basis free, all of them otherwise
     share = cfg.engine.kv_mem_fraction if cfg.engine.kv_mem_basis == "free" else 1.0
     design.memory["kv_pool_bytes"] = max(0.0, design.memory["kv_pool_bytes"] - share * held)
