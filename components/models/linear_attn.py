@@ -62,7 +62,7 @@ heads of a group) 2 C N G / H, its product with x 2 C P, the chunk states 2 N P 
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, NamedTuple
 
 from decodelab.components.ops import Op, op_builders
 
@@ -212,67 +212,79 @@ def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
     ]  # fmt: skip
 
 
-def kda_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
-    """The ops of the model's Kimi Delta Attention layers on one chip (module docstring)."""
-    n = n_linear(m)
-    d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
+class Delta(NamedTuple):
+    """A delta-rule layer's shapes on one chip (Gated DeltaNet, KDA): layers n, heads (nk, nv) of dk x dv, their
+    widths (key, val, the conv's), conv kernel c, a sequence's recurrent and conv states in bytes."""
+
+    n: int
+    dk: int
+    dv: int
+    c: int
+    nv: int
+    key: int
+    val: int
+    conv: int
+    rec: float
+    conv_state: float
+
+
+def delta_shapes(m, tp: int) -> Delta:
     nk, nv = heads_per_chip(m, tp)
-    key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)
-    ab, sb = act_bytes, STATE_BYTES[m.linear_state_dtype]
-    rec = nv * dk * dv * sb  # recurrent state of one sequence, this chip
-    conv_state = (c - 1) * conv * CONV_STATE_BYTES
-    conv_w = c * conv * 4.0  # conv1d weights in fp32 (KimiDeltaAttention's ShortConvolution)
-    io = (conv + 2 * val + key + nv) * ab  # q, k, v, g, f and beta in, o out
-    gate = 6.0 * key  # the decay gate per channel (exp, sigmoid, scale)
+    dk, dv, c, conv = m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel, conv_dim(m, tp)
+    rec = nv * dk * dv * STATE_BYTES[m.linear_state_dtype]  # recurrent state of one sequence, this chip
+    return Delta(n_linear(m), dk, dv, c, nv, nk * dk, nv * dv, conv, rec, (c - 1) * conv * CONV_STATE_BYTES)
+
+
+def gdn_ops(m, tp: int, gemm, elementwise, ab: float) -> List[Op]:
+    """The ops of the model's Gated DeltaNet layers on one chip (module docstring)."""
+    x = delta_shapes(m, tp)
+    conv_w = x.c * x.conv * CONV_STATE_BYTES  # conv1d weights stay bf16 (quant_config=None)
+    qkv_out = (2 * x.key + x.val) * ab + (x.val + 2 * x.nv) * ab  # q, k, v, o and beta, a through memory
     return [
-        gemm("in_proj_qkvgfb", d, conv + val + dk + nv),
-        gemm("f_b_proj", dk, key),
-        *conv_ops(n, c, conv, conv_w, conv_state, ab),
-        Op("kda_decode", "elementwise", repeat=n, path="decode",
-           flops_per_token=nv * decode_flops_per_head(dk, dv) + 8.0 * key + gate,  # + q/k L2 norms
-           act_bytes_per_token=io + 2.0 * rec,  # the state read and written every step
-           state_bytes_per_seq=rec + conv_state),
-        Op("kda_prefill", "elementwise", repeat=n, path="prefill",
-           flops_per_token=nv * prefill_flops_per_head(dk, dv) + 8.0 * key + gate,
-           act_bytes_per_token=nv * (prefill_bytes_per_head(dk, dv, ab) + 8.0 * dk) + (key + nv) * ab),
-        elementwise("gated_norm", "norm", 2 * val, val, weights=dv),
-        gemm("out_proj", val, d),
+        gemm("in_proj_qkv", m.d_model, x.conv),
+        gemm("in_proj_z", m.d_model, x.val),
+        gemm("in_proj_ba", m.d_model, 2 * x.nv),
+        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab),
+        Op("gdn_decode", "elementwise", repeat=x.n, path="decode",
+           flops_per_token=x.nv * decode_flops_per_head(x.dk, x.dv) + 8.0 * x.key,  # + q/k L2 norms
+           act_bytes_per_token=qkv_out + 2.0 * x.rec,  # the state read and written every step
+           state_bytes_per_seq=x.rec + x.conv_state),
+        Op("gdn_prefill", "elementwise", repeat=x.n, path="prefill",
+           flops_per_token=x.nv * prefill_flops_per_head(x.dk, x.dv) + 8.0 * x.key,
+           act_bytes_per_token=x.nv * prefill_bytes_per_head(x.dk, x.dv, ab) + 2.0 * x.nv * ab),
+        elementwise("gated_norm", "norm", 2 * x.val, x.val, weights=x.dv),
+        gemm("out_proj", x.val, m.d_model),
+    ]  # fmt: skip
+
+
+def kda_ops(m, tp: int, gemm, elementwise, ab: float) -> List[Op]:
+    """The ops of the model's Kimi Delta Attention layers on one chip (module docstring)."""
+    x = delta_shapes(m, tp)
+    conv_w = x.c * x.conv * 4.0  # conv1d weights in fp32 (KimiDeltaAttention's ShortConvolution)
+    io = (x.conv + 2 * x.val + x.key + x.nv) * ab  # q, k, v, g, f and beta in, o out
+    extra = 8.0 * x.key + 6.0 * x.key  # q/k L2 norms; the decay gate per channel (exp, sigmoid, scale)
+    return [
+        gemm("in_proj_qkvgfb", m.d_model, x.conv + x.val + x.dk + x.nv),
+        gemm("f_b_proj", x.dk, x.key),
+        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab),
+        Op("kda_decode", "elementwise", repeat=x.n, path="decode",
+           flops_per_token=x.nv * decode_flops_per_head(x.dk, x.dv) + extra,
+           act_bytes_per_token=io + 2.0 * x.rec,  # the state read and written every step
+           state_bytes_per_seq=x.rec + x.conv_state),
+        Op("kda_prefill", "elementwise", repeat=x.n, path="prefill",
+           flops_per_token=x.nv * prefill_flops_per_head(x.dk, x.dv) + extra,
+           act_bytes_per_token=x.nv * (prefill_bytes_per_head(x.dk, x.dv, ab) + 8.0 * x.dk) + (x.key + x.nv) * ab),
+        elementwise("gated_norm", "norm", 2 * x.val, x.val, weights=x.dv),
+        gemm("out_proj", x.val, m.d_model),
     ]  # fmt: skip
 
 
 def linear_layer_ops(m, tp: int, w_bytes: float, act_bytes: float, gemm_dtype: str = "") -> List[Op]:
     """The ops of the model's linear layers on one chip (repeat = those layers), between the input
-    norm and the attention all-reduce the full-attention layers share: Gated DeltaNet, or Mamba-2
-    (mamba2_ops)."""
-    n = n_linear(m)
-    gemm, elementwise = op_builders(n, w_bytes, act_bytes, gemm_dtype)
-    if m.linear_kind == "mamba2":
-        return mamba2_ops(m, tp, gemm, elementwise, act_bytes)
-    if m.linear_kind == "kda":
-        return kda_ops(m, tp, gemm, elementwise, act_bytes)
-    d, dk, dv, c = m.d_model, m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel
-    nk, nv = heads_per_chip(m, tp)
-    key, val, conv = nk * dk, nv * dv, conv_dim(m, tp)
-    ab, sb = act_bytes, STATE_BYTES[m.linear_state_dtype]
-    rec = nv * dk * dv * sb  # recurrent state of one sequence, this chip
-    conv_state = (c - 1) * conv * CONV_STATE_BYTES
-    conv_w = c * conv * CONV_STATE_BYTES  # conv1d weights stay bf16 (quant_config=None)
-    qkv_out = (2 * key + val) * ab + (val + 2 * nv) * ab  # q, k, v, o and beta, a through memory
-    return [
-        gemm("in_proj_qkv", d, conv),
-        gemm("in_proj_z", d, val),
-        gemm("in_proj_ba", d, 2 * nv),
-        *conv_ops(n, c, conv, conv_w, conv_state, ab),
-        Op("gdn_decode", "elementwise", repeat=n, path="decode",
-           flops_per_token=nv * decode_flops_per_head(dk, dv) + 8.0 * key,  # + q/k L2 norms
-           act_bytes_per_token=qkv_out + 2.0 * rec,  # the state read and written every step
-           state_bytes_per_seq=rec + conv_state),
-        Op("gdn_prefill", "elementwise", repeat=n, path="prefill",
-           flops_per_token=nv * prefill_flops_per_head(dk, dv) + 8.0 * key,
-           act_bytes_per_token=nv * prefill_bytes_per_head(dk, dv, ab) + 2.0 * nv * ab),
-        elementwise("gated_norm", "norm", 2 * val, val, weights=dv),
-        gemm("out_proj", val, d),
-    ]  # fmt: skip
+    norm and the attention all-reduce the full-attention layers share: Gated DeltaNet, KDA or Mamba-2."""
+    gemm, elementwise = op_builders(n_linear(m), w_bytes, act_bytes, gemm_dtype)
+    kind = {"mamba2": mamba2_ops, "kda": kda_ops}.get(m.linear_kind, gdn_ops)
+    return kind(m, tp, gemm, elementwise, act_bytes)
 
 
 def gate_attention(ops: List[Op], m, h: int, gemm, elementwise) -> List[Op]:
