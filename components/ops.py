@@ -68,9 +68,10 @@ class Op:
     coll_bytes_per_token: float = 0.0  # bytes of the collective's whole per-rank tensor per token
     route_point: bool = False  # a data-dependent routing decision: the weights the rest of the
     # layer reads are chosen by it (MoE top-k; components/models/experts.py)
-    experts_read: tuple = ()  # MoE expert GEMMs: (bytes every step reads: dense layers, shared experts;
-    # bytes per routed expert unit, experts, top-k, expert-parallel chips): the weights a step reads depend on its tokens
-    # (experts.weight_read); weight_bytes is their value at the design's tokens_per_step
+    experts_read: tuple = ()  # MoE expert GEMMs: (bytes every step reads: dense layers, shared
+    # experts; bytes per routed expert unit, experts, top-k, expert-parallel chips): the weights a step
+    # reads depend on its tokens (experts.weight_read); weight_bytes is their value at the design's
+    # tokens_per_step
     moe_block: tuple = ()  # an MoE layer's routed-expert block (components/models/experts.py):
     # (role "head" | "tail", hidden, expert ffn, top-k, experts, moe_tp, moe_ep, MoE layer share,
     # routed FLOPs per token of the head op, block / head op weights): a measured MoE table costs

@@ -35,6 +35,7 @@ def mean_sources(m) -> float:
 
 
 def params(m) -> int:
+    """The mixes' parameters (module docstring): none without blocks."""
     return (4 * m.n_layers + 2) * m.d_model if n_blocks(m) else 0
 
 

@@ -110,7 +110,7 @@ def param_counts(m) -> Dict[str, float]:
     n_dense = n_ffn_layers(m) - n_moe
     embed = m.vocab_size * d
     head = 0 if m.tied_embeddings else m.vocab_size * d
-    n_lin = linear_attn.n_linear(m)  # Gated DeltaNet / Mamba-2 layers: their own mixer, no q/k norms
+    n_lin = linear_attn.n_linear(m)  # Gated DeltaNet / KDA / Mamba-2 layers: their own mixer, no q/k norms
     lin = linear_attn.params_per_layer(m) + 2 * d if n_lin else 0
     layers = linear_attn.n_attending(m) * (attn + norms) + n_lin * lin + n_dense * dense_ffn + n_moe * moe_ffn
     layers += attn_res.params(m)  # Kimi-K3's attention residuals
@@ -268,8 +268,7 @@ def build_ops(
             m, h, tp // attention_dp, gemm, elementwise, act_bytes, kv_bytes
         )
     elif is_mla(m):
-        # the decode op's shape for a measured dense MLA table where it sees whole sequences: replicated, or data-
-        # parallel attention in serving (not decode context parallelism, nor a static data-parallel step's share)
+        # whether the decode op sees whole sequences, for a measured dense MLA table (mla_attn.decode_ops)
         table = not dsa.is_dsa(m) and (
             mapping == "replicated" or tp <= 1 or (mapping == "data" and group_tokens)
         )

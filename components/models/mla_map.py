@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import List
 
+from decodelab.components.models import linear_attn
 from decodelab.components.ops import PER_SEQ_FIELDS, Op
 
 MLA_MAPPINGS = ("replicated", "context", "data")
@@ -70,7 +71,7 @@ def remap(att: List[Op], m, tp: int, mapping: str, batch: float, act_bytes: floa
         Op(
             "cp_attention_exchange",
             "collective",
-            repeat=m.n_layers,
+            repeat=linear_attn.n_attending(m),  # the MLA layers (Kimi-K3: not its linear ones)
             path="decode",
             link_bytes_per_token=q_gather + merge,
             n_collectives=2,

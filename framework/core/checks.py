@@ -349,7 +349,8 @@ def _check_dsa(e: List[str], m) -> None:
 
 
 def _linear_fields(e, m) -> None:
-    """Linear layers (layer_pattern `linear`: Gated DeltaNet, KDA or Mamba-2) need their head shapes, state dtype and kind."""
+    """Linear layers (layer_pattern `linear`: Gated DeltaNet, KDA or Mamba-2) need their head shapes, state dtype
+    and kind."""
     for f in (
         "linear_k_heads",
         "linear_v_heads",

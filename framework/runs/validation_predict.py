@@ -204,12 +204,12 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
         return {**inferencex_tokens(row), **row_engine(row)}
     if how != "aic":
         return {}
-    c, isl = int(row["concurrency"]) // max(1, int(row.get("dp", 1) or 1)), int(row["isl"])  # bs
+    bs, isl = int(row["concurrency"]) // max(1, int(row.get("dp", 1) or 1)), int(row["isl"])
     if family == "trtllm":  # its template's max_batch_size: {{ max_batch_size }} = bs
-        return {"max_tokens_per_step": c + isl + 1500, "max_batch": c}
+        return {"max_tokens_per_step": bs + isl + 1500, "max_batch": bs}
     if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
-        budget = c + isl + 1500
-        return {"max_tokens_per_step": budget, "chunk_size": budget, "batch_buckets": [], "max_batch": c}
+        budget = bs + isl + 1500
+        return {"max_tokens_per_step": budget, "chunk_size": budget, "batch_buckets": [], "max_batch": bs}
     if family == "sglang":
         return {"mixed_steps": True, "max_tokens_per_step": isl + 1500, "batch_buckets": []}
     return {}
