@@ -213,8 +213,8 @@ def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
 
 
 class Delta(NamedTuple):
-    """A delta-rule layer's shapes on one chip (Gated DeltaNet, KDA): layers n, heads (nk, nv) of dk x dv, their
-    widths (key, val, the conv's), conv kernel c, a sequence's recurrent and conv states in bytes."""
+    """A delta-rule layer's shapes on one chip (Gated DeltaNet, KDA): layers n, nv value heads of dk x dv, the key,
+    value and conv widths, conv kernel c, a sequence's recurrent and conv states in bytes."""
 
     n: int
     dk: int
