@@ -42,7 +42,8 @@ K = V heads (linear_k_heads = linear_v_heads) of dk = dv:
 
 Decode and prefill cost as the Gated DeltaNet's (the same products per head; the gate per channel adds its
 elementwise work and, in the chunked prefill (FLA chunk_kda), its fp32 cumulative sums, dk per token and head
-written and read: a stated assumption, no KDA kernel timed). State as the Gated DeltaNet's (fp32 S, bf16 conv).
+written and read: a stated assumption; no KDA kernel table is read). State as the Gated DeltaNet's (fp32 S, bf16
+conv).
 
 A Mamba-2 mixer (Dao & Gu, arXiv 2405.21060; transformers modeling_nemotron_h.py NemotronHMamba2Mixer, vLLM
 MambaMixer2) maps onto the same fields: G groups of B and C (linear_k_heads) of state size N
