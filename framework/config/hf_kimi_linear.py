@@ -8,6 +8,7 @@ components/models/linear_attn.py (kda), mla_attn.py, attn_res.py."""
 
 from __future__ import annotations
 
+from decodelab.config.hf_reader import positive
 from decodelab.errors import ConfigError
 
 # keys that change no weight or byte of a step: the NoPE MLA (the rope dims are still projected and cached), the
@@ -19,12 +20,6 @@ NO_COST = ("mla_use_nope", "latent_moe_use_norm", "activation_situ_beta", "activ
 
 def is_kimi_linear(d: dict) -> bool:
     return isinstance(d.get("linear_attn_config"), dict)
-
-
-def _positive(path: str, key: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{path} linear_attn_config {key}={v!r} must be a positive integer")
-    return v
 
 
 def read(r, imp) -> None:
@@ -41,8 +36,10 @@ def read(r, imp) -> None:
         )
     kinds = ["linear" if i + 1 in kda else "full" for i in range(n)]
     imp.set("layer_pattern", kinds, "linear_attn_config kda_layers (linear) and full_attn_layers, 1-based")
-    heads, dim = (_positive(imp.path, k, la.get(k)) for k in ("num_heads", "head_dim"))
-    conv = _positive(imp.path, "short_conv_kernel_size", la.get("short_conv_kernel_size"))
+    heads, dim, conv = (
+        positive(la.get(k), f"{imp.path} linear_attn_config {k}")
+        for k in ("num_heads", "head_dim", "short_conv_kernel_size")
+    )
     imp.set("linear_kind", "kda", "linear_attn_config: Kimi Delta Attention layers")
     for f in ("linear_k_heads", "linear_v_heads"):
         imp.set(f, heads, "linear_attn_config num_heads")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from decodelab.config.hf_reader import positive_int
 from decodelab.errors import ConfigError
 
 KEYS = {  # config.json key -> ModelConfig field
@@ -44,10 +45,7 @@ def read(r, imp) -> None:
     if not is_gated_deltanet(r.d):
         return
     for key, f in KEYS.items():
-        v = r.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"config.json {key}={v!r} must be a positive integer")
-        imp.set(f, v, f"config.json {key}")
+        imp.set(f, positive_int(r, key), f"config.json {key}")
     if imp.values["linear_v_heads"] % imp.values["linear_k_heads"]:
         raise ConfigError(
             f"config.json linear_num_value_heads={imp.values['linear_v_heads']} must be a multiple of "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import List
 
+from decodelab.config.hf_reader import positive_int
 from decodelab.errors import ConfigError
 
 LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
@@ -106,10 +107,7 @@ def _shared(r, imp) -> None:
 
 def _mamba(r, imp) -> None:
     for key, f in MAMBA.items():
-        v = r.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"config.json {key}={v!r} must be a positive integer")
-        imp.set(f, v, f"config.json {key}")
+        imp.set(f, positive_int(r, key), f"config.json {key}")
     imp.set("linear_kind", "mamba2", "nemotron_h: Mamba-2 mixers (NemotronHMamba2Mixer)")
     raw = str(r.get("mamba_ssm_cache_dtype", "float32"))
     if raw not in STATE_DTYPES:

@@ -54,9 +54,13 @@ class Keys:
         return None, None
 
 
-def positive_int(r: Keys, k: str, need_positive: bool = True) -> int:
-    """The integer value of key `k` (ConfigError unless an int, >= 1 where `need_positive`)."""
-    v = r.get(k)
-    if isinstance(v, bool) or not isinstance(v, int) or (need_positive and v < 1):
-        raise ConfigError(f"config.json {k}={v!r} must be a positive integer")
+def positive(v, label: str) -> int:
+    """`v` as a positive integer: ConfigError naming `label` (its key) unless it is one."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{label}={v!r} must be a positive integer")
     return v
+
+
+def positive_int(r: Keys, k: str) -> int:
+    """The value of config.json key `k` as a positive integer (positive)."""
+    return positive(r.get(k), f"config.json {k}")
