@@ -158,19 +158,26 @@ def prefill_seconds(
     return out
 
 
-def less_state_pool(pool: float, state_seq: float, engine) -> float:
-    """A serving engine's KV pool once the linear layers' states (`state_seq` bytes per sequence,
-    per chip) have their own pool: SGLang splits the memory by engine.state_pool_ratio r (state / KV
-    = r: model_runner_kv_cache_mixin.handle_max_mamba_cache), else one state per sequence the engine
-    may run (engine.max_batch), or none when each held sequence takes its state from the pool itself
-    (engine.state_in_kv_pool: the serving kernel's Eng.STATE_TOKENS). Models without such state: `pool`
-    unchanged."""
+def state_pool_kind(state_seq: float, engine) -> str:
+    """Where the linear layers' states (`state_seq` bytes per sequence, per chip) take their memory:
+    `ratio`, a pool of their own split from the KV pool by engine.state_pool_ratio r (SGLang: state / KV
+    = r, model_runner_kv_cache_mixin.handle_max_mamba_cache); `max_batch`, one state per sequence the
+    engine may run (engine.max_batch); `none`, no states, or each held sequence takes its state from the
+    KV pool itself (engine.state_in_kv_pool: the serving kernel's Eng.STATE_TOKENS)."""
     if state_seq <= 0.0 or getattr(engine, "state_in_kv_pool", False):
-        return pool
-    r = getattr(engine, "state_pool_ratio", 0.0)
-    if r > 0.0:
-        return pool / (1.0 + r)
-    return max(0.0, pool - engine.max_batch * state_seq)
+        return "none"
+    return "ratio" if getattr(engine, "state_pool_ratio", 0.0) > 0.0 else "max_batch"
+
+
+def less_state_pool(pool: float, state_seq: float, engine) -> float:
+    """A serving engine's KV pool once the linear layers' states have their memory (state_pool_kind);
+    `pool` unchanged where they take none of their own."""
+    kind = state_pool_kind(state_seq, engine)
+    if kind == "ratio":
+        return pool / (1.0 + engine.state_pool_ratio)
+    if kind == "max_batch":
+        return max(0.0, pool - engine.max_batch * state_seq)
+    return pool
 
 
 def max_batch(hbm_capacity: float, weights_chip: float, slot_bytes_chip: float) -> int:

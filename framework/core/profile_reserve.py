@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from decodelab.core.kv_costs import state_pool_kind
+
 
 def forward_peak_bytes(ops: Iterable, tokens: int, d_model: int, act_bytes: float) -> float:
     """Activations alive at the peak of a forward pass over `tokens` tokens on one chip: the
@@ -39,13 +41,18 @@ def sampler_peak_bytes(rows: int, vocab: int, bytes_per_entry: float) -> float:
     return rows * vocab * bytes_per_entry
 
 
+def holds_profile(e) -> bool:
+    """Whether the engine keeps its start-up profile's activations out of the KV pool (reserve_bytes)."""
+    return bool(e.profile_reserve) and e.kv_mem_basis != "reserve"
+
+
 def reserve_bytes(cfg, ops, act_bytes: float, samples: bool = True) -> float:
     """Per-chip bytes the engine keeps out of its KV pool for its profile's activations (0 when
     `engine.profile_reserve` is off, and under kv_mem_basis reserve, whose reserve already stands
     for the activations: kv_pool.kv_pool_bytes). `samples`: the chip runs the profile's sampler (under
     pipeline parallelism only the last stage does: vLLM's profile_run samples on the last rank)."""
     e, m = cfg.engine, cfg.model
-    if not e.profile_reserve or e.kv_mem_basis == "reserve":
+    if not holds_profile(e):
         return 0.0
     tokens = int(e.max_tokens_per_step)
     forward = forward_peak_bytes(ops, tokens, m.d_model, act_bytes)
@@ -63,8 +70,8 @@ def pool_engine_values(cfg, state_bytes_per_seq: float) -> tuple:
     (kv_costs.less_state_pool). Two configs that differ only elsewhere share one pool; a caller
     that sets per-run engine values (validate's rows) rebuilds a design whose values differ."""
     e = cfg.engine
-    profile = bool(e.profile_reserve) and e.kv_mem_basis != "reserve"
-    states = state_bytes_per_seq > 0.0 and not e.state_in_kv_pool and not e.state_pool_ratio > 0.0
+    profile = holds_profile(e)
+    states = state_pool_kind(state_bytes_per_seq, e) == "max_batch"
     return (
         int(e.max_tokens_per_step) if profile else None,
         int(e.max_batch) if (profile and e.profile_sampler_bytes > 0) or states else None,

@@ -16,7 +16,7 @@ import numpy as np
 
 from decodelab.components.models import linear_attn
 from decodelab.components.placement import GIB
-from decodelab.core.kv_costs import ReadModel
+from decodelab.core.kv_costs import ReadModel, state_pool_kind
 from decodelab.core import parallel
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import frontend, mtp, recv as RV, scheduler as SK
@@ -218,9 +218,10 @@ def step_limits(cfg) -> Tuple[Dict[str, float], np.ndarray, list]:
 def states_held(design: Design, e) -> str:
     """'' or what the linear layers' states held outside the KV pool took from it (check_requests)."""
     state = float(design.memory.get("state_bytes_per_seq", 0.0))
-    if state <= 0.0 or e.state_in_kv_pool:
+    kind = state_pool_kind(state, e)
+    if kind == "none":
         return ""
-    if e.state_pool_ratio > 0.0:
+    if kind == "ratio":
         return f"after the state pool (engine.state_pool_ratio={e.state_pool_ratio}) "
     return (
         f"after {int(e.max_batch)} sequences' states of {state / GIB:.3f} GiB each "
