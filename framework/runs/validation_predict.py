@@ -151,6 +151,11 @@ def launch_overrides(row) -> List[str]:
     return list(o) if isinstance(o, (tuple, list)) else []
 
 
+def row_dp(row) -> int:
+    """A row's attention-DP ranks (1 where it records none)."""
+    return max(1, int(row.get("dp", 1) or 1))
+
+
 def inferencex_tokens(row) -> Dict[str, object]:
     """max_num_tokens of an InferenceX TensorRT-LLM launch (its scripts' MAX_NUM_TOKENS): round_up(
     round, (k + 1) x clients per attention-DP rank + isl + extra), at least floor; k the engine
@@ -159,7 +164,7 @@ def inferencex_tokens(row) -> Dict[str, object]:
     if not isinstance(rule, (tuple, list)) or not rule:
         return {}
     extra, rnd, floor, k, k_dp = rule
-    dp = int(row.get("dp", 1) or 1)
+    dp = row_dp(row)
     k = k_dp if dp > 1 and k_dp > 0 else k
     need = (k + 1) * int(row["concurrency"]) // dp + int(row["isl"]) + extra
     return {"max_tokens_per_step": max(floor, -(-need // rnd) * rnd)}
@@ -204,7 +209,7 @@ def launch_engine(row, family: str, launch: str) -> Dict[str, object]:
         return {**inferencex_tokens(row), **row_engine(row)}
     if how != "aic":
         return {}
-    bs, isl = int(row["concurrency"]) // max(1, int(row.get("dp", 1) or 1)), int(row["isl"])
+    bs, isl = int(row["concurrency"]) // row_dp(row), int(row["isl"])
     if family == "trtllm":  # its template's max_batch_size: {{ max_batch_size }} = bs
         return {"max_tokens_per_step": bs + isl + 1500, "max_batch": bs}
     if family == "vllm":  # no per-request cap: the chunk is the budget (conf/engine/vllm.yaml)
