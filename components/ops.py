@@ -82,6 +82,10 @@ class Op:
     call: int = -1  # kernel call index, set by the execution model
     state_bytes_per_seq: float = 0.0  # bytes each sequence holds per invocation whatever its length
     # (Gated DeltaNet conv + recurrent state, components/models/linear_attn.py), per chip
+    recurrence: tuple = ()  # a linear layer's kernel (components/models/linear_attn.py): (kind gdn | kda |
+    # mamba2, role conv_update | decode | conv | prefill, key heads, value heads, key and value head dims, conv
+    # kernel, recurrent state bytes per element), per chip: what a measured table of it is looked up by
+    # (framework/opcost/linear_attn.py)
 
 
 # The LM head keeps the 16-bit compute dtype when the other weights are quantized below 16 bits:

@@ -157,15 +157,32 @@ def prefill_bytes_per_head(dk: int, dv: int, ab: float, chunk: int = CHUNK) -> f
     return (7.0 * dk + 6.0 * dv + 2.0 * chunk + 2.0 * dk * dv / chunk) * ab + 8.0 * chunk
 
 
-def conv_ops(n: int, c: int, conv: float, conv_w: float, conv_state: float, ab: float) -> List[Op]:
+def kernel(m, tp: int) -> tuple:
+    """What a measured table of the model's linear-layer kernels is looked up by on one chip (Op.recurrence without
+    its role): (linear_kind, key heads, value heads, dk, dv, conv kernel, recurrent state bytes per element)."""
+    nk, nv = heads_per_chip(m, tp)
+    dims = (m.linear_k_head_dim, m.linear_v_head_dim, m.linear_conv_kernel)
+    return (m.linear_kind, nk, nv, *dims, STATE_BYTES[m.linear_state_dtype])
+
+
+def role(key: tuple, name: str) -> tuple:
+    """Op.recurrence of the kernel `key` (kernel()) in role `name` (conv_update, decode, conv, prefill)."""
+    return (key[0], name, *key[1:])
+
+
+def conv_ops(
+    n: int, c: int, conv: float, conv_w: float, conv_state: float, ab: float, key: tuple
+) -> List[Op]:
     """The causal conv1d of kernel `c` over `conv` channels, per linear layer (repeat `n`): decode's update
-    reads and writes the (c - 1) x conv state (`conv_state` bytes), prefill's runs over the prompt."""
+    reads and writes the (c - 1) x conv state (`conv_state` bytes), prefill's runs over the prompt; `key`:
+    the layer's kernel()."""
     flops = 2.0 * c * conv + 4.0 * conv
     return [
         Op("conv1d_update", "elementwise", repeat=n, path="decode", weight_bytes=conv_w, flops_per_token=flops,
-           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state),  # state read + written
+           act_bytes_per_token=2.0 * conv * ab + 2.0 * conv_state,  # state read + written
+           recurrence=role(key, "conv_update")),
         Op("conv1d", "elementwise", repeat=n, path="prefill", weight_bytes=conv_w, flops_per_token=flops,
-           act_bytes_per_token=2.0 * conv * ab),
+           act_bytes_per_token=2.0 * conv * ab, recurrence=role(key, "conv")),
     ]  # fmt: skip
 
 
@@ -198,16 +215,17 @@ def mamba2_ops(m, tp: int, gemm, elementwise, act_bytes: float) -> List[Op]:
     conv_state = (c - 1) * conv * CONV_STATE_BYTES
     conv_w = (c + 1) * conv * CONV_STATE_BYTES  # conv1d weights and bias, bf16
     io = (2 * val + 2 * ng * ds + nh) * ab + val * ab  # x, z, B, C, dt in; y out
+    key = kernel(m, tp)
     return [
         gemm("in_proj", d, val + conv + nh),
-        *conv_ops(n, c, conv, conv_w, conv_state, ab),
+        *conv_ops(n, c, conv, conv_w, conv_state, ab, key),
         Op("ssm_decode", "elementwise", repeat=n, path="decode",
            flops_per_token=nh * ssd_decode_flops_per_head(ds, hd) + 2.0 * val,  # + D x
            act_bytes_per_token=io + 2.0 * rec,  # the state read and written every step
-           state_bytes_per_seq=rec + conv_state),
+           state_bytes_per_seq=rec + conv_state, recurrence=role(key, "decode")),
         Op("ssm_prefill", "elementwise", repeat=n, path="prefill",
            flops_per_token=nh * ssd_prefill_flops_per_head(ds, hd, share) + 2.0 * val,
-           act_bytes_per_token=nh * ssd_prefill_bytes_per_head(ds, hd, share, ab)),
+           act_bytes_per_token=nh * ssd_prefill_bytes_per_head(ds, hd, share, ab), recurrence=role(key, "prefill")),
         elementwise("gated_norm", "norm", 2 * val, val, weights=val),
         gemm("out_proj", val, d),
     ]  # fmt: skip
@@ -238,21 +256,22 @@ def delta_shapes(m, tp: int) -> Delta:
 
 def gdn_ops(m, tp: int, gemm, elementwise, ab: float) -> List[Op]:
     """The ops of the model's Gated DeltaNet layers on one chip (module docstring)."""
-    x = delta_shapes(m, tp)
+    x, key = delta_shapes(m, tp), kernel(m, tp)
     conv_w = x.c * x.conv * CONV_STATE_BYTES  # conv1d weights stay bf16 (quant_config=None)
     qkv_out = (2 * x.key + x.val) * ab + (x.val + 2 * x.nv) * ab  # q, k, v, o and beta, a through memory
     return [
         gemm("in_proj_qkv", m.d_model, x.conv),
         gemm("in_proj_z", m.d_model, x.val),
         gemm("in_proj_ba", m.d_model, 2 * x.nv),
-        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab),
+        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab, key),
         Op("gdn_decode", "elementwise", repeat=x.n, path="decode",
            flops_per_token=x.nv * decode_flops_per_head(x.dk, x.dv) + 8.0 * x.key,  # + q/k L2 norms
            act_bytes_per_token=qkv_out + 2.0 * x.rec,  # the state read and written every step
-           state_bytes_per_seq=x.rec + x.conv_state),
+           state_bytes_per_seq=x.rec + x.conv_state, recurrence=role(key, "decode")),
         Op("gdn_prefill", "elementwise", repeat=x.n, path="prefill",
            flops_per_token=x.nv * prefill_flops_per_head(x.dk, x.dv) + 8.0 * x.key,
-           act_bytes_per_token=x.nv * prefill_bytes_per_head(x.dk, x.dv, ab) + 2.0 * x.nv * ab),
+           act_bytes_per_token=x.nv * prefill_bytes_per_head(x.dk, x.dv, ab) + 2.0 * x.nv * ab,
+           recurrence=role(key, "prefill")),
         elementwise("gated_norm", "norm", 2 * x.val, x.val, weights=x.dv),
         gemm("out_proj", x.val, m.d_model),
     ]  # fmt: skip
@@ -260,21 +279,22 @@ def gdn_ops(m, tp: int, gemm, elementwise, ab: float) -> List[Op]:
 
 def kda_ops(m, tp: int, gemm, elementwise, ab: float) -> List[Op]:
     """The ops of the model's Kimi Delta Attention layers on one chip (module docstring)."""
-    x = delta_shapes(m, tp)
+    x, key = delta_shapes(m, tp), kernel(m, tp)
     conv_w = x.c * x.conv * 4.0  # conv1d weights in fp32 (KimiDeltaAttention's ShortConvolution)
     io = (x.conv + 2 * x.val + x.key + x.nv) * ab  # q, k, v, g, f and beta in, o out
     extra = 8.0 * x.key + 6.0 * x.key  # q/k L2 norms; the decay gate per channel (exp, sigmoid, scale)
     return [
         gemm("in_proj_qkvgfb", m.d_model, x.conv + x.val + x.dk + x.nv),
         gemm("f_b_proj", x.dk, x.key),
-        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab),
+        *conv_ops(x.n, x.c, x.conv, conv_w, x.conv_state, ab, key),
         Op("kda_decode", "elementwise", repeat=x.n, path="decode",
            flops_per_token=x.nv * decode_flops_per_head(x.dk, x.dv) + extra,
            act_bytes_per_token=io + 2.0 * x.rec,  # the state read and written every step
-           state_bytes_per_seq=x.rec + x.conv_state),
+           state_bytes_per_seq=x.rec + x.conv_state, recurrence=role(key, "decode")),
         Op("kda_prefill", "elementwise", repeat=x.n, path="prefill",
            flops_per_token=x.nv * prefill_flops_per_head(x.dk, x.dv) + extra,
-           act_bytes_per_token=x.nv * (prefill_bytes_per_head(x.dk, x.dv, ab) + 8.0 * x.dk) + (x.key + x.nv) * ab),
+           act_bytes_per_token=x.nv * (prefill_bytes_per_head(x.dk, x.dv, ab) + 8.0 * x.dk) + (x.key + x.nv) * ab,
+           recurrence=role(key, "prefill")),
         elementwise("gated_norm", "norm", 2 * x.val, x.val, weights=x.dv),
         gemm("out_proj", x.val, m.d_model),
     ]  # fmt: skip

@@ -107,6 +107,11 @@ class OpTablesConfig:
     # costed from it (opcost/moe.py); `moe_by_engine` an engine's own, the same schema
     moe: str = ""
     moe_by_engine: Dict[str, str] = field(default_factory=dict)
+    # a table of a hybrid model's linear-layer kernels (kind, role, batch_size, seq_len, num_k_heads,
+    # num_v_heads, head_k_dim, head_v_dim, d_conv, latency_ms): a Gated DeltaNet or KDA op at a shape it
+    # holds is costed from it (opcost/linear_attn.py); `linear_attention_by_engine` an engine's own
+    linear_attention: str = ""
+    linear_attention_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its

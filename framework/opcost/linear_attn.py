@@ -1,0 +1,127 @@
+"""The linear-attention family (hardware.op_model=fitted; docs/model.md, "Per-shape operator laws"): a hybrid model's
+linear-layer kernels (components/models/linear_attn.py: Gated DeltaNet, Kimi Delta Attention) from a table of the
+engine's own kernels (`hardware.op_tables.linear_attention`, `linear_attention_by_engine.<family>`; shipped from
+AIConfigurator's gdn_perf / kda_perf by tools/aic_linear_attention_convert.py).
+
+A table row is one kernel at one shape per chip: kind (gdn, kda), role, key and value heads, their head dims, the
+conv kernel, and the sequences of a decode step (roles `conv_update`, `decode`, `decode_conv`) or the tokens of one
+prompt (roles `conv`, `prefill`), every row at an fp32 recurrent state. An op (Op.recurrence) is costed at a step's
+tokens on its path from the curve of its role at its exact shape, median over rows repeated at other model widths:
+    t = t0 + table(m),  m = the decode tokens (decode roles) or the prefill tokens (prefill roles)
+the curve on the kernel's token grid as a GEMM table's (opcost/tables.py grid_row: non-decreasing, linear beyond its
+last point), t0 its fastest call. Where a table times only one fused decode kernel with the short convolution inside
+it (`decode_conv`: SGLang's and vLLM's KDA decode), the decode op takes it and the conv update op costs nothing. The
+engine's own table first, then the chip's; a shape, role or state dtype no table holds keeps the roofline law (the
+note says which), as does a chip other than the one the tables were measured on (no law carries a kernel table).
+Stated limits: a prefill step of several prompts is read as one prompt of all their tokens, and speculative
+verification (several tokens a sequence) as that many decoding sequences."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from decodelab.opcost import tables
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, op_table, table_mismatch
+from decodelab.opcost.tablecache import table_cache
+from decodelab.kernel_layout import Law, Lin
+
+NAME = "linear_attention"
+FIT_GROUPS = ()
+COLUMNS = ["kind", "role", "batch_size", "seq_len", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"]
+COLUMNS += ["d_conv", "latency_ms"]
+ROLES = {"conv_update": "batch_size", "decode": "batch_size", "decode_conv": "batch_size"}
+ROLES.update(conv="seq_len", prefill="seq_len")  # role -> the column its curve runs over
+SHAPE = ["kind", "role", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "d_conv"]
+# the tables' recurrent state: fp32 (AIConfigurator's collect_gdn.py / collect_kda.py)
+TABLE_STATE_BYTES = 4.0
+
+
+def _read(path: str):
+    return tables.read(
+        path, COLUMNS, "a linear-attention", "role", {r: r for r in ROLES}, "rows of a known role"
+    )
+
+
+@table_cache(maxsize=64)
+def curves(path: str) -> dict:
+    """(kind, role, key heads, value heads, dk, dv, conv kernel) -> its latency on the kernel's M_GRID (seconds,
+    read-only): the median over repeated rows at each point of the role's axis."""
+    df = _read(path)
+    out = {}
+    for key, g in df.groupby(SHAPE, sort=True):
+        axis = ROLES[key[1]]
+        t = g.groupby(axis).latency_ms.median()
+        m, sec = t.index.to_numpy(float), t.to_numpy(float) * 1e-3
+        if len(m) >= 2:
+            shape = (str(key[0]), str(key[1]), *(int(v) for v in key[2:]))
+            out[shape] = tables.grid_row(m, sec)
+    return out
+
+
+def matches(op) -> bool:
+    return bool(getattr(op, "recurrence", ()))
+
+
+def paths(ctx: Ctx) -> list:
+    """The tables to look an engine's kernels up in: its own, then the chip's (none off-chip)."""
+    hw = ctx.hw
+    if table_mismatch(hw):
+        return []
+    return [p for p in dict.fromkeys((op_table(hw, NAME, ctx.engine), op_table(hw, NAME))) if p]
+
+
+def lookup(op, ctx: Ctx) -> Optional[Tuple[str, Optional[np.ndarray]]]:
+    """(role read, its curve; None: the op costs nothing) of the op from the first table holding its kernel: the
+    decode pair's own role, or the fused decode (`decode_conv`) where a table times only that; None: no table."""
+    kind, role, *shape = op.recurrence
+    if float(shape[-1]) != TABLE_STATE_BYTES:
+        return None
+    key = (str(kind), *(int(v) for v in shape[:-1]))
+    fused = role in ("decode", "conv_update")
+    for path in paths(ctx):
+        got = curves(path)
+        own = got.get((key[0], role, *key[1:]))
+        if own is not None and not (role == "conv_update" and (key[0], "decode", *key[1:]) not in got):
+            return role, own
+        if fused and (key[0], "decode_conv", *key[1:]) in got:
+            return "decode_conv", got[(key[0], "decode_conv", *key[1:])] if role == "decode" else None
+    return None
+
+
+def price(op, ctx: Ctx) -> Optional[Price]:
+    got = lookup(op, ctx)
+    if got is None:
+        return None
+    if got[1] is None:  # the conv update inside a fused decode kernel
+        return Price(NAME, Law.SKIP, whole=True, law=None)
+    at = got[1]
+    t0 = float(at.min())
+    return Price(
+        NAME, Law.GEMM, {Lin.T0: t0, Lin.G_P: 1.0}, at - t0, Lin.G_TAB, whole=True, law=(t0, at - t0)
+    )
+
+
+def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
+    if p.law is None:
+        return 0.0, 0.0, 0.0
+    t0, beyond = p.law
+    return float(tables.table_time(t0, beyond, step.tokens)) - t0, t0, 0.0
+
+
+def missed(op, ctx: Ctx, priced) -> Optional[str]:
+    if not matches(op) or NAME in priced:
+        return None
+    kind, role, nk, nv, dk, dv, c, sb = op.recurrence
+    if float(sb) != TABLE_STATE_BYTES:
+        return "op_tables.linear_attention: fp32 recurrent states only"
+    return f"no op_tables.linear_attention {kind} {role} row at {nk}/{nv} heads of {dk}x{dv}"
+
+
+def problem(path: str) -> Optional[str]:
+    return tables.problem(curves, path)
+
+
+def check(hw) -> List[str]:
+    return check_tables(hw, NAME, problem)
