@@ -1,7 +1,7 @@
 """The linear-attention family (hardware.op_model=fitted; docs/model.md, "Per-shape operator laws"): a hybrid model's
 linear-layer kernels (components/models/linear_attn.py: Gated DeltaNet, Kimi Delta Attention) from a table of the
 engine's own kernels (`hardware.op_tables.linear_attention`, `linear_attention_by_engine.<family>`; shipped from
-AIConfigurator's gdn_perf / kda_perf by tools/aic_linear_attention_convert.py).
+AIConfigurator's gdn_perf / kda_perf by tools/aic_kernel_tables.py).
 
 A table row is one kernel at one shape per chip: kind (gdn, kda), role, key and value heads, their head dims, the
 conv kernel, and the sequences of a decode step (roles `conv_update`, `decode`, `decode_conv`) or the tokens of one
@@ -25,7 +25,7 @@ import numpy as np
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, op_table, table_mismatch
 from decodelab.opcost.tablecache import table_cache
-from decodelab.kernel_layout import Law, Lin
+from decodelab.kernel_layout import Law
 
 NAME = "linear_attention"
 FIT_GROUPS = ()
@@ -96,18 +96,11 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         return None
     if got[1] is None:  # the conv update inside a fused decode kernel
         return Price(NAME, Law.SKIP, whole=True, law=None)
-    at = got[1]
-    t0 = float(at.min())
-    return Price(
-        NAME, Law.GEMM, {Lin.T0: t0, Lin.G_P: 1.0}, at - t0, Lin.G_TAB, whole=True, law=(t0, at - t0)
-    )
+    return tables.curve_price(NAME, got[1])
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
-    if p.law is None:
-        return 0.0, 0.0, 0.0
-    t0, beyond = p.law
-    return float(tables.table_time(t0, beyond, step.tokens)) - t0, t0, 0.0
+    return (0.0, 0.0, 0.0) if p.law is None else tables.curve_reference(p, step)
 
 
 def missed(op, ctx: Ctx, priced) -> Optional[str]:

@@ -9,7 +9,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from decodelab.paths import resolve_user_path
-from decodelab.kernel_layout import M_GRID
+from decodelab.kernel_layout import M_GRID, Law, Lin
+from decodelab.opcost.base import Price, Step
 
 
 class TableError(ValueError):
@@ -79,3 +80,18 @@ def table_time(t0: float, beyond: np.ndarray, m):
     j = np.clip(np.searchsorted(grid, m, side="left") - 1, 0, len(grid) - 2)
     a, b = beyond[j], beyond[j + 1]
     return t0 + a + (m - grid[j]) * (b - a) / (grid[j + 1] - grid[j])
+
+
+def curve_price(family: str, at: np.ndarray) -> Price:
+    """The price of an op costed alone by a measured curve `at` (M_GRID seconds) at its path's tokens: t0 its
+    fastest call, the rest beyond it (a kernel table of one op: opcost.linear_attn, opcost.mhc)."""
+    t0 = float(at.min())
+    return Price(
+        family, Law.GEMM, {Lin.T0: t0, Lin.G_P: 1.0}, at - t0, Lin.G_TAB, whole=True, law=(t0, at - t0)
+    )
+
+
+def curve_reference(p: Price, step: Step):
+    """(seconds beyond t0, t0, collective seconds) of a curve_price op at `step`, in natural form."""
+    t0, beyond = p.law
+    return float(table_time(t0, beyond, step.tokens)) - t0, t0, 0.0
