@@ -86,6 +86,8 @@ class Op:
     # mamba2, role conv_update | decode | conv | prefill, key heads, value heads, key and value head dims, conv
     # kernel, recurrent state bytes per element), per chip: what a measured table of it is looked up by
     # (framework/opcost/linear_attn.py)
+    mhc: tuple = ()  # a hyper-connection mixing op (components/models/csa.py hc_ops): (role pre | post, hc_mult,
+    # hidden size): what a measured table of it is looked up by (framework/opcost/mhc.py)
 
 
 # The LM head keeps the 16-bit compute dtype when the other weights are quantized below 16 bits:

@@ -1,7 +1,7 @@
 """Hybrid models' linear-layer kernels from the engines' measured tables (framework/opcost/linear_attn.py): Gated
 DeltaNet (Qwen3.5-27B: 16 key / 48 value heads of 128 x 128, conv 4, fp32 state) and Kimi Delta Attention (Kimi-K3:
 96 heads of 128, 12 a chip at TP8). Every expected time is a row of the shipped table, as AIConfigurator measured it
-(tools/aic_linear_attention_convert.py), or worked out from two of them."""
+(tools/aic_kernel_tables.py), or worked out from two of them."""
 
 from __future__ import annotations
 

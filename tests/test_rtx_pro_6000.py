@@ -56,11 +56,15 @@ def test_own_tables_load_and_are_not_rescaled(hw):
     assert (t.hbm_gb_s, t.peak_tflops_bf16, t.peak_tflops_fp8) == (1597, 500, 1000)
     paths = [t.gemm, *t.gemm_by_engine.values(), t.attention_decode, *t.attention_decode_by_engine.values()]
     paths += [*t.all_reduce_by_engine.values(), t.moe, *t.moe_by_engine.values(), t.mla_decode]
-    paths += [*t.mla_decode_by_engine.values(), *t.linear_attention_by_engine.values()]
-    assert t.linear_attention == t.linear_attention_by_engine.sglang
-    # every one of the 15 shipped tables of this chip, and nothing else
+    paths += [
+        *t.mla_decode_by_engine.values(),
+        *t.linear_attention_by_engine.values(),
+        *t.mhc_by_engine.values(),
+    ]
+    assert t.linear_attention == t.linear_attention_by_engine.sglang and t.mhc == t.mhc_by_engine.trtllm
+    # every one of the 17 shipped tables of this chip, and nothing else
     assert sorted(paths) == sorted(f"operators/{f.name}" for f in (DATA_DIR / "operators").glob(f"{CHIP}_*"))
-    assert len(set(paths)) == 15
+    assert len(set(paths)) == 17
     for p in t.all_reduce_by_engine.values():  # the 8-GPU node's tables: 2, 4 and 8 GPUs
         assert collectives.problem(p) is None and set(collectives.collective_curves(p)) == {2, 4, 8}
     # Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128), BF16, one GPU: in each engine's own table

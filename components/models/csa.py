@@ -260,6 +260,7 @@ def hc_ops(m, act_bytes: float) -> List[Op]:
             weight_bytes=mix * hc * d * FP32,
             flops_per_token=2.0 * mix * hc * d + 4.0 * hc * d,
             act_bytes_per_token=hc * d * BF16 + d * act_bytes,
+            mhc=("pre", hc, d),
         ),
         Op(
             "hc_post",
@@ -267,5 +268,6 @@ def hc_ops(m, act_bytes: float) -> List[Op]:
             repeat=n,
             flops_per_token=2.0 * hc * hc * d + 2.0 * hc * d,
             act_bytes_per_token=2.0 * hc * d * BF16 + d * act_bytes,
+            mhc=("post", hc, d),
         ),
     ]

@@ -112,6 +112,10 @@ class OpTablesConfig:
     # holds is costed from it (opcost/linear_attn.py); `linear_attention_by_engine` an engine's own
     linear_attention: str = ""
     linear_attention_by_engine: Dict[str, str] = field(default_factory=dict)
+    # a table of DeepSeek-V4's hyper-connection kernels (role pre | post, num_tokens, hc_mult, hidden_size,
+    # num_sites, latency_ms): an hc_pre / hc_post op at a shape it holds is costed from it (opcost/mhc.py)
+    mhc: str = ""
+    mhc_by_engine: Dict[str, str] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its

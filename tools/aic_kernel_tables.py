@@ -1,19 +1,25 @@
-"""Convert AIConfigurator's linear-attention kernel tables (Gated DeltaNet and Kimi Delta Attention) of every chip to
-decodelab's shipped `framework/data/operators/<chip>_linear_attention_<engine>.parquet` (framework/opcost/linear_attn.py).
+"""Convert AIConfigurator's single-kernel tables of every chip to decodelab's shipped ones in framework/data/operators/:
+the linear-attention kernels (Gated DeltaNet and Kimi Delta Attention) to `<chip>_linear_attention_<engine>.parquet`
+(framework/opcost/linear_attn.py) and DeepSeek-V4's hyper-connection mixing to `<chip>_mhc_<engine>.parquet`
+(framework/opcost/mhc.py).
 
-Source: github.com/ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0),
-aic-core/src/aiconfigurator_core/systems/data/<chip>/{linear_attention/<engine>/<version>/gdn_perf.parquet,
-kda/<engine>/<version>/kda_perf.parquet}, read with `git show` from the mirror at $AIC (a git directory; its
-silicon_sample.csv is never read), collected by collector/{vllm,sglang,trtllm}/collect_gdn.py and collect_kda.py: the
-engine's own kernels on one GPU, bf16 activations, an fp32 recurrent state, GPU service time back to back.
+Source: github.com/ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0), aic-core/src/aiconfigurator_core/systems/data/
+<chip>/{linear_attention/<engine>/<version>/gdn_perf.parquet, kda/<engine>/<version>/kda_perf.parquet,
+mhc/<engine>/<version>/mhc_module_perf.parquet}, read with `git show` from the mirror at $AIC (a git directory; its
+silicon_sample.csv is never read).
 
-What is kept, per row: the kernel's `role` in a decodelab op (ROLES), the decode rows (phase `generation`, one token
-a sequence: a curve over sequences) and the prefill rows of one sequence (phase `context`, batch_size 1: a curve over
-its tokens); `latency` renamed `latency_ms`. Dropped: the `verify` rows (speculative verification), prefill rows of
-several sequences, and kernels no role names. VERSIONS says which version of each table ships (one per engine and
-kind, the same on every chip). Run from the repository root:
+Linear attention: collected by collector/{vllm,sglang}/collect_gdn.py and collect_kda.py (the engine's own kernels on
+one GPU, bf16 activations, an fp32 recurrent state, GPU service time back to back). Kept per row: the kernel's `role`
+in a decodelab op (ROLES), the decode rows (phase `generation`, one token a sequence: a curve over sequences) and the
+prefill rows of one sequence (phase `context`, batch_size 1: a curve over its tokens); `latency` renamed
+`latency_ms`. Dropped: the `verify` rows (speculative verification), prefill rows of several sequences, and kernels
+no role names. VERSIONS says which version of each table ships (one per engine and kind, the same on every chip).
 
-    AIC=/path/to/aiconfigurator/.git python tools/aic_linear_attention_convert.py
+Hyper-connections: collected by collector/{vllm,sglang,trtllm}/collect_mhc_module.py (the engine's own kernels for
+`num_sites` sublayers back to back inside a CUDA graph). Kept as they are but for the column names (`op_name` ->
+`role`, `kernel_source` -> `kernel`, `latency` -> `latency_ms`). Run from the repository root:
+
+    AIC=/path/to/aiconfigurator/.git python tools/aic_kernel_tables.py
 """
 
 import io
@@ -55,6 +61,19 @@ ROLES = {
     "flashkda_fwd": "prefill",
     "chunk_kda_with_fused_gate": "prefill",
 }
+MHC_CHIPS = CHIPS[1:]  # the A100 has no mhc table
+MHC_VERSIONS = {"vllm": "0.24.0", "sglang": "0.5.14", "trtllm": "1.3.0rc20"}  # the one version every chip has
+MHC_COLUMNS = [
+    "role",
+    "version",
+    "kernel",
+    "num_tokens",
+    "hc_mult",
+    "hidden_size",
+    "sinkhorn_iters",
+    "num_sites",
+]
+MHC_COLUMNS += ["latency_ms"]
 COLUMNS = ["kind", "role", "version", "kernel", "batch_size", "seq_len", "num_k_heads", "num_v_heads"]
 COLUMNS += ["head_k_dim", "head_v_dim", "d_conv", "latency_ms"]
 
@@ -76,7 +95,7 @@ def convert(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     return keep[COLUMNS].sort_values(COLUMNS[:-1], kind="stable").reset_index(drop=True)
 
 
-def main():
+def linear_attention():
     for chip in CHIPS:
         for engine, kinds in VERSIONS.items():
             parts = []
@@ -87,10 +106,33 @@ def main():
                     parts.append(convert(df, kind))
             if parts:
                 out = pd.concat(parts, ignore_index=True)
-                path = OPS / f"{chip}_linear_attention_{engine}.parquet"
-                out.to_parquet(path, index=False)
-                print(f"{path}: {len(out)} rows ({', '.join(sorted(out.kind.unique()))})")
+                write(
+                    out,
+                    f"{chip}_linear_attention_{engine}.parquet",
+                    f" ({', '.join(sorted(out.kind.unique()))})",
+                )
+
+
+def mhc():
+    for chip in MHC_CHIPS:
+        for engine, version in MHC_VERSIONS.items():
+            df = read(f"{chip}/mhc/{engine}/{version}/mhc_module_perf.parquet")
+            if df is not None:
+                df = df.rename(
+                    columns={"op_name": "role", "kernel_source": "kernel", "latency": "latency_ms"}
+                )
+                df = df.dropna(subset=["latency_ms"])[MHC_COLUMNS].sort_values(
+                    MHC_COLUMNS[:-1], kind="stable"
+                )
+                write(df.reset_index(drop=True), f"{chip}_mhc_{engine}.parquet")
+
+
+def write(df: pd.DataFrame, name: str, what: str = ""):
+    path = OPS / name
+    df.to_parquet(path, index=False)
+    print(f"{path}: {len(df)} rows{what}")
 
 
 if __name__ == "__main__":
-    main()
+    linear_attention()
+    mhc()
