@@ -86,6 +86,7 @@ def test_shapes_no_table_holds_keep_the_roofline_and_say_so():
     """A bf16 recurrent state (the tables time fp32 ones) and a Mamba-2 mixer (no table) keep the roofline law."""
     ops, ctx = _ops(*QWEN, "hardware=b200_sxm", "engine=vllm_0_19", "model.linear_state_dtype=bf16")
     assert registry.prices(ops["gdn_decode"], ctx) == ()
+    assert _ms(ops["conv1d_update"], ctx, 64) == pytest.approx(0.0043466, rel=1e-4)  # no state: still its row
     note = registry.note(list(ops.values()), ctx)
     assert "gdn_decode (op_tables.linear_attention: fp32 recurrent states only)" in note
     nano, ctx_n = _ops(

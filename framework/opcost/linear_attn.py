@@ -9,10 +9,11 @@ prompt (roles `conv`, `prefill`), every row at an fp32 recurrent state. An op (O
 tokens on its path from the curve of its role at its exact shape, median over rows repeated at other model widths:
     t = t0 + table(m),  m = the decode tokens (decode roles) or the prefill tokens (prefill roles)
 the curve on the kernel's token grid as a GEMM table's (opcost/tables.py grid_row: non-decreasing, linear beyond its
-last point), t0 its fastest call. Where a table times only one fused decode kernel with the short convolution inside
-it (`decode_conv`: SGLang's and vLLM's KDA decode), the decode op takes it and the conv update op costs nothing. The
-engine's own table first, then the chip's; a shape, role or state dtype no table holds keeps the roofline law (the
-note says which), as does a chip other than the one the tables were measured on (no law carries a kernel table).
+last point), t0 its fastest call. Where a table times the decode only fused with the short convolution
+(`decode_conv`: SGLang's KDA decode at Kimi-K3's 12 heads a chip), the decode op takes it and the conv update op
+costs nothing. The engine's own table first, then the chip's; a shape, a role or (for the decode and the prefill) a
+state dtype no table holds keeps the roofline law (the note says which), as does a chip other than the one the
+tables were measured on (no law carries a kernel table).
 Stated limits: a prefill step of several prompts is read as one prompt of all their tokens, and speculative
 verification (several tokens a sequence) as that many decoding sequences."""
 
@@ -34,8 +35,10 @@ COLUMNS += ["d_conv", "latency_ms"]
 ROLES = {"conv_update": "batch_size", "decode": "batch_size", "decode_conv": "batch_size"}
 ROLES.update(conv="seq_len", prefill="seq_len")  # role -> the column its curve runs over
 SHAPE = ["kind", "role", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "d_conv"]
-# the tables' recurrent state: fp32 (AIConfigurator's collect_gdn.py / collect_kda.py)
+# the tables' recurrent state: fp32 (AIConfigurator's collect_gdn.py / collect_kda.py), which the roles that read
+# and write it depend on (the convolutions do not)
 TABLE_STATE_BYTES = 4.0
+STATE_ROLES = ("decode", "prefill")
 
 
 def _read(path: str):
@@ -73,20 +76,21 @@ def paths(ctx: Ctx) -> list:
 
 
 def lookup(op, ctx: Ctx) -> Optional[Tuple[str, Optional[np.ndarray]]]:
-    """(role read, its curve; None: the op costs nothing) of the op from the first table holding its kernel: the
-    decode pair's own role, or the fused decode (`decode_conv`) where a table times only that; None: no table."""
+    """(role read, its curve; None: the op costs nothing) of the op from the first table holding its kernel; a table
+    that times the decode only fused with the convolution (`decode_conv`, no `decode`) gives the decode op that curve
+    and the conv update nothing. None: no table holds it (or its recurrent state is not the tables' fp32)."""
     kind, role, *shape = op.recurrence
-    if float(shape[-1]) != TABLE_STATE_BYTES:
+    if role in STATE_ROLES and float(shape[-1]) != TABLE_STATE_BYTES:
         return None
-    key = (str(kind), *(int(v) for v in shape[:-1]))
-    fused = role in ("decode", "conv_update")
+    dims = tuple(int(v) for v in shape[:-1])
     for path in paths(ctx):
         got = curves(path)
-        own = got.get((key[0], role, *key[1:]))
-        if own is not None and not (role == "conv_update" and (key[0], "decode", *key[1:]) not in got):
+        fused = got.get((kind, "decode_conv", *dims))
+        if role in ("decode", "conv_update") and fused is not None and (kind, "decode", *dims) not in got:
+            return "decode_conv", fused if role == "decode" else None
+        own = got.get((kind, role, *dims))
+        if own is not None:
             return role, own
-        if fused and (key[0], "decode_conv", *key[1:]) in got:
-            return "decode_conv", got[(key[0], "decode_conv", *key[1:])] if role == "decode" else None
     return None
 
 
@@ -107,7 +111,7 @@ def missed(op, ctx: Ctx, priced) -> Optional[str]:
     if not matches(op) or NAME in priced:
         return None
     kind, role, nk, nv, dk, dv, c, sb = op.recurrence
-    if float(sb) != TABLE_STATE_BYTES:
+    if role in STATE_ROLES and float(sb) != TABLE_STATE_BYTES:
         return "op_tables.linear_attention: fp32 recurrent states only"
     return f"no op_tables.linear_attention {kind} {role} row at {nk}/{nv} heads of {dk}x{dv}"
 
