@@ -13,7 +13,10 @@ last point), t0 its fastest call. Where a table times the decode only fused with
 (`decode_conv`: SGLang's KDA decode at Kimi-K3's 12 heads a chip), the decode op takes it and the conv update op
 costs nothing. The engine's own table first, then the chip's; a shape, a role or (for the decode and the prefill) a
 state dtype no table holds keeps the roofline law (the note says which), as does a chip other than the one the
-tables were measured on (no law carries a kernel table).
+tables were measured on (no law carries a kernel table). A decode role is never faster than its op's bytes (the
+states read and written, the activations) at the chip's HBM peak: the collectors time one layer's states again and
+again, which a large L2 holds (L40S: 96 MB, RTX PRO 6000: 128 MB; rows up to 5x the HBM peak at a few sequences),
+where a serving step reads every layer's states once, from HBM.
 Stated limits: a prefill step of several prompts is read as one prompt of all their tokens, and speculative
 verification (several tokens a sequence) as that many decoding sequences."""
 
@@ -24,9 +27,9 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from decodelab.opcost import tables
-from decodelab.opcost.base import Ctx, Price, Step, check_tables, op_table, table_mismatch
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, hbm_bw, op_table, table_mismatch
 from decodelab.opcost.tablecache import table_cache
-from decodelab.kernel_layout import Law
+from decodelab.kernel_layout import M_GRID, Law
 
 NAME = "linear_attention"
 FIT_GROUPS = ()
@@ -39,6 +42,7 @@ SHAPE = ["kind", "role", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim
 # and write it depend on (the convolutions do not)
 TABLE_STATE_BYTES = 4.0
 STATE_ROLES = ("decode", "prefill")
+DECODE_ROLES = ("conv_update", "decode", "decode_conv")
 
 
 def _read(path: str):
@@ -98,9 +102,14 @@ def price(op, ctx: Ctx) -> Optional[Price]:
     got = lookup(op, ctx)
     if got is None:
         return None
-    if got[1] is None:  # the conv update inside a fused decode kernel
+    role, at = got
+    if at is None:  # the conv update inside a fused decode kernel
         return Price(NAME, Law.SKIP, whole=True, law=None)
-    return tables.curve_price(NAME, got[1])
+    if (
+        role in DECODE_ROLES
+    ):  # never faster than its states and activations at the HBM peak (module docstring)
+        at = np.maximum(at, np.asarray(M_GRID) * op.act_bytes_per_token / hbm_bw(ctx.hw))
+    return tables.curve_price(NAME, at)
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
