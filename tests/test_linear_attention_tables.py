@@ -82,13 +82,26 @@ def test_a_fused_kda_decode_holds_its_convolution():
     assert registry.law_code(registry.prices(vllm["conv1d_update"], ctx_v)) == Law.GEMM
 
 
-def test_shapes_no_table_holds_keep_the_roofline_and_say_so():
-    """A bf16 recurrent state (the tables time fp32 ones) and a Mamba-2 mixer (no table) keep the roofline law."""
+def test_a_bf16_state_reads_the_curve_at_equal_bytes():
+    """SGLang's --mamba-ssm-dtype bfloat16 halves the state: Qwen3.5-27B's decode op moves 32,960 B of activations and
+    2 x 1,572,864 B of state a sequence, 3,178,688 B, where the tables' fp32 state makes it 6,324,416 B (ratio
+    0.502605). 64 sequences read the vLLM curve at 32.167: between its 32 (37.666 us, measured) and 48 (53.600 us,
+    halfway to 64's 69.533) points, 37.832 us. The conv update keeps its row (4.347 us at 64)."""
     ops, ctx = _ops(*QWEN, "hardware=b200_sxm", "engine=vllm_0_19", "model.linear_state_dtype=bf16")
-    assert registry.prices(ops["gdn_decode"], ctx) == ()
-    assert _ms(ops["conv1d_update"], ctx, 64) == pytest.approx(0.0043466, rel=1e-4)  # no state: still its row
-    note = registry.note(list(ops.values()), ctx)
-    assert "gdn_decode (op_tables.linear_attention: fp32 recurrent states only)" in note
+    op = ops["gdn_decode"]
+    assert op.act_bytes_per_token == 3178688 and linear_attn.state_ratio(op) == pytest.approx(
+        0.502605, abs=1e-6
+    )
+    raw = _raw("b200_sxm", "vllm", "decode", 16, 48)
+    at48 = (raw[32] + raw[64]) / 2
+    want = raw[32] + (64 * 3178688 / 6324416 - 32) / 16 * (at48 - raw[32])
+    assert _ms(op, ctx, 64) == pytest.approx(want, rel=1e-9) and want == pytest.approx(0.037832, abs=1e-6)
+    assert _ms(ops["conv1d_update"], ctx, 64) == pytest.approx(0.0043466, rel=1e-4)
+
+
+def test_shapes_no_table_holds_keep_the_roofline_and_say_so():
+    """A Mamba-2 mixer (no recurrence table: TensorRT-LLM's mamba2_perf times only its convolutions) keeps the
+    roofline law and the note names it."""
     nano, ctx_n = _ops(
         "model=nemotron_3_nano_30b_a3b", "hardware=h100_sxm", "engine=vllm_0_19", "tracking=off"
     )

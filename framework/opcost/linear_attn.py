@@ -11,12 +11,14 @@ tokens on its path from the curve of its role at its exact shape, median over ro
 the curve on the kernel's token grid as a GEMM table's (opcost/tables.py grid_row: non-decreasing, linear beyond its
 last point), t0 its fastest call. Where a table times the decode only fused with the short convolution
 (`decode_conv`: SGLang's KDA decode at Kimi-K3's 12 heads a chip), the decode op takes it and the conv update op
-costs nothing. The engine's own table first, then the chip's; a shape, a role or (for the decode and the prefill) a
-state dtype no table holds keeps the roofline law (the note says which), as does a chip other than the one the
-tables were measured on (no law carries a kernel table). A decode role is never faster than its op's bytes (the
-states read and written, the activations) at the chip's HBM peak: the collectors time one layer's states again and
-again, which a large L2 holds (L40S: 96 MB, RTX PRO 6000: 128 MB; rows up to 5x the HBM peak at a few sequences),
-where a serving step reads every layer's states once, from HBM.
+costs nothing. The engine's own table first, then the chip's; a shape or a role no table holds keeps the roofline
+law (the note says which), as does a chip other than the one the tables were measured on (no law carries a kernel
+table). A decode op whose state is not fp32 (SGLang's --mamba-ssm-dtype bfloat16) reads the curve at the sequences
+that move its bytes (state_ratio: equal bytes, equal time; a stated assumption, the decode being bound by its state
+traffic); a prefill reads its row as measured (its state is read and written once a prompt). A decode role is never
+faster than its op's bytes (the states read and written, the activations) at the chip's HBM peak: the collectors time
+one layer's states again and again, which a large L2 holds (L40S: 96 MB, RTX PRO 6000: 128 MB; rows up to 5x the HBM
+peak at a few sequences), where a serving step reads every layer's states once, from HBM.
 Stated limits: a prefill step of several prompts is read as one prompt of all their tokens, and speculative
 verification (several tokens a sequence) as that many decoding sequences."""
 
@@ -38,10 +40,10 @@ COLUMNS += ["d_conv", "latency_ms"]
 ROLES = {"conv_update": "batch_size", "decode": "batch_size", "decode_conv": "batch_size"}
 ROLES.update(conv="seq_len", prefill="seq_len")  # role -> the column its curve runs over
 SHAPE = ["kind", "role", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim", "d_conv"]
-# the tables' recurrent state: fp32 (AIConfigurator's collect_gdn.py / collect_kda.py), which the roles that read
-# and write it depend on (the convolutions do not)
+# the tables' recurrent state: fp32 (AIConfigurator's collect_gdn.py / collect_kda.py), which a decode step reads and
+# writes whole (state_ratio carries another dtype); the convolutions do not touch it, the prefill reads and writes it
+# once a prompt
 TABLE_STATE_BYTES = 4.0
-STATE_ROLES = ("decode", "prefill")
 DECODE_ROLES = ("conv_update", "decode", "decode_conv")
 
 
@@ -82,10 +84,8 @@ def paths(ctx: Ctx) -> list:
 def lookup(op, ctx: Ctx) -> Optional[Tuple[str, Optional[np.ndarray]]]:
     """(role read, its curve; None: the op costs nothing) of the op from the first table holding its kernel; a table
     that times the decode only fused with the convolution (`decode_conv`, no `decode`) gives the decode op that curve
-    and the conv update nothing. None: no table holds it (or its recurrent state is not the tables' fp32)."""
+    and the conv update nothing. None: no table holds it."""
     kind, role, *shape = op.recurrence
-    if role in STATE_ROLES and float(shape[-1]) != TABLE_STATE_BYTES:
-        return None
     dims = tuple(int(v) for v in shape[:-1])
     for path in paths(ctx):
         got = curves(path)
@@ -105,11 +105,21 @@ def price(op, ctx: Ctx) -> Optional[Price]:
     role, at = got
     if at is None:  # the conv update inside a fused decode kernel
         return Price(NAME, Law.SKIP, whole=True, law=None)
-    if (
-        role in DECODE_ROLES
-    ):  # never faster than its states and activations at the HBM peak (module docstring)
-        at = np.maximum(at, np.asarray(M_GRID) * op.act_bytes_per_token / hbm_bw(ctx.hw))
+    if role in DECODE_ROLES:  # another state dtype (state_ratio); never below the HBM peak (module docstring)
+        grid = np.asarray(M_GRID)
+        at = np.interp(grid * state_ratio(op), grid, at)
+        at = np.maximum(at, grid * op.act_bytes_per_token / hbm_bw(ctx.hw))
     return tables.curve_price(NAME, at)
+
+
+def state_ratio(op) -> float:
+    """A decode op's bytes a sequence over those of the tables' fp32 state at its shape (1 for the convolutions):
+    a step of m sequences is read off the curve at the m x ratio sequences that move as many bytes."""
+    kind, role, nk, nv, dk, dv, c, sb = op.recurrence
+    own = op.act_bytes_per_token
+    if role not in ("decode", "decode_conv") or own <= 0:
+        return 1.0
+    return own / (own + 2.0 * nv * dk * dv * (TABLE_STATE_BYTES - float(sb)))
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
@@ -120,8 +130,6 @@ def missed(op, ctx: Ctx, priced) -> Optional[str]:
     if not matches(op) or NAME in priced:
         return None
     kind, role, nk, nv, dk, dv, c, sb = op.recurrence
-    if role in STATE_ROLES and float(sb) != TABLE_STATE_BYTES:
-        return "op_tables.linear_attention: fp32 recurrent states only"
     return f"no op_tables.linear_attention {kind} {role} row at {nk}/{nv} heads of {dk}x{dv}"
 
 
