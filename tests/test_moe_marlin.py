@@ -12,10 +12,13 @@ import pandas as pd
 import pytest
 from conftest import compose_cfg
 from decodelab.core.build import build
+from decodelab.core.cost_setup import cost_context
+from decodelab.errors import ConfigError
+from decodelab.paths import DATA_DIR
 from decodelab.opcost import moe as moetable
 from decodelab.opcost import moe_blocks
 
-MXFP4_MARLIN, INT4_MARLIN = moe_blocks.KERNELS["marlin"]
+MXFP4_MARLIN, INT4_MARLIN, MXFP4_MARLIN_SM100 = moe_blocks.KERNELS["marlin"]
 GPT_OSS = (2880, 2880, 4, 128, 8, 1)  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
 NS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
 
@@ -121,3 +124,34 @@ def test_inferencex_gpt_oss_vllm_hopper_rows_run_marlin(system, version, launche
     }
     row = silicon_row(source, **who)
     assert ("engine.moe_backend=marlin" in aic_rows.launch_of(row)["launch_overrides"]) == launched
+
+
+@pytest.mark.parametrize("chip, kernel", [("b300_sxm", "MXFP4_MARLIN_SM100"), ("gb300", "MXFP4_MARLIN")])
+def test_kimi_k3_on_vllm_reads_its_measured_marlin_block(chip, kernel):
+    """Kimi-K3's compressed-tensors MXFP4 experts run vLLM's Marlin MoE (model.moe_backend_by_engine {vllm: marlin}),
+    weight-only (w4a16) even on an FP4 chip; the chip's vLLM table holds K3's block as vLLM 0.24.0 timed it (hidden
+    3,584, expert FFN 3,072, top-16 of 896, moe_tp 8): no block is carried."""
+    cfg = compose_cfg(
+        "model=kimi_k3", f"hardware={chip}", "hardware.n_chips=8", "hardware.tensor_parallel=8",
+        "engine=vllm_0_19", "workload.weight_dtype=mxfp4",
+    )  # fmt: skip
+    ctx = cost_context(cfg)
+    assert (ctx.moe_backend, ctx.moe_mxfp4) == ("marlin", "w4a16")
+    path = cfg.hardware.op_tables.moe_by_engine.vllm
+    assert moe_blocks.times_kernel(path, "mxfp4", "marlin")
+    raw = pd.read_parquet(DATA_DIR / path)
+    raw = raw[(raw.num_experts == 896) & (raw.moe_tp_size == 8) & (raw.moe_ep_size == 1)]
+    assert set(raw.kernel_source) == {globals()[kernel]}
+    row = moe_blocks.block_row(path, "mxfp4", (3584, 3072, 16, 896, 8, 1), "marlin")
+    assert row is not None
+    assert not any("carried" in n for n in build(cfg).notes)
+    # another engine family keeps its own backend
+    assert cost_context(compose_cfg("model=kimi_k3", "engine=sglang_0_5_8")).moe_backend != "marlin"
+
+
+def test_a_bad_model_moe_backend_is_one_error_line():
+    cfg = compose_cfg("model=kimi_k3", "engine=vllm_0_19", "model.moe_backend_by_engine.vllm=fast")
+    with pytest.raises(
+        ConfigError, match=r"^model.moe_backend_by_engine.vllm='fast' is not one of: trtllm, "
+    ):
+        cost_context(cfg)

@@ -107,6 +107,34 @@ BORROWS = (
             ("vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "int4_wo"),
         )
     ),
+    # Kimi-K3's MXFP4 experts on vLLM (model.moe_backend_by_engine {vllm: marlin}): the Marlin MoE vLLM 0.24.0 picks
+    # for them on Blackwell too, timed at K3's block by its collector on each SM100 chip (the Hopper tables hold it
+    # from the borrow above); only the B300 / GB300 hold K3 on 8 GPUs
+    *(
+        (chip, "vllm/0.24.0", kernel, "w4a16_mxfp4", OPS + table)
+        for chip, kernel, table in (
+            (
+                "b200_sxm",
+                "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts",
+                "b200_sxm_moe_vllm_0.19.0.parquet",
+            ),
+            (
+                "b300_sxm",
+                "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts",
+                "b300_sxm_moe_vllm_0.19.0.parquet",
+            ),
+            (
+                "gb200",
+                "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+                "gb200_moe_vllm_0.14.0.parquet",
+            ),
+            (
+                "gb300",
+                "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+                "gb300_moe_vllm_0.14.0.parquet",
+            ),
+        )
+    ),
     # The other SM100 chips (B300, GB200, GB300) run the same kernels under the same flags, and their tables of this
     # commit lack them just as the B200's did: TRTLLM-gen block-FP8 for TensorRT-LLM's TRTLLM backend and for SGLang's
     # flashinfer_trtllm runner (also its NVFP4), vLLM's TRTLLM-gen block-FP8 experts; each from the chip's own SGLang

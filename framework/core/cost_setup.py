@@ -47,22 +47,30 @@ MOE_BACKENDS = tuple(KERNELS)  # engine.moe_backend values (opcost/moe.py)
 
 
 def moe_mxfp4(cfg) -> str:
-    """engine.moe_mxfp4: the activations MXFP4 expert weights run with (w4a16: BF16, w4a8: MXFP8)."""
+    """engine.moe_mxfp4: the activations MXFP4 expert weights run with (w4a16: BF16, w4a8: MXFP8); w4a16 under
+    the Marlin backend, a weight-only kernel (it dequantizes each 4-bit weight to BF16: opcost/moe_blocks.py SOLE)."""
     v = getattr(cfg.engine, "moe_mxfp4", "w4a16")
     if v not in MOE_MXFP4:
         raise ConfigError(f"engine.moe_mxfp4={v!r} is not one of: {', '.join(MOE_MXFP4)}")
-    return v
+    return "w4a16" if moe_backend(cfg) == "marlin" else v
 
 
 def moe_backend(cfg) -> str:
     """engine.moe_backend, or engine.moe_backend_attention_dp where set and attention runs data-parallel
     (hardware.attention_dp > 1 or MLA's data mapping); engine.moe_backend_fp8_block where set and the
-    weights are block-scaled FP8."""
+    weights are block-scaled FP8; model.moe_backend_by_engine's entry for the engine's family before any."""
     e, hw = cfg.engine, cfg.hardware
     dp = getattr(hw, "attention_dp", 1) > 1 or getattr(hw, "mla_mapping", "") == "data"
     v = (dp and getattr(e, "moe_backend_attention_dp", "")) or getattr(e, "moe_backend", "")
     if cfg.workload.weight_dtype == "fp8_block":
         v = getattr(e, "moe_backend_fp8_block", "") or v
+    family = engine_family(cfg)
+    own = (getattr(cfg.model, "moe_backend_by_engine", None) or {}).get(family, "") if family else ""
+    if own and own not in MOE_BACKENDS:
+        raise ConfigError(
+            f"model.moe_backend_by_engine.{family}={own!r} is not one of: {', '.join(MOE_BACKENDS)}"
+        )
+    v = own or v
     if v and v not in MOE_BACKENDS:
         raise ConfigError(f"engine.moe_backend={v!r} is not one of: {', '.join(MOE_BACKENDS)} (or empty)")
     return v

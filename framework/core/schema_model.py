@@ -45,6 +45,10 @@ class ModelConfig:
     # gpt-oss's MXFP4 (its model card): under workload.weight_dtype in this list the non-expert
     # weights are read and costed as BF16 GEMMs (components/models/layers.py)
     expert_only_dtypes: List[str] = field(default_factory=list)
+    # The MoE kernel an engine family runs this checkpoint's experts with where its quantization format decides it
+    # rather than the engine file (engine.family -> a backend of core/cost_setup.py MOE_BACKENDS; e.g. vLLM runs
+    # compressed-tensors MXFP4 experts with Marlin): it replaces engine.moe_backend for that engine
+    moe_backend_by_engine: Dict[str, str] = field(default_factory=dict)
     # Ops a quantized checkpoint leaves in BF16, per weight dtype: under workload.weight_dtype = a key,
     # the listed ops (components/models op names) read BF16 weights and are costed as BF16 GEMMs, as
     # the LM head already is (components/ops.py keep_bf16; e.g. NVIDIA's NVFP4 DeepSeek checkpoints

@@ -90,6 +90,7 @@ KERNELS = {
     "marlin": (
         "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
         "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts",
+        "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts",  # the B200 / B300 collection's name of the first
     ),
 }
 # Kernels a table holds from another collection of the kernel (another engine's or a later version's;
