@@ -122,6 +122,16 @@ def op_table(hw, kind: str, engine: str = "") -> str:
     return str(getattr(tables, kind, "") or "")
 
 
+def engine_tables(ctx, kind: str) -> List[str]:
+    """The `kind` tables to look an engine's op up in, first that holds it: the engine's own
+    (op_tables.<kind>_by_engine), then the chip's; none where the chip differs from the one they were
+    measured on (table_mismatch: no law carries a kernel table)."""
+    hw = ctx.hw
+    if table_mismatch(hw):
+        return []
+    return [p for p in dict.fromkeys((op_table(hw, kind, ctx.engine), op_table(hw, kind))) if p]
+
+
 def table_fields(hw, kind: str) -> List[tuple]:
     """(op_tables field, engine) of the chip's `kind` table and of each engine's own."""
     engines = getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}

@@ -29,7 +29,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from decodelab.opcost import tables
-from decodelab.opcost.base import Ctx, Price, Step, check_tables, hbm_bw, op_table, table_mismatch
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, engine_tables, hbm_bw
 from decodelab.opcost.tablecache import table_cache
 from decodelab.kernel_layout import M_GRID, Law
 
@@ -73,21 +73,13 @@ def matches(op) -> bool:
     return bool(getattr(op, "recurrence", ()))
 
 
-def paths(ctx: Ctx) -> list:
-    """The tables to look an engine's kernels up in: its own, then the chip's (none off-chip)."""
-    hw = ctx.hw
-    if table_mismatch(hw):
-        return []
-    return [p for p in dict.fromkeys((op_table(hw, NAME, ctx.engine), op_table(hw, NAME))) if p]
-
-
 def lookup(op, ctx: Ctx) -> Optional[Tuple[str, Optional[np.ndarray]]]:
     """(role read, its curve; None: the op costs nothing) of the op from the first table holding its kernel; a table
     that times the decode only fused with the convolution (`decode_conv`, no `decode`) gives the decode op that curve
     and the conv update nothing. None: no table holds it."""
     kind, role, *shape = op.recurrence
     dims = tuple(int(v) for v in shape[:-1])
-    for path in paths(ctx):
+    for path in engine_tables(ctx, NAME):
         got = curves(path)
         fused = got.get((kind, "decode_conv", *dims))
         if role in ("decode", "conv_update") and fused is not None and (kind, "decode", *dims) not in got:
@@ -117,7 +109,7 @@ def state_ratio(op) -> float:
     a step of m sequences is read off the curve at the m x ratio sequences that move as many bytes."""
     kind, role, nk, nv, dk, dv, c, sb = op.recurrence
     own = op.act_bytes_per_token
-    if role not in ("decode", "decode_conv") or own <= 0:
+    if role != "decode" or own <= 0:
         return 1.0
     return own / (own + 2.0 * nv * dk * dv * (TABLE_STATE_BYTES - float(sb)))
 

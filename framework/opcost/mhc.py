@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from decodelab.opcost import tables
-from decodelab.opcost.base import Ctx, Price, Step, check_tables, op_table, table_mismatch
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, engine_tables
 from decodelab.opcost.tablecache import table_cache
 
 NAME = "mhc"
@@ -49,12 +49,9 @@ def matches(op) -> bool:
 
 def lookup(op, ctx: Ctx):
     """The op's curve (M_GRID seconds) from the engine's own table, then the chip's; None: no table holds it."""
-    hw = ctx.hw
-    if table_mismatch(hw):
-        return None
     key = (str(op.mhc[0]), int(op.mhc[1]), int(op.mhc[2]))
-    for path in dict.fromkeys((op_table(hw, NAME, ctx.engine), op_table(hw, NAME))):
-        got = curves(path).get(key) if path else None
+    for path in engine_tables(ctx, NAME):
+        got = curves(path).get(key)
         if got is not None:
             return got
     return None

@@ -23,8 +23,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from decodelab.opcost import tables
-from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak
-from decodelab.opcost.base import table_mismatch
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, peak
+from decodelab.opcost.base import engine_tables
 from decodelab.opcost.moe_blocks import DTYPES, SOLE, block_row, near_row, problem, served, times_kernel
 from decodelab.kernel_layout import Law, Lin, M_GRID
 
@@ -114,8 +114,7 @@ def moe_dtype(dtype: str, moe_mxfp4: str) -> str:
 
 def paths(ctx: Ctx) -> list:
     """The MoE tables to look an engine's block up in: its own, then the chip's (none off-chip)."""
-    hw = ctx.hw
-    return [] if table_mismatch(hw) else [op_table(hw, "moe", ctx.engine), op_table(hw, "moe")]
+    return engine_tables(ctx, "moe")
 
 
 def matches(op) -> bool:
