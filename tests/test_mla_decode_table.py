@@ -70,13 +70,15 @@ def test_deepseek_v3_decode_attention_is_the_measured_mla_row():
 
 
 def test_sglang_takes_its_own_table_and_vllm_the_chips():
-    """An SGLang design takes SGLang 0.5.9's table (FlashAttention-3 on Hopper: 19.7 us at one
-    sequence of 4096 tokens); vLLM has no table of its own (its 0.14.0 one was timed eagerly with
-    the absorbed BMMs inside) and takes the chip's, TensorRT-LLM's."""
+    """An SGLang design of no named release takes SGLang 0.5.9's table (FlashAttention-3 on Hopper:
+    19.7 us at one sequence of 4096 tokens), of release 0.5.1.post1 (the `sglang` file's) 0.5.6.post2's
+    (19.9 us); vLLM has no table of its own (its 0.14.0 one was timed eagerly with the absorbed BMMs
+    inside) and takes the chip's, TensorRT-LLM's."""
     sg = OPS / "h200_sxm_generation_mla_sglang_0.5.9.parquet"
+    sg56 = OPS / "h200_sxm_generation_mla_sglang_0.5.6.post2.parquet"
     trt = OPS / "h200_sxm_generation_mla_trtllm_1.3.0rc20.parquet"
-    for engine, path in (("sglang", sg), ("vllm", trt)):
-        d, i = _attention(f"engine={engine}")
+    for engine, path in (("sglang engine.version=", sg), ("sglang", sg56), ("vllm", trt)):
+        d, i = _attention(*f"engine={engine}".split())
         assert K._attn_table(d.op_lin, i, 1.0, 4096.0) == pytest.approx(_meas(path, 16, 1, 4095), rel=1e-9)
 
 

@@ -182,10 +182,17 @@ def test_fit_hardware_fits_a_sampler_csv(tmp_path):
 def test_vllm_0_19_overlaps_its_host_work_and_drops_the_sort():
     """vLLM 0.19.0 (conf/engine/vllm_0_19.yaml): async scheduling (overlap with lookahead) and the
     Triton top-k / top-p kernel, so a Qwen3-32B decode step of 128 sequences costs less than under
-    0.12.0's file by about the sort law's time (less the one pass the kernel path keeps)."""
+    0.12.0's file by about the sort law's time (less the one pass the kernel path keeps); both read the same
+    kernel tables (engine.version: 0.13.0, 0.14.0's tables)."""
     steps = np.array([[1, 2048, 128, 1, 0]], dtype=float)
     old = compose_cfg(*QWEN_VLLM)
-    new = compose_cfg("model=qwen3_32b", "engine=vllm_0_19", "hardware=h100_sxm", "workload=closed_loop")
+    new = compose_cfg(
+        "model=qwen3_32b",
+        "engine=vllm_0_19",
+        "engine.version=0.13.0",
+        "hardware=h100_sxm",
+        "workload=closed_loop",
+    )
     assert (new.engine.overlap, new.engine.lookahead, new.engine.sampler.topk_topp) == (True, True, "kernel")
     t_old = simulate(*build(old).arrays(), steps).sum()
     t_new = simulate(*build(new).arrays(), steps).sum()

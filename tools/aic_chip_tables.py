@@ -199,13 +199,63 @@ def fit_csvs(chip: str, out: Path) -> None:
         df.to_csv(out / f"allreduce_{ev.replace('/', '_')}.csv", index=False)
 
 
+# Release tables (hardware.op_tables.by_version; decodelab.opcost.versions): chip -> engine -> the releases beside
+# the engine's default table (<kind>_by_engine) that ship, each the kinds AIConfigurator collected in it. The
+# releases the engine files cover (vLLM to 0.19, SGLang to 0.5.9: conf/engine/*.yaml `versions`) that a chip's
+# collection holds; SGLang 0.5.6.post2's MoE rows are power-law routing only (its default, 0.5.9, is read)
+RELEASES = {
+    "h100_sxm": {"vllm": ["0.19.0"], "sglang": ["0.5.6.post2"]},
+    "h200_sxm": {"vllm": ["0.18.0", "0.19.0"], "sglang": ["0.5.6.post2"]},
+    "gb200": {"vllm": ["0.19.0"]},
+    "gb300": {"vllm": ["0.19.0"]},
+}
+RELEASE_KINDS = {"gemm": "gemm", "generation_attention": "attention_decode", "moe": "moe"}
+RELEASE_KINDS["generation_mla"] = "mla_decode"
+HBM = {"h100_sxm": 3350, "h200_sxm": 4800, "gb200": 8000, "gb300": 8000}  # datasheets (conf/hardware)
+
+
+def release_moe(own: pd.DataFrame, chip: str, engine: str) -> pd.DataFrame:
+    """A release's own MoE rows (`moe`) and, beside them, the rows its engine's default table holds from other
+    collections (decodelab.opcost.moe_blocks ONLY_NAMED: tools/aic_moe_kernel_convert.py BORROWS), which
+    no release's own collection times: a release reads the kernels it lacks as the default does."""
+    from decodelab.opcost.moe_blocks import ONLY_NAMED
+
+    shipped = pd.read_parquet(next(OPS.glob(f"{chip}_moe_{engine}_*.parquet")))
+    borrowed = shipped[shipped.kernel_source.isin(ONLY_NAMED)]
+    return pd.concat([own, borrowed[[*MOE_COLUMNS, "kernel_source"]]], ignore_index=True)
+
+
+def ship_releases() -> None:
+    """Every RELEASES table, named <chip>_<kind>_<engine>_<release>.parquet as the default tables are."""
+    for chip, engines in RELEASES.items():
+        for engine, versions in engines.items():
+            for version in versions:
+                for kind in RELEASE_KINDS:
+                    try:
+                        df = source(chip, kind, f"{engine}/{version}")
+                    except subprocess.CalledProcessError:
+                        continue  # not collected in this release
+                    df = gemm(df, HBM[chip]) if kind == "gemm" else CONVERT[kind](df)
+                    if kind == "moe" and not len(df):
+                        continue  # power-law routing rows only
+                    if kind == "moe":
+                        df = release_moe(df, chip, engine)
+                    out = OPS / f"{chip}_{kind}_{engine}_{version}.parquet"
+                    df.to_parquet(out, index=False, compression="zstd")
+                    print(out, len(df), "rows", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("chip", choices=sorted(CHIPS))
+    ap.add_argument("chip", nargs="?", choices=sorted(CHIPS), help="a chip's default tables")
     ap.add_argument("--fit", type=Path, help="also write fit-hardware's input CSVs to this directory")
+    ap.add_argument("--releases", action="store_true", help="write every RELEASES table")
     a = ap.parse_args()
-    ship(a.chip)
-    if a.fit:
+    if a.releases:
+        ship_releases()
+    if a.chip:
+        ship(a.chip)
+    if a.chip and a.fit:
         fit_csvs(a.chip, a.fit)
 
 

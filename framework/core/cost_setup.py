@@ -12,12 +12,21 @@ from decodelab.errors import ConfigError
 from decodelab.opcost import sampler
 from decodelab.opcost.base import Ctx
 from decodelab.opcost.moe_blocks import KERNELS
+from decodelab.opcost.versions import release
 
 
 def engine_family(cfg) -> str:
     """The engine family whose kernels run the design (engine.family; "" without an engine node)."""
     eng = getattr(cfg, "engine", None)
     return str(getattr(eng, "family", "") or "") if eng is not None else ""
+
+
+def engine_release(cfg) -> str:
+    """engine.version as given ("" without one); one error line where it is not a release."""
+    eng = getattr(cfg, "engine", None)
+    text = str(getattr(eng, "version", "") or "") if eng is not None else ""
+    release(text)  # raises ConfigError naming engine.version
+    return text.strip()
 
 
 def peak_flops(hw, dtype: str) -> float:
@@ -87,6 +96,7 @@ def cost_context(cfg) -> Ctx:
         kv_dtype=w.kv_dtype,
         tp=hw.tensor_parallel,
         engine=engine_family(cfg),  # whose own laws and tables (all-reduce, GEMM, attention) apply
+        engine_version=engine_release(cfg),  # the release whose tables it reads (op_tables.by_version)
         sampler_path=sampler.path(cfg),
         vocab=int(cfg.model.vocab_size),
         moe_mxfp4=moe_mxfp4(cfg),

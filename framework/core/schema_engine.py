@@ -183,6 +183,10 @@ class EngineConfig:
     # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
     family: str = ""
     versions: List[str] = field(default_factory=list)
+    # The release this design runs ("" = none named): its kernel tables are those of the release the
+    # chip file lists nearest it (hardware.op_tables.by_version; opcost/versions.py); validate sets it
+    # from a row's engine_version
+    version: str = ""
     sampler: EngineSamplerConfig = field(default_factory=EngineSamplerConfig)  # opcost/sampler.py
     dp_attention: EngineDpAttentionConfig = field(default_factory=EngineDpAttentionConfig)
     mtp: EngineMtpConfig = field(default_factory=EngineMtpConfig)  # modes/serving/mtp.py

@@ -116,6 +116,11 @@ class OpTablesConfig:
     # num_sites, latency_ms): an hc_pre / hc_post op at a shape it holds is costed from it (opcost/mhc.py)
     mhc: str = ""
     mhc_by_engine: Dict[str, str] = field(default_factory=dict)
+    # An engine's tables per release, engine family -> release -> {gemm | attention_decode | mla_decode | moe:
+    # path}: a design whose engine.version names its release reads each kind from the listed release nearest
+    # it (opcost/versions.py) while `<kind>_by_engine` is one of them (a table of one's own there stands for
+    # every release), `<kind>_by_engine` where it names none
+    by_version: Dict[str, Dict[str, Dict[str, str]]] = field(default_factory=dict)
     # The chip the tables were measured on (0 = not stated: this chip): on a chip whose own HBM
     # bandwidth or dense peaks differ (e.g. a user chip that inherits this file and changes them)
     # each tabulated GEMM time is multiplied by the op_fit.gemm law's time on that chip over its

@@ -205,7 +205,7 @@ def decode_table(op, ctx: Ctx, law_t0: float, kind: str = "attention_decode"):
     hw = ctx.hw
     if ctx.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
         return None
-    paths = (op_table(hw, kind, ctx.engine), op_table(hw, kind))
+    paths = (op_table(hw, kind, ctx.engine, ctx.engine_version), op_table(hw, kind))
     floor = op.kv_read_per_ctx / hbm_bw(hw)
     grid = for_op(paths, ctx.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
     return None if grid is None else (grid, floor, min(law_t0, float(np.exp(grid.min()))))

@@ -12,8 +12,10 @@ from typing import Any, List, Mapping, Optional
 import numpy as np
 
 from decodelab.kernel_layout import Law, Lin
+from decodelab.opcost.versions import nearest, parse
 
 OP_MODELS = ("roofline", "fitted")
+RELEASE_KINDS = ("gemm", "attention_decode", "mla_decode", "moe")  # op_tables.by_version entries
 ATTN_DTYPES = {"bf16": 2.0, "fp8": 1.0}  # attention classes by KV dtype (its bytes per element)
 ATTN_KEY = re.compile(r"^(bf16|fp8)_hd(\d+)$")  # op_fit.attention_prefill / attention_decode keys
 _RANGES = {  # field: (low, high, low inclusive) of a physical value
@@ -38,6 +40,7 @@ class Ctx:
     kv_dtype: str
     tp: int = 1
     engine: str = ""
+    engine_version: str = ""  # engine.version: the release whose tables it reads (op_table)
     sampler_path: str = ""
     vocab: int = 0
     moe_mxfp4: str = "w4a16"
@@ -112,40 +115,72 @@ def gemm_dtype(op, weight_dtype: str) -> str:
     return getattr(op, "gemm_dtype", "") or weight_dtype
 
 
-def op_table(hw, kind: str, engine: str = "") -> str:
+def op_table(hw, kind: str, engine: str = "", version: str = "") -> str:
     """hardware.op_tables.<kind> (gemm | all_reduce | attention_decode | mla_decode | moe), "" where
-    the chip has none; with `engine`, that engine's own table (op_tables.<kind>_by_engine.<engine>),
-    "" where it has none."""
+    the chip has none; with `engine`, that engine's own table: at its release `version` the one of
+    op_tables.by_version.<engine> nearest it (opcost/versions.py) while <kind>_by_engine.<engine> is unset
+    or one of them (a table of one's own there, or "", stands for every release), else
+    <kind>_by_engine.<engine>; "" where it has none."""
     tables = getattr(hw, "op_tables", None)
-    if engine:
-        return str((getattr(tables, f"{kind}_by_engine", None) or {}).get(engine, "") or "")
-    return str(getattr(tables, kind, "") or "")
+    if not engine:
+        return str(getattr(tables, kind, "") or "")
+    by_engine = getattr(tables, f"{kind}_by_engine", None) or {}
+    default = str(by_engine.get(engine, "") or "")
+    listed = release_tables(tables, kind, engine) if version else {}
+    if listed and (engine not in by_engine or default in listed.values()):
+        return listed[nearest(version, listed)]
+    return default
+
+
+def release_tables(tables, kind: str, engine: str) -> dict:
+    """release -> the `kind` table of that release of `engine` (op_tables.by_version)."""
+    listed = (getattr(tables, "by_version", None) or {}).get(engine) or {}
+    return {str(v): str(k[kind]) for v, k in listed.items() if (k or {}).get(kind)}
 
 
 def engine_tables(ctx, kind: str) -> List[str]:
-    """The `kind` tables to look an engine's op up in, first that holds it: the engine's own
-    (op_tables.<kind>_by_engine), then the chip's; none where the chip differs from the one they were
+    """The `kind` tables to look an engine's op up in, first that holds it: the engine's own (of its
+    release, op_table), then the chip's; none where the chip differs from the one they were
     measured on (table_mismatch: no law carries a kernel table)."""
     hw = ctx.hw
     if table_mismatch(hw):
         return []
-    return [p for p in dict.fromkeys((op_table(hw, kind, ctx.engine), op_table(hw, kind))) if p]
+    own = op_table(hw, kind, ctx.engine, ctx.engine_version)
+    return [p for p in dict.fromkeys((own, op_table(hw, kind))) if p]
 
 
 def table_fields(hw, kind: str) -> List[tuple]:
-    """(op_tables field, engine) of the chip's `kind` table and of each engine's own."""
-    engines = getattr(getattr(hw, "op_tables", None), f"{kind}_by_engine", None) or {}
-    return [(kind, "")] + [(f"{kind}_by_engine.{x}", x) for x in engines]
+    """(op_tables field, path) of the chip's `kind` table, each engine's own and each release's."""
+    tables = getattr(hw, "op_tables", None)
+    engines = getattr(tables, f"{kind}_by_engine", None) or {}
+    out = [(kind, op_table(hw, kind))] + [(f"{kind}_by_engine.{x}", op_table(hw, kind, x)) for x in engines]
+    for eng in getattr(tables, "by_version", None) or {}:
+        out += [(f"by_version.{eng}.{v}.{kind}", p) for v, p in release_tables(tables, kind, eng).items()]
+    return out
 
 
 def check_tables(hw, kind: str, problem) -> List[str]:
-    """One line per `kind` table of the chip (and of each engine) that `problem(path)` rejects."""
+    """One line per `kind` table of the chip (of each engine, of each release) that `problem(path)` rejects."""
     e = []
-    for name, eng in table_fields(hw, kind):
-        path = op_table(hw, kind, eng)
+    for name, path in table_fields(hw, kind):
         bad = problem(path) if path else None
         if bad:
             e.append(f"hardware.op_tables.{name}: {bad}")
+    return e
+
+
+def check_releases(hw) -> List[str]:
+    """One line per op_tables.by_version entry that is not a release, or names a kind of table that is not
+    listed per release."""
+    tables = getattr(hw, "op_tables", None)
+    e = []
+    for eng, listed in (getattr(tables, "by_version", None) or {}).items():
+        for v, kinds in (listed or {}).items():
+            where = f"hardware.op_tables.by_version.{eng}.{v}"
+            if parse(v) is None:
+                e.append(f"{where}: {v!r} is not a release version (PEP 440, e.g. 0.18.0 or 1.2.0rc6)")
+            bad = [k for k in kinds or {} if k not in RELEASE_KINDS]
+            e += [f"{where}.{k}: not one of: {', '.join(RELEASE_KINDS)}" for k in bad]
     return e
 
 

@@ -192,11 +192,15 @@ def law_of(op, ctx: Ctx):
 
 
 def table_row(op, ctx: Ctx, dtype: str, law):
-    """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from the engine's own table
-    (hardware.op_tables.gemm_by_engine) where it holds the dtype and shape, else from
+    """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from the engine's own table (of its
+    release: base.op_table) where it holds the dtype and shape, else from
     hardware.op_tables.gemm, scaled to this chip where it differs from the measured one, or None."""
     hw = ctx.hw
-    paths = [t for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine), op_table(hw, "gemm"))) if t]
+    paths = [
+        t
+        for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine, ctx.engine_version), op_table(hw, "gemm")))
+        if t
+    ]
     n, k = float(op.gemm_n), float(op.gemm_k)
     at = None
     for path in paths:
@@ -227,7 +231,11 @@ def table_only(op, ctx: Ctx, dtype: str) -> Optional[Price]:
     hw = ctx.hw
     if not matches(op) or table_mismatch(hw):
         return None
-    paths = [t for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine), op_table(hw, "gemm"))) if t]
+    paths = [
+        t
+        for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine, ctx.engine_version), op_table(hw, "gemm")))
+        if t
+    ]
     for path in paths:
         at = measured_row(path, dtype, float(op.gemm_n), float(op.gemm_k))
         if at is not None:

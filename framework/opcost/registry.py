@@ -39,7 +39,7 @@ from decodelab.opcost import (
     moe,
     sampler,
 )
-from decodelab.opcost.base import OP_MODELS, Ctx, Price, Step, check_values
+from decodelab.opcost.base import OP_MODELS, Ctx, Price, Step, check_releases, check_values
 from decodelab.kernel_layout import Law, Lin
 
 # Asked in this order; the first family whose price is `whole` costs the op alone (an MoE block
@@ -66,6 +66,7 @@ def check(hw) -> List[str]:
             f"hardware.op_model=fitted needs hardware.execution=gpu (the laws time single GPU "
             f"kernels), got {hw.execution!r}"
         )
+    e += check_releases(hw)
     for fam in CHECK_ORDER:
         e += fam.check(hw)
     fit, groups = hw.op_fit, [g for fam in FAMILIES for g in fam.FIT_GROUPS]

@@ -317,6 +317,15 @@ def launch_of(row, gpus=None) -> dict:
     return dict(NO_LAUNCH)
 
 
+def engine_release(row) -> str:
+    """The engine release an AIConfigurator row ran: its backend_version, "" where that is the version of the
+    Dynamo runtime image it ran in (a Dynamo dump records the image's: `ai-dynamo/<engine>-runtime:<version>`
+    in silicon_data_source)."""
+    v, source = cell(row, "backend_version"), cell(row, "silicon_data_source")
+    image = re.search(rf"ai-dynamo/[\w.-]*runtime:{re.escape(v)}(?![\w.])", source) if v else None
+    return "" if image else v
+
+
 def to_row(row, n: int, twins=None) -> dict:
     """decodelab's row (validation.COLUMNS and the parallel columns) of AIConfigurator row `n`
     (1-based data row of the CSV), with `refuse`: '' or the first reason it cannot run; `twins`:
@@ -332,6 +341,7 @@ def to_row(row, n: int, twins=None) -> dict:
         "model": model_path,
         "engine": cell(row, "backend"),
         "engine_version": cell(row, "backend_version"),
+        "engine_release": engine_release(row),
         "system": system or "h100_sxm",
         "mode": mode,
         "precision": precision_of(row, model),

@@ -171,8 +171,18 @@ def base_overrides(
         "workload.act_dtype=bf16",
         *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
         *launch_overrides(row),  # how the row was launched (aic_mapping.yaml `launches`)
+        *([f"engine.version={row_release(row)}"] if row_release(row) else []),  # its release's kernel tables
         *(pool_overrides(row, bool(_model_yaml(model).get("n_experts"))) if is_disagg(row) else []),
     ]
+
+
+def row_release(row) -> str:
+    """The engine release a row ran (engine.version: its kernel tables, opcost/versions.py): an AIConfigurator
+    row's `engine_release` (aic_rows: not a Dynamo image's version), another row's engine_version, where that
+    is a release (PEP 440); else ""."""
+    v = row.get("engine_release", row_version(row))
+    v = v.strip() if isinstance(v, str) else ""
+    return v if version_of(v) is not None else ""
 
 
 def row_system(row) -> str:
