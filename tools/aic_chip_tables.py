@@ -11,10 +11,11 @@ TensorRT-LLM's `torch_flow` rows, `window_size` 0 where the source has no such c
 only); engine all-reduces: the CUDA-graph rows; MoE: balanced routing, gated kernels, the median over repeated shapes
 within one kernel source; MLA decode: the decode attention schema, one KV head of dim 576. CHIPS says which version of
 each table ships and why (docs/journal/2026-11-29-a100-l40s-operators.md, 2026-11-29-rtx-pro-6000-operators.md).
-Besides the shipped files, `--fit DIR` writes the CSVs `decodelab fit-hardware` fits the chip's laws to. Run from
-the repository root:
+Besides the shipped files, `--fit DIR` writes the CSVs `decodelab fit-hardware` fits the chip's laws to, and
+`--releases` the tables per engine release (RELEASES; hardware.op_tables.by_version). Run from the repository root:
 
     AIC=/path/to/aiconfigurator/.git python tools/aic_chip_tables.py a100_sxm --fit /tmp/a100_fit
+    AIC=/path/to/aiconfigurator/.git python tools/aic_chip_tables.py --releases
 """
 
 import argparse
@@ -209,8 +210,7 @@ RELEASES = {
     "gb200": {"vllm": ["0.19.0"]},
     "gb300": {"vllm": ["0.19.0"]},
 }
-RELEASE_KINDS = {"gemm": "gemm", "generation_attention": "attention_decode", "moe": "moe"}
-RELEASE_KINDS["generation_mla"] = "mla_decode"
+RELEASE_KINDS = ("gemm", "generation_attention", "generation_mla", "moe")
 HBM = {"h100_sxm": 3350, "h200_sxm": 4800, "gb200": 8000, "gb300": 8000}  # datasheets (conf/hardware)
 
 
@@ -218,9 +218,14 @@ def release_moe(own: pd.DataFrame, chip: str, engine: str) -> pd.DataFrame:
     """A release's own MoE rows (`moe`) and, beside them, the rows its engine's default table holds from other
     collections (decodelab.opcost.moe_blocks ONLY_NAMED: tools/aic_moe_kernel_convert.py BORROWS), which
     no release's own collection times: a release reads the kernels it lacks as the default does."""
+    import yaml
+
     from decodelab.opcost.moe_blocks import ONLY_NAMED
 
-    shipped = pd.read_parquet(next(OPS.glob(f"{chip}_moe_{engine}_*.parquet")))
+    default = yaml.safe_load(Path(f"conf/hardware/{chip}.yaml").read_text())["op_tables"]["moe_by_engine"][
+        engine
+    ]
+    shipped = pd.read_parquet(OPS.parent / default)
     borrowed = shipped[shipped.kernel_source.isin(ONLY_NAMED)]
     return pd.concat([own, borrowed[[*MOE_COLUMNS, "kernel_source"]]], ignore_index=True)
 
@@ -236,9 +241,9 @@ def ship_releases() -> None:
                     except subprocess.CalledProcessError:
                         continue  # not collected in this release
                     df = gemm(df, HBM[chip]) if kind == "gemm" else CONVERT[kind](df)
-                    if kind == "moe" and not len(df):
-                        continue  # power-law routing rows only
                     if kind == "moe":
+                        if not len(df):
+                            continue  # power-law routing rows only
                         df = release_moe(df, chip, engine)
                     out = OPS / f"{chip}_{kind}_{engine}_{version}.parquet"
                     df.to_parquet(out, index=False, compression="zstd")
