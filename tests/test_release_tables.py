@@ -177,3 +177,19 @@ def test_validate_names_the_rows_release_in_its_design():
     }
     row.update(system="h200_sxm", isl=1024, osl=1024, concurrency=4)
     assert "engine.version=0.18.0" in base_overrides(pd.Series(row))
+
+
+def test_a_design_notes_the_releases_it_reads():
+    """The design's note names the release tables its engine release reads, per kind."""
+    from decodelab.opcost.base import release_note
+
+    ctx = cost_context(compose_cfg(*H200_VLLM, "engine.version=0.17.0"))
+    assert release_note(ctx) == "vllm 0.17.0 reads release tables 0.18.0 (gemm, attention_decode, moe)"
+    ctx = cost_context(compose_cfg(*H200_VLLM[:2], "engine=sglang", "tracking=off"))
+    assert release_note(ctx) == (
+        "sglang 0.5.1.post1 reads release tables 0.5.6.post2 (gemm, attention_decode, mla_decode), 0.5.9 (moe)"
+    )
+    assert release_note(cost_context(compose_cfg(*H200_VLLM, "engine.version="))) is None
+    assert (
+        release_note(cost_context(compose_cfg("hardware=b200_sxm", "engine=vllm_0_19"))) is None
+    )  # none listed

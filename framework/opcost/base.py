@@ -169,6 +169,25 @@ def check_tables(hw, kind: str, problem) -> List[str]:
     return e
 
 
+def release_note(ctx) -> Optional[str]:
+    """The releases whose tables a design of release ctx.engine_version reads, where the chip lists its
+    engine's tables per release ("vllm 0.17.0 reads release tables 0.18.0 (gemm, attention_decode, moe)")."""
+    tables = getattr(ctx.hw, "op_tables", None)
+    if not ctx.engine_version or table_mismatch(ctx.hw):
+        return None
+    read: dict = {}
+    for kind in RELEASE_KINDS:
+        listed = release_tables(tables, kind, ctx.engine)
+        path = op_table(ctx.hw, kind, ctx.engine, ctx.engine_version)
+        for v, p in listed.items():
+            if p == path:
+                read.setdefault(v, []).append(kind)
+    if not read:
+        return None
+    said = ", ".join(f"{v} ({', '.join(k)})" for v, k in read.items())
+    return f"{ctx.engine} {ctx.engine_version} reads release tables {said}"
+
+
 def check_releases(hw) -> List[str]:
     """One line per op_tables.by_version entry that is not a release, or names a kind of table that is not
     listed per release."""

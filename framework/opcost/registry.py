@@ -39,7 +39,7 @@ from decodelab.opcost import (
     moe,
     sampler,
 )
-from decodelab.opcost.base import OP_MODELS, Ctx, Price, Step, check_releases, check_values
+from decodelab.opcost.base import OP_MODELS, Ctx, Price, Step, check_releases, check_values, release_note
 from decodelab.kernel_layout import Law, Lin
 
 # Asked in this order; the first family whose price is `whole` costs the op alone (an MoE block
@@ -140,7 +140,7 @@ def note(ops, ctx: Ctx) -> Optional[str]:
     block carried from a nearby measured one); None under the roofline op_model."""
     if not ctx.fitted:
         return None
-    notes = [n for fam in FAMILIES if (n := _note(fam, ctx))]
+    notes = [n for fam in FAMILIES if (n := _note(fam, ctx))] + [n for n in (release_note(ctx),) if n]
     missed = []
     for op in ops:
         ps = prices(op, ctx)
