@@ -45,7 +45,8 @@ GEMM_DTYPES = {
     "SGLang": ("bfloat16", "fp8", "fp8_block"),
 }
 # datasheets (conf/hardware/<chip>.yaml)
-HBM_GB_S = {"a100_sxm": 2039, "l40s": 864, "rtx_pro_6000_server": 1597}
+HBM_GB_S = {"a100_sxm": 2039, "l40s": 864, "rtx_pro_6000_server": 1597, "h100_sxm": 3350, "h200_sxm": 4800}
+HBM_GB_S.update(gb200=8000, gb300=8000)
 GRAPH = ("vLLM_custom_graph", "SGLang_CustomAllReduce_graph")
 
 # chip -> shipped kind -> (engine/version of the source, why this version). Rules of the other chips: the oldest
@@ -167,17 +168,26 @@ CONVERT["generation_mla"] = mla
 SUFFIX = {"allreduce": "csv"}
 
 
+def converted(chip: str, kind: str, engine_version: str) -> pd.DataFrame:
+    """AIConfigurator's `kind` table of `chip` at engine/version, converted to the shipped schema."""
+    df = source(chip, kind, engine_version)
+    return gemm(df, HBM_GB_S[chip]) if kind == "gemm" else CONVERT[kind](df)
+
+
+def write(df: pd.DataFrame, chip: str, kind: str, engine_version: str) -> None:
+    """framework/data/operators/<chip>_<kind>_<engine>_<version>.<parquet | csv>."""
+    out = OPS / f"{chip}_{kind}_{engine_version.replace('/', '_')}.{SUFFIX.get(kind, 'parquet')}"
+    if out.suffix == ".csv":
+        df.to_csv(out, index=False)
+    else:
+        df.to_parquet(out, index=False, compression="zstd")
+    print(out, len(df), "rows", file=sys.stderr)
+
+
 def ship(chip: str) -> None:
     for kind, versions in CHIPS[chip].items():
         for ev in versions:
-            df = source(chip, kind, ev)
-            df = gemm(df, HBM_GB_S[chip]) if kind == "gemm" else CONVERT[kind](df)
-            out = OPS / f"{chip}_{kind}_{ev.replace('/', '_')}.{SUFFIX.get(kind, 'parquet')}"
-            if out.suffix == ".csv":
-                df.to_csv(out, index=False)
-            else:
-                df.to_parquet(out, index=False, compression="zstd")
-            print(out, len(df), "rows", file=sys.stderr)
+            write(converted(chip, kind, ev), chip, kind, ev)
 
 
 def fit_csvs(chip: str, out: Path) -> None:
@@ -211,7 +221,6 @@ RELEASES = {
     "gb300": {"vllm": ["0.19.0"]},
 }
 RELEASE_KINDS = ("gemm", "generation_attention", "generation_mla", "moe")
-HBM = {"h100_sxm": 3350, "h200_sxm": 4800, "gb200": 8000, "gb300": 8000}  # datasheets (conf/hardware)
 
 
 def release_moe(own: pd.DataFrame, chip: str, engine: str) -> pd.DataFrame:
@@ -237,17 +246,14 @@ def ship_releases() -> None:
             for version in versions:
                 for kind in RELEASE_KINDS:
                     try:
-                        df = source(chip, kind, f"{engine}/{version}")
+                        df = converted(chip, kind, f"{engine}/{version}")
                     except subprocess.CalledProcessError:
                         continue  # not collected in this release
-                    df = gemm(df, HBM[chip]) if kind == "gemm" else CONVERT[kind](df)
                     if kind == "moe":
                         if not len(df):
                             continue  # power-law routing rows only
                         df = release_moe(df, chip, engine)
-                    out = OPS / f"{chip}_{kind}_{engine}_{version}.parquet"
-                    df.to_parquet(out, index=False, compression="zstd")
-                    print(out, len(df), "rows", file=sys.stderr)
+                    write(df, chip, kind, f"{engine}/{version}")
 
 
 def main() -> None:

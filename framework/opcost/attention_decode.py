@@ -41,7 +41,7 @@ import numpy as np
 
 from decodelab.opcost import tables
 from decodelab.opcost.base import ATTN_DTYPES, ATTN_KEY, Ctx, Price, Step, attention_fitted, attention_key
-from decodelab.opcost.base import check_tables, gqa_attention, hbm_bw, op_table, pnorm, table_mismatch
+from decodelab.opcost.base import check_tables, engine_tables, gqa_attention, hbm_bw, pnorm
 from decodelab.opcost.tablecache import table_cache
 from decodelab.kernel_layout import B_GRID, C_GRID, Law, Lin
 
@@ -197,17 +197,15 @@ def decode_attention_time(law, seqs, kv_tokens, kv_heads, head_dim, kv_bytes: fl
 
 def decode_table(op, ctx: Ctx, law_t0: float, kind: str = "attention_decode"):
     """(log seconds on the kernel's B_GRID x C_GRID, floor in s per KV token, t0) of the op's decode
-    attention from the engine's own table (op_tables.<kind>_by_engine) where it holds the shape,
+    attention from the engine's own table (of its release: base.op_table) where it holds the shape,
     else from op_tables.<kind> (attention_decode: GQA/MHA; mla_decode: MLA's attention over the
     latent); t0 (the part reported as launch_sync) = min(the law's t0 `law_t0`, the fastest
     tabulated call). None: no table holds it, or the chip is not the one the tables were measured
     on. The floor: the op's KV bytes per KV token at the HBM peak."""
-    hw = ctx.hw
-    if ctx.kv_dtype not in ATTN_DTYPES or table_mismatch(hw):
+    if ctx.kv_dtype not in ATTN_DTYPES:
         return None
-    paths = (op_table(hw, kind, ctx.engine, ctx.engine_version), op_table(hw, kind))
-    floor = op.kv_read_per_ctx / hbm_bw(hw)
-    grid = for_op(paths, ctx.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
+    floor = op.kv_read_per_ctx / hbm_bw(ctx.hw)
+    grid = for_op(engine_tables(ctx, kind), ctx.kv_dtype, op.attn_heads, op.attn_kv_heads, op.attn_head_dim)
     return None if grid is None else (grid, floor, min(law_t0, float(np.exp(grid.min()))))
 
 

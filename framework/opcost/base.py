@@ -12,7 +12,7 @@ from typing import Any, List, Mapping, Optional
 import numpy as np
 
 from decodelab.kernel_layout import Law, Lin
-from decodelab.opcost.versions import nearest, parse
+from decodelab.opcost.versions import NOT_A_RELEASE, nearest, parse
 
 OP_MODELS = ("roofline", "fitted")
 RELEASE_KINDS = ("gemm", "attention_decode", "mla_decode", "moe")  # op_tables.by_version entries
@@ -138,15 +138,17 @@ def release_tables(tables, kind: str, engine: str) -> dict:
     return {str(v): str(k[kind]) for v, k in listed.items() if (k or {}).get(kind)}
 
 
-def engine_tables(ctx, kind: str) -> List[str]:
+def table_paths(ctx, kind: str) -> List[str]:
     """The `kind` tables to look an engine's op up in, first that holds it: the engine's own (of its
-    release, op_table), then the chip's; none where the chip differs from the one they were
-    measured on (table_mismatch: no law carries a kernel table)."""
-    hw = ctx.hw
-    if table_mismatch(hw):
-        return []
-    own = op_table(hw, kind, ctx.engine, ctx.engine_version)
-    return [p for p in dict.fromkeys((own, op_table(hw, kind))) if p]
+    release, op_table), then the chip's."""
+    own = op_table(ctx.hw, kind, ctx.engine, ctx.engine_version)
+    return [p for p in dict.fromkeys((own, op_table(ctx.hw, kind))) if p]
+
+
+def engine_tables(ctx, kind: str) -> List[str]:
+    """table_paths, none where the chip differs from the one they were measured on (table_mismatch: no
+    law carries a kernel table)."""
+    return [] if table_mismatch(ctx.hw) else table_paths(ctx, kind)
 
 
 def table_fields(hw, kind: str) -> List[tuple]:
@@ -197,7 +199,7 @@ def check_releases(hw) -> List[str]:
         for v, kinds in (listed or {}).items():
             where = f"hardware.op_tables.by_version.{eng}.{v}"
             if parse(v) is None:
-                e.append(f"{where}: {v!r} is not a release version (PEP 440, e.g. 0.18.0 or 1.2.0rc6)")
+                e.append(f"{where}: {v!r} {NOT_A_RELEASE}")
             bad = [k for k in kinds or {} if k not in RELEASE_KINDS]
             e += [f"{where}.{k}: not one of: {', '.join(RELEASE_KINDS)}" for k in bad]
     return e

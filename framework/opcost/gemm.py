@@ -37,7 +37,7 @@ import numpy as np
 
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, op_table, peak, pnorm
-from decodelab.opcost.base import table_mismatch
+from decodelab.opcost.base import engine_tables, table_mismatch, table_paths
 from decodelab.opcost.tablecache import table_cache
 from decodelab.kernel_layout import Law, Lin, M_GRID
 
@@ -196,11 +196,7 @@ def table_row(op, ctx: Ctx, dtype: str, law):
     release: base.op_table) where it holds the dtype and shape, else from
     hardware.op_tables.gemm, scaled to this chip where it differs from the measured one, or None."""
     hw = ctx.hw
-    paths = [
-        t
-        for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine, ctx.engine_version), op_table(hw, "gemm")))
-        if t
-    ]
+    paths = table_paths(ctx, "gemm")  # scaled below where the chip differs
     n, k = float(op.gemm_n), float(op.gemm_k)
     at = None
     for path in paths:
@@ -228,15 +224,9 @@ def table_only(op, ctx: Ctx, dtype: str) -> Optional[Price]:
     """The price of a GEMM whose dtype has no law (NVFP4): the measured table's row at the op's own
     shape, the engine's table first, t0 0 (the whole time is the table's); None where no table holds
     the dtype and shape, or the table was measured on another chip (no law to carry it here)."""
-    hw = ctx.hw
-    if not matches(op) or table_mismatch(hw):
+    if not matches(op):
         return None
-    paths = [
-        t
-        for t in dict.fromkeys((op_table(hw, "gemm", ctx.engine, ctx.engine_version), op_table(hw, "gemm")))
-        if t
-    ]
-    for path in paths:
+    for path in engine_tables(ctx, "gemm"):  # none on another chip
         at = measured_row(path, dtype, float(op.gemm_n), float(op.gemm_k))
         if at is not None:
             row = (0.0, at)

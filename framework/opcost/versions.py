@@ -15,6 +15,8 @@ from typing import Iterable, Optional, Tuple
 
 from decodelab.errors import ConfigError
 
+NOT_A_RELEASE = "is not a release version (PEP 440, e.g. 0.18.0 or 1.2.0rc6)"
+
 
 def parse(text: str):
     """A release (packaging.version.Version) of `text`, or None where it is not one (PEP 440)."""
@@ -32,7 +34,7 @@ def release(text: str, where: str = "engine.version"):
         return None
     v = parse(text)
     if v is None:
-        raise ConfigError(f"{where}={text!r} is not a release version (PEP 440, e.g. 0.18.0 or 1.2.0rc6)")
+        raise ConfigError(f"{where}={text!r} {NOT_A_RELEASE}")
     return v
 
 

@@ -156,6 +156,7 @@ def base_overrides(
         w = "fp8_block"
     system = row_system(row)
     version = row_version(row)
+    release = row_release(row)
     tp = int(row["tp"])
     par, chips, stages = parallel_overrides(row, tp)
     return [
@@ -171,7 +172,7 @@ def base_overrides(
         "workload.act_dtype=bf16",
         *([f"engine.moe_mxfp4={MXFP4_ACTIVATIONS[prec]}"] if prec in MXFP4_ACTIVATIONS else []),
         *launch_overrides(row),  # how the row was launched (aic_mapping.yaml `launches`)
-        *([f"engine.version={row_release(row)}"] if row_release(row) else []),  # its release's kernel tables
+        *([f"engine.version={release}"] if release else []),  # its release's kernel tables
         *(pool_overrides(row, bool(_model_yaml(model).get("n_experts"))) if is_disagg(row) else []),
     ]
 
