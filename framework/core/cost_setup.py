@@ -85,10 +85,21 @@ def moe_backend(cfg) -> str:
     return v
 
 
+GEMM_BACKENDS_FP8_BLOCK = ("", "trtllm")  # engine.gemm_backend_fp8_block values (opcost/gemm.py)
+
+
+def gemm_backend_fp8_block(cfg) -> str:
+    """engine.gemm_backend_fp8_block: the kernel of block-scaled FP8 dense GEMMs ("" the engine's own)."""
+    v = str(getattr(cfg.engine, "gemm_backend_fp8_block", "") or "")
+    if v not in GEMM_BACKENDS_FP8_BLOCK:
+        raise ConfigError(f"engine.gemm_backend_fp8_block={v!r} is not one of: trtllm (or empty)")
+    return v
+
+
 def cost_context(cfg) -> Ctx:
     """The plain values the operator costs need (decodelab.opcost): chip, workload dtypes, tensor
-    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4 and
-    the MoE backend (moe_backend)."""
+    parallelism, engine family, the engine's sampler path and the vocabulary, engine.moe_mxfp4, the
+    MoE backend (moe_backend) and the block-scaled FP8 GEMM kernel (gemm_backend_fp8_block)."""
     hw, w = cfg.hardware, cfg.workload
     return Ctx(
         hw=hw,
@@ -101,4 +112,5 @@ def cost_context(cfg) -> Ctx:
         vocab=int(cfg.model.vocab_size),
         moe_mxfp4=moe_mxfp4(cfg),
         moe_backend=moe_backend(cfg),
+        gemm_fp8_block=gemm_backend_fp8_block(cfg),
     )

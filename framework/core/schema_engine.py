@@ -124,6 +124,11 @@ class EngineConfig:
     moe_backend: str = ""
     moe_backend_attention_dp: str = ""
     moe_backend_fp8_block: str = ""
+    # The kernel of block-scaled FP8 dense GEMMs (opcost/gemm.py): "" (the engine's own, its table's:
+    # DeepGEMM in SGLang's) | trtllm (TensorRT-LLM's small-M path, which SGLang runs on Blackwell as
+    # FlashInfer's TRTLLM-gen GEMM where a launch turns DeepGEMM off; the chip's table,
+    # hardware.op_tables.gemm)
+    gemm_backend_fp8_block: str = ""
     # KV of sliding-window layers (hybrid models: model.layer_pattern, model.sliding_window), what a
     # sliding layer's token takes from the pool: window (only the last `sliding_window` tokens are
     # kept: vLLM's hybrid KV-cache manager) | full (as a full-attention layer's) | ratio (a pool of

@@ -32,8 +32,9 @@ class Ctx:
     """The plain values a price needs: the hardware node (its op_fit laws, op_tables, rates), the
     workload's weight and KV dtypes, the tensor-parallel degree, the engine family (engine.family:
     whose own laws and tables apply, "" = the chip's), the engine's sampler path ("" = one pass
-    over the logits; opcost.sampler.path) and vocabulary, engine.moe_mxfp4, and the engine's MoE
-    backend (engine.moe_backend, under attention DP moe_backend_attention_dp; opcost.moe KERNELS)."""
+    over the logits; opcost.sampler.path) and vocabulary, engine.moe_mxfp4, the engine's MoE
+    backend (engine.moe_backend, under attention DP moe_backend_attention_dp; opcost.moe KERNELS) and
+    its block-scaled FP8 GEMM kernel (engine.gemm_backend_fp8_block; opcost.gemm)."""
 
     hw: Any
     weight_dtype: str
@@ -45,6 +46,7 @@ class Ctx:
     vocab: int = 0
     moe_mxfp4: str = "w4a16"
     moe_backend: str = ""
+    gemm_fp8_block: str = ""  # engine.gemm_backend_fp8_block: "" (the engine's tables) | trtllm (the chip's)
     # prices already worked out in this context (registry.prices: the kernel columns and the run
     # note of one build read the same ones): id(op) -> (op, prices)
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)

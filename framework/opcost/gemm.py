@@ -4,7 +4,8 @@ op (components/ops.py gemm_n x gemm_k) is costed by its weight dtype's law (`op_
     t = (Tc^p + Tm^p)^(1/p) + t0,  Tc = 2 n (k + k0) m / (P e_c),  Tm = (n k wb + m (k ab + 2 n)) / (BW e_b)
 
 (P: the dtype's dense peak, BW: the HBM peak, m: tokens through the GEMM), or at its own shape from
-a table of GEMM microbenchmarks (`hardware.op_tables.gemm`, `gemm_by_engine.<family>`).
+a table of GEMM microbenchmarks (`hardware.op_tables.gemm`, `gemm_by_engine.<family>`; block-scaled
+FP8 under engine.gemm_backend_fp8_block=trtllm from the chip's table only: gemm_tables).
 
 One GEMM law per weight dtype (`op_fit.gemm`, fitted over all shapes of a chip) is a compromise
 across shapes, and its form misses the block-scaled FP8 kernels' curve (flat up to m ~ 256, then
@@ -191,12 +192,21 @@ def law_of(op, ctx: Ctx):
     return None, dtype
 
 
+def gemm_tables(ctx: Ctx, dtype: str) -> List[str]:
+    """The GEMM tables of an op of weight `dtype`, first that holds it: the engine's own, then the chip's
+    (base.table_paths); block-scaled FP8 under engine.gemm_backend_fp8_block=trtllm the chip's only."""
+    if dtype == "fp8_block" and ctx.gemm_fp8_block == "trtllm":
+        return [p for p in (op_table(ctx.hw, "gemm"),) if p]
+    return table_paths(ctx, "gemm")
+
+
 def table_row(op, ctx: Ctx, dtype: str, law):
     """(t0, times beyond t0 at kernel M_GRID) of the op's GEMM from the engine's own table (of its
     release: base.op_table) where it holds the dtype and shape, else from
-    hardware.op_tables.gemm, scaled to this chip where it differs from the measured one, or None."""
+    hardware.op_tables.gemm (gemm_tables), scaled to this chip where it differs from the measured
+    one, or None."""
     hw = ctx.hw
-    paths = table_paths(ctx, "gemm")  # scaled below where the chip differs
+    paths = gemm_tables(ctx, dtype)  # scaled below where the chip differs
     n, k = float(op.gemm_n), float(op.gemm_k)
     at = None
     for path in paths:
@@ -289,11 +299,28 @@ def check(hw) -> List[str]:
 
 
 def note(ctx: Ctx, op=None, p: Optional[Price] = None) -> Optional[str]:
-    """The design's note of a GEMM table measured on another chip (its times scaled by the laws'
-    ratio); nothing per op."""
-    hw = ctx.hw
+    """The design's notes of a GEMM table measured on another chip (its times scaled by the laws'
+    ratio) and of block-scaled FP8 GEMMs read from the chip's table (kernel_note); nothing per op."""
     if op is not None:
         return None
+    notes = [n for n in (mismatch_note(ctx), kernel_note(ctx)) if n]
+    return "; ".join(notes) or None
+
+
+def kernel_note(ctx: Ctx) -> Optional[str]:
+    """engine.gemm_backend_fp8_block=trtllm on a design of block-scaled FP8 whose engine has a table."""
+    own = op_table(ctx.hw, "gemm", ctx.engine, ctx.engine_version) if ctx.engine else ""
+    if ctx.gemm_fp8_block != "trtllm" or ctx.weight_dtype != "fp8_block" or not own:
+        return None
+    return (
+        f"engine.gemm_backend_fp8_block=trtllm: block-scaled FP8 GEMMs read hardware.op_tables.gemm "
+        f"({op_table(ctx.hw, 'gemm')}), not {ctx.engine}'s table"
+    )
+
+
+def mismatch_note(ctx: Ctx) -> Optional[str]:
+    """The note of a GEMM table measured on another chip."""
+    hw = ctx.hw
     mismatch = table_mismatch(hw) if op_table(hw, "gemm") else []
     if not mismatch:
         return None
