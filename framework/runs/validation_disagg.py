@@ -91,10 +91,10 @@ def draft_tokens(row, side: str) -> int:
     return _count(row, f"{side}_mtp")
 
 
-def moe_backend(row, side: str) -> str:
-    """The MoE backend the pool's recipe states (`<side>_moe_backend`: aic_recipes.pool_backends;
-    empty: the engine file's)."""
-    v = row.get(f"{side}_moe_backend")
+def backend(row, side: str, key: str = "moe_backend") -> str:
+    """The pool's MoE backend (or, `key` gemm_backend_fp8_block, its block-scaled FP8 GEMM kernel) its
+    recipe states (`<side>_<key>`: aic_recipes.pool_backends; empty: the engine file's)."""
+    v = row.get(f"{side}_{key}")
     return v if isinstance(v, str) else ""
 
 
@@ -113,8 +113,8 @@ def mem_fraction(row, side: str, family: str = "sglang") -> Dict[str, object]:
 
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
-    (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend
-    and memory share its recipe states (for every weight dtype and attention mapping: one per pool), and under
+    (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend,
+    block-scaled FP8 GEMM kernel and memory share its recipe states (for every weight dtype and attention mapping: one per pool), and under
     AIConfigurator's launch (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
@@ -124,9 +124,11 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
         engine = pool_engine(family, side, batch, int(row["isl"]), k, tokens) if aic else {}
         if k > 0:
             engine.update({"mtp.k": k, "mtp.k_attention_dp": k})
-        backend = moe_backend(row, side)
-        if backend:
-            engine.update({f"moe_backend{s}": backend for s in ("", "_attention_dp", "_fp8_block")})
+        moe = backend(row, side)
+        if moe:
+            engine.update({f"moe_backend{s}": moe for s in ("", "_attention_dp", "_fp8_block")})
+        if gemm := backend(row, side, "gemm_backend_fp8_block"):
+            engine["gemm_backend_fp8_block"] = gemm
         engine.update(mem_fraction(row, side, family))
         if engine:
             out[f"disagg.{side}.engine"] = engine
