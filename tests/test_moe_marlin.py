@@ -48,7 +48,7 @@ def _head(shape):
 @pytest.mark.parametrize("backend", ["", "triton"])
 def test_other_backends_read_the_exact_triton_block(tmp_path, backend):
     path = _table(tmp_path)
-    block, source = moetable.block_of(_head(GPT_OSS), [path], "mxfp4", 4.8e12, 989e12, backend)
+    block, source, _ = moetable.block_of(_head(GPT_OSS), [path], "mxfp4", 4.8e12, 989e12, backend)
     assert source is None
     np.testing.assert_allclose(block, moe_blocks.block_row(path, "mxfp4", GPT_OSS, backend))
     read = set(moe_blocks.kernel_rows(pd.read_parquet(path), backend).kernel_source)
@@ -61,7 +61,7 @@ def test_marlin_is_carried_from_its_nearest_block_of_either_weight_type(tmp_path
     ideal(Kimi-K2, INT4 bytes 0.5)."""
     path = _table(tmp_path)
     bw, pk = 4.8e12, 989e12
-    block, (where, key) = moetable.block_of(_head(GPT_OSS), [path], "mxfp4", bw, pk, "marlin")
+    block, (where, key), _ = moetable.block_of(_head(GPT_OSS), [path], "mxfp4", bw, pk, "marlin")
     assert where == path and key == ("int4_wo", 7168, 2048, 8, 384, 8, 1)
     src = moe_blocks.block_row(path, "int4_wo", key[1:], "marlin")
     have = moe_blocks.ideal("int4_wo", key[1:], bw, pk)
@@ -79,9 +79,11 @@ def test_marlin_reads_only_the_tables_that_time_it(tmp_path):
     triton_only = tmp_path / "triton.parquet"
     df = pd.read_parquet(path)
     df[df.kernel_source == "vllm_fused_moe"].to_parquet(triton_only)
-    _, source = moetable.block_of(_head(GPT_OSS), [path, str(triton_only)], "mxfp4", 4.8e12, 989e12, "marlin")
+    _, source, _ = moetable.block_of(
+        _head(GPT_OSS), [path, str(triton_only)], "mxfp4", 4.8e12, 989e12, "marlin"
+    )
     assert source[1][0] == "int4_wo"
-    _, source = moetable.block_of(_head(GPT_OSS), [str(triton_only)], "mxfp4", 4.8e12, 989e12, "marlin")
+    _, source, _ = moetable.block_of(_head(GPT_OSS), [str(triton_only)], "mxfp4", 4.8e12, 989e12, "marlin")
     assert source is None  # no table times Marlin: the exact Triton block, as before
 
 

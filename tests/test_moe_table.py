@@ -165,7 +165,7 @@ def test_block_scaled_fp8_the_table_lacks_takes_the_fp8_block():
     assert moe_blocks.block_row(path, "fp8_block", shape) is None
     fp8 = moe_blocks.block_row(path, "fp8", shape)
     head = next(op for op in d.ops if op.name == "gate_up_proj")
-    block, source = moetable.block_of(head, [path], "fp8_block", 7.7e12, 4.5e15)
+    block, source, _ = moetable.block_of(head, [path], "fp8_block", 7.7e12, 4.5e15)
     np.testing.assert_array_equal(block, fp8)
     assert source == (path, ("fp8", *shape))
     assert fp8[0] * 1e6 > 40.0

@@ -25,7 +25,9 @@ import numpy as np
 from decodelab.opcost import tables
 from decodelab.opcost.base import Ctx, Price, Step, check_tables, gemm_dtype, hbm_bw, peak
 from decodelab.opcost.base import engine_tables
-from decodelab.opcost.moe_blocks import DTYPES, SOLE, block_row, near_row, problem, served, times_kernel
+from decodelab.opcost.moe_blocks import DTYPES, SOLE, block_kernels, block_row, near_row, problem, served
+from decodelab.opcost.moe_blocks import times_kernel
+from decodelab.opcost.moe_routing import routing_of
 from decodelab.kernel_layout import Law, Lin, M_GRID
 
 NAME = "moe"
@@ -55,12 +57,14 @@ SIBLING = {"fp8_block": "fp8", "fp8": "fp8_block"}
 
 
 def block_of(op, paths, dtype: str, bw: float, peak: float, backend: str = ""):
-    """(seconds at M_GRID, where from) of an MoE block op's routed-expert block: the first of
-    `paths` (the engine's own table, the chip's) that holds it exactly (where from: None), else
-    the first that holds its dtype, carried from its nearest block (near_row; where from: (path,
-    measured key)); where no table holds the dtype, the same from its SIBLING dtype (TensorRT-LLM
-    1.3.0rc10's B300, GB200 and GB300 tables hold FP8 but no block-scaled FP8); None where no
-    table holds either (the roofline law). `backend`: the engine's MoE kernel (curves)."""
+    """(seconds at M_GRID, where from, the collector's routing) of an MoE block op's routed-expert
+    block: the first of `paths` (the engine's own table, the chip's) that holds it exactly (where
+    from: None), else the first that holds its dtype, carried from its nearest block (near_row; where
+    from: (path, measured key)); where no table holds the dtype, the same from its SIBLING dtype
+    (TensorRT-LLM 1.3.0rc10's B300, GB200 and GB300 tables hold FP8 but no block-scaled FP8); None
+    where no table holds either (the roofline law). `backend`: the engine's MoE kernel (curves). The
+    routing: an exact block's rank-0 counts where its collection routed it by grouped top-k
+    (moe_routing.routing_of), else None (balanced)."""
     shape = tuple(int(x) for x in op.moe_block[1:7])  # hidden, expert FFN, top-k, experts, moe_tp, moe_ep
     paths = list(dict.fromkeys(p for p in paths if p))
     if backend in SOLE:  # the tables that time the backend's own kernel, where one does
@@ -71,11 +75,13 @@ def block_of(op, paths, dtype: str, bw: float, peak: float, backend: str = ""):
         for path in paths:
             block = block_row(path, dt, shape, backend)
             if block is not None:
-                return block, None if dt == dtype else (path, (DTYPES[dt], *shape))
+                kernels = block_kernels(path, backend).get((DTYPES[dt], *shape), ())
+                where = None if dt == dtype else (path, (DTYPES[dt], *shape))
+                return block, where, routing_of(kernels, shape)
         for path in paths:
             got = near_row(path, dt, shape, bw, peak, backend)
             if got is not None:
-                return got[0], (path, got[1])
+                return got[0], (path, got[1]), None
     return None
 
 
@@ -89,7 +95,7 @@ def lookup(op, paths, dtype: str, bw: float, peak: float, bw_eff: float, c_eff: 
     if op.moe_block[0] == "tail":
         return True, None, got[1]
     shape = tuple(int(x) for x in op.moe_block[1:7])
-    block = served(got[0], DTYPES.get(dtype, dtype), shape, bw, peak)
+    block = served(got[0], DTYPES.get(dtype, dtype), shape, bw, peak, got[2])
     return False, head_row(op, block, bw, peak, bw_eff, c_eff), got[1]
 
 

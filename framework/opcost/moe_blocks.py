@@ -213,6 +213,21 @@ def times_kernel(path: str, dtype: str, backend: str) -> bool:
     return bool(mine.any())
 
 
+@table_cache(maxsize=16)
+def block_kernels(path: str, backend: str = "") -> Dict[Key, Tuple[str, ...]]:
+    """Block key -> the kernel_sources of the rows curves() reads for it under `backend` (none where the
+    table has no kernel_source)."""
+    known = {v: v for v in DTYPES.values()}
+    df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
+    if "kernel_source" not in df.columns:
+        return {}
+    df = kernel_rows(df, backend)
+    out: Dict[Key, Tuple[str, ...]] = {}
+    for key, g in df.groupby(BLOCK, sort=False).kernel_source:
+        out[(str(key[0]), *(int(x) for x in key[1:]))] = tuple(sorted(set(g)))
+    return out
+
+
 def problem(path: str) -> Optional[str]:
     """The problem of the MoE table at `path` (one line), or None."""
     return tables.problem(curves, path)
@@ -229,37 +244,42 @@ def block_row(path: str, dtype: str, shape: Tuple[int, ...], backend: str = "") 
     return tables.grid_row(*c)  # non-decreasing, on the kernel's token grid, as a GEMM table's curve
 
 
-def ideal(dtype: str, shape, bw: float, peak: float, hit: Optional[np.ndarray] = None) -> np.ndarray:
+def ideal(dtype: str, shape, bw: float, peak: float, hit=None, assign=None) -> np.ndarray:
     """Seconds of a routed-expert block at the kernel's M_GRID token counts at this chip's peaks,
-    one rank, balanced routing (as the tables were measured): n tokens make n x top-k expert
+    one rank, balanced routing (as most tables were measured): n tokens make n x top-k expert
     assignments, a rank holds experts / moe_ep experts of expert FFN / moe_tp columns each and
     gets 1 / moe_ep of the assignments; it reads its min(experts, n x top-k) / moe_ep activated
     experts' three (gate, up, down) matrices once and does 2 FLOPs per weight per assignment.
-    `hit`: the experts a rank reads at each M_GRID count, where not balanced routing's (served)."""
+    `hit`, `assign`: the experts a rank reads and the assignments it gets at each M_GRID count, where
+    not balanced routing's (served)."""
     h, f, k, e, tp, ep = (float(x) for x in shape)
     n = np.asarray(M_GRID, float)
     cols = 3.0 * h * f / tp  # weights of one expert on one rank
     hit = np.minimum(e, n * k) / ep if hit is None else hit
     weights = hit * cols * WEIGHT_BYTES.get(dtype, 2.0)
-    flops = 2.0 * cols * n * k / ep
+    flops = 2.0 * cols * (n * k / ep if assign is None else assign)
     return np.maximum(weights / bw, flops / peak)
 
 
-def served(block: np.ndarray, dtype: str, shape, bw: float, peak: float) -> np.ndarray:
+def served(block: np.ndarray, dtype: str, shape, bw: float, peak: float, routed=None) -> np.ndarray:
     """A measured block (seconds at M_GRID) under serving's routing, not the table's. The collectors
     route n tokens evenly (AIConfigurator collector/helper.py balanced_logits @095f58a5: token i takes
     experts (i x stride / n + j x stride) mod E, stride = E / k: min(E, n k) distinct experts, each
-    rank of moe_ep an equal share; DeepSeek's 256 all at 32 tokens); a served step routes each token's
-    top-k on its own, taken as uniform and independent (components/models/experts.py): E (1 - (1 -
-    k/E)^n) distinct experts (163 of 256 at 32 tokens), under moe_ep > 1 the busiest rank's. The
-    difference in ideal time (ideal) is charged at the block's own rate of streaming experts: its
-    measured seconds per ideal second from one token to the first count at which balanced routing
-    reads every expert (at least 1); no less than the served ideal time, non-decreasing."""
+    rank of moe_ep an equal share; DeepSeek's 256 all at 32 tokens), or, `routed` (opcost/moe_routing.py),
+    rank 0's (experts, assignments) of a collection that routed the block by grouped top-k; a served
+    step routes each token's top-k on its own, taken as uniform and independent
+    (components/models/experts.py): E (1 - (1 - k/E)^n) distinct experts (163 of 256 at 32 tokens),
+    under moe_ep > 1 the busiest rank's. The difference in ideal time (ideal) is charged at the
+    block's own rate of streaming experts: its measured seconds per ideal second from one token to
+    the first count at which the collector read all the experts it reads (at least 1); no less than
+    the served ideal time, non-decreasing."""
     h, f, k, e, tp, ep = (int(x) for x in shape)
     n = np.asarray(M_GRID, float)
     hit = [expected_experts(e, k, x) if ep <= 1 else busiest_chip_experts(e, k, x, ep) for x in n]
-    bal, srv = ideal(dtype, shape, bw, peak), ideal(dtype, shape, bw, peak, np.asarray(hit))
-    full = int(np.argmax(n * k >= e)) if n[-1] * k >= e else len(n) - 1
+    srv = ideal(dtype, shape, bw, peak, np.asarray(hit))
+    bal = ideal(dtype, shape, bw, peak, *(routed or ()))
+    reads = np.minimum(e, n * k) if routed is None else routed[0]
+    full = int(np.argmax(reads >= reads[-1]))
     rise = bal[full] - bal[0]
     rate = max((block[full] - block[0]) / rise, 1.0) if rise > 0 else 1.0
     return np.maximum.accumulate(np.maximum(block + (srv - bal) * rate, srv))
