@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from decodelab.kernel_layout import M_GRID
-from decodelab.opcost.moe_blocks import block_kernels, block_row, served
+from decodelab.opcost.moe_blocks import block_kernels, block_row, ideal, served
 from decodelab.opcost.moe_routing import balanced_hot, collected, grouped_route, is_grouped, routing_of
 from decodelab.paths import DATA_DIR
 
@@ -73,3 +73,26 @@ def test_the_served_block_of_deepseek_at_4_tokens():
                       served(block, "fp8_block", shape, 8e12, 4.5e15, routed)[i])  # fmt: skip
     assert out[(8, 1)] == pytest.approx((41.7e-6, 40.7e-6, 50.5e-6), abs=0.05e-6)
     assert out[(1, 8)] == pytest.approx((82.6e-6, 99.2e-6, 71.9e-6), abs=0.05e-6)
+
+
+@pytest.mark.parametrize("dtype", ["fp8_block", "nvfp4"])
+def test_only_the_grouped_counts_keep_every_row_at_or_above_its_ideal(dtype):
+    """SGLang 0.5.14's TRTLLM-gen rows of DeepSeek's block, every split on 8 or fewer GPUs, 1-1,024 tokens
+    (the kernel's grid): under balanced counts some blocks run faster than their ideal time at the B200's
+    peaks (8 TB/s, 4.5 / 9 PFLOP/s), which no kernel can; under the collector's grouped counts none."""
+    peak = {"fp8_block": 4.5e15, "nvfp4": 9e15}[dtype]
+    upto = M_GRID.index(1024) + 1
+    worst = {"balanced": 9.0, "grouped": 9.0}
+    for key in block_kernels(SGL, "trtllm"):
+        if key[0] != dtype or key[1:5] != DSK or key[5] * key[6] > 8:
+            continue
+        shape = key[1:]
+        block = block_row(SGL, dtype, shape, "trtllm")
+        if block is None:
+            continue
+        hits, assigns = collected(shape)
+        for name, args in (("balanced", ()), ("grouped", (hits, assigns))):
+            ratio = block[:upto] / ideal(dtype, shape, 8e12, peak, *args)[:upto]
+            worst[name] = min(worst[name], float(ratio.min()))
+    assert worst["balanced"] < 0.9
+    assert worst["grouped"] > 1.1

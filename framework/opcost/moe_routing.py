@@ -26,8 +26,8 @@ Evidence in the measured rows (B200, DeepSeek's block, every split, ideal time a
 peaks; log correlation of measured and ideal time over the splits at one token count):
   - SGLang 0.5.14's TRTLLM-gen rows, vLLM 0.24.0's and TensorRT-LLM's min-latency ones: balanced counts
     put blocks below their ideal time, down to 0.6x, which no kernel can do; the grouped counts put
-    none below 1.2x. vLLM 0.24.0's FP8 rows correlate at 0.98 grouped against 0.81-0.95 balanced
-    (4-1,024 tokens).
+    none below 1.15x (tests/test_moe_grouped_routing.py, SGLang's rows). vLLM 0.24.0's FP8 rows
+    correlate at 0.98 grouped against 0.81-0.95 balanced (4-1,024 tokens).
   - At one token the SGLang FP8 rows of moe_ep 8, 16 and 32 read 69.2, 69.9 and 69.7 us. The grouped
     counts give those ranks 5 experts each; balanced gives 1, the count of moe_ep 256 (32.8 us).
   - Collections that route with a plain top-k fit balanced counts: TensorRT-LLM's CUTLASS rows (0.91
