@@ -92,3 +92,18 @@ def test_validate_reports_the_row_once_with_its_candidates_mean(tmp_path):
     assert r["reason"].startswith("the mean of 2 candidate launches (TTFT ")
     lo, hi = (float(x) for x in r["reason"].split("TTFT ")[1].split(" ms")[0].split("-"))
     assert lo <= round(r["ttft_pred"]) <= hi
+
+
+def test_a_recorded_twin_settles_mtp_or_not(tmp_path):
+    """10 clients of the TensorRT-LLM FP4 key match the MTP and non-MTP ctx1_gen5_tep8_batch32 recipes on the
+    same pools: two candidates. A db-dump row of the same run (the same TTFT and TPOT, the same clients)
+    records those pools and runs without MTP (aic_recipes.recorded_settings), so the row, that run, does
+    too: one launch, the non-MTP file."""
+    from test_disagg_moe_backend import TEP8_X5, dumped
+
+    _, alone = expanded(tmp_path, row(10))
+    assert sorted(alone["decode_mtp"]) == [0, 3]
+    _, df = expanded(tmp_path, row(10), dumped(10, "2026-01-29T00:00:00.000Z", TEP8_X5))
+    r = df.iloc[0]
+    assert len(df[df["row"] == 1]) == 1 and r["decode_mtp"] == 0 and r["refuse"] == ""
+    assert r["recipe"] == "recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_tep8_batch32_eplb0_mtp0.yaml"

@@ -214,9 +214,12 @@ def pools_of(row, twin: Optional[Dict[str, int]] = None) -> Tuple[Dict[str, int]
 
 
 def _found(row, clients: int, twin: Optional[Dict[str, int]]) -> List[dict]:
-    """The recipes a row of `clients` may have run, narrowed to its twin's pools where one holds them."""
+    """The recipes a row of `clients` may have run, narrowed to its twin's pools where one holds them
+    and, as the twin (a recorded row, the same measurement) is read, to those without MTP where one is
+    (recorded_settings)."""
     found = matches(row, clients)
-    return (of_pools(found, clients, twin) if twin else []) or found
+    same = of_pools(found, clients, twin) if twin else []
+    return [e for e in same if not e["mtp"]] or same or found
 
 
 def _launch(row, found: List[dict], drafts: Dict[str, int], clients: int) -> Dict[str, object]:
