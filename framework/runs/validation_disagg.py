@@ -114,8 +114,8 @@ def mem_fraction(row, side: str, family: str = "sglang") -> Dict[str, object]:
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
     (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend,
-    block-scaled FP8 GEMM kernel and memory share its recipe states (for every weight dtype and attention mapping: one per pool), and under
-    AIConfigurator's launch (`aic`) its engine settings."""
+    block-scaled FP8 GEMM kernel and memory share its recipe states (for every weight dtype and
+    attention mapping: one per pool), and under AIConfigurator's launch (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
         batch, k = int(row[f"{side}_batch"]), draft_tokens(row, side)
