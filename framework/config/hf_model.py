@@ -236,6 +236,8 @@ def _misc(r: Keys, imp: Imported, outer: dict = None) -> None:
     if "use_qk_norm" in r.d:  # stated by the config (MiniMax-M2)
         qk = bool(r.get("use_qk_norm"))
         imp.set("qk_norm", qk, f"config.json use_qk_norm {str(qk).lower()}")
+        if qk and r.get("qk_norm_type") == "per_layer":
+            imp.set("qk_norm_scope", "layer", "config.json qk_norm_type per_layer")
     else:
         qk = mt in QK_NORM_TYPES
         imp.set(

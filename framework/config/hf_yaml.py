@@ -53,6 +53,7 @@ def to_yaml(imp: Imported, params: Optional[Dict[str, float]] = None) -> str:
     if "kv_lora_rank" in v:
         keys += MLA
     extra = (
+        "qk_norm_scope",
         "index_topk",
         "index_n_heads",
         "index_head_dim",

@@ -284,7 +284,8 @@ def _check_csa(e: List[str], m) -> None:
 
 
 def _check_global(e: List[str], m) -> None:
-    """Full-attention layers of their own shape (components/models/global_attn.py)."""
+    """Full-attention layers of their own shape and the q/k norm's scope (components/models/global_attn.py)."""
+    _choice(e, "model.qk_norm_scope", getattr(m, "qk_norm_scope", "head"), ("head", "layer"))
     if (m.global_head_dim or m.global_kv_heads) and "full" not in m.layer_pattern:
         e.append(
             "model.global_head_dim / global_kv_heads shape the full-attention layers: layer_pattern has none"

@@ -29,6 +29,10 @@ class ModelConfig:
     # Per-head RMSNorm of q and k before RoPE (Qwen3's q_norm / k_norm): one more elementwise
     # kernel per layer on a GPU (components/models/dense.py)
     qk_norm: bool = False
+    # What that norm normalises: head (each head's q and k: Qwen3) | layer (the layer's whole q and k,
+    # config.json qk_norm_type per_layer: MiniMax-M2), which under tensor parallelism all-reduces the
+    # sum of squares across the chips each layer (components/models/global_attn.py qk_norm_reduce)
+    qk_norm_scope: str = "head"
     # Engine families (engine.family) whose implementation of this model runs each decoder layer's
     # residual add + RMSNorm inside its tensor-parallel all-reduce, one kernel (TensorRT-LLM's
     # AllReduceFusionOp.RESIDUAL_RMS_NORM): under tensor parallelism without data-parallel attention
