@@ -1,6 +1,6 @@
 """A q/k RMSNorm over the layer's whole q and k (model.qk_norm_scope layer: MiniMax-M2's config.json qk_norm_type
 per_layer) under tensor parallelism: a sum kernel, one all-reduce of 2 fp32 per token and the scaling norm per
-layer (components/models/global_attn.py qk_norm_reduce), by hand."""
+layer (components/models/dense.py qk_norm_reduce), by hand."""
 
 from __future__ import annotations
 
@@ -56,3 +56,14 @@ def test_import_reads_qk_norm_type():
 def test_a_bad_scope_is_one_error_line():
     with pytest.raises(ConfigError, match=r"model.qk_norm_scope='chip' is not one of: head, layer"):
         qk_ops(4, "model.qk_norm_scope=chip")
+
+
+def test_a_dense_model_gets_the_same_ops():
+    """The dense builder too (Qwen3-32B made per-layer, TP 2): sum, all-reduce (2 x 1 / 2 x 8 = 8 B per token),
+    norm, each of 64 layers."""
+    cfg = compose_cfg(
+        "model=qwen3_32b", "hardware=dgx_h100", "hardware.tensor_parallel=2", "model.qk_norm_scope=layer"
+    )
+    ops = {op.name: op for op in build(cfg).ops if op.name.startswith("qk_norm")}
+    assert list(ops) == ["qk_norm_sum", "qk_norm_allreduce", "qk_norm"]
+    assert ops["qk_norm_allreduce"].link_bytes_per_token == 8.0 and ops["qk_norm"].repeat == 64

@@ -14,6 +14,8 @@ each all-reduce moves 2 (tp-1)/tp of the activation per chip (ring algorithm).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import List
 
 from decodelab.components.models import attn_dp
@@ -131,6 +133,34 @@ def gqa_attention_ops(
     ]
 
 
+def qk_norm_reduce(ops: List[Op], m, tp: int) -> List[Op]:
+    """A q/k RMSNorm over the layer's whole q and k (model.qk_norm_scope layer) on `tp` chips: each chip
+    holds 1/tp of the heads, so the norm needs the sum of squares of all of them: a kernel sums its share,
+    an all-reduce of 2 fp32 per token (q's, k's) adds the chips', the norm op then scales (vLLM 0.19
+    MiniMaxText01RMSNormTP.forward_qk, SGLang 0.5.9 MiniMaxM2RMSNormTP.forward_qk: one all-reduce of
+    the two sums per layer). On one chip, or per-head norms, the ops as they are."""
+    if not (m.qk_norm and getattr(m, "qk_norm_scope", "head") == "layer" and tp > 1):
+        return ops
+    at = next((i for i, op in enumerate(ops) if op.name == "qk_norm"), None)
+    if at is None:
+        return ops
+    norm = ops[at]
+    sums = replace(
+        norm, name="qk_norm_sum", act_bytes_per_token=norm.act_bytes_per_token / 2.0, weight_bytes=0.0
+    )
+    reduce = Op(
+        "qk_norm_allreduce",
+        "collective",
+        repeat=norm.repeat,
+        link_bytes_per_token=2.0 * (tp - 1) / tp * 8.0,
+        n_collectives=1,
+        act_bytes_per_token=16.0,
+        coll_kind="all_reduce",
+        coll_bytes_per_token=8.0,
+    )
+    return ops[:at] + [sums, reduce] + ops[at:]
+
+
 def v_dim(m) -> int:
     """A GQA/MHA value head's width: head_dim, or v_head_dim where the model's differs (MiMo-V2-Flash: 192-dim
     queries and keys, 128-dim values)."""
@@ -173,7 +203,8 @@ def build_ops(
         Op("embedding", "embed", stage="pre", act_bytes_per_token=2.0 * d * w_bytes),
         *pre,
     ]  # gather a row, write it
-    ops += gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, separate_rope=separate_rope)
+    attn = gqa_attention_ops(m, h, kvh, gemm, elementwise, act_bytes, kv_bytes, separate_rope=separate_rope)
+    ops += qk_norm_reduce(attn, m, tp // attention_dp)
     if tp > 1:
         ops.append(attn_dp.collective_op("attn_allreduce", m, tp, attention_dp, share_batch, act_bytes, 0))
     ffn_block = [

@@ -14,12 +14,11 @@ heads each chip holds, replicated where the chips outnumber them)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import SimpleNamespace
 from typing import Callable, List
 
 from decodelab.components.models import linear_attn, msa
-from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip
+from decodelab.components.models.dense import gqa_attention_ops, kv_heads_per_chip, qk_norm_reduce
 from decodelab.components.ops import Op
 
 
@@ -77,31 +76,3 @@ def gqa_block(
             v, h, g_kvh, gemm, elementwise, act_bytes, kv_bytes, o_bias, separate_rope))  # fmt: skip
     a += msa.indexer_ops(m, gemm, act_bytes, kv_bytes) if msa.is_msa(m) else []
     return linear_attn.attention(qk_norm_reduce(a, m, tp), m, h, tp, w_bytes, act_bytes, gemm, elementwise)
-
-
-def qk_norm_reduce(ops: List[Op], m, tp: int) -> List[Op]:
-    """A q/k RMSNorm over the layer's whole q and k (model.qk_norm_scope layer) on `tp` chips: each chip
-    holds 1/tp of the heads, so the norm needs the sum of squares of all of them: a kernel sums its share,
-    an all-reduce of 2 fp32 per token (q's, k's) adds the chips', the norm op then scales (vLLM 0.19
-    MiniMaxText01RMSNormTP.forward_qk, SGLang 0.5.9 MiniMaxM2RMSNormTP.forward_qk: one all-reduce of
-    the two sums per layer). On one chip, or per-head norms, the ops as they are."""
-    if not (m.qk_norm and getattr(m, "qk_norm_scope", "head") == "layer" and tp > 1):
-        return ops
-    at = next((i for i, op in enumerate(ops) if op.name == "qk_norm"), None)
-    if at is None:
-        return ops
-    norm = ops[at]
-    sums = replace(
-        norm, name="qk_norm_sum", act_bytes_per_token=norm.act_bytes_per_token / 2.0, weight_bytes=0.0
-    )
-    reduce = Op(
-        "qk_norm_allreduce",
-        "collective",
-        repeat=norm.repeat,
-        link_bytes_per_token=2.0 * (tp - 1) / tp * 8.0,
-        n_collectives=1,
-        act_bytes_per_token=16.0,
-        coll_kind="all_reduce",
-        coll_bytes_per_token=8.0,
-    )
-    return ops[:at] + [sums, reduce] + ops[at:]

@@ -31,7 +31,7 @@ class ModelConfig:
     qk_norm: bool = False
     # What that norm normalises: head (each head's q and k: Qwen3) | layer (the layer's whole q and k,
     # config.json qk_norm_type per_layer: MiniMax-M2), which under tensor parallelism all-reduces the
-    # sum of squares across the chips each layer (components/models/global_attn.py qk_norm_reduce)
+    # sum of squares across the chips each layer (components/models/dense.py qk_norm_reduce)
     qk_norm_scope: str = "head"
     # Engine families (engine.family) whose implementation of this model runs each decoder layer's
     # residual add + RMSNorm inside its tensor-parallel all-reduce, one kernel (TensorRT-LLM's
