@@ -147,14 +147,29 @@ def kernel_rows(df, backend: str):
     return df[keep | (~claimed & ~np.isin(source, ONLY_NAMED))]
 
 
-@table_cache(maxsize=16)
 def curves(path: str, backend: str = "") -> Dict[Key, Tuple[np.ndarray, np.ndarray]]:
     """(moe_dtype, hidden, expert FFN, top-k, experts, moe_tp, moe_ep) -> (tokens, seconds) of the
     table at `path` as an engine of MoE backend `backend` runs it (kernel_rows), tokens ascending
-    (cached per path and backend)."""
+    (cached per path and backend: _blocks)."""
+    return _blocks(path, backend)[0]
+
+
+def block_kernels(path: str, backend: str = "") -> Dict[Key, Tuple[str, ...]]:
+    """Block key -> the kernel_sources of the rows curves() reads for it under `backend` (none where the
+    table has no kernel_source)."""
+    return _blocks(path, backend)[1]
+
+
+@table_cache(maxsize=16)
+def _blocks(path: str, backend: str = ""):
+    """(curves, block_kernels) of the table at `path` under `backend`, from one read of its rows."""
     known = {v: v for v in DTYPES.values()}
     df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
     df = kernel_rows(df, backend)
+    kernels: Dict[Key, Tuple[str, ...]] = {}
+    if "kernel_source" in df.columns:
+        for key, g in df.groupby(BLOCK, sort=False).kernel_source:
+            kernels[(str(key[0]), *(int(x) for x in key[1:]))] = tuple(sorted(set(g)))
     keys = BLOCK
     med = df.groupby(keys + ["num_tokens"], sort=True).latency_ms.median()  # one pass: blocks sorted
     idx = med.index
@@ -169,7 +184,7 @@ def curves(path: str, backend: str = "") -> Dict[Key, Tuple[np.ndarray, np.ndarr
         key = (str(block[0][a]), *(int(level[a]) for level in block[1:]))
         out[key] = (tokens[a:b], seconds[a:b])
     drop = _unsplit(out)
-    return {k: v for k, v in out.items() if k not in drop}
+    return {k: v for k, v in out.items() if k not in drop}, kernels
 
 
 def _unsplit(out) -> set:
@@ -211,21 +226,6 @@ def times_kernel(path: str, dtype: str, backend: str) -> bool:
         return False
     mine = df.kernel_source.isin(KERNELS.get(backend, ())) & df.moe_dtype.isin(family(dtype, backend))
     return bool(mine.any())
-
-
-@table_cache(maxsize=16)
-def block_kernels(path: str, backend: str = "") -> Dict[Key, Tuple[str, ...]]:
-    """Block key -> the kernel_sources of the rows curves() reads for it under `backend` (none where the
-    table has no kernel_source)."""
-    known = {v: v for v in DTYPES.values()}
-    df = tables.read(path, COLUMNS, "an MoE", "moe_dtype", known, "rows of an MoE dtype")
-    if "kernel_source" not in df.columns:
-        return {}
-    df = kernel_rows(df, backend)
-    out: Dict[Key, Tuple[str, ...]] = {}
-    for key, g in df.groupby(BLOCK, sort=False).kernel_source:
-        out[(str(key[0]), *(int(x) for x in key[1:]))] = tuple(sorted(set(g)))
-    return out
 
 
 def problem(path: str) -> Optional[str]:

@@ -91,6 +91,12 @@ def grouped_route(n: int, experts: int, k: int) -> np.ndarray:
     return np.argsort(-masked, axis=1, kind="stable")[:, :k]
 
 
+@lru_cache(maxsize=8)
+def _routes(experts: int, k: int) -> Tuple[np.ndarray, ...]:
+    """grouped_route at each M_GRID token count (the same for every split of a block)."""
+    return tuple(grouped_route(int(n), experts, k) for n in M_GRID)
+
+
 @lru_cache(maxsize=64)
 def collected(shape: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
     """(distinct experts, token-expert assignments) on rank 0 of the block's moe_ep at each M_GRID
@@ -98,8 +104,7 @@ def collected(shape: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
     experts, k, ep = int(shape[3]), int(shape[2]), max(int(shape[5]), 1)
     local = experts // ep
     hits, assigns = [], []
-    for n in M_GRID:
-        sel = grouped_route(int(n), experts, k)
+    for sel in _routes(experts, k):
         mine = sel[sel < local]
         hits.append(float(np.unique(mine).size))
         assigns.append(float(mine.size))
