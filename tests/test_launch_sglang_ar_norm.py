@@ -9,7 +9,7 @@ from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
 from decodelab.runs import aic_rows
 
-FLAG = "model.allreduce_norm_engines=[sglang]"
+FLAG = "engine.allreduce_norm=true"
 
 
 def ds_row(**cells) -> pd.Series:

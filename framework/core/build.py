@@ -135,14 +135,16 @@ def machine_vector(cfg, act_tier: int, steps_per_trip: float, act_bytes: float) 
 
 def engine_kernels(cfg) -> Dict[str, bool]:
     """The engine's decoder-layer kernels (engine.fused_add_norm, engine.separate_rope; the norms
-    inside the all-reduces where the model's engine code fuses them, model.allreduce_norm_engines)
-    for a GPU design; a dataflow chip's kernels are its execution model's fusion (components/execution)."""
+    inside the all-reduces where the model's engine code fuses them, model.allreduce_norm_engines, or
+    the launch does, engine.allreduce_norm) for a GPU design; a dataflow chip's kernels are its
+    execution model's fusion (components/execution)."""
     if cfg.hardware.execution == "dataflow":
         return {"fused_add_norm": False, "separate_rope": False, "norm_in_allreduce": False}
+    by_model = engine_family(cfg) in (getattr(cfg.model, "allreduce_norm_engines", None) or ())
     return {
         "fused_add_norm": bool(cfg.engine.fused_add_norm),
         "separate_rope": bool(cfg.engine.separate_rope),
-        "norm_in_allreduce": engine_family(cfg) in (getattr(cfg.model, "allreduce_norm_engines", None) or ()),
+        "norm_in_allreduce": by_model or bool(getattr(cfg.engine, "allreduce_norm", False)),
     }
 
 

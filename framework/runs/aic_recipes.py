@@ -11,9 +11,9 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
   the recipes of the pools the same run's twin row records where one does;
 - `draft_tokens`: an MTP recipe's draft length per pool (`mtp_layers_in_name`, `mtp_steps`);
 - `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
-- `pool_backends`: each pool's MoE backend and block-scaled FP8 GEMM kernel its recipes state
-  (`moe_backend`, `gemm_backend_fp8_block`); `recorded_settings`: those and the prefill step for a row
-  that records its pools;
+- `pool_backends`: each pool's MoE backend, block-scaled FP8 GEMM kernel and fused all-reduce + norm
+  its recipes state (`moe_backend`, `gemm_backend_fp8_block`, `allreduce_norm`); `recorded_settings`:
+  those and the prefill step for a row that records its pools;
 - `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
@@ -262,12 +262,17 @@ def mem_fractions(found: List[dict]) -> Dict[str, float]:
     return out
 
 
-BACKENDS = ("moe_backend", "gemm_backend_fp8_block")  # disagg_recipes maps of a pool's kernels
+BACKENDS = (
+    "moe_backend",
+    "gemm_backend_fp8_block",
+    "allreduce_norm",
+)  # disagg_recipes maps of a pool's kernels
 
 
 def pool_backends(found: List[dict]) -> Dict[str, str]:
     """{"prefill_moe_backend", "decode_moe_backend", "prefill_gemm_backend_fp8_block", ...}: the MoE
-    backend and the block-scaled FP8 GEMM kernel each pool of the recipes `found` runs (aic_mapping.yaml
+    backend, the block-scaled FP8 GEMM kernel and the fused all-reduce + norm kernel each pool of the
+    recipes `found` runs (aic_mapping.yaml
     `disagg_recipes.<key>`, by the first directory a file lies in; the decode pool's by its attention
     DP), each where every recipe of `found` states the same one; a pool without (none stated, or they
     differ) keeps the engine file's."""

@@ -92,8 +92,9 @@ def draft_tokens(row, side: str) -> int:
 
 
 def backend(row, side: str, key: str = "moe_backend") -> str:
-    """The pool's MoE backend (or, `key` gemm_backend_fp8_block, its block-scaled FP8 GEMM kernel) its
-    recipe states (`<side>_<key>`: aic_recipes.pool_backends; empty: the engine file's)."""
+    """The pool's MoE backend (or, `key` gemm_backend_fp8_block / allreduce_norm, its block-scaled FP8
+    GEMM kernel / fused all-reduce + norm kernel) its recipe states (`<side>_<key>`:
+    aic_recipes.pool_backends; empty: the engine file's)."""
     v = row.get(f"{side}_{key}")
     return v if isinstance(v, str) else ""
 
@@ -114,8 +115,9 @@ def mem_fraction(row, side: str, family: str = "sglang") -> Dict[str, object]:
 def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
     """Per-row fields of a disaggregated design: each pool's batch cap, its MTP draft length
     (engine.mtp.k, the same under attention DP: the recipe states it for its pool), the MoE backend,
-    block-scaled FP8 GEMM kernel and memory share its recipe states (for every weight dtype and
-    attention mapping: one per pool), and under AIConfigurator's launch (`aic`) its engine settings."""
+    block-scaled FP8 GEMM kernel, fused all-reduce + norm and memory share its recipe states (for
+    every weight dtype and attention mapping: one per pool), and under AIConfigurator's launch
+    (`aic`) its engine settings."""
     out: Dict[str, object] = {}
     for side in SIDES:
         batch, k = int(row[f"{side}_batch"]), draft_tokens(row, side)
@@ -129,6 +131,8 @@ def pool_settings(row, family: str, aic: bool) -> Dict[str, object]:
             engine.update({f"moe_backend{s}": moe for s in ("", "_attention_dp", "_fp8_block")})
         if gemm := backend(row, side, "gemm_backend_fp8_block"):
             engine["gemm_backend_fp8_block"] = gemm
+        if backend(row, side, "allreduce_norm"):
+            engine["allreduce_norm"] = True
         engine.update(mem_fraction(row, side, family))
         if engine:
             out[f"disagg.{side}.engine"] = engine
