@@ -2,20 +2,22 @@
 engine code always fuses them (model.allreduce_norm_engines: TensorRT-LLM's DeepseekV3DecoderLayer,
 conf/model/deepseek_*.yaml) and where the launch turns the fused kernel on (engine.allreduce_norm: SGLang
 --enable-flashinfer-allreduce-fusion, in the aggregated launches and, per pool, in every B200 SGLang recipe of
-aic_mapping.yaml disagg_recipes.allreduce_norm). Worked by hand on the design's op list."""
+aic_mapping.yaml disagg_recipes.allreduce_norm; vLLM's fuse_allreduce_rms pass in InferenceX's gpt-oss B200
+scripts). Worked by hand on the design's op list."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import compose_cfg
+from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
-from decodelab.runs import aic_recipes
+from decodelab.runs import aic_recipes, aic_rows
 from decodelab.runs.validation_disagg import pool_settings
 from test_disagg_recipes import FP4, row
 from test_validation_aic import frame
 
 DSR1 = ("model=deepseek_r1", "hardware=b200_sxm", "workload.weight_dtype=fp8_block")
 NORMS = {"input_norm", "residual_norm"}
+FLAG = "engine.allreduce_norm=true"
 
 
 def _names(*o):
@@ -90,3 +92,18 @@ def test_a_b200_sglang_row_runs_both_pools_fused(tmp_path):
     got = pool_settings(r, "sglang", aic=True)
     assert got["disagg.prefill.engine"]["allreduce_norm"] is True
     assert got["disagg.decode.engine"]["allreduce_norm"] is True
+
+
+def gptoss_vllm_row(version: str, measured: str):
+    source = inferencex_source("gpt-oss-120b", 4, measured, f"vllm/vllm-openai:v{version or '0.10.2'}")
+    who = {"backend": "vllm", "backend_version": version, "model_path": "openai/gpt-oss-120b"}
+    return silicon_row(source, precision="fp4", tp_size=8, **who)
+
+
+def test_vllm_gptoss_b200_scripts_fuse_from_2026():
+    """gptoss_fp4_b200 scripts pass pass_config {fuse_allreduce_rms: true} from 2026-01-02 (#327): the 0.15.1
+    rows' launch fuses; the 2025 rows' (no version, v0.10.2 image) does not."""
+    new = aic_rows.launch_of(gptoss_vllm_row("0.15.1", "2026-02-25T10:00:00Z"))
+    old = aic_rows.launch_of(gptoss_vllm_row("", "2025-11-02T10:00:00Z"))
+    assert new["launch"] == "inferencex-vllm-gptoss-b200" and FLAG in new["launch_overrides"]
+    assert old["launch"] == "inferencex-vllm-gptoss-b200-v0-10" and FLAG not in old["launch_overrides"]
