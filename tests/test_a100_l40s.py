@@ -38,7 +38,7 @@ def test_l40s_composes_with_the_sourced_figures():
     assert collective_link(hw) == (32, 10.0)
     assert hw.nvlink_domain == 8 and hw.tdp_w == 350
     big = compose_cfg("hardware=l40s", "hardware.tensor_parallel=16").hardware
-    assert collective_link(big) == (min(32, 8 * 50), 15.0)  # across servers: PCIe still the bound
+    assert collective_link(big) == (min(32, 8 * 50), 2 * 10.0 + 20.0)  # across servers: PCIe still the bound
 
 
 def test_own_tables_load_and_are_not_rescaled(hw):

@@ -47,7 +47,7 @@ def test_composes_with_the_sourced_figures(hw):
     assert collective_link(hw) == (64, 10.0)
     assert hw.nvlink_domain == 8 and hw.tdp_w == 600 and hw.price_per_chip_hour == 0
     big = compose_cfg(f"hardware={CHIP}", "hardware.tensor_parallel=16").hardware
-    assert collective_link(big) == (min(64, 8 * 50), 15.0)  # across servers: PCIe still the bound
+    assert collective_link(big) == (min(64, 8 * 50), 2 * 10.0 + 20.0)  # across servers: PCIe still the bound
 
 
 def test_own_tables_load_and_are_not_rescaled(hw):

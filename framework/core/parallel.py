@@ -87,12 +87,14 @@ def collective_link(hw) -> Tuple[float, float]:
     N chips beyond hardware.nvlink_domain = L crosses the network between domains: NCCL's rings
     (all-reduce, all-gather, reduce-scatter) run one channel per NIC, so the bytes a ring moves
     across a domain boundary share the L NICs of the domain (scale_out_bw_gb_s each): per chip
-    min(link_bw_gb_s, L x scale_out_bw_gb_s), each collective scale_out_latency_us later
-    (all-to-all: link_bytes)."""
+    min(link_bw_gb_s, L x scale_out_bw_gb_s) (all-to-all: link_bytes). A small collective runs in
+    three phases, NCCL's tree: within each domain (collective_latency_us), between the domains
+    (scale_out_latency_us, one chip each) and within each domain again: 2 x collective_latency_us +
+    scale_out_latency_us."""
     bw, lat = hw.link_bw_gb_s, hw.collective_latency_us
     domain = int(getattr(hw, "nvlink_domain", 0))
     if domain and hw.tensor_parallel > domain:
-        return min(bw, domain * hw.scale_out_bw_gb_s), lat + hw.scale_out_latency_us
+        return min(bw, domain * hw.scale_out_bw_gb_s), 2.0 * lat + hw.scale_out_latency_us
     return bw, lat
 
 

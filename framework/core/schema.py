@@ -75,7 +75,8 @@ class HardwareConfig:
     collective_latency_us: float = 0.0
     # The network between NVLink domains (core/parallel.py collective_link): chips one NVLink domain
     # joins (0 = all of them), the scale-out bandwidth per chip and direction (its NIC) and the latency
-    # a collective crossing domains adds
+    # of a small collective between domains, one chip each (a collective across domains adds it to
+    # twice collective_latency_us, the phases within each domain)
     nvlink_domain: int = 0
     scale_out_bw_gb_s: float = 0.0
     scale_out_latency_us: float = 0.0
