@@ -165,9 +165,9 @@ class EngineConfig:
     fused_add_norm: bool = False
     separate_rope: bool = False
     # The launch turns on the engine's all-reduce + residual add + RMSNorm kernel (SGLang
-    # --enable-flashinfer-allreduce-fusion): under tensor parallelism without data-parallel attention
-    # each layer's norms ride in its all-reduces, as where the model's engine code always fuses them
-    # (model.allreduce_norm_engines; components/models/dense.py).
+    # --enable-flashinfer-allreduce-fusion, vLLM's pass_config fuse_allreduce_rms): under tensor
+    # parallelism without data-parallel attention each layer's norms ride in its all-reduces, as where
+    # the model's engine code always fuses them (model.allreduce_norm_engines; components/models/dense.py).
     allreduce_norm: bool = False
     # Synchronisation at every kernel boundary of a GPU step beyond what the cost source holds (a
     # fitted law's in-graph t0, a table's time, or hardware.sync_us): a stack whose kernels do not
