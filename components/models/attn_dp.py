@@ -74,16 +74,30 @@ def collectives(m, tp: int, dp: int, batch: float, act_bytes: float):
     return before, after, 1 + n_group, 1 + n_group
 
 
+def ring_allreduce_op(name: str, tp: int, msg_bytes: float, repeat: int) -> Op:
+    """A tensor-parallel ring all-reduce of `msg_bytes` per token on `tp` chips, `repeat` times a step:
+    each chip sends 2 (tp-1)/tp of the message, reads it and writes the sum."""
+    return Op(
+        name,
+        "collective",
+        repeat=repeat,
+        link_bytes_per_token=2.0 * (tp - 1) / tp * msg_bytes,
+        n_collectives=1,
+        act_bytes_per_token=2.0 * msg_bytes,
+        coll_kind="all_reduce",
+        coll_bytes_per_token=msg_bytes,
+    )
+
+
 def collective_op(name: str, m, tp: int, dp: int, batch: float, act_bytes: float, side: int) -> Op:
     """The collective before (side 0) or after (side 1) the FFN of a GQA/MHA decoder layer: the
     ring all-reduce of tensor parallelism (2 (tp-1)/tp x d per token), or under dp > 1 the
     collectives above (no fitted law covers them: the link roofline, opcost/registry.py)."""
     d = m.d_model
     if dp <= 1:
-        link, n, kind = 2.0 * (tp - 1) / tp * d * act_bytes, 1, "all_reduce"
-    else:
-        c = collectives(m, tp, dp, batch, act_bytes)
-        link, n, kind = c[side], c[2 + side], "data_parallel_attention"
+        return ring_allreduce_op(name, tp, d * act_bytes, m.n_layers)
+    c = collectives(m, tp, dp, batch, act_bytes)
+    link, n, kind = c[side], c[2 + side], "data_parallel_attention"
     return Op(
         name,
         "collective",

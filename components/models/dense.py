@@ -148,16 +148,7 @@ def qk_norm_reduce(ops: List[Op], m, tp: int) -> List[Op]:
     sums = replace(
         norm, name="qk_norm_sum", act_bytes_per_token=norm.act_bytes_per_token / 2.0, weight_bytes=0.0
     )
-    reduce = Op(
-        "qk_norm_allreduce",
-        "collective",
-        repeat=norm.repeat,
-        link_bytes_per_token=2.0 * (tp - 1) / tp * 8.0,
-        n_collectives=1,
-        act_bytes_per_token=16.0,
-        coll_kind="all_reduce",
-        coll_bytes_per_token=8.0,
-    )
+    reduce = attn_dp.ring_allreduce_op("qk_norm_allreduce", tp, 8.0, norm.repeat)  # two fp32 a token
     return ops[:at] + [sums, reduce] + ops[at:]
 
 

@@ -262,20 +262,16 @@ def mem_fractions(found: List[dict]) -> Dict[str, float]:
     return out
 
 
-BACKENDS = (
-    "moe_backend",
-    "gemm_backend_fp8_block",
-    "allreduce_norm",
-)  # disagg_recipes maps of a pool's kernels
+# disagg_recipes maps of a pool's kernels
+BACKENDS = ("moe_backend", "gemm_backend_fp8_block", "allreduce_norm")
 
 
 def pool_backends(found: List[dict]) -> Dict[str, str]:
     """{"prefill_moe_backend", "decode_moe_backend", "prefill_gemm_backend_fp8_block", ...}: the MoE
     backend, the block-scaled FP8 GEMM kernel and the fused all-reduce + norm kernel each pool of the
-    recipes `found` runs (aic_mapping.yaml
-    `disagg_recipes.<key>`, by the first directory a file lies in; the decode pool's by its attention
-    DP), each where every recipe of `found` states the same one; a pool without (none stated, or they
-    differ) keeps the engine file's."""
+    recipes `found` runs (aic_mapping.yaml `disagg_recipes.<key>`, by the first directory a file lies
+    in; the decode pool's by its attention DP), each where every recipe of `found` states the same
+    one; a pool without (none stated, or they differ) keeps the engine file's."""
     out: Dict[str, str] = {}
     for key in BACKENDS:
         seen: Dict[str, set] = {"prefill": set(), "decode": set()}
