@@ -13,6 +13,7 @@ from decodelab.core.build import build
 from decodelab.runs import aic_recipes, aic_rows
 from decodelab.runs.validation_disagg import pool_settings
 from test_disagg_recipes import FP4, row
+from test_fp8_block_gemm_kernel import recipe
 from test_validation_aic import frame
 
 DSR1 = ("model=deepseek_r1", "hardware=b200_sxm", "workload.weight_dtype=fp8_block")
@@ -56,10 +57,6 @@ def test_the_launch_flag_fuses_under_any_engine_but_not_with_attention_dp():
     )
     assert not NORMS & _names(*tp8)
     assert NORMS <= _names(*tp8, "hardware.attention_dp=8")
-
-
-def recipe(path, dp_attn=False):
-    return {"config_file": path, "decode": {"dp_attn": dp_attn}}
 
 
 @pytest.mark.parametrize(
