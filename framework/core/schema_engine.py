@@ -189,6 +189,12 @@ class EngineConfig:
     # reach it (1 per decode step, 1000 per step with prefill work); an engine that ran no step polls
     # at once. 1 = every round (SGLang's default; every other engine).
     recv_interval: int = 1
+    # TensorRT-LLM's batch waiting (framework/modes/serving/recv.py batch_held): a step that would run
+    # prompts next to decoding sequences leaves them out until batch_wait_timeout_iters such steps have
+    # been held or its tokens reach batch_wait_max_tokens_ratio x max_tokens_per_step; no wait under
+    # attention DP. 0 and 0.0 = off (TensorRT-LLM's defaults; either at 0 stops every wait).
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
     # Which measured engine this file describes (decodelab validate maps a CSV's engine and
     # engine_version columns to it): family (trtllm | vllm | sglang | ...) and versions ([] = any).
     family: str = ""

@@ -172,8 +172,9 @@ def inferencex_tokens(row) -> Dict[str, object]:
 
 def row_engine(row) -> Dict[str, object]:
     """The per-row engine values of a row's `launches` entry (runs/aic_rows.py `row_engine`): a
-    value, "{concurrency}" (the row's clients), {below: C, then: a, else: b} (a below C clients) or
-    {isl_times: n} (n x the row's stated isl, as a script's $((ISL * n)))."""
+    value, "{concurrency}" (the row's clients), {below: C, then: a, else: b} (a below C clients; with
+    `isl` and `osl` also a for a row of another stated shape) or {isl_times: n} (n x the row's stated
+    isl, as a script's $((ISL * n)))."""
     pairs = row.get("row_engine")
     out: Dict[str, object] = {}
     c = int(row["concurrency"])
@@ -183,7 +184,8 @@ def row_engine(row) -> Dict[str, object]:
         elif isinstance(v, dict) and "isl_times" in v:
             v = int(row["isl"]) * int(v["isl_times"])
         elif isinstance(v, dict):
-            v = v["then"] if c < int(v["below"]) else v["else"]
+            shape = all(int(row[n]) == int(v[n]) for n in ("isl", "osl") if n in v)
+            v = v["then"] if c < int(v["below"]) or not shape else v["else"]
         out[str(k)] = v
     return out
 

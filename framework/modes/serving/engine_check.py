@@ -28,20 +28,7 @@ def check_engine(e) -> None:
             "preempted request recomputes prompt + output, which can exceed the budget"
         )
     errors += host_errors(e)
-    if not 0.0 <= e.admit_ratio <= 1.0:
-        errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
-    elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
-        errors.append(
-            f"engine.admit_ratio={e.admit_ratio} needs engine.on_kv_full=preempt (queue reserves "
-            "each request's whole KV already)"
-        )
-    if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
-        errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
-    for name in ("admit_ratio_decay_steps", "admit_clip_tokens", "recv_interval"):
-        if getattr(e, name) < 1:
-            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
-    if e.admit_retract_steps < 0:
-        errors.append(f"engine.admit_retract_steps={e.admit_retract_steps} must be >= 0")
+    errors += admission_errors(e)
     if e.swa_kv not in SWA_KV:
         errors.append(f"engine.swa_kv={e.swa_kv!r} is not one of: {', '.join(SWA_KV)}")
     if not 0.0 <= e.swa_full_tokens_ratio <= 1.0:
@@ -80,5 +67,32 @@ def host_errors(e) -> list:
     if e.eager_launch_us is not None and not e.eager_launch_us >= 0:
         errors.append(
             f"engine.eager_launch_us={e.eager_launch_us} must be >= 0 (null: hardware.launch_us per call)"
+        )
+    return errors
+
+
+def admission_errors(e) -> list:
+    """The bad fields of when requests enter steps: the admission reserve, the polling interval and
+    batch waiting."""
+    errors = []
+    if not 0.0 <= e.admit_ratio <= 1.0:
+        errors.append(f"engine.admit_ratio={e.admit_ratio} must be in [0, 1] (0: no admission reserve)")
+    elif e.admit_ratio > 0.0 and e.on_kv_full != "preempt":
+        errors.append(
+            f"engine.admit_ratio={e.admit_ratio} needs engine.on_kv_full=preempt (queue reserves "
+            "each request's whole KV already)"
+        )
+    if not 0.0 <= e.admit_ratio_min <= max(e.admit_ratio, 0.0):
+        errors.append(f"engine.admit_ratio_min={e.admit_ratio_min} must be in [0, engine.admit_ratio]")
+    for name in ("admit_ratio_decay_steps", "admit_clip_tokens", "recv_interval"):
+        if getattr(e, name) < 1:
+            errors.append(f"engine.{name}={getattr(e, name)} must be >= 1")
+    if e.admit_retract_steps < 0:
+        errors.append(f"engine.admit_retract_steps={e.admit_retract_steps} must be >= 0")
+    if e.batch_wait_timeout_iters < 0:
+        errors.append(f"engine.batch_wait_timeout_iters={e.batch_wait_timeout_iters} must be >= 0 (0: off)")
+    if not 0.0 <= e.batch_wait_max_tokens_ratio <= 1.0:
+        errors.append(
+            f"engine.batch_wait_max_tokens_ratio={e.batch_wait_max_tokens_ratio} must be in [0, 1] (0: off)"
         )
     return errors

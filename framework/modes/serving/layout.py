@@ -65,6 +65,12 @@ Eng = Layout(
     # Pool token-equivalents of a held sequence's linear-layer states when they are blocks of the KV
     # pool (engine.state_in_kv_pool; parts.py mem_tokens); 0 = states outside the pool, or none
     "STATE_TOKENS",
+    # TensorRT-LLM's batch waiting (engine.batch_wait_timeout_iters, batch_wait_max_tokens_ratio; recv.py
+    # batch_held): a step that would put prompts next to decoding sequences leaves them out until
+    # WAIT_ITERS such steps have been held or its tokens reach WAIT_TOKENS (ratio x the step budget);
+    # 0 and 0 = off
+    "WAIT_ITERS",
+    "WAIT_TOKENS",
 )
 ORDERS = ("fcfs", "sjf")
 
@@ -112,10 +118,10 @@ Seq = Layout("Seq", "Q", "BLOCKS", "DONE", "PRE", "PROMPT", "OUTPUT", "GEN", "LA
 # whether it is in this step (0/1);
 Ix = Layout("Ix", "RUN", "WQ", "SCHED", "STATE", "IN_STEP")
 # cnt: the counters (the step's sequences, running, waiting, preemptions so far); fb: free blocks,
-# token budget left, prefill tokens in the step; adm: admission.Adm. The step's parameters are the
-# engine vector (Eng).
+# token budget left, prefill tokens in the step, steps batch waiting has held prompts back (recv.py
+# batch_held); adm: admission.Adm. The step's parameters are the engine vector (Eng).
 Cnt = Layout("Cnt", "SCHED", "RUN", "WAIT", "PREEMPTS")
-Fb = Layout("Fb", "FREE", "BUDGET", "PREFILL")
+Fb = Layout("Fb", "FREE", "BUDGET", "PREFILL", "WAITED")
 # recv.py's polling state: the summed step weights since the last poll, the weight of the step run
 # since the last round (0: none ran), the steps run since the attention-DP balance last released
 Recv = Layout("Recv", "COUNT", "WEIGHT", "STEPS")

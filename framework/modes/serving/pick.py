@@ -9,6 +9,7 @@ from numba import njit
 from decodelab.core.kernel import attended_tokens
 from decodelab.kernel_layout import Layout
 from decodelab.modes.serving import admission as AD
+from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving.layout import (
     Cnt,
     Eng,
@@ -81,10 +82,24 @@ def pick_step(seq, ix, cnt, fb, adm, req, caps, eng, t):
     n_sched = cnt[Cnt.SCHED]
     for s in range(n_sched):
         ix[Ix.IN_STEP, ix[Ix.SCHED, s]] = 0
+    if 0 < n_dec < n_sched and RV.batch_held(fb, eng, wait_tokens(seq, ix, n_dec, n_sched)):
+        cnt[Cnt.SCHED] = n_dec  # the prompts stay running, their prefill for a later step
+        fb[Fb.PREFILL] = 0.0
     AD.end_step(
         adm, n_dec > 0, cnt[Cnt.PREEMPTS] > preempts, ix[Ix.RUN], cnt[Cnt.RUN], seq[Seq.OUTPUT], seq[Seq.GEN]
     )
     return n_dec
+
+
+@njit(cache=True)
+def wait_tokens(seq, ix, n_dec, n_sched) -> float:
+    """The tokens batch waiting counts in a step (recv.py batch_held): each prefilling sequence's
+    whole prompt (or recompute), each decoding one's tokens (1 + its MTP draft)."""
+    tokens = 0.0
+    for s in range(n_sched):
+        i = ix[Ix.SCHED, s]
+        tokens += seq[Seq.Q, i] if s < n_dec else seq[Seq.PRE, i]
+    return tokens
 
 
 @njit(cache=True)

@@ -1,5 +1,5 @@
 """When the serving scheduler reads new requests (engine.recv_interval; scheduler.py serve and its
-pure-Python mirror reference.py Recv).
+pure-Python mirror reference.py Recv), and when it lets them into a step (batch waiting).
 
 SGLang's `--scheduler-recv-interval N` (server_args default 1; srt/managers/scheduler_recv_skipper.py
 SchedulerRecvSkipper, created only for N > 1): before each scheduling round a counter adds the weight
@@ -21,7 +21,17 @@ arriving one by one, they are released every timeout_iters iterations, a prompt 
 half of that. One group is simulated (the others are its copies, simulate.py), so `released` reads
 arrivals once ADP_RELEASE steps have run since the last release or when the group runs nothing;
 balance_rounds sets ADP_RELEASE from the timeout and the median time until every other group has a
-new prompt too."""
+new prompt too.
+
+TensorRT-LLM's batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio; defaults 0 and 0,
+off; PyExecutor._schedule and _waiting_requests, tensorrt_llm/_torch/pyexecutor/py_executor.py): without
+attention DP, an iteration whose scheduled batch holds both context and generation requests counts its
+tokens, each context request's whole prompt (`len(get_tokens(0))`) plus 1 + its draft tokens per
+generation request. Unless the iterations held so far reach the timeout or the tokens reach ratio x
+max_num_tokens, the context requests are left out of the iteration (they stay active for the next) and
+the count of held iterations goes up; otherwise it is reset and they run. An iteration without
+generation requests never waits; one without context requests leaves the count as it is. So with
+timeout 0 or ratio 0 nothing is ever held. `batch_held` is that test, the count in fb[Fb.WAITED]."""
 
 from __future__ import annotations
 
@@ -30,7 +40,7 @@ import math
 import numpy as np
 from numba import njit
 
-from decodelab.modes.serving.layout import Cnt, Ix, Recv, Req, State
+from decodelab.modes.serving.layout import Cnt, Eng, Fb, Ix, Recv, Req, State
 from decodelab.modes.serving.parts import _enqueue
 
 DECODE_WEIGHT = 1.0  # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE (and _TARGET_VERIFY)
@@ -89,6 +99,19 @@ def balance_rounds(
     rate = clients * tokens_per_step / mean_output if clients > 0 and mean_output > 0 else 0.0
     all_have = -math.log(1.0 - 0.5 ** (1.0 / (groups - 1))) / rate if rate > 0 else math.inf
     return max(1.0, float(timeout) if all_have >= timeout else all_have + wait)
+
+
+@njit(cache=True)
+def batch_held(fb, eng, tokens) -> bool:
+    """Whether batch waiting leaves this step's prompts out (module docstring); `tokens` the step's
+    prompts' whole lengths plus its decoding sequences' tokens."""
+    if eng[Eng.WAIT_ITERS] <= 0.0 or eng[Eng.WAIT_TOKENS] <= 0.0:
+        return False  # a zero timeout or ratio stops every wait at once
+    if fb[Fb.WAITED] >= eng[Eng.WAIT_ITERS] or tokens >= eng[Eng.WAIT_TOKENS]:
+        fb[Fb.WAITED] = 0.0
+        return False
+    fb[Fb.WAITED] += 1.0
+    return True
 
 
 @njit(cache=True)

@@ -135,6 +135,35 @@ class Recv:
         self.steps += 1.0
 
 
+class BatchWait:
+    """TensorRT-LLM's batch waiting (recv.py batch_held): a step with prompts next to decoding
+    sequences leaves the prompts out until `iters` such steps have been held or its tokens (whole
+    prompts, decode tokens) reach `tokens`; either at 0: never."""
+
+    def __init__(self, iters: float, tokens: float):
+        self.iters, self.tokens, self.waited = iters, tokens, 0.0
+
+    @classmethod
+    def of(cls, eng: dict) -> "BatchWait":
+        """The engine_dict's batch waiting (wait_iters, wait_tokens; 0 where absent)."""
+        return cls(eng.get("wait_iters", 0.0), eng.get("wait_tokens", 0.0))
+
+    def held(self, step: List[tuple]) -> bool:
+        dec = [q for _, q, d in step if d]
+        pre = [r.target for r, _, d in step if not d]
+        if not dec or not pre or self.iters <= 0 or self.tokens <= 0:
+            return False
+        if self.waited >= self.iters or sum(dec) + sum(pre) >= self.tokens:
+            self.waited = 0.0
+            return False
+        self.waited += 1.0
+        return True
+
+    def take(self, step: List[tuple]) -> List[tuple]:
+        """The step as it runs: without its prompts (still running, prefilled later) when held."""
+        return [e for e in step if e[2]] if self.held(step) else step
+
+
 def _arrive(reqs: List[Req], pending, nxt: int, cut: float, enqueue) -> int:
     """Queue the requests that arrived by `cut`, from `nxt`; returns the next one not yet arrived."""
     while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= cut:
@@ -192,7 +221,7 @@ def reference_serve(
     late: List[Req] = []  # the last step's requests
     ratio = eng["admit_ratio"]  # admission reserve (framework/modes/serving/admission.py)
     preemptions = 0
-    recv = Recv(eng.get("recv_interval", 1.0), eng.get("adp_release", 1.0))
+    recv, wait = Recv(eng.get("recv_interval", 1.0), eng.get("adp_release", 1.0)), BatchWait.of(eng)
 
     def rest(r: Req) -> float:  # output still to come, as the reserve counts it
         return min(max(r.output - r.gen, 0.0), eng["admit_clip"])
@@ -227,8 +256,7 @@ def reference_serve(
         budget = eng["max_tokens"]
         step: List[tuple] = []  # (request, tokens it adds, decode?)
         in_step = set()
-        before = preemptions
-        reserve = 0.0
+        before, reserve = preemptions, 0.0
 
         def decode_part():
             nonlocal budget, free
@@ -351,6 +379,7 @@ def reference_serve(
                 decode_part()
         if not eng["mixed"] and not step:
             decode_part()
+        step = wait.take(step)  # batch waiting may leave the prompts for a later step
         if eng["admit_ratio"] > 0 and preemptions > before:  # re-estimated after a preemption
             dec, mx = sum(r.gen for r in running), sum(r.output for r in running)
             ratio = min(1.0, (dec + eng["admit_retract"] * len(running)) / (mx + 1.0))

@@ -302,10 +302,24 @@ def engine_inputs(
             # one-pool serving sets it (prepare: adp_release); a disaggregated pool keeps 1: its
             # prefill ranks decode nothing to wait for, its decode ranks get no prompts
             "adp_release": 1.0,
+            **batch_wait_fields(cfg, limits["max_tokens"], ready),
         }
     )
     check_requests(cfg, design, eng, prompt, output, ready)
     return eng, buckets, notes
+
+
+def batch_wait_fields(cfg, budget: float, ready: bool) -> Dict[str, float]:
+    """Eng.WAIT_ITERS and WAIT_TOKENS (recv.py batch_held): engine.batch_wait_timeout_iters and
+    batch_wait_max_tokens_ratio x the step budget; off under data-parallel attention (TensorRT-LLM's
+    _schedule waits only without it) and in a disaggregated decode pool (no prompts to hold)."""
+    e = cfg.engine
+    if ready or parallel.serving_groups(cfg) > 1:
+        return {"wait_iters": 0.0, "wait_tokens": 0.0}
+    return {
+        "wait_iters": float(e.batch_wait_timeout_iters),
+        "wait_tokens": float(e.batch_wait_max_tokens_ratio) * float(budget),
+    }
 
 
 def serving_hw(design: Design, cfg=None) -> np.ndarray:
