@@ -13,10 +13,11 @@ import pytest
 from conftest import NO_FRONTEND, UNIFORM_LENGTHS, assert_serve_matches_reference, compose_cfg, trace_file
 from decodelab.core.build import build
 from decodelab.errors import ConfigError
+from decodelab.modes.serving import engine_vector as EV
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Eng, Fb, Req, StepLog
-from decodelab.modes.serving.reference import BatchWait
+from decodelab.modes.serving.reference_recv import BatchWait
 from decodelab.runs.validation_predict import row_engine
 
 
@@ -115,10 +116,10 @@ def test_no_waiting_under_attention_dp_or_in_a_decode_pool():
     prompts: both vectors carry 0 and 0."""
     wait = ("engine.batch_wait_timeout_iters=40", "engine.batch_wait_max_tokens_ratio=0.8")
     one = compose_cfg(*wait)
-    assert S.batch_wait_fields(one, 8192.0, False) == {"wait_iters": 40.0, "wait_tokens": 0.8 * 8192.0}
-    assert S.batch_wait_fields(one, 8192.0, True) == {"wait_iters": 0.0, "wait_tokens": 0.0}
+    assert EV.batch_wait_fields(one, 8192.0, False) == {"wait_iters": 40.0, "wait_tokens": 0.8 * 8192.0}
+    assert EV.batch_wait_fields(one, 8192.0, True) == {"wait_iters": 0.0, "wait_tokens": 0.0}
     adp = compose_cfg("workload=closed_loop", *ADP, *wait)
-    assert S.batch_wait_fields(adp, 8192.0, False) == {"wait_iters": 0.0, "wait_tokens": 0.0}
+    assert EV.batch_wait_fields(adp, 8192.0, False) == {"wait_iters": 0.0, "wait_tokens": 0.0}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from decodelab.core.kv_costs import effective_tokens, read_model
 from decodelab.errors import ConfigError
 from decodelab.modes.serving import parts
 from decodelab.modes.serving.layout import Eng
-from decodelab.modes.serving.reference import read_and_pairs
+from decodelab.modes.serving.reference_parts import read_and_pairs
 
 HF = Path(__file__).parent / "data" / "hf_configs"
 # Flash: 2 window-only layers, 21 of ratio 4 (indexer), 20 of ratio 128

@@ -27,7 +27,7 @@ from decodelab.components.placement import GIB
 from decodelab.core import metrics as core_metrics
 from decodelab.kernel_layout import Law, Lin
 from decodelab.modes import single
-from decodelab.modes.serving import simulate
+from decodelab.modes.serving import engine_vector, simulate
 from decodelab.modes.serving.layout import Eng
 from decodelab.opcost import registry
 from decodelab.opcost.base import Price
@@ -295,10 +295,15 @@ def test_engine_behaviour_reaches_the_scheduler_through_engine_inputs(monkeypatc
     fixed host pause of 1 ms per step, beside the engine's own host work) goes through the part
     of the row a test can replace, `engine_inputs` filling the engine vector of layout.py, and
     the scheduler applies it to every step."""
-    names("engine behaviour", "core/schema_engine.py", "modes/serving/simulate.py", "modes/serving/layout.py")
+    names(
+        "engine behaviour",
+        "core/schema_engine.py",
+        "modes/serving/engine_vector.py",
+        "modes/serving/layout.py",
+    )
     names("engine behaviour", "modes/serving/scheduler.py", "modes/serving/reference.py")
     pause_s = 1e-3
-    engine_inputs = simulate.engine_inputs
+    engine_inputs = engine_vector.engine_inputs
 
     def toy_engine_inputs(cfg, design, prompt, output, ready=False):
         eng, buckets, notes = engine_inputs(cfg, design, prompt, output, ready)
@@ -308,7 +313,7 @@ def test_engine_behaviour_reaches_the_scheduler_through_engine_inputs(monkeypatc
     one = ("engine=vllm", "workload=closed_loop", "workload.concurrency=1", "workload.n_requests=1")
     one += ("workload.prompt_len=1000", "workload.output_len=8")
     base = decodelab.evaluate(*BASE, *one)
-    monkeypatch.setattr(simulate, "engine_inputs", toy_engine_inputs)
+    monkeypatch.setattr(simulate, "engine_inputs", toy_engine_inputs)  # where prepare calls it
     toy = decodelab.evaluate(*BASE, *one)
     assert base.status == toy.status == "ok"
     assert "toy: a 1 ms host pause per step" in toy.notes

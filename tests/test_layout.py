@@ -16,7 +16,7 @@ from decodelab import kernel_layout as KL
 from decodelab.components.execution import dataflow, gpu
 from decodelab.components.kv_policy import full
 from decodelab.core import build, grid_kernel, kv_costs, parallel, pipeline
-from decodelab.modes.serving import admission, pick, simulate
+from decodelab.modes.serving import admission, engine_vector, pick
 from decodelab.modes.serving import layout as SL
 from numba import njit
 
@@ -178,7 +178,7 @@ def dict_keys(*modules) -> set:
 @pytest.mark.parametrize(
     "name, producers, extra",
     [
-        ("Eng", (simulate,), set()),
+        ("Eng", (engine_vector,), set()),
         ("Hw", (build, parallel), set()),
         ("Call", (gpu,), {"stage"}),  # build adds the stage
         ("Call", (dataflow,), {"stage"}),
@@ -188,7 +188,7 @@ def dict_keys(*modules) -> set:
 )
 def test_every_vector_field_has_a_producer(name, producers, extra):
     """The vectors built by name (Layout.vector) have a value for every field in their producers:
-    the engine vector (simulate.engine_inputs), the machine vector (build.machine_vector), each
+    the engine vector (engine_vector.engine_inputs), the machine vector (build.machine_vector), each
     execution model's call dicts, a KV policy's kernel_params, the read model."""
     lay = LAYOUTS[name]
     missing = {n.lower() for n in lay.names} - dict_keys(*producers) - extra
@@ -202,7 +202,12 @@ def test_reference_reads_every_engine_field():
     eng = np.arange(SL.Eng.size, dtype=np.float64)
     eng[SL.Eng.ORDER] = 1.0
     named = engine_dict(eng, [4.0])
-    text = source("modes/serving/reference.py", "modes/serving/reference_step.py")
+    text = source(
+        "modes/serving/reference.py",
+        "modes/serving/reference_step.py",
+        "modes/serving/reference_parts.py",
+        "modes/serving/reference_recv.py",
+    )
     for n, at in SL.Eng:
         key = n.lower()
         assert re.search(rf'eng(\["|\.get\("){key}"', text), f"reference.py never reads eng[{key!r}]"

@@ -16,6 +16,7 @@ from decodelab.config import hf_model
 from decodelab.core import kv_costs, profile_reserve
 from decodelab.core.build import build
 from decodelab.errors import ConfigError
+from decodelab.modes.serving import engine_vector as EV
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Eng
 from decodelab.modes.serving.parts import kv_blocks
@@ -105,15 +106,15 @@ def test_states_in_the_kv_pool(compose):
     assert design.memory["state_bytes_per_seq"] == 23 * 2_134_016
     per_tok = S.kv_bytes_per_token_chip(design)
     assert per_tok == 6144
-    assert S.kv_paging(cfg, design, per_tok) == {"block": 2096.0, "state_tokens": 8384.0}
-    eng, _, _ = S.engine_inputs(cfg, design, np.array([100.0]), np.array([10.0]))
+    assert EV.kv_paging(cfg, design, per_tok) == {"block": 2096.0, "state_tokens": 8384.0}
+    eng, _, _ = EV.engine_inputs(cfg, design, np.array([100.0]), np.array([10.0]))
     assert eng[Eng.BLOCK] == 2096 and eng[Eng.STATE_TOKENS] == 8384
     assert kv_blocks(100.0, eng) == 5 and kv_blocks(0.0, eng) == 0
     assert eng[Eng.CAP_BLOCKS] == np.floor(design.memory["kv_pool_bytes"] / 6144 / 2096)
     sglang = compose(
         NANO, "hardware=h100_sxm", "hardware.n_chips=1", "workload=closed_loop", "engine=sglang_0_5_8"
     )
-    assert S.kv_paging(sglang, build(sglang), per_tok)["state_tokens"] == 0.0  # its own state pool
+    assert EV.kv_paging(sglang, build(sglang), per_tok)["state_tokens"] == 0.0  # its own state pool
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang_0_5_8"])

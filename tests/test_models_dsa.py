@@ -12,7 +12,7 @@ from decodelab.core.build import build
 from decodelab.core.kv_costs import attended_at
 from decodelab.modes.serving import parts
 from decodelab.modes.serving.layout import Eng
-from decodelab.modes.serving.simulate import sliding_fields
+from decodelab.modes.serving.engine_vector import sliding_fields
 from decodelab.runs.validation import model_config_name, run_validation
 
 # GLM-5 under an FP8 cache: latent 512 FP8 + 512/128 = 4 FP32 scales + 64 rope BF16

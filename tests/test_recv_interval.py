@@ -11,7 +11,7 @@ from decodelab.core.build import build
 from decodelab.modes.serving import recv as RV
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Recv, Req
-from decodelab.modes.serving.reference import Recv as PyRecv
+from decodelab.modes.serving.reference_recv import Recv as PyRecv
 
 
 @pytest.mark.parametrize("poller", ["numba", "python"])

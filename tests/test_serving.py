@@ -513,7 +513,7 @@ def test_sliding_window_pool_read_and_pairs_by_hand(rule):
     64 whatever the pool rule; 6 queries at positions 1..6 with a 3-token window see 1+2+3+3+3+3
     = 15 keys (21 without it), 4 queries at 3..6 see 12."""
     from decodelab.modes.serving import parts
-    from decodelab.modes.serving.reference import pool_tokens, read_and_pairs
+    from decodelab.modes.serving.reference_parts import pool_tokens, read_and_pairs
 
     eng = np.zeros(Eng.size)
     eng[Eng.BLOCK] = 16.0

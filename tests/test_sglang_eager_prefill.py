@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import NO_FRONTEND, assert_serve_matches_reference, compose_cfg
 from decodelab.core.build import build
+from decodelab.modes.serving import engine_vector as EV
 from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Req, StepLog
 
@@ -35,7 +36,7 @@ def test_eager_forward_is_pr_12160s():
     cfg = compose_cfg(*DSV3)
     design = build(cfg)
     assert float(np.sum(design.call_rep)) == CALLS == 1160
-    host = S.eager_fields(cfg, design)["eager_host"]
+    host = EV.eager_fields(cfg, design)["eager_host"]
     assert host == pytest.approx(1160 * 71e-6)
     assert host * 1e3 == pytest.approx(PR_12160_MS, rel=0.005)
 

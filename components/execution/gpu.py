@@ -37,7 +37,7 @@ def eager_dispatch_us(hw, engine=None) -> float:
     """Host microseconds to issue one kernel call outside a CUDA graph: the engine's framework
     dispatch (engine.eager_launch_us: Python module code, op dispatch and the CUDA launch API)
     where its YAML gives one, else the bare CUDA launch (hardware.launch_us). Serving's eager
-    steps use the same figure (framework/modes/serving/simulate.py)."""
+    steps use the same figure (framework/modes/serving/engine_vector.py eager_fields)."""
     e = getattr(engine, "eager_launch_us", None) if engine is not None else None
     if e is None:
         return hw.launch_us

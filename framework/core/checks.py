@@ -408,7 +408,7 @@ def check_feasible(cfg) -> None:
             f"tensor_parallel={tp_expert} does not divide expert_ffn_dim={m.expert_ffn_dim} of {m.name}"
         )
     total = w.prompt_len + w.output_len
-    # serving workloads check each request they generate (framework/modes/serving/simulate.py engine_inputs);
+    # serving workloads check each request they generate (framework/modes/serving/engine_vector.py engine_inputs);
     # a trace or length distributions may not use prompt_len / output_len at all
     if w.get("kind", "static") == "static" and total > m.max_context:
         raise Infeasible(f"prompt_len + output_len = {total} exceeds max_context={m.max_context} of {m.name}")

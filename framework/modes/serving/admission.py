@@ -17,7 +17,7 @@ after a preemption (`ScheduleBatch.retract_decode`: (generated + retract_steps x
 (`self_check_during_idle`). With nothing running (and nothing admitted in the step) the head of
 the queue is admitted whatever its reserve, so a request larger than the reserve rule allows
 cannot wait forever (SGLang would leave it waiting; a request that large does not occur in the
-shipped rows: the check that it fits the pool at all is in simulate.engine_inputs).
+shipped rows: the check that it fits the pool at all is in engine_vector.engine_inputs).
 
 The state lives in a small array `adm` (adm[Adm.*] below); admit_ratio = 0 turns the rule off.
 """

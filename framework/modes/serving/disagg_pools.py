@@ -31,7 +31,8 @@ from decodelab.errors import ConfigError, Infeasible
 from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import mtp
-from decodelab.modes.serving.simulate import design_args, draft_args, engine_inputs, mixed_design
+from decodelab.modes.serving.engine_vector import engine_inputs
+from decodelab.modes.serving.simulate import design_args, draft_args, mixed_design
 from decodelab.kernel_layout import Cap
 from decodelab.modes.serving.layout import Eng, Req
 

@@ -1,6 +1,6 @@
 """Layout of the serving scheduler's plain arrays (framework/modes/serving/scheduler.py and its
-jitted helpers parts.py, pick.py and stepcost.py; simulate.py, disagg.py and the Python reference
-read them), each declared once as a `Layout` (kernel_layout.py): the engine vector (`Eng`), the
+jitted helpers parts.py, pick.py, recv.py and stepcost.py; engine_vector.py, simulate.py, disagg.py
+and the Python reference read them), each declared once as a `Layout` (kernel_layout.py): the engine vector (`Eng`), the
 per-request table (`Req`), the per-step table (`StepLog`), request states (`State`), the
 scheduler's state tables of per-request floats (`Seq`) and ints (`Ix`) and its shared counters
 (`Cnt`) and floats (`Fb`)."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decodelab.kernel_layout import CAUSES, Layout
 
-# The engine vector eng[Eng.*]: simulate.py engine_inputs fills it by these names in lower case,
+# The engine vector eng[Eng.*]: engine_vector.py engine_inputs fills it by these names in lower case,
 # reference.py engine_dict reads it back by the same names.
 Eng = Layout(
     "Eng",

@@ -1,5 +1,5 @@
 """When the serving scheduler reads new requests (engine.recv_interval; scheduler.py serve and its
-pure-Python mirror reference.py Recv), and when it lets them into a step (batch waiting).
+pure-Python mirror reference_recv.py), and when it lets them into a step (batch waiting).
 
 SGLang's `--scheduler-recv-interval N` (server_args default 1; srt/managers/scheduler_recv_skipper.py
 SchedulerRecvSkipper, created only for N > 1): before each scheduling round a counter adds the weight

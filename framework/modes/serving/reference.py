@@ -7,91 +7,16 @@ both. Semantics: the module docstring of framework/modes/serving/scheduler.py.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import List
 
 import numpy as np
 
 from decodelab.modes.serving.reference_step import step_seconds
-from decodelab.modes.serving.simulate import eager_steps
+from decodelab.modes.serving.engine_vector import eager_steps
 from decodelab.modes.serving.layout import Eng, ORDERS
-
-
-@dataclass
-class Req:
-    idx: int
-    prompt: float
-    output: float
-    arrival: float = math.nan
-    start: float = math.nan
-    first: float = math.nan
-    done_t: float = math.nan
-    preempted: int = 0
-    max_itl: float = 0.0
-    prefilled: float = 0.0  # prompt (or recompute) tokens processed so far
-    target: float = 0.0  # tokens to prefill: the prompt, or prompt + generated on recompute
-    gen: float = 0.0
-    blocks: float = 0.0
-    last: float = 0.0
-    next_req: int = -1  # closed loop: the request its end issued
-    first_step: int = -1  # the steps that emitted its first and last token
-    done_step: int = -1
-
-    def prefilling(self) -> bool:
-        return self.prefilled < self.target
-
-
-def _caps(caps):
-    return [float(c) if c > 0 else None for c in caps]
-
-
-def held(p: float, g: float, caps) -> float:
-    prompt_cap, total_cap, _ = _caps(caps)
-    kept = min(p, prompt_cap) if prompt_cap else p
-    n = kept + g - 1
-    return min(n, total_cap) if total_cap else n
-
-
-def attended(p: float, ctx: float, caps) -> float:
-    if ctx <= p:
-        return ctx
-    prompt_cap, total_cap, read_cap = _caps(caps)
-    n = (min(p, prompt_cap) if prompt_cap else p) + ctx - p
-    for cap in (total_cap, read_cap):
-        if cap:
-            n = min(n, cap)
-    return n
-
-
-def pool_tokens(n: float, eng: dict) -> float:
-    """Pool token-equivalents of a sequence holding n tokens (sliding layers: the window, or
-    slide_mem x n; a held sequence's states in the pool: state_tokens)."""
-    state = eng.get("state_tokens", 0.0) if n > 0 else 0.0
-    s = eng.get("slide", 0.0)
-    if s <= 0:
-        return n + state
-    kept = min(n, eng["window"]) if eng["slide_mem"] < 0 else eng["slide_mem"] * n
-    return (1 - s) * n + s * kept + state
-
-
-def read_and_pairs(q: float, a: float, eng: dict):
-    """(KV token-equivalents read, causal pairs) of q new tokens ending at context a, averaged over
-    full layers, sliding ones (each query sees at most `window` keys) and sparse attention's share
-    (at most `topk`)."""
-    full = max(q * a - q * (q - 1) / 2, q)
-    s, sp = eng.get("slide", 0.0), eng.get("sparse", 0.0)
-    if s <= 0 and sp <= 0:
-        return a, full
-    read, pairs = (1 - s - sp) * a, (1 - s - sp) * full
-    for share, w in ((s, eng.get("window", 0.0)), (sp, eng.get("topk", 0.0))):
-        if share <= 0:
-            continue
-        lo = a - q + 1
-        every = q * (lo + a) / 2  # each query sees all keys before it
-        first = max(lo, w + 1)  # queries past the window see w keys: drop the rest
-        over = (first - w + a - w) * (a - first + 1) / 2 if a >= first else 0.0
-        read, pairs = read + share * min(a, w + q - 1), pairs + share * max(every - over, q)
-    return read, pairs
+from decodelab.modes.serving.reference_parts import Req, attended, held, pool_tokens, read_and_pairs
+from decodelab.modes.serving.reference_recv import BatchWait, Recv
 
 
 def engine_dict(eng, buckets) -> dict:
@@ -102,66 +27,6 @@ def engine_dict(eng, buckets) -> dict:
     spec_tok = named["spec_tok"] if named["spec_tok"] > 0 else 1.0  # <= 0 read as 1 (layout.py)
     order = ORDERS[int(eng[Eng.ORDER])]
     return {**named, "order": order, "spec_tok": spec_tok, "buckets": [float(b) for b in buckets]}
-
-
-class Recv:
-    """When the scheduler reads new requests (recv.py, SGLang's SchedulerRecvSkipper): the summed
-    step weights since the last poll reach `interval`, or no step ran since the last round; and
-    under TensorRT-LLM's attention-DP balance (`release` > 1) once `release` steps have run since
-    the last release, or when nothing runs."""
-
-    def __init__(self, interval: float, release: float = 1.0):
-        self.interval, self.count, self.weight = interval, 0.0, 0.0
-        self.release, self.steps = release, 0.0
-
-    def released(self, running: int) -> bool:
-        if self.release <= 1 or running == 0 or self.steps >= self.release:
-            self.steps = 0.0
-            return True
-        return False
-
-    def poll(self) -> bool:
-        if self.interval <= 1:
-            return True
-        w, self.weight = self.weight, 0.0
-        self.count += w
-        if w == 0 or self.count >= self.interval:
-            self.count = 0.0
-            return True
-        return False
-
-    def stepped(self, prefill_work: bool) -> None:
-        self.weight = 1000.0 if prefill_work else 1.0
-        self.steps += 1.0
-
-
-class BatchWait:
-    """TensorRT-LLM's batch waiting (recv.py batch_held): a step with prompts next to decoding
-    sequences leaves the prompts out until `iters` such steps have been held or its tokens (whole
-    prompts, decode tokens) reach `tokens`; either at 0: never."""
-
-    def __init__(self, iters: float, tokens: float):
-        self.iters, self.tokens, self.waited = iters, tokens, 0.0
-
-    @classmethod
-    def of(cls, eng: dict) -> "BatchWait":
-        """The engine_dict's batch waiting (wait_iters, wait_tokens; 0 where absent)."""
-        return cls(eng.get("wait_iters", 0.0), eng.get("wait_tokens", 0.0))
-
-    def held(self, step: List[tuple]) -> bool:
-        dec = [q for _, q, d in step if d]
-        pre = [r.target for r, _, d in step if not d]
-        if not dec or not pre or self.iters <= 0 or self.tokens <= 0:
-            return False
-        if self.waited >= self.iters or sum(dec) + sum(pre) >= self.tokens:
-            self.waited = 0.0
-            return False
-        self.waited += 1.0
-        return True
-
-    def take(self, step: List[tuple]) -> List[tuple]:
-        """The step as it runs: without its prompts (still running, prefilled later) when held."""
-        return [e for e in step if e[2]] if self.held(step) else step
 
 
 def _arrive(reqs: List[Req], pending, nxt: int, cut: float, enqueue) -> int:
