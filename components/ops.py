@@ -88,6 +88,10 @@ class Op:
     # (framework/opcost/linear_attn.py)
     mhc: tuple = ()  # a hyper-connection mixing op (components/models/csa.py hc_ops): (role pre | post, hc_mult,
     # hidden size): what a measured table of it is looked up by (framework/opcost/mhc.py)
+    # The head of a routed-expert block whose layer's shared expert it costs (no op of its own:
+    # components/models/experts.py): an eager engine launches that expert's kernels beside the block's
+    # (engine.eager_kernels `shared_experts`, components/execution/gpu.py)
+    shared_expert: bool = False
 
 
 # The LM head keeps the 16-bit compute dtype when the other weights are quantized below 16 bits:

@@ -15,10 +15,10 @@ from decodelab.modes.serving import simulate as S
 from decodelab.modes.serving.layout import Req, StepLog
 from decodelab.modes.serving.metrics import serving_metrics
 
-# Llama-3.1-8B (the default model), TP1, the default engine: 292 kernel calls per step
-# (tests/test_eager_dispatch.py); at 1000 us per call an eager step's dispatch is 292 ms, far over
-# its GPU time, so every step with a prompt in it lasts exactly that.
-DISPATCH = 292 * 1e-3
+# Llama-3.1-8B (the default model), TP1, the default engine: 292 kernel calls per step, 324 kernels
+# launched (tests/test_eager_dispatch.py); at 1000 us per kernel an eager step's dispatch is 324 ms,
+# far over its GPU time, so every step with a prompt in it lasts exactly that.
+DISPATCH = 324 * 1e-3
 
 
 def _two_prompts(lookahead: str):
@@ -40,12 +40,12 @@ def _two_prompts(lookahead: str):
 
 
 def test_first_token_waits_for_the_next_eager_launch():
-    """By hand. Step A (t = 0) prefills request 0: eager, 292 ms. Step B (t = 292 ms) prefills
-    request 1 alone (its prompt does not fit next to request 0's decode token): eager, 292 ms,
-    launched from 292 ms to 584 ms. Request 0's first token left A at 292 ms but the loop sends it
-    once B is launched: 584 ms. Request 1's first token (end of B, 584 ms) is followed by a decode
-    step the loop launches at once (no host work): it leaves at 584 ms. Without the lookahead loop
-    (engine.lookahead=false) request 0's first token leaves at 292 ms."""
+    """By hand. Step A (t = 0) prefills request 0: eager, 324 ms. Step B (t = 324 ms) prefills
+    request 1 alone (its prompt does not fit next to request 0's decode token): eager, 324 ms,
+    launched from 324 ms to 648 ms. Request 0's first token left A at 324 ms but the loop sends it
+    once B is launched: 648 ms. Request 1's first token (end of B, 648 ms) is followed by a decode
+    step the loop launches at once (no host work): it leaves at 648 ms. Without the lookahead loop
+    (engine.lookahead=false) request 0's first token leaves at 324 ms."""
     late = _two_prompts("true")
     req, steps, *_ = S.simulate_serving(late, build(late))
     pre = steps[steps[:, StepLog.PREFILL] > 0]

@@ -265,19 +265,23 @@ def ffn_ops(
         ),
     ]
     if n_moe:  # the routing decision (route_op) and the expert ops: the routed-expert block
-        mark_block(ops[head_at - 1 :], m, (tp // ep_chips, ep_chips), hid, n_up * fe, f_moe)
+        mark_block(ops[head_at - 1 :], m, (tp // ep_chips, ep_chips), hid, n_up * fe, f_moe, shared=s > 0)
     return ops + (latent_ops(m, tp, f_moe, dwb, act_bytes) if n_moe and latent else [])
 
 
-def mark_block(ops: List[Op], m, split: tuple, hid: int, up_cols: float, f_moe: float) -> None:
+def mark_block(
+    ops: List[Op], m, split: tuple, hid: int, up_cols: float, f_moe: float, shared: bool = False
+) -> None:
     """The routed-expert block a measured MoE table costs whole (framework/opcost/moe.py) on its ops (route,
     head, activation, down): shape (hidden, expert FFN, top-k, experts, moe_tp, moe_ep, MoE share), `split`
     each expert's columns over moe_tp chips and the experts over moe_ep groups; the head carries the routed
-    FLOPs per token (`up_cols`: the gate/up columns of an expert on a chip) and the activation's share."""
+    FLOPs per token (`up_cols`: the gate/up columns of an expert on a chip) and the activation's share, and
+    `shared`: the layer's shared expert is costed in these ops (Op.shared_expert)."""
     k, n_up = m.experts_per_token, 2 if m.ffn_act == "swiglu" else 1
     shape = (hid, m.expert_ffn_dim, k, m.n_experts, *split, f_moe)
     route, head, act, down = ops
     head.moe_block = ("head", *shape, f_moe * k * 2.0 * hid * up_cols, (n_up + 1) / n_up)
+    head.shared_expert = shared
     act.moe_block = down.moe_block = route.moe_block = ("tail", *shape, 0.0, 0.0)
 
 

@@ -4,7 +4,7 @@ framework/opcost/sampler.py); part of decodelab.core.schema."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 
 @dataclass
@@ -156,6 +156,11 @@ class EngineConfig:
     # null: each call's dispatch is hardware.launch_us. Static decode with cuda_graphs=false uses the same
     # figure (components/execution/gpu.py eager_dispatch_us): the step lasts max(dispatch, its kernels).
     eager_launch_us: Optional[float] = None
+    # Kernels the host launches for one call of an op in such a step, where the engine's op launches several
+    # (components/execution/gpu.py eager_kernels): keys are op names, `moe_block` (the head call of a
+    # routed-expert block) and `shared_experts` (the kernels of a layer's shared expert that the block's ops
+    # cost, launched beside them); values >= 1, unlisted ops 1. {} = one kernel per call.
+    eager_kernels: Dict[str, float] = field(default_factory=dict)
     # The kernels of the engine's decoder layer (components/models/dense.py), in every mode (its
     # forward pass) of a GPU design (a dataflow chip's are its execution model's): fused_add_norm,
     # the residual add after the MLP runs inside the next layer's input RMSNorm (one kernel per

@@ -80,13 +80,15 @@ def kv_paging(cfg, design: Design, per_tok: float) -> Dict[str, float]:
 
 def eager_fields(cfg, design: Design) -> Dict[str, float]:
     """The engine's dispatch of an eager step (engine.eager_launch_us; Eng.EAGER_HOST, EAGER_DECODE):
-    the host time of a step with prefill work when it replays no graph (its kernel calls: call_rep,
-    per-layer calls x layers), and whether decode-only steps are eager too."""
+    the host time of a step with prefill work when it replays no graph (the kernels it launches: each
+    call's repeats, per-layer calls x layers, x the kernels the engine's op launches, engine.eager_kernels
+    as components/execution/gpu.py put them in the call), and whether decode-only steps are eager too."""
     e = cfg.engine
     if e.eager_launch_us is None:
         return {"eager_host": 0.0, "eager_decode": 0.0}
     mixed_eager, decode_eager = eager_steps(cfg)
-    host = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep)) if mixed_eager else 0.0
+    kernels = np.array([c.get("eager_kernels", 1.0) for c in design.calls], dtype=np.float64)
+    host = e.eager_launch_us * 1e-6 * float(np.sum(design.call_rep * kernels)) if mixed_eager else 0.0
     return {"eager_host": host, "eager_decode": 1.0 if decode_eager else 0.0}
 
 
