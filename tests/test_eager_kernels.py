@@ -18,6 +18,8 @@ from decodelab.modes.serving import engine_vector as EV
 
 TRT = {"attention": 2.0, "attention_prefill": 5.0, "route": 2.0, "moe_block": 2.0, "shared_experts": 5.0}
 SERVE = ("workload=closed_loop", "workload.concurrency=4")
+B200 = ("hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8")
+R1 = ("model=deepseek_r1", *B200, "workload.weight_dtype=nvfp4", "workload.kv_dtype=fp8")
 
 
 def _head(share: float, shared: bool) -> Op:
@@ -51,16 +53,10 @@ def test_deepseek_r1_on_tensorrt_llm():
     2) + 4 x 61 (attention_prefill 5) + 58 (route 2) + (409 - 61) (the block's head with the shared
     expert) = 1,749 (TensorRT-LLM's code count: 1,600-1,800). The engine vector's eager host time:
     1,749 x 35 us = 61.215 ms."""
-    calls, launched, design = _launched(
-        "model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8",
-        "workload.weight_dtype=nvfp4", "workload.kv_dtype=fp8",
-    )  # fmt: skip
+    calls, launched, design = _launched(*R1)
     assert calls == 1038.0
     assert math.isclose(launched, 1749.0, rel_tol=1e-9)
-    cfg = compose_cfg(
-        *SERVE, "model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8",
-        "workload.weight_dtype=nvfp4", "workload.kv_dtype=fp8",
-    )  # fmt: skip
+    cfg = compose_cfg(*SERVE, *R1)
     assert math.isclose(EV.eager_fields(cfg, design)["eager_host"], 1749 * 35e-6, rel_tol=1e-9)
 
 
@@ -68,9 +64,8 @@ def test_gpt_oss_on_tensorrt_llm():
     """gpt-oss-120b, 8 B200, MXFP4: 400 calls (11 a layer x 36 + 4); launched + 36 (attention) + 36 (route)
     + 36 (the head, no shared expert) = 508 (the code count: 12-19 a layer, ~550)."""
     calls, launched, _ = _launched(
-        "model=gpt_oss_120b", "hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8",
-        "workload.weight_dtype=mxfp4", "workload.kv_dtype=fp8",
-    )  # fmt: skip
+        "model=gpt_oss_120b", *B200, "workload.weight_dtype=mxfp4", "workload.kv_dtype=fp8"
+    )
     assert calls == 400.0
     assert math.isclose(launched, 508.0, rel_tol=1e-9)
 
@@ -78,17 +73,13 @@ def test_gpt_oss_on_tensorrt_llm():
 def test_other_engines_launch_one_kernel_a_call():
     """SGLang's figure is per counted call (its PR #12160 forward), vLLM compiles: no table, one a call."""
     for engine in ("sglang", "vllm"):
-        calls, launched, _ = _launched(f"engine={engine}", "model=deepseek_r1", "hardware=b200_sxm",
-                                       "hardware.n_chips=8", "hardware.tensor_parallel=8",
-                                       "workload.weight_dtype=nvfp4")  # fmt: skip
+        calls, launched, _ = _launched(f"engine={engine}", *R1)
         assert launched == calls
 
 
 def test_static_eager_decode_launches_per_kernel():
     """Without CUDA graphs a static decode call's host dispatch is eager_launch_us x its kernels."""
-    design = build(compose_cfg("model=deepseek_r1", "hardware=b200_sxm", "hardware.n_chips=8",
-                               "hardware.tensor_parallel=8", "workload.weight_dtype=nvfp4",
-                               "optimizations.cuda_graphs=false"))  # fmt: skip
+    design = build(compose_cfg(*R1, "optimizations.cuda_graphs=false"))
     by_name = {op.name: design.calls[op.call] for op in design.ops}
     assert math.isclose(by_name["attention_prefill"]["launch_async"], 5 * 35e-6, rel_tol=1e-12)
     assert math.isclose(by_name["o_proj"]["launch_async"], 35e-6, rel_tol=1e-12)
@@ -108,9 +99,8 @@ def test_the_shipped_keys_name_ops_of_the_shipped_models():
     """Every key of the engine files' tables is a role or the name of an op DeepSeek-R1, gpt-oss-120b or
     Llama-3.1-8B builds (a misspelt name would be one kernel silently)."""
     names = set(gpu.EAGER_ROLES)
-    b200 = ("hardware=b200_sxm", "hardware.n_chips=8", "hardware.tensor_parallel=8")
     for model in ("deepseek_r1", "gpt_oss_120b", "llama3_1_8b"):
-        names |= {op.name for op in build(compose_cfg(f"model={model}", *b200)).ops}
+        names |= {op.name for op in build(compose_cfg(f"model={model}", *B200)).ops}
     for engine in ("default", "sglang", "vllm", "trtllm_inferencex"):
         table = compose_cfg(f"engine={engine}").engine.eager_kernels
         assert set(table) <= names, engine
