@@ -14,7 +14,9 @@ GEMM and one activation quantization a layer, op `qkv_a_proj`. Prefill takes the
 path, as vLLM and SGLang do: kv_b_decompress expands every context token's latent into per-head
 keys and values, then ordinary attention, 2 h (qk + v) FLOPs per pair (3.4x fewer than the
 absorbed path's for DeepSeek-V3). Decode attention's op carries its shape for a measured MLA table
-(hardware.op_tables.mla_decode, replicated mapping); prefill attention keeps the roofline.
+(hardware.op_tables.mla_decode, replicated mapping); prefill attention its heads per chip for the
+chip's dense MLA prefill law (hardware.op_fit.mla_prefill, opcost/attention_prefill.py; DSA's sparse
+prefill and chips without the law: the roofline).
 
 Kimi-K3's MLA layers gate their output (model.attn_output_gate: a g_proj GEMM d -> h v_head_dim,
 sigmoid x the attention output before o_proj; vLLM vllm/models/kimi_k3/nvidia/mla.py) and sit between
@@ -96,7 +98,7 @@ def prefill_ops(m, h: int, kv_tok: float, w_bytes: float, act_bytes: float) -> L
         Op("kv_b_decompress", "gemm", repeat=n, path="prefill", resident_bytes=0.0,
            weight_bytes=lat * h * (nope + v) * w_bytes, kv_read_per_ctx=kv_tok,
            flops_per_ctx=2.0 * lat * h * (nope + v), act_bytes_per_ctx=h * (nope + v) * act_bytes),
-        Op("attention_prefill", "attention", repeat=n, path="prefill",
+        Op("attention_prefill", "attention", repeat=n, path="prefill", attn_heads=0 if dsa.is_dsa(m) else h,
            attn_flops_per_ctx=2.0 * h * (nope + rope) + 2.0 * h * v,
            act_bytes_per_ctx=(h * (nope + v) + rope) * act_bytes,
            act_bytes_per_token=h * (nope + rope + v) * act_bytes),

@@ -140,6 +140,57 @@ def fit_prefill(d, dtype, hw):
     return law, f(law), roofline_attention(hw, b * s, b * s, b * _pairs(s), h, kvh, hd, dtype)
 
 
+# DeepSeek's MLA dims, which AIConfigurator's context_mla_perf tables time (collector/*/collect_mla.py): the
+# law's hd is the mean of the qk (128 + 64) and v (128) head dims, 2 h (qk + v) = 4 h hd FLOPs a pair
+MLA_PREFILL_HD = (128 + 64 + 128) / 2.0
+
+
+def fit_mla_prefill(d, kv_dtype, hw):
+    """The prefill law of MLA's prefill attention (opcost.attention_prefill) on context_mla rows."""
+    peak = base.peak(hw, kv_dtype)
+    b, s, h, t = (d[c].to_numpy(float) for c in ("batch_size", "isl", "num_heads", "t"))
+    hd = MLA_PREFILL_HD
+
+    def f(law):
+        return attention_prefill.prefill_attention_time(law, b * _pairs(s), b * s, b, h, hd, peak)
+
+    th = _least_squares(
+        lambda x: f(SimpleNamespace(**dict(zip(PREFILL_FIELDS, x)))),
+        (0.6, 0.05, 1.0, 10.0),
+        [0.01, 0.0, 0.0, 0.0],
+        [1.0, 100.0, 1e4, 200.0],
+        t,
+    )
+    law = _law(PREFILL_FIELDS, th)
+    pairs = b * _pairs(s)
+    old = _roofline(hw, b * s * h * (3 * hd) * 2.0, 0.0, base.peak(hw, "bf16"), pairs * 4.0 * h * hd)
+    return law, f(law), old
+
+
+def _fit_mla(data, hw, add) -> None:
+    """The MLA prefill laws of TensorRT-LLM's table (mla_prefill) and of engines' own (mla_prefill_by_engine)."""
+    for kind in sorted(k for k in data if k.split(":")[0] == "context_mla"):
+        df, fname = data[kind]
+        engine = kind.split(":", 1)[1] if ":" in kind else ""
+        for kv in ATTN_DTYPES:
+            d = O.mla_context_rows(df, kv)
+            if len(d) >= MIN_ROWS:
+                law, pred, old = fit_mla_prefill(d, kv, hw)
+                rule = f"kv_cache_dtype={kv}, heads per GPU>=2, batch*isl<=16384"
+                group = "mla_prefill_by_engine" if engine else "mla_prefill"
+                add(
+                    group,
+                    f"{engine}.{kv}" if engine else kv,
+                    PREFILL_FIELDS,
+                    law,
+                    pred,
+                    old,
+                    d.t,
+                    fname,
+                    rule,
+                )
+
+
 def fit_decode(d, kv_dtype, hw):
     b, step, h, kvh, hd, t = (
         d[c].to_numpy(float)
@@ -188,6 +239,14 @@ def fit_collective(s, t):
 # ---- everything in the files
 
 
+def _collective_kinds(data) -> List[tuple]:
+    """(data kind, NCCL op, law group, key prefix) of the collective files: TensorRT-LLM's all-reduce, NCCL's
+    all-gather, engines' own all-reduces (allreduce:<engine>)."""
+    coll = [("allreduce", "", "all_reduce", ""), ("nccl", "all_gather", "all_gather", "")]
+    mine = [k for k in sorted(data) if k.startswith("allreduce:")]
+    return coll + [(k, "", "all_reduce_by_engine", k.split(":", 1)[1] + ".") for k in mine]
+
+
 def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
     """One entry per fitted class: group, key, law, fields, file, rule, new and roofline errors."""
     out = []
@@ -233,6 +292,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                         fname,
                         rule,
                     )
+    _fit_mla(data, hw, add)
     if "generation_attention" in data:
         df, fname = data["generation_attention"]
         for dtype in ATTN_DTYPES:
@@ -255,9 +315,7 @@ def fit_all(data: Dict[str, tuple], hw) -> List[dict]:
                         fname,
                         rule,
                     )
-    coll = [("allreduce", "", "all_reduce", ""), ("nccl", "all_gather", "all_gather", "")]
-    coll += [(k, "", "all_reduce_by_engine", k.split(":", 1)[1] + ".") for k in sorted(data) if ":" in k]
-    for kind, op, group, prefix in coll:
+    for kind, op, group, prefix in _collective_kinds(data):
         if kind not in data:
             continue
         df, fname = data[kind]
@@ -307,6 +365,8 @@ def to_yaml(fits: List[dict], hw_name: str, command: str) -> str:
         "gemm",
         "attention_prefill",
         "attention_decode",
+        "mla_prefill",
+        "mla_prefill_by_engine",
         "all_reduce",
         "all_gather",
         "all_reduce_by_engine",

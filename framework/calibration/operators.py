@@ -17,6 +17,16 @@ import numpy as np
 
 # kind -> required columns (int, num, str); a file's kind is the first whose columns it has
 SCHEMAS = {
+    # MLA's prefill attention (DeepSeek's dims: qk 128 + 64, v 128; num_heads per GPU), AIConfigurator's
+    # context_mla_perf: an engine's own kernel where a `framework` column names one other than TensorRT-LLM
+    "context_mla": {
+        "batch_size": "int",
+        "isl": "int",
+        "num_heads": "int",
+        "mla_dtype": "str",
+        "kv_cache_dtype": "str",
+        "latency_ms": "num",
+    },
     "generation_attention": {
         "batch_size": "int",
         "isl": "int",
@@ -52,11 +62,12 @@ SCHEMAS = {
     # an engine's top-k / top-p sampler path on batch x vocab FP32 logits (opcost/sampler.py)
     "sampler": {"batch": "int", "vocab": "int", "latency_ms": "num"},
 }
-# An all-reduce CSV with a `framework` column other than these is that engine's own kernel
-# (hardware.op_fit.all_reduce_by_engine.<framework>); without the column, TensorRT-LLM's.
+# An all-reduce or MLA prefill CSV with a `framework` column other than these is that engine's own kernel
+# (hardware.op_fit.all_reduce_by_engine / mla_prefill_by_engine.<framework>); without the column, TensorRT-LLM's.
 TRTLLM_NAMES = ("trtllm", "tensorrt-llm", "tensorrt_llm")
 # The column that tells the kinds apart (checked in this order).
 MARKERS = {
+    "context_mla": "mla_dtype",
     "generation_attention": "step",
     "context_attention": "isl",
     "gemm": "gemm_dtype",
@@ -112,12 +123,12 @@ def read(path: Path):
             raise OperatorCSVError(f"{path}: column {c} must be >= 0")
         df[c] = v
     df["t"] = df["latency_ms"] * 1e-3
-    if kind == "allreduce" and "framework" in df.columns:  # an engine's own all-reduce kernel
+    if kind in ("allreduce", "context_mla") and "framework" in df.columns:  # an engine's own kernel
         engines = sorted({str(x).strip().lower() for x in df.framework})
         if len(engines) != 1:
-            raise OperatorCSVError(f"{path}: one framework per all-reduce CSV, got {', '.join(engines)}")
+            raise OperatorCSVError(f"{path}: one framework per {kind} CSV, got {', '.join(engines)}")
         if engines[0] not in TRTLLM_NAMES:
-            kind = f"allreduce:{engines[0]}"
+            kind = f"{kind}:{engines[0]}"
     return df, kind
 
 
@@ -161,6 +172,13 @@ def context_rows(df, dtype: str, head_dim: int):
     no sliding window, >= 4 query heads (fewer leave SMs idle), batch x isl <= 16384."""
     d = df[(df.attn_dtype.map(DTYPES) == dtype) & (df.head_dim == head_dim) & (df.window_size <= 0)]
     return d[(d.num_heads >= 4) & (d.batch_size * d.isl <= 16384)]
+
+
+def mla_context_rows(df, kv_dtype: str):
+    """MLA prefill attention with a `kv_dtype` cache: >= 2 heads per GPU, batch x isl <= 16384 (as
+    context_rows)."""
+    d = df[df.kv_cache_dtype.map(DTYPES) == kv_dtype]
+    return d[(d.num_heads >= 2) & (d.batch_size * d.isl <= 16384)]
 
 
 def generation_rows(df, kv_dtype: str, head_dim: int, hbm_bytes_s: float = 0.0, kv_elt_bytes: float = 2.0):

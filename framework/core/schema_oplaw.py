@@ -140,6 +140,11 @@ class OpFitConfig:
     gemm: Dict[str, GemmLaw] = field(default_factory=dict)
     attention_prefill: Dict[str, PrefillAttentionLaw] = field(default_factory=dict)
     attention_decode: Dict[str, DecodeAttentionLaw] = field(default_factory=dict)
+    # MLA's prefill attention (the non-absorbed path: qk = nope + rope, v per head) by KV dtype (bf16 | fp8),
+    # the prefill law with hd the mean of the qk and v head dims; `mla_prefill_by_engine.<family>` an
+    # engine's own kernel in its place (framework/opcost/attention_prefill.py)
+    mla_prefill: Dict[str, PrefillAttentionLaw] = field(default_factory=dict)
+    mla_prefill_by_engine: Dict[str, Dict[str, PrefillAttentionLaw]] = field(default_factory=dict)
     all_reduce: Dict[str, CollectiveLaw] = field(default_factory=dict)
     all_gather: Dict[str, CollectiveLaw] = field(default_factory=dict)
     # An engine's own all-reduce kernel, by engine family (engine.family: vllm, sglang, ...) then

@@ -255,10 +255,12 @@ def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
 
 
 def missed(op, ctx: Ctx, priced) -> Optional[str]:
-    """Why a GQA/MHA attention op has the roofline law (for both attention families)."""
-    if op.kind != "attention" or op.path == "decode" or NAME in priced:
-        return None
-    return f"no {ctx.kv_dtype}_hd{int(op.attn_head_dim)} laws" if op.attn_head_dim > 0 else "not GQA/MHA"
+    """Why an attention op has the roofline law (for both attention families)."""
+    if op.kind != "attention" or op.path == "decode" or NAME in priced or "attention_prefill" in priced:
+        return None  # a GQA op has both laws or neither; MLA's prefill op the prefill law alone
+    if op.attn_head_dim > 0:
+        return f"no {ctx.kv_dtype}_hd{int(op.attn_head_dim)} laws"
+    return f"no op_fit.mla_prefill.{ctx.kv_dtype} law" if op.attn_heads > 0 else "not GQA/MHA"
 
 
 def check(hw) -> List[str]:

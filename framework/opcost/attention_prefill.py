@@ -7,6 +7,11 @@ has the class's decode law, opcost.attention_decode, which costs its decoding se
 
 (h query heads per chip, P the KV dtype's dense peak). The law's microbenchmark times TensorRT-LLM's
 attention call with fused QKV input, so RoPE and the KV write are inside it (opcost.elementwise).
+
+MLA's prefill attention (components/models/mla_attn.py `attention_prefill`: the non-absorbed path over
+decompressed keys and values) takes the same law with hd the mean of its qk and v head dims (2 h (qk + v)
+FLOPs a pair), from `op_fit.mla_prefill.<kv dtype>` or the engine's own `mla_prefill_by_engine.<family>`,
+fitted to AIConfigurator's context_mla_perf tables (DeepSeek's dims, heads per GPU).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from decodelab.opcost.base import (
 from decodelab.kernel_layout import Law, Lin
 
 NAME = "attention_prefill"
-FIT_GROUPS = ("attention_prefill",)
+FIT_GROUPS = ("attention_prefill", "mla_prefill")
 
 
 def prefill_attention_time(law, pairs, tokens, seqs, heads, head_dim, peak: float):
@@ -41,13 +46,42 @@ def prefill_attention_time(law, pairs, tokens, seqs, heads, head_dim, peak: floa
     )
 
 
-matches = gqa_attention  # the same ops as the other attention family
+def mla_prefill(op) -> bool:
+    """MLA's prefill attention op (its heads per chip set, no GQA head dim)."""
+    return (
+        op.name == "attention_prefill"
+        and op.path == "prefill"
+        and op.attn_heads > 0
+        and op.attn_head_dim == 0
+    )
+
+
+def matches(op) -> bool:
+    return gqa_attention(op) or mla_prefill(op)  # GQA: the same ops as the other attention family
+
+
+def mla_law(ctx: Ctx):
+    """The MLA prefill law of the design's engine and KV dtype (its own, else the chip's), or None."""
+    fit = ctx.hw.op_fit
+    own = (getattr(fit, "mla_prefill_by_engine", None) or {}).get(ctx.engine) or {}
+    return own.get(ctx.kv_dtype) or (getattr(fit, "mla_prefill", None) or {}).get(ctx.kv_dtype)
+
+
+def law_shape(op, ctx: Ctx):
+    """(law, query heads per chip, head dim of the law) of the op, or None where no law costs it."""
+    if mla_prefill(op):
+        law = mla_law(ctx)
+        return None if law is None else (law, op.attn_heads, op.attn_flops_per_ctx / (4.0 * op.attn_heads))
+    if not attention_fitted(ctx, op):
+        return None
+    return ctx.hw.op_fit.attention_prefill[attention_key(ctx, op)], op.attn_heads, op.attn_head_dim
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:
-    if not attention_fitted(ctx, op):
+    shape = law_shape(op, ctx)
+    if shape is None:
         return None
-    a, h, hd = ctx.hw.op_fit.attention_prefill[attention_key(ctx, op)], op.attn_heads, op.attn_head_dim
+    a, h, hd = shape
     cols = {
         Lin.T0: a.t0_us * 1e-6,
         Lin.A_PAIR: 4.0 * h * hd / (peak(ctx.hw, ctx.kv_dtype) * a.e_a),
@@ -61,9 +95,9 @@ def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
     """The prefilling sequences' part of the call (nothing where the op has none)."""
     if op.path == "decode" or step.pre_tokens < 0.5:
         return 0.0, 0.0, 0.0
-    a, pk = p.law, peak(ctx.hw, ctx.kv_dtype)
+    a, h, hd = law_shape(op, ctx)
     t = prefill_attention_time(
-        a, step.pre_pairs, step.pre_tokens, step.pre_seqs, op.attn_heads, op.attn_head_dim, pk
+        a, step.pre_pairs, step.pre_tokens, step.pre_seqs, h, hd, peak(ctx.hw, ctx.kv_dtype)
     )
     return float(t) - a.t0_us * 1e-6, a.t0_us * 1e-6, 0.0
 
@@ -73,8 +107,26 @@ def missed(op, ctx: Ctx, priced) -> Optional[str]:
 
 
 def check(hw) -> List[str]:
-    return [
+    e = [
         f"hardware.op_fit.attention_prefill.{key}: the key must be <bf16|fp8>_hd<head_dim>"
         for key in hw.op_fit.attention_prefill
         if not ATTN_KEY.match(key)
+    ]
+    mla = [("mla_prefill", hw.op_fit.mla_prefill)]
+    mla += [(f"mla_prefill_by_engine.{eng}", laws) for eng, laws in hw.op_fit.mla_prefill_by_engine.items()]
+    for group, laws in mla:
+        e += [
+            f"hardware.op_fit.{group}.{k}: the key must be bf16 or fp8"
+            for k in laws
+            if k not in ("bf16", "fp8")
+        ]
+    return e
+
+
+def fitted_laws(hw) -> List[tuple]:
+    """(group, key, law) of the engines' own MLA prefill laws whose values the registry checks."""
+    return [
+        (f"mla_prefill_by_engine.{eng}", key, law)
+        for eng, laws in hw.op_fit.mla_prefill_by_engine.items()
+        for key, law in laws.items()
     ]

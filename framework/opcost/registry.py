@@ -72,7 +72,7 @@ def check(hw) -> List[str]:
     fit, groups = hw.op_fit, [g for fam in FAMILIES for g in fam.FIT_GROUPS]
     groups.sort(key=lambda g: FIT_ORDER.index(g) if g in FIT_ORDER else len(FIT_ORDER))
     laws = [(g, k, law) for g in groups for k, law in (getattr(fit, g, None) or {}).items()]
-    for group, key, law in laws + collectives.fitted_laws(hw):
+    for group, key, law in laws + collectives.fitted_laws(hw) + attention_prefill.fitted_laws(hw):
         e += check_values(group, key, law)
     return e
 
