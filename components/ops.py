@@ -88,6 +88,8 @@ class Op:
     # (framework/opcost/linear_attn.py)
     mhc: tuple = ()  # a hyper-connection mixing op (components/models/csa.py hc_ops): (role pre | post, hc_mult,
     # hidden size): what a measured table of it is looked up by (framework/opcost/mhc.py)
+    mla_bmm: tuple = ()  # MLA's absorbed decode BMM (components/models/mla_attn.py): (role pre | post, heads per
+    # chip): what a measured table of it is looked up by (framework/opcost/mla_bmm.py)
     # The head of a routed-expert block whose layer's shared expert it costs (no op of its own:
     # components/models/experts.py): an eager engine launches that expert's kernels beside the block's
     # (engine.eager_kernels `shared_experts`, components/execution/gpu.py)

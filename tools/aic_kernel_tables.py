@@ -1,11 +1,11 @@
 """Convert AIConfigurator's single-kernel tables of every chip to decodelab's shipped ones in framework/data/operators/:
 the linear-attention kernels (Gated DeltaNet and Kimi Delta Attention) to `<chip>_linear_attention_<engine>.parquet`
-(framework/opcost/linear_attn.py) and DeepSeek-V4's hyper-connection mixing to `<chip>_mhc_<engine>.parquet`
-(framework/opcost/mhc.py).
+(framework/opcost/linear_attn.py), DeepSeek-V4's hyper-connection mixing to `<chip>_mhc_<engine>.parquet`
+(framework/opcost/mhc.py) and MLA's absorbed decode BMMs to `<chip>_mla_bmm_<engine>.parquet` (framework/opcost/mla_bmm.py).
 
 Source: github.com/ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0), aic-core/src/aiconfigurator_core/systems/data/
 <chip>/{linear_attention/<engine>/<version>/gdn_perf.parquet, kda/<engine>/<version>/kda_perf.parquet,
-mhc/<engine>/<version>/mhc_module_perf.parquet}, read with `git show` from the mirror at $AIC (a git directory; its
+mhc/<engine>/<version>/mhc_module_perf.parquet, mla_bmm/<engine>/<version>/mla_bmm_perf.parquet}, read with `git show` from the mirror at $AIC (a git directory; its
 silicon_sample.csv is never read).
 
 Linear attention: collected by collector/{vllm,sglang}/collect_gdn.py and collect_kda.py (the engine's own kernels on
@@ -17,7 +17,13 @@ no role names. VERSIONS says which version of each table ships (one per engine a
 
 Hyper-connections: collected by collector/{vllm,sglang,trtllm}/collect_mhc_module.py (the engine's own kernels for
 `num_sites` sublayers back to back inside a CUDA graph). Kept as they are but for the column names (`op_name` ->
-`role`, `kernel_source` -> `kernel`, `latency` -> `latency_ms`). Run from the repository root:
+`role`, `kernel_source` -> `kernel`, `latency` -> `latency_ms`).
+
+MLA BMMs: collected by collector/{trtllm,sglang}/collect_mla_bmm.py (the engine's q_nope x W_UK (`mla_gen_pre` -> role
+`pre`) and attention output x W_UV (`mla_gen_post` -> `post`) batched over `num_heads` heads per GPU, BF16 or FP8
+`bmm_dtype`). Kept as they are but for the column names (as mhc's). The versions of the MLA decode attention tables:
+TensorRT-LLM 1.3.0rc20 (the chips' default; 1.0.0 on A100, the only one there), SGLang 0.5.9 (its own; none on the
+RTX PRO 6000). Run from the repository root:
 
     AIC=/path/to/aiconfigurator/.git python tools/aic_kernel_tables.py
 """
@@ -74,6 +80,10 @@ MHC_COLUMNS = [
     "num_sites",
 ]
 MHC_COLUMNS += ["latency_ms"]
+BMM_VERSIONS = {"trtllm": "1.3.0rc20", "sglang": "0.5.9"}
+BMM_OLDER = {("a100_sxm", "trtllm"): "1.0.0"}
+BMM_ROLES = {"mla_gen_pre": "pre", "mla_gen_post": "post"}
+BMM_COLUMNS = ["role", "version", "kernel", "bmm_dtype", "num_tokens", "num_heads", "latency_ms"]
 COLUMNS = ["kind", "role", "version", "kernel", "batch_size", "seq_len", "num_k_heads", "num_v_heads"]
 COLUMNS += ["head_k_dim", "head_v_dim", "d_conv", "latency_ms"]
 
@@ -127,6 +137,20 @@ def mhc():
                 write(df.reset_index(drop=True), f"{chip}_mhc_{engine}.parquet")
 
 
+def mla_bmm():
+    for chip in CHIPS:
+        for engine, version in BMM_VERSIONS.items():
+            version = BMM_OLDER.get((chip, engine), version)
+            df = read(f"{chip}/mla_bmm/{engine}/{version}/mla_bmm_perf.parquet")
+            if df is not None:
+                df = df.assign(role=df.op_name.map(BMM_ROLES), kernel=df.kernel_source, latency_ms=df.latency)
+                df = df.dropna(subset=["role", "latency_ms"])[BMM_COLUMNS]
+                write(
+                    df.sort_values(BMM_COLUMNS[:-1], kind="stable").reset_index(drop=True),
+                    f"{chip}_mla_bmm_{engine}.parquet",
+                )
+
+
 def write(df: pd.DataFrame, name: str, what: str = ""):
     path = OPS / name
     df.to_parquet(path, index=False)
@@ -136,3 +160,4 @@ def write(df: pd.DataFrame, name: str, what: str = ""):
 if __name__ == "__main__":
     linear_attention()
     mhc()
+    mla_bmm()

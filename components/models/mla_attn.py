@@ -31,6 +31,12 @@ from typing import List
 from decodelab.components.models import dsa, linear_attn
 from decodelab.components.ops import Op
 
+DEEPSEEK_BMM = (
+    128,
+    512,
+    128,
+)  # qk_nope_head_dim, kv_lora_rank, v_head_dim of AIConfigurator's mla_bmm tables
+
 
 def mla_block(
     m,
@@ -78,13 +84,14 @@ def decode_ops(m, h: int, kv_tok: float, w_bytes: float, act_bytes: float, table
     # the op sees whole sequences: replicated, or data-parallel attention in serving (not decode context
     # parallelism, nor a static data-parallel step's per-sequence share)
     shape = dict(attn_heads=h, attn_kv_heads=1, attn_head_dim=lat + rope) if table_shape else {}
+    bmm = (nope, lat, v) == DEEPSEEK_BMM  # the measured absorbed BMMs' dims (opcost/mla_bmm.py)
     return [
         Op("q_absorb", "gemm", repeat=n, weight_bytes=h * nope * lat * w_bytes, flops_per_token=2.0 * h * nope * lat,
-           path="decode", act_bytes_per_token=h * (nope + lat) * act_bytes),
+           path="decode", act_bytes_per_token=h * (nope + lat) * act_bytes, mla_bmm=("pre", h) if bmm else ()),
         Op("attention", "attention", repeat=n, kv_read_per_ctx=kv_tok, path="decode",
            attn_flops_per_ctx=2.0 * h * (2 * lat + rope), act_bytes_per_token=2.0 * h * (lat + rope) * act_bytes,
            **shape),
-        Op("v_absorb", "gemm", repeat=n, weight_bytes=h * lat * v * w_bytes, path="decode",
+        Op("v_absorb", "gemm", repeat=n, weight_bytes=h * lat * v * w_bytes, path="decode", mla_bmm=("post", h) if bmm else (),
            flops_per_token=2.0 * h * lat * v, act_bytes_per_token=h * (lat + v) * act_bytes),
     ]  # fmt: skip
 

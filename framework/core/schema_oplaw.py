@@ -116,6 +116,10 @@ class OpTablesConfig:
     # num_sites, latency_ms): an hc_pre / hc_post op at a shape it holds is costed from it (opcost/mhc.py)
     mhc: str = ""
     mhc_by_engine: Dict[str, str] = field(default_factory=dict)
+    # a table of MLA's absorbed decode BMMs (role pre | post, bmm_dtype, num_tokens, num_heads per GPU,
+    # latency_ms): a q_absorb / v_absorb op at its heads is costed from it (opcost/mla_bmm.py)
+    mla_bmm: str = ""
+    mla_bmm_by_engine: Dict[str, str] = field(default_factory=dict)
     # An engine's tables per release, engine family -> release -> {gemm | attention_decode | mla_decode | moe:
     # path}: a design whose engine.version names its release reads each kind from the listed release nearest
     # it (opcost/versions.py) while `<kind>_by_engine` is one of them (a table of one's own there stands for

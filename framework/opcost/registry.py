@@ -11,6 +11,7 @@ design's checks and its note. Each family is one module (opcost/README.md shows 
   moe                an MoE layer's routed-expert block from its table
   linear_attention   a hybrid model's Gated DeltaNet / KDA kernels from the engine's table
   mhc                DeepSeek-V4's hyper-connection mixing from the engine's table
+  mla_bmm            MLA's absorbed decode BMMs from the engine's table
   collectives        t = (S < S* ? a_lo : a_hi) + S / beta (or the all-reduce's table)
   sampler            the engine's top-k / top-p sort path: t0 + s_per_tok x tokens
   elementwise        RoPE + KV write inside a law-costed attention call: nothing
@@ -36,6 +37,7 @@ from decodelab.opcost import (
     linear_attn,
     mhc,
     mla,
+    mla_bmm,
     moe,
     sampler,
 )
@@ -44,12 +46,12 @@ from decodelab.kernel_layout import Law, Lin
 
 # Asked in this order; the first family whose price is `whole` costs the op alone (an MoE block
 # before its ops' GEMM laws), the others' prices add up (a GEMM and its collective).
-FAMILIES = (moe, elementwise, linear_attn, mhc, sampler, gemm)
+FAMILIES = (moe, elementwise, linear_attn, mhc, mla_bmm, sampler, gemm)
 FAMILIES += (attention_prefill, attention_decode, mla, collectives)
 BY_NAME = {f.NAME: f for f in FAMILIES}
 # Checked in the order of hardware.op_tables' fields (core/schema_oplaw.py), laws' values in that of
 # hardware.op_fit's: a design's errors read as they always have
-CHECK_ORDER = (gemm, collectives, moe, linear_attn, mhc, attention_prefill, attention_decode)
+CHECK_ORDER = (gemm, collectives, moe, linear_attn, mhc, mla_bmm, attention_prefill, attention_decode)
 CHECK_ORDER += (mla, sampler, elementwise)
 FIT_ORDER = ("gemm", "attention_prefill", "attention_decode", "all_reduce", "all_gather", "sampler")
 
