@@ -60,11 +60,12 @@ def test_own_tables_load_and_are_not_rescaled(hw):
         *t.mla_decode_by_engine.values(),
         *t.linear_attention_by_engine.values(),
         *t.mhc_by_engine.values(),
+        t.mla_bmm,
     ]
     assert t.linear_attention == t.linear_attention_by_engine.sglang and t.mhc == t.mhc_by_engine.trtllm
-    # every one of the 17 shipped tables of this chip, and nothing else
+    # every one of the 18 shipped tables of this chip, and nothing else
     assert sorted(paths) == sorted(f"operators/{f.name}" for f in (DATA_DIR / "operators").glob(f"{CHIP}_*"))
-    assert len(set(paths)) == 17
+    assert len(set(paths)) == 18
     for p in t.all_reduce_by_engine.values():  # the 8-GPU node's tables: 2, 4 and 8 GPUs
         assert collectives.problem(p) is None and set(collectives.collective_curves(p)) == {2, 4, 8}
     # Qwen3-30B-A3B's block (hidden 2048, expert FFN 768, top-8 of 128), BF16, one GPU: in each engine's own table
