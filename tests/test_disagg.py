@@ -288,3 +288,39 @@ def test_closed_loop_fixed_point_stops_on_convergence_or_a_two_round_cycle(monke
     monkeypatch.setattr(DC, "one_round", lambda cfg, pools, reqs, delay, units: {"delay": np.full(3, 0.25)})
     _, rounds, how = DC.settle(None, None, reqs, None)
     assert (rounds, how) == (2, "converged in 2 rounds")
+
+
+@pytest.mark.parametrize(
+    "clients, ranks, active",
+    [(4, 7, 4), (16, 4, 4), (128, 7, 7), (10, 7, 5), (9, 7, 5), (1, 16, 1), (20, 7, 7)],
+)
+def test_the_prefill_pool_sees_the_ranks_the_clients_fill(clients, ranks, active):
+    """The simulated decode rank holds ceil(clients / ranks) clients and stands for the ranks they fill,
+    clients / that, rounded half up: 4 clients on 7 ranks keep 4 busy (the prefill pool saw 7 copies of
+    each request before), 9 on 7 hold 2 each on 4.5 ranks -> 5, 128 on 7 hold 19 each on 6.7 -> 7."""
+    from decodelab.modes.serving.disagg_closed import active_ranks
+
+    per = -(-clients // ranks)
+    assert active_ranks(clients, per, ranks) == active
+
+
+def test_few_clients_on_many_decode_ranks():
+    """4 clients on 4 decode instances of 2 attention groups (8 ranks): 4 ranks busy, each with one
+    client and a quarter of the 40 requests (the run counts 4 x the simulated rank's), and a note says so."""
+    ov = (
+        *FIXED,
+        "workload=closed_loop",
+        "workload.concurrency=4",
+        "workload.prompt_len=2048",
+        "workload.output_len=32",
+        "disagg=ib_1p1d",
+        "model=qwen3_30b_a3b",
+        "disagg.decode.instances=4",
+        "disagg.decode.tensor_parallel=2",
+        "disagg.decode.attention_dp=2",
+    )
+    res = evaluate(compose_cfg(*ov))
+    m = res["metrics"]
+    assert res["status"] == "ok", res["reason"]
+    assert m["n_requests"] == 40 and m["decode_batch_max"] <= 1  # 10 x 4 clients: 10 a busy rank
+    assert "4 clients fill 4 of the 8 decode ranks" in " ".join(res["notes"])

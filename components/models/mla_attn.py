@@ -31,11 +31,8 @@ from typing import List
 from decodelab.components.models import dsa, linear_attn
 from decodelab.components.ops import Op
 
-DEEPSEEK_BMM = (
-    128,
-    512,
-    128,
-)  # qk_nope_head_dim, kv_lora_rank, v_head_dim of AIConfigurator's mla_bmm tables
+# qk_nope_head_dim, kv_lora_rank, v_head_dim of AIConfigurator's mla_bmm tables (framework/opcost/mla_bmm.py)
+DEEPSEEK_BMM = (128, 512, 128)
 
 
 def mla_block(

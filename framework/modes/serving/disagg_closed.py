@@ -5,8 +5,9 @@ framework/modes/serving/disagg.py runs the open loop).
 the next one (the benchmark client of docs/validation.md, "How a row runs"). The decode pool has
 R = instances x attention groups ranks and the clients are spread evenly over them, as the one-pool
 serving mode spreads them over its attention groups: the simulation runs one decode rank (its
-ceil(C / R) clients, their requests, its scheduler with Eng.READY and a closed loop), which stands for all R,
-and the prefill pool sees R copies of that rank's requests (a cohort: the j-th request of every
+ceil(C / R) clients, their requests, its scheduler with Eng.READY and a closed loop), which stands for the
+A = C / ceil(C / R) ranks the clients fill (rounded; A = R when C is a multiple of R, 4 of 7 at C = 4),
+and the prefill pool sees A copies of that rank's requests (a cohort: the j-th request of every
 decode rank is sent at the same time; round robin in sending order over the prefill pool's
 P x groups ranks; each rank first come first served, one scheduler each). A request's prefill
 delay d (send -> its KV is in the decode rank: prefill queue, prefill, the KV transfer of
@@ -28,6 +29,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from decodelab.modes.resolve import with_fields
 from decodelab.modes.serving import frontend
 from decodelab.modes.serving.disagg_pools import (
     groups,
@@ -102,10 +104,23 @@ def closed_pools(cfg) -> Tuple[tuple, tuple, Tuple[int, int], list]:
     d, w = cfg.disagg, cfg.workload
     pre, notes = pool_design(cfg, "prefill", _ceil(w.concurrency, d.prefill.instances))
     dec, more = pool_design(cfg, "decode", _ceil(w.concurrency, d.decode.instances))
-    copies = d.decode.instances * groups(dec[0])
-    reqs = requests(group_workload(w, copies), cfg.model.max_context)
+    ranks = d.decode.instances * groups(dec[0])
+    per = group_workload(w, ranks).concurrency
+    copies = active_ranks(w.concurrency, per, ranks)
+    if copies < ranks:
+        more = more + [f"{w.concurrency} clients fill {copies} of the {ranks} decode ranks"]
+    # the rank's clients, and its share of the requests among the ranks they fill
+    reqs = requests(with_fields(group_workload(w, copies), {"concurrency": per}), cfg.model.max_context)
     units = (copies, d.prefill.instances * groups(pre[0]))
     return (pre, dec), reqs, units, notes + more
+
+
+def active_ranks(clients: int, per_rank: int, ranks: int) -> int:
+    """The decode ranks the simulated one stands for: those the clients fill, `per_rank` each (the
+    simulated rank's ceil(clients / ranks)), rounded half up, at least 1 and at most `ranks`: 4 clients
+    over 7 ranks keep 4 ranks busy, not 7, so the prefill pool sees 4 copies of each request (the one-pool
+    mode's core/parallel.py dp_token_scale, whole: a copy is a rank)."""
+    return max(1, min(int(ranks), int(clients / max(per_rank, 1) + 0.5)))
 
 
 def settle(cfg, pools, reqs, units) -> Tuple[Dict[str, object], int, str]:
