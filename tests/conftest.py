@@ -84,6 +84,25 @@ def assert_import_matches_shipped(config_path, name: str, arch: str = "hybrid"):
         ), k
 
 
+def assert_steps_match_reference(cfg, batch: int, prompt: int, output: int, n_steps: int = 3):
+    """The Numba kernel's first `n_steps` static steps (prefill, then decode) of `batch` requests of
+    `prompt` + `output` tokens equal its pure-Python reference's, cause by cause, for `cfg`."""
+    import math
+
+    from decodelab.core.build import build
+    from decodelab.core.kernel import request_steps, simulate
+    from decodelab.core.reference import reference_simulate
+    from decodelab.kernel_layout import CAUSES
+
+    cfg.workload.batch_size, cfg.workload.prompt_len, cfg.workload.output_len = batch, prompt, output
+    design = build(cfg)
+    steps = request_steps(batch, prompt, output)[:n_steps]
+    out = simulate(*design.arrays(), steps)
+    for r, row in enumerate(reference_simulate(design, cfg, steps)):
+        for k, cause in enumerate(CAUSES):
+            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
+
+
 def assert_serve_matches_reference(cfg):
     """The Numba scheduler's requests equal its pure-Python reference's for `cfg` (a serving
     config); returns the kernel's step rows."""

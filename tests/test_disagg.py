@@ -246,23 +246,25 @@ def test_closed_loop_one_client_by_hand():
     assert any("converged in" in n for n in res["notes"]) and m["disagg_rounds"] <= 5
 
 
+# closed-loop clients on decode instances of 2 attention groups of 2 chips (Qwen3-30B-A3B, 2k + 32 tokens)
+ADP_DECODE = (
+    *FIXED,
+    "workload=closed_loop",
+    "workload.prompt_len=2048",
+    "workload.output_len=32",
+    "disagg=ib_1p1d",
+    "model=qwen3_30b_a3b",
+    "disagg.decode.tensor_parallel=2",
+    "disagg.decode.attention_dp=2",
+)
+
+
 def test_closed_loop_decode_ranks_and_prefill_copies():
     """A closed loop of 16 clients on 2 decode instances of 2 attention groups: one decode rank
     of 4 is simulated with its 4 clients, and the prefill pool sees 4 copies of its requests:
     the run counts 4 x its requests and tokens, and a rank never holds more than its clients.
     A second prefill instance shortens the prefill delay and never raises TTFT."""
-    ov = (
-        *FIXED,
-        "workload=closed_loop",
-        "workload.concurrency=16",
-        "workload.prompt_len=2048",
-        "workload.output_len=32",
-        "disagg=ib_1p1d",
-        "model=qwen3_30b_a3b",
-        "disagg.decode.instances=2",
-        "disagg.decode.tensor_parallel=2",
-        "disagg.decode.attention_dp=2",
-    )
+    ov = (*ADP_DECODE, "workload.concurrency=16", "disagg.decode.instances=2")
     res = evaluate(compose_cfg(*ov))
     m = res["metrics"]
     assert res["status"] == "ok", res["reason"]
@@ -307,18 +309,7 @@ def test_the_prefill_pool_sees_the_ranks_the_clients_fill(clients, ranks, active
 def test_few_clients_on_many_decode_ranks():
     """4 clients on 4 decode instances of 2 attention groups (8 ranks): 4 ranks busy, each with one
     client and a quarter of the 40 requests (the run counts 4 x the simulated rank's), and a note says so."""
-    ov = (
-        *FIXED,
-        "workload=closed_loop",
-        "workload.concurrency=4",
-        "workload.prompt_len=2048",
-        "workload.output_len=32",
-        "disagg=ib_1p1d",
-        "model=qwen3_30b_a3b",
-        "disagg.decode.instances=4",
-        "disagg.decode.tensor_parallel=2",
-        "disagg.decode.attention_dp=2",
-    )
+    ov = (*ADP_DECODE, "workload.concurrency=4", "disagg.decode.instances=4")
     res = evaluate(compose_cfg(*ov))
     m = res["metrics"]
     assert res["status"] == "ok", res["reason"]

@@ -5,15 +5,12 @@ a bad table, and the kernel against the reference."""
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import pytest
-from conftest import compose_cfg
+from conftest import assert_steps_match_reference, compose_cfg
 from decodelab.core.build import build
-from decodelab.core.kernel import request_steps, simulate
-from decodelab.core.reference import reference_simulate
-from decodelab.kernel_layout import CAUSES, Law, Lin
+from decodelab.kernel_layout import Law, Lin
 from decodelab.opcost import mla_bmm, registry, tables
 from decodelab.paths import DATA_DIR
 
@@ -84,11 +81,4 @@ def test_a_bad_table_is_one_error_line(tmp_path):
 @pytest.mark.parametrize("engine", ["default", "sglang"])
 def test_kernel_matches_reference_with_the_bmm_table(engine):
     cfg = compose_cfg(*TP8, "hardware=h200_sxm", "workload.weight_dtype=fp8_block", f"engine={engine}")
-    cfg.workload.batch_size, cfg.workload.prompt_len, cfg.workload.output_len = 24, 3000, 4
-    design = build(cfg)
-    steps = request_steps(24, 3000, 4)[:3]
-    out = simulate(*design.arrays(), steps)
-    ref = reference_simulate(design, cfg, steps)
-    for r, row in enumerate(ref):
-        for k, cause in enumerate(CAUSES):
-            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
+    assert_steps_match_reference(cfg, 24, 3000, 4, 3)

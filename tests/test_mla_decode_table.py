@@ -6,17 +6,14 @@ mappings that keep the roofline, and the kernel against the reference."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_cfg
+from conftest import assert_steps_match_reference, compose_cfg
 from decodelab.core import kernel as K
 from decodelab.core.build import build
-from decodelab.core.kernel import request_steps, simulate
-from decodelab.core.reference import reference_simulate
-from decodelab.kernel_layout import CAUSES, Law, Lin
+from decodelab.kernel_layout import Law, Lin
 from decodelab.opcost import attention_decode as attntable
 from decodelab.opcost import registry
 from decodelab.paths import DATA_DIR
@@ -129,11 +126,4 @@ def test_every_shipped_mla_table_is_clean_and_no_row_beats_the_peak():
 @pytest.mark.parametrize("engine", ["default", "sglang"])
 def test_kernel_matches_reference_with_the_mla_table(engine):
     cfg = compose_cfg("model=deepseek_v3", "hardware=h200_sxm", *TP8, f"engine={engine}")
-    cfg.workload.batch_size, cfg.workload.prompt_len, cfg.workload.output_len = 24, 3000, 4
-    design = build(cfg)
-    steps = request_steps(24, 3000, 4)[:3]
-    out = simulate(*design.arrays(), steps)
-    ref = reference_simulate(design, cfg, steps)
-    for r, row in enumerate(ref):
-        for k, cause in enumerate(CAUSES):
-            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
+    assert_steps_match_reference(cfg, 24, 3000, 4, 3)

@@ -6,20 +6,17 @@ the fit recovering a known law, and the kernel against the reference."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_cfg
+from conftest import assert_steps_match_reference, compose_cfg
 from omegaconf import open_dict
 from decodelab.calibration import fit as F
 from decodelab.calibration import operators as O
 from decodelab.core.build import build
-from decodelab.core.kernel import request_steps, simulate
-from decodelab.core.reference import reference_simulate
-from decodelab.kernel_layout import CAUSES, Law, Lin
+from decodelab.kernel_layout import Law, Lin
 from decodelab.opcost import attention_prefill, registry
 
 TP8 = ("hardware.n_chips=8", "hardware.tensor_parallel=8", "workload.weight_dtype=fp8_block")
@@ -130,11 +127,4 @@ def test_fit_recovers_a_known_law():
 @pytest.mark.parametrize("engine", ["default", "sglang"])
 def test_kernel_matches_reference_with_the_mla_prefill_law(engine):
     cfg = compose_cfg("model=deepseek_v3", "hardware=b200_sxm", *TP8, f"engine={engine}")
-    cfg.workload.batch_size, cfg.workload.prompt_len, cfg.workload.output_len = 4, 6000, 3
-    design = build(cfg)
-    steps = request_steps(4, 6000, 3)[:2]
-    out = simulate(*design.arrays(), steps)
-    ref = reference_simulate(design, cfg, steps)
-    for r, row in enumerate(ref):
-        for k, cause in enumerate(CAUSES):
-            assert math.isclose(out[r, k], row[cause], rel_tol=1e-9, abs_tol=1e-15), (r, cause)
+    assert_steps_match_reference(cfg, 4, 6000, 3, 2)

@@ -119,12 +119,9 @@ def _pairs(s):
     return s * (s + 1.0) / 2.0
 
 
-def fit_prefill(d, dtype, hw):
-    peak = base.peak(hw, dtype)
-    b, s, h, kvh, hd, t = (
-        d[c].to_numpy(float)
-        for c in ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "t")
-    )
+def _prefill_law(b, s, h, hd, peak, t):
+    """The prefill attention law (opcost.attention_prefill) fitted to rows of b sequences of s tokens at
+    h heads of head dim hd (seconds t), and its times on them."""
 
     def f(law):
         return attention_prefill.prefill_attention_time(law, b * _pairs(s), b * s, b, h, hd, peak)
@@ -137,7 +134,16 @@ def fit_prefill(d, dtype, hw):
         t,
     )
     law = _law(PREFILL_FIELDS, th)
-    return law, f(law), roofline_attention(hw, b * s, b * s, b * _pairs(s), h, kvh, hd, dtype)
+    return law, f(law)
+
+
+def fit_prefill(d, dtype, hw):
+    b, s, h, kvh, hd, t = (
+        d[c].to_numpy(float)
+        for c in ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "t")
+    )
+    law, pred = _prefill_law(b, s, h, hd, base.peak(hw, dtype), t)
+    return law, pred, roofline_attention(hw, b * s, b * s, b * _pairs(s), h, kvh, hd, dtype)
 
 
 # DeepSeek's MLA dims, which AIConfigurator's context_mla_perf tables time (collector/*/collect_mla.py): the
@@ -146,25 +152,14 @@ MLA_PREFILL_HD = (128 + 64 + 128) / 2.0
 
 
 def fit_mla_prefill(d, kv_dtype, hw):
-    """The prefill law of MLA's prefill attention (opcost.attention_prefill) on context_mla rows."""
-    peak = base.peak(hw, kv_dtype)
+    """The prefill law of MLA's prefill attention (opcost.attention_prefill) on context_mla rows, and the
+    roofline of the same calls (the decompressed q, k, v read, the pairs' FLOPs)."""
     b, s, h, t = (d[c].to_numpy(float) for c in ("batch_size", "isl", "num_heads", "t"))
     hd = MLA_PREFILL_HD
-
-    def f(law):
-        return attention_prefill.prefill_attention_time(law, b * _pairs(s), b * s, b, h, hd, peak)
-
-    th = _least_squares(
-        lambda x: f(SimpleNamespace(**dict(zip(PREFILL_FIELDS, x)))),
-        (0.6, 0.05, 1.0, 10.0),
-        [0.01, 0.0, 0.0, 0.0],
-        [1.0, 100.0, 1e4, 200.0],
-        t,
-    )
-    law = _law(PREFILL_FIELDS, th)
+    law, pred = _prefill_law(b, s, h, hd, base.peak(hw, kv_dtype), t)
     pairs = b * _pairs(s)
     old = _roofline(hw, b * s * h * (3 * hd) * 2.0, 0.0, base.peak(hw, "bf16"), pairs * 4.0 * h * hd)
-    return law, f(law), old
+    return law, pred, old
 
 
 def _fit_mla(data, hw, add) -> None:

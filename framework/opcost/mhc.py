@@ -50,11 +50,7 @@ def matches(op) -> bool:
 def lookup(op, ctx: Ctx):
     """The op's curve (M_GRID seconds) from the engine's own table, then the chip's; None: no table holds it."""
     key = (str(op.mhc[0]), int(op.mhc[1]), int(op.mhc[2]))
-    for path in engine_tables(ctx, NAME):
-        got = curves(path).get(key)
-        if got is not None:
-            return got
-    return None
+    return tables.first_curve(engine_tables(ctx, NAME), curves, key)
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:

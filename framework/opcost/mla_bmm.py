@@ -54,11 +54,7 @@ def bmm_dtype(ctx: Ctx) -> str:
 def lookup(op, ctx: Ctx):
     """The op's curve (M_GRID seconds) from the engine's own table, then the chip's; None: no table holds it."""
     key = (str(op.mla_bmm[0]), bmm_dtype(ctx), int(round(op.mla_bmm[1])))
-    for path in engine_tables(ctx, NAME):
-        got = curves(path).get(key)
-        if got is not None:
-            return got
-    return None
+    return tables.first_curve(engine_tables(ctx, NAME), curves, key)
 
 
 def price(op, ctx: Ctx) -> Optional[Price]:

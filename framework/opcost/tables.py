@@ -91,6 +91,16 @@ def curve_price(family: str, at: np.ndarray) -> Price:
     )
 
 
+def first_curve(paths, curves: Callable, key):
+    """The curve of `key` in the first of `paths` (an engine's own table, then the chip's) whose
+    `curves(path)` holds it; None where none does."""
+    for path in paths:
+        got = curves(path).get(key)
+        if got is not None:
+            return got
+    return None
+
+
 def curve_reference(p: Price, step: Step):
     """(seconds beyond t0, t0, collective seconds) of a curve_price op at `step`, in natural form."""
     t0, beyond = p.law
