@@ -172,18 +172,8 @@ def _fit_mla(data, hw, add) -> None:
             if len(d) >= MIN_ROWS:
                 law, pred, old = fit_mla_prefill(d, kv, hw)
                 rule = f"kv_cache_dtype={kv}, heads per GPU>=2, batch*isl<=16384"
-                group = "mla_prefill_by_engine" if engine else "mla_prefill"
-                add(
-                    group,
-                    f"{engine}.{kv}" if engine else kv,
-                    PREFILL_FIELDS,
-                    law,
-                    pred,
-                    old,
-                    d.t,
-                    fname,
-                    rule,
-                )
+                group, key = ("mla_prefill_by_engine", f"{engine}.{kv}") if engine else ("mla_prefill", kv)
+                add(group, key, PREFILL_FIELDS, law, pred, old, d.t, fname, rule)
 
 
 def fit_decode(d, kv_dtype, hw):
