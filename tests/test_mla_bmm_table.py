@@ -82,3 +82,16 @@ def test_a_bad_table_is_one_error_line(tmp_path):
 def test_kernel_matches_reference_with_the_bmm_table(engine):
     cfg = compose_cfg(*TP8, "hardware=h200_sxm", "workload.weight_dtype=fp8_block", f"engine={engine}")
     assert_steps_match_reference(cfg, 24, 3000, 4, 3)
+
+
+def test_nvfp4_checkpoints_keep_bf16_bmms():
+    """NVIDIA's NVFP4 DeepSeek-R1 keeps its attention projections in BF16 (model.quant_bf16_ops, q_absorb and
+    v_absorb among them): its BMMs read the BF16 rows, as AIConfigurator's model takes the kv projection's dtype.
+    SGLang on a B200: 4.29 us at 16 tokens, not its FP8 path's 6.85."""
+    d, i = _op(
+        "q_absorb", "hardware=b200_sxm", "engine=sglang", "model=deepseek_r1", "workload.weight_dtype=nvfp4"
+    )
+    own = OPS / "b200_sxm_mla_bmm_sglang.parquet"
+    assert _meas(own, "pre", "bfloat16", 16, 16) * 1e6 == pytest.approx(4.29, abs=0.01)
+    assert _meas(own, "pre", "fp8", 16, 16) * 1e6 == pytest.approx(6.85, abs=0.01)
+    assert _at(d, i, 16) == pytest.approx(_meas(own, "pre", "bfloat16", 16, 16), rel=0.1)

@@ -5,8 +5,9 @@ role `post`; Op.mla_bmm) from a table of the engine's own kernels (`hardware.op_
 dims: 128 nope, 512 latent, 128 v per head).
 
 A row times one call over `num_heads` heads per GPU at `num_tokens` decode tokens, in `bmm_dtype`: FP8 where the
-checkpoint's weights are quantized (FP8, block FP8, NVFP4: their kv_b_proj is FP8), BF16 otherwise, as
-AIConfigurator's DeepSeek model picks it. The op takes the curve at its heads on the kernel's token grid (opcost/
+op's weights are quantized (FP8, block FP8, NVFP4), BF16 where they are 16-bit (a BF16 checkpoint; NVIDIA's NVFP4
+DeepSeek checkpoints keep their attention projections in BF16, model.quant_bf16_ops), as AIConfigurator's DeepSeek
+model picks it (the BMMs inherit the kv projection's dtype). The op takes the curve at its heads on the kernel's token grid (opcost/
 tables.py grid_row), t0 its fastest call. The engine's own table first, then the chip's (TensorRT-LLM's); heads or
 a dtype no table holds, or a chip other than the one the tables were measured on, keep the roofline law."""
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from decodelab.opcost import tables
-from decodelab.opcost.base import Ctx, Price, Step, check_tables, engine_tables
+from decodelab.opcost.base import Ctx, Price, Step, check_tables, engine_tables, gemm_dtype
 from decodelab.opcost.tablecache import table_cache
 
 NAME = "mla_bmm"
@@ -47,13 +48,15 @@ def matches(op) -> bool:
     return bool(getattr(op, "mla_bmm", ()))
 
 
-def bmm_dtype(ctx: Ctx) -> str:
-    return "fp8" if ctx.weight_dtype in FP8_WEIGHTS else "bfloat16"
+def bmm_dtype(op, ctx: Ctx) -> str:
+    """The table dtype of the op's BMM: its own weight dtype (model.quant_bf16_ops keeps NVIDIA's NVFP4
+    DeepSeek checkpoints' BMMs in BF16), else the workload's."""
+    return "fp8" if gemm_dtype(op, ctx.weight_dtype) in FP8_WEIGHTS else "bfloat16"
 
 
 def lookup(op, ctx: Ctx):
     """The op's curve (M_GRID seconds) from the engine's own table, then the chip's; None: no table holds it."""
-    key = (str(op.mla_bmm[0]), bmm_dtype(ctx), int(round(op.mla_bmm[1])))
+    key = (str(op.mla_bmm[0]), bmm_dtype(op, ctx), int(round(op.mla_bmm[1])))
     return tables.first_curve(engine_tables(ctx, NAME), curves, key)
 
 
@@ -69,7 +72,7 @@ def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
 def missed(op, ctx: Ctx, priced) -> Optional[str]:
     if not matches(op) or NAME in priced:
         return None
-    return f"no op_tables.mla_bmm {op.mla_bmm[0]} row at {bmm_dtype(ctx)}, {op.mla_bmm[1]:g} heads"
+    return f"no op_tables.mla_bmm {op.mla_bmm[0]} row at {bmm_dtype(op, ctx)}, {op.mla_bmm[1]:g} heads"
 
 
 def problem(path: str) -> Optional[str]:
