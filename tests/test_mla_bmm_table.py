@@ -5,7 +5,6 @@ a bad table, and the kernel against the reference."""
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 from conftest import assert_steps_match_reference, compose_cfg

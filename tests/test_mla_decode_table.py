@@ -6,7 +6,6 @@ mappings that keep the roofline, and the kernel against the reference."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
