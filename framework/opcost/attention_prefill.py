@@ -63,8 +63,8 @@ def matches(op) -> bool:
 def mla_law(ctx: Ctx):
     """The MLA prefill law of the design's engine and KV dtype (its own, else the chip's), or None."""
     fit = ctx.hw.op_fit
-    own = (getattr(fit, "mla_prefill_by_engine", None) or {}).get(ctx.engine) or {}
-    return own.get(ctx.kv_dtype) or (getattr(fit, "mla_prefill", None) or {}).get(ctx.kv_dtype)
+    own = fit.mla_prefill_by_engine.get(ctx.engine, {}).get(ctx.kv_dtype)
+    return own or fit.mla_prefill.get(ctx.kv_dtype)
 
 
 def law_shape(op, ctx: Ctx):
@@ -88,14 +88,14 @@ def price(op, ctx: Ctx) -> Optional[Price]:
         Lin.A_TOK: h * a.tau_tok_ns * 1e-9,
         Lin.A_SEQ: h * a.tau_seq_ns * 1e-9,
     }
-    return Price(NAME, Law.ATTN, cols, law=a)
+    return Price(NAME, Law.ATTN, cols, law=shape)
 
 
 def reference(op, ctx: Ctx, p: Price, step: Step) -> Tuple[float, float, float]:
     """The prefilling sequences' part of the call (nothing where the op has none)."""
     if op.path == "decode" or step.pre_tokens < 0.5:
         return 0.0, 0.0, 0.0
-    a, h, hd = law_shape(op, ctx)
+    a, h, hd = p.law
     t = prefill_attention_time(
         a, step.pre_pairs, step.pre_tokens, step.pre_seqs, h, hd, peak(ctx.hw, ctx.kv_dtype)
     )
