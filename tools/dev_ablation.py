@@ -5,18 +5,18 @@ mechanism switched off by an override every row keeps, or by `--launch`), writes
 OUT/<name>_rows.csv with the code version it ran (OUT/<name>.json), and prints one Markdown table:
 per ablation, over the rows it and the run with every mechanism both predict, TPOT and TTFT MAPE
 (bias) without it, TTFT also over the rows whose TTFT is a serving measurement (`ttft_ok`), and the
-rows whose prediction moved. A run stored for this code
-version is read back instead of run again (--rerun runs it anyway); one of another version is run.
+rows whose prediction moved. A run stored for this code version is read back instead of run again
+(--rerun runs it anyway); one of another version is run again.
 
     python tools/dev_ablation.py ../shared/validation/aic_silicon_dev.csv --out out/ablation -j 2
 
-Each run takes the time of one `decodelab validate` of the CSV (~7-12 min for the dev set on two
-cores)."""
+Each run takes as long as one `decodelab validate` of the CSV (the dev set: 7-10 min on two cores)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -28,18 +28,8 @@ from decodelab.runs.validation import run_validation
 # (name, what is switched off, Hydra overrides, --launch)
 ABLATIONS: List[Tuple[str, str, List[str], str]] = [
     ("all", "nothing", [], "auto"),
-    (
-        "roofline",
-        "measured kernels (roofline instead)",
-        ["hardware.op_model=roofline"],
-        "auto",
-    ),
-    (
-        "defaults",
-        "per-row launch rules (file defaults instead)",
-        [],
-        "defaults",
-    ),
+    ("roofline", "measured kernels (roofline instead)", ["hardware.op_model=roofline"], "auto"),
+    ("defaults", "per-row launch rules (file defaults instead)", [], "defaults"),
     ("mtp", "in-engine MTP (aggregated rows)", ["engine.mtp.k=0"], "auto"),
     (
         "lengths",
@@ -53,19 +43,9 @@ ABLATIONS: List[Tuple[str, str, List[str], str]] = [
         ["engine.frontend.request_ms=0", "engine.frontend.tokenize_mb_s=0"],
         "auto",
     ),
-    (
-        "eager",
-        "eager dispatch",
-        ["engine.eager_launch_us=null"],
-        "auto",
-    ),
+    ("eager", "eager dispatch", ["engine.eager_launch_us=null"], "auto"),
     ("lookahead", "overlap lookahead", ["engine.lookahead=false"], "auto"),
-    (
-        "warmup",
-        "drained warm-ups (aggregated rows)",
-        ["workload.warmup_drain=false"],
-        "auto",
-    ),
+    ("warmup", "drained warm-ups (aggregated rows)", ["workload.warmup_drain=false"], "auto"),
 ]
 
 
@@ -107,9 +87,9 @@ def moved(base: pd.DataFrame, other: pd.DataFrame) -> int:
 
 
 def table(runs: Dict[str, pd.DataFrame]) -> str:
-    """The Markdown table of the ablations' runs: per ablation its rows (those its run and the run
-    with every mechanism both predict; moved: the rows whose prediction changed) and MAPE (bias) in
-    %, preceded by the run with every mechanism's MAPE over those rows where they are not all of its."""
+    """The Markdown table of the ablations' runs: per ablation the rows its run and the run with every
+    mechanism both predict (and how many moved), their MAPE (bias) in %; where those rows are not all
+    the run with every mechanism predicts, its MAPE over them comes first (`before -> after`)."""
     base = runs["all"]
     every = set(base.loc[base["status"] == "ok", "row"])
     head = "| switched off | override | rows (moved) | TPOT MAPE (bias), % | TTFT | TTFT, ttft_ok rows |"
@@ -127,6 +107,12 @@ def table(runs: Dict[str, pd.DataFrame]) -> str:
     return "\n".join(lines).replace("| `` |", "| - |")
 
 
+def fail(message: str) -> None:
+    """Bad input: one `error:` line on stderr, exit 2 (as decodelab's commands)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("csv", type=Path, help="measured rows (e.g. the AIConfigurator dev set)")
@@ -134,8 +120,13 @@ def main() -> None:
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes per run")
     p.add_argument("--rerun", action="store_true", help="run every ablation even if stored")
     a = p.parse_args()
+    if not a.csv.is_file():
+        fail(f"csv: no such file: {a.csv}")
     a.out.mkdir(parents=True, exist_ok=True)
-    runs = {n: rows_of(a.csv, a.out, n, o, la, a.jobs, a.rerun) for n, _, o, la in ABLATIONS}
+    try:
+        runs = {n: rows_of(a.csv, a.out, n, o, la, a.jobs, a.rerun) for n, _, o, la in ABLATIONS}
+    except ValueError as e:  # a bad CSV: validate's one line naming the row and column
+        fail(str(e))
     print(table(runs))
 
 
