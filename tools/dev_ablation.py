@@ -10,7 +10,7 @@ rows whose prediction moved. A run stored for this code version is read back ins
 
     python tools/dev_ablation.py ../shared/validation/aic_silicon_dev.csv --out out/ablation -j 2
 
-Each run takes as long as one `decodelab validate` of the CSV (the dev set: 7-10 min on two cores)."""
+Each run takes as long as one `decodelab validate` of the CSV (the dev set: 3-10 min on two cores)."""
 
 from __future__ import annotations
 
