@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 import pandas as pd
 
 from decodelab.core.result import code_version
-from decodelab.runs.validation import run_validation
+from decodelab.runs.validation import bias, mape, run_validation
 
 # (name, what is switched off, Hydra overrides, --launch)
 ABLATIONS: List[Tuple[str, str, List[str], str]] = [
@@ -67,15 +67,10 @@ def stats(df: pd.DataFrame) -> Dict[str, float]:
     """MAPE and bias of TPOT and TTFT over the rows run; TTFT also over the ttft_ok rows."""
     ok = df[df["status"] == "ok"]
     real = ok[ok["ttft_ok"].astype(str) == "True"] if "ttft_ok" in ok.columns else ok
-    return {
-        "n": len(ok),
-        "tpot": ok["tpot_err_pct"].abs().mean(),
-        "tpot_bias": ok["tpot_err_pct"].mean(),
-        "ttft": ok["ttft_err_pct"].abs().mean(),
-        "ttft_bias": ok["ttft_err_pct"].mean(),
-        "ttft_ok": real["ttft_err_pct"].abs().mean(),
-        "ttft_ok_bias": real["ttft_err_pct"].mean(),
-    }
+    out: Dict[str, float] = {"n": len(ok)}
+    for name, rows, key in (("tpot", ok, "tpot"), ("ttft", ok, "ttft"), ("ttft_ok", real, "ttft")):
+        out[name], out[f"{name}_bias"] = mape(rows, key), bias(rows, key)
+    return out
 
 
 def moved(base: pd.DataFrame, other: pd.DataFrame) -> int:
