@@ -261,16 +261,16 @@ ADP_DECODE = (
 
 def test_closed_loop_decode_ranks_and_prefill_copies():
     """A closed loop of 16 clients on 2 decode instances of 2 attention groups: one decode rank
-    of 4 is simulated with its 4 clients, and the prefill pool sees 4 copies of its requests:
-    the run counts 4 x its requests and tokens, and a rank never holds more than its clients.
-    A second prefill instance shortens the prefill delay and never raises TTFT."""
+    of 4 ranks alike is simulated with its 4 clients, and the prefill pool sees 4 copies of its
+    requests: the run counts 4 x its requests and tokens, and a rank never holds more than its
+    clients. A second prefill instance shortens the prefill delay and never raises TTFT."""
     ov = (*ADP_DECODE, "workload.concurrency=16", "disagg.decode.instances=2")
     res = evaluate(compose_cfg(*ov))
     m = res["metrics"]
     assert res["status"] == "ok", res["reason"]
     assert m["n_requests"] == 160 and m["decode_batch_max"] <= 4
     assert m["n_chips"] == 1 + 4 and m["decode_chips"] == 4
-    assert "one decode rank of 4 simulated with its 4 clients" in " ".join(res["notes"])
+    assert "the decode ranks the clients fill (4 with 4 clients)" in " ".join(res["notes"])
     m2 = evaluate(compose_cfg(*ov, "disagg.prefill.instances=2"))["metrics"]
     assert m2["prefill_ttft_ms"] < m["prefill_ttft_ms"] and m2["ttft_ms"] <= m["ttft_ms"]
 
@@ -280,30 +280,77 @@ def test_closed_loop_fixed_point_stops_on_convergence_or_a_two_round_cycle(monke
     rounds before (two requests taking a NIC in turn flip every round), and says which."""
     from decodelab.modes.serving import disagg_closed as DC
 
-    def flipping(cfg, pools, reqs, delay, units):
-        return {"delay": np.array([0.5, 0.2 if delay[1] == 0.1 else 0.1, 0.3])}
+    def flipping(cfg, pools, kinds, delays, ranks):
+        return {"delay": np.array([0.5, 0.2 if delays[0][1] == 0.1 else 0.1, 0.3])}
 
     monkeypatch.setattr(DC, "one_round", flipping)
-    reqs = (np.zeros(3), np.ones(3), np.ones(3))
-    _, rounds, how = DC.settle(None, None, reqs, None)
+    kinds = [((np.zeros(3), np.ones(3), np.ones(3)), 1, 1)]
+    _, rounds, how = DC.settle(None, None, kinds, None)
     assert rounds == 3 and how.startswith("settled in 3 rounds into a two-round cycle of 1 of 3 requests")
-    monkeypatch.setattr(DC, "one_round", lambda cfg, pools, reqs, delay, units: {"delay": np.full(3, 0.25)})
-    _, rounds, how = DC.settle(None, None, reqs, None)
+    monkeypatch.setattr(DC, "one_round", lambda cfg, pools, kinds, delays, ranks: {"delay": np.full(3, 0.25)})
+    _, rounds, how = DC.settle(None, None, kinds, None)
     assert (rounds, how) == (2, "converged in 2 rounds")
 
 
 @pytest.mark.parametrize(
-    "clients, ranks, active",
-    [(4, 7, 4), (16, 4, 4), (128, 7, 7), (10, 7, 5), (9, 7, 5), (1, 16, 1), (20, 7, 7)],
+    "clients, ranks, kinds",
+    [
+        (4, 7, [(1, 4)]),
+        (16, 4, [(4, 4)]),
+        (128, 7, [(18, 5), (19, 2)]),
+        (10, 7, [(1, 4), (2, 3)]),
+        (9, 7, [(1, 5), (2, 2)]),
+        (13, 11, [(1, 9), (2, 2)]),
+        (1, 16, [(1, 1)]),
+        (20, 7, [(2, 1), (3, 6)]),
+    ],
 )
-def test_the_prefill_pool_sees_the_ranks_the_clients_fill(clients, ranks, active):
-    """The simulated decode rank holds ceil(clients / ranks) clients and stands for the ranks they fill,
-    clients / that, rounded half up: 4 clients on 7 ranks keep 4 busy (the prefill pool saw 7 copies of
-    each request before), 9 on 7 hold 2 each on 4.5 ranks -> 5, 128 on 7 hold 19 each on 6.7 -> 7."""
-    from decodelab.modes.serving.disagg_closed import active_ranks
+def test_the_clients_spread_evenly_over_the_decode_ranks(clients, ranks, kinds):
+    """C clients on R decode ranks: floor(C / R) on every rank and one more on C mod R of them (by
+    hand: 128 = 7 x 18 + 2, 20 = 7 x 2 + 6); fewer clients than ranks: one each on C ranks."""
+    from decodelab.modes.serving.disagg_closed import rank_types
 
-    per = -(-clients // ranks)
-    assert active_ranks(clients, per, ranks) == active
+    assert rank_types(clients, ranks) == kinds
+    assert sum(k * n for k, n in kinds) == clients
+
+
+@pytest.mark.parametrize(
+    "clients, ranks, cap, shares",
+    [
+        (3, 2, 0, [10.0, 20.0]),  # no cap: 10 a client
+        (3, 2, 1, [15.0, 15.0]),  # one at a time on either rank: the 30 split evenly
+        (13, 11, 1, [130 / 11, 130 / 11]),
+        (10, 7, 0, [10.0, 20.0]),
+        (16, 4, 0, [40.0]),
+    ],
+)
+def test_a_rank_serves_the_requests_it_has_slots_for(clients, ranks, cap, shares):
+    """The 10 C measured requests are dealt to the ranks in proportion to what each runs at once, its
+    clients or the batch cap where fewer (by hand: 3 clients on 2 ranks of one slot each serve 15
+    and 15, without the cap 10 and 20; 13 on 11 with one slot each, 130 / 11 a rank)."""
+    from decodelab.modes.serving.disagg_closed import rank_requests, rank_types
+
+    w = compose_cfg("workload=closed_loop", f"workload.concurrency={clients}").workload
+    got = rank_requests(w, rank_types(clients, ranks), cap)
+    assert got == pytest.approx(shares, rel=1e-12)
+    assert sum(m * n for m, (_, n) in zip(got, rank_types(clients, ranks))) == pytest.approx(10 * clients)
+
+
+def test_a_capped_decode_pool_shares_its_slots():
+    """3 clients on 2 decode ranks that run one request each (disagg.decode.max_batch=1): one rank
+    serves one client, the other two, 15 of the 30 requests each. On the second a request holds the
+    slot for its decode, D = 32 steps (31 TPOT intervals and the step before its first token), and
+    the other client's next request, ready P = prefill TTFT + KV transfer after it was sent, waits
+    D - P for it: the first waits ~D, 13 more D - P, none on the first rank, so the mean decode queue
+    is ~(D + 13 (D - P)) / 30 (10%: the steps' boundaries); a rank never holds more than one."""
+    ov = (*ADP_DECODE, "workload.concurrency=3", "disagg.decode.attention_dp=1", "disagg.decode.instances=2")
+    res = evaluate(compose_cfg(*ov, "disagg.decode.max_batch=1"))
+    m = res["metrics"]
+    assert res["status"] == "ok", res["reason"]
+    assert m["n_requests"] == 30 and m["decode_batch_max"] == 1
+    assert "(1 with 1 client, 1 with 2 clients)" in " ".join(res["notes"])
+    d, p = 32 * m["tpot_ms"], m["prefill_ttft_ms"] + m["kv_transfer_ms"]
+    assert m["decode_queue_ms"] == pytest.approx((d + 13 * (d - p)) / 30, rel=0.1)
 
 
 def test_few_clients_on_many_decode_ranks():

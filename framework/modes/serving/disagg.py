@@ -29,7 +29,7 @@ first token) / (output - 1) on the decode pool."""
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -124,7 +124,6 @@ def simulate_open(cfg) -> Dict[str, object]:
         "configs": (pc, dc),
         "designs": (pd_, dd),
         "notes": list(dict.fromkeys(notes + more)),
-        "copies": 1,
         "units": {"prefill": P, "decode": D},
     }
 
@@ -147,14 +146,22 @@ def client_requests(sim) -> np.ndarray:
     return req
 
 
+def pool_steps(sim, name: str) -> Tuple[np.ndarray, np.ndarray]:
+    """The pool's simulated ranks' steps, stacked, and each step's weight: the ranks its rank stands
+    for (`<name>_step_weights`, the closed loop's decode rank kinds; else 1)."""
+    parts = sim[f"{name}_steps"]
+    weights = sim.get(f"{name}_step_weights") or [1] * len(parts)
+    return np.vstack(parts), np.concatenate([np.full(len(p), float(w)) for p, w in zip(parts, weights)])
+
+
 def busy_fraction(sim, name: str, span: float, kernels: bool = False) -> float:
-    """Mean busy fraction of the pool's simulated ranks over the makespan: step time, or (kernels)
-    kernel-body time (core/cost.py busy_seconds), per rank."""
-    steps = np.vstack(sim[f"{name}_steps"])
+    """Mean busy fraction of the pool's simulated ranks over the makespan, each weighed by the ranks it
+    stands for: step time, or (kernels) kernel-body time (core/cost.py busy_seconds), per rank."""
+    steps, w = pool_steps(sim, name)
     if kernels:
-        seconds = cost.busy_seconds(steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)].sum(0))
+        seconds = cost.busy_seconds(w @ steps[:, StepLog.CAUSE : StepLog.CAUSE + len(CAUSES)])
     else:
-        seconds = float(steps[:, StepLog.DUR].sum())
+        seconds = float(w @ steps[:, StepLog.DUR])
     return seconds / (sim["units"][name] * span)
 
 
@@ -174,19 +181,19 @@ def pool_cost(sim, chips: Dict[str, int], span: float, tokens: float) -> Dict[st
 
 
 def rate_metrics(cfg, sim, req, tpot, span: float) -> Dict[str, float]:
-    """Throughput, chips and busy time of both pools; a closed loop's simulated decode rank stands
-    for `copies` ranks (its requests and tokens count that many times)."""
-    d, copies = cfg.disagg, sim["copies"]
+    """Throughput, chips and busy time of both pools (a closed loop's `req` holds each simulated decode
+    rank's requests once per rank it stands for: disagg_closed.expand)."""
+    d = cfg.disagg
     chips = {name: d[name].tensor_parallel * d[name].instances for name in POOLS}
     n_chips = chips["prefill"] + chips["decode"]
-    tokens = copies * float(req[:, Req.OUTPUT].sum())
-    m = {"makespan_s": span, "n_requests": float(copies * len(req))}
-    m["n_preemptions"] = float(copies * req[:, Req.PREEMPT].sum())
+    tokens = float(req[:, Req.OUTPUT].sum())
+    m = {"makespan_s": span, "n_requests": float(len(req))}
+    m["n_preemptions"] = float(req[:, Req.PREEMPT].sum())
     m["tok_s_system"] = tokens / span
     # one deployment takes the whole arrival stream (no replicas of it): aggregate = system
     m["tok_s_aggregate"] = m["tok_s_system"]
     m["tok_s_user"] = float(np.mean(1.0 / tpot))
-    m["requests_per_s"] = copies * len(req) / span
+    m["requests_per_s"] = len(req) / span
     m["n_chips"] = float(n_chips)
     m["tok_s_per_chip"] = m["tok_s_system"] / n_chips
     m["requests_per_s_per_chip"] = m["requests_per_s"] / n_chips
@@ -210,13 +217,13 @@ def disagg_metrics(cfg, sim) -> Dict[str, float]:
     m["prefill_queue_ms"] = float(np.mean(sim["prefill"][:, Req.START] - arrival)) * 1e3
     m["decode_queue_ms"] = float(np.mean(sim["decode"][:, Req.START] - sim["ready"])) * 1e3
     m["queue_ms"] = m["prefill_queue_ms"] + m["decode_queue_ms"]
-    dsteps = np.vstack(sim["decode_steps"])
-    dur, decn = dsteps[:, StepLog.DUR], dsteps[:, StepLog.DECODE]
+    dsteps, w = pool_steps(sim, "decode")
+    dur, decn = dsteps[:, StepLog.DUR], w * dsteps[:, StepLog.DECODE]
     m["itl_ms"] = float(np.sum(dur * decn) / max(decn.sum(), 1.0)) * 1e3
     for p in PCTS:
         m[f"itl_p{p}_ms"] = weighted_percentile(dur, decn, p) * 1e3
     m.update(rate_metrics(cfg, sim, req, tpot, float(done.max() - arrival.min())))
-    m["decode_batch_mean"] = float(np.sum(dsteps[:, StepLog.SEQS] * dur)) / float(dur.sum())
+    m["decode_batch_mean"] = float(np.sum(w * dsteps[:, StepLog.SEQS] * dur)) / float(np.sum(w * dur))
     m["decode_batch_max"] = float(dsteps[:, StepLog.SEQS].max())
     dd = sim["designs"][1]
     m["kv_pool_gib"] = dd.memory["kv_pool_bytes"] / GIB
