@@ -41,6 +41,25 @@ def test_help_lists_every_subcommand_and_the_groups(tmp_path):
     assert "== Config ==" in res.out or "model:" in res.out  # Hydra's groups follow
 
 
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`decodelab --help | head -1`: the reader closes the pipe after one line, the command's next
+    write fails (EPIPE) and it exits 141, as a shell tool killed by SIGPIPE, with no traceback."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "decodelab.apps.cli", "--help"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.readline()
+    p.stdout.close()  # `head -1` done: every later write of the command meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
 def test_version_is_the_package_version(tmp_path):
     from importlib.metadata import version
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import sys
 from typing import Dict, List, Optional, Tuple
 
@@ -79,6 +80,17 @@ def run_command(name: str, argv: List[str]) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """The console script. Output into a pipe its reader closed (`decodelab --help | head`) ends the
+    command quietly with a shell's status for it, 141 (128 + SIGPIPE), not a traceback: the rest of
+    the output goes to /dev/null (Python's documented handling of SIGPIPE, signal module notes)."""
+    try:
+        _main(argv)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+
+
+def _main(argv: Optional[List[str]]) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else ""
     if first in ("--version", "-V"):
