@@ -336,15 +336,17 @@ def test_a_rank_serves_the_requests_it_has_slots_for(clients, ranks, cap, shares
     assert sum(m * n for m, (_, n) in zip(got, rank_types(clients, ranks))) == pytest.approx(10 * clients)
 
 
-def test_a_capped_decode_pool_shares_its_slots():
+@pytest.mark.parametrize("cap", ["disagg.decode.max_batch=1", "engine.max_batch=1"])
+def test_a_capped_decode_pool_shares_its_slots(cap):
     """3 clients on 2 decode ranks that run one request each (disagg.decode.max_batch=1): one rank
     serves one client, the other two, 15 of the 30 requests each. On the second a request holds the
     slot for its decode, D = 32 steps (31 TPOT intervals and the step before its first token), and
     the other client's next request, ready P = prefill TTFT + KV transfer after it was sent, waits
     D - P for it: the first waits ~D, 13 more D - P, none on the first rank, so the mean decode queue
-    is ~(D + 13 (D - P)) / 30 (10%: the steps' boundaries); a rank never holds more than one."""
+    is ~(D + 13 (D - P)) / 30 (10%: the steps' boundaries); a rank never holds more than one. The
+    engine's own cap (engine.max_batch, every pool's) deals the requests so too."""
     ov = (*ADP_DECODE, "workload.concurrency=3", "disagg.decode.attention_dp=1", "disagg.decode.instances=2")
-    res = evaluate(compose_cfg(*ov, "disagg.decode.max_batch=1"))
+    res = evaluate(compose_cfg(*ov, cap))
     m = res["metrics"]
     assert res["status"] == "ok", res["reason"]
     assert m["n_requests"] == 30 and m["decode_batch_max"] == 1

@@ -83,10 +83,10 @@ def rank_workload(w, clients: int, n_requests: float):
 
 def rank_requests(w, types: List[Tuple[int, int]], cap: int) -> List[float]:
     """The measured requests a rank of each kind serves: the run's (its n_requests, else 10 a client)
-    dealt in proportion to the requests a rank runs at once, its clients or the pool's batch cap
-    (`cap`, 0: none) where fewer, so that every rank is busy for the same time as under a dispatcher
-    that hands the next prompt to whichever rank frees a slot (the benchmark's clients share one
-    list of prompts)."""
+    dealt in proportion to the requests a rank runs at once, its clients or its batch cap (`cap`:
+    disagg.<pool>.max_batch, else engine.max_batch; 0: none) where fewer, so that every rank is busy
+    for the same time as under a dispatcher that hands the next prompt to whichever rank frees a
+    slot (the benchmark's clients share one list of prompts)."""
     total = float(w.n_requests or 10 * int(w.concurrency))
     slots = [min(k, cap) if cap > 0 else k for k, _ in types]
     return [total * s / sum(s * n for s, (_, n) in zip(slots, types)) for s in slots]
@@ -167,7 +167,7 @@ def closed_pools(cfg) -> Tuple[tuple, list, int, list]:
     dec, more = pool_design(cfg, "decode", _ceil(w.concurrency, d.decode.instances))
     ranks = d.decode.instances * groups(dec[0])
     types = rank_types(w.concurrency, ranks)
-    shares = rank_requests(w, types, int(d.decode.max_batch))
+    shares = rank_requests(w, types, int(dec[0].engine.max_batch))  # the pool's cap, else the engine's
     kinds = [
         (requests(rank_workload(w, k, m), cfg.model.max_context), n, k) for (k, n), m in zip(types, shares)
     ]
