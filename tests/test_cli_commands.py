@@ -42,8 +42,9 @@ def test_help_lists_every_subcommand_and_the_groups(tmp_path):
 
 
 def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
-    """`decodelab --help | head -1`: the reader closes the pipe after one line, the command's next
-    write fails (EPIPE) and it exits 141, as a shell tool killed by SIGPIPE, with no traceback."""
+    """`decodelab --help | head -0`: the reader closes the pipe before the command writes (its
+    ~20 KB of help would fit a pipe's buffer: reading a line first would race), every write fails
+    (EPIPE) and it exits 141, as a shell tool killed by SIGPIPE, with no traceback."""
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("HYDRA_FULL_ERROR", None)
     p = subprocess.Popen(
@@ -53,8 +54,7 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    p.stdout.readline()
-    p.stdout.close()  # `head -1` done: every later write of the command meets a closed pipe
+    p.stdout.close()  # no reader left: the command's first write meets a closed pipe
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
