@@ -22,6 +22,7 @@ from typing import Dict, List, Tuple
 
 import pandas as pd
 
+from decodelab.apps.common import errors
 from decodelab.core.result import code_version
 from decodelab.runs.validation import bias, mape, run_validation
 
@@ -102,12 +103,6 @@ def table(runs: Dict[str, pd.DataFrame]) -> str:
     return "\n".join(lines).replace("| `` |", "| - |")
 
 
-def fail(message: str) -> None:
-    """Bad input: one `error:` line on stderr, exit 2 (as decodelab's commands)."""
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("csv", type=Path, help="measured rows (e.g. the AIConfigurator dev set)")
@@ -116,12 +111,12 @@ def main() -> None:
     p.add_argument("--rerun", action="store_true", help="run every ablation even if stored")
     a = p.parse_args()
     if not a.csv.is_file():
-        fail(f"csv: no such file: {a.csv}")
+        sys.exit(errors(f"csv: no such file: {a.csv}"))
     a.out.mkdir(parents=True, exist_ok=True)
     try:
         runs = {n: rows_of(a.csv, a.out, n, o, la, a.jobs, a.rerun) for n, _, o, la in ABLATIONS}
     except ValueError as e:  # a bad CSV: validate's one line naming the row and column
-        fail(str(e))
+        sys.exit(errors(str(e)))
     print(table(runs))
 
 
