@@ -5,6 +5,8 @@ and no module re-exports names, beyond the shrinking lists in tests/data (tests/
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import textwrap
 
 import contracts
@@ -24,6 +26,21 @@ def test_contracts_hold(staged):
     p = contracts.check(staged)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "0 broken" in p.stdout
+
+
+def test_contracts_script_into_a_closed_pipe_ends_quietly():
+    """`python tests/contracts.py | head -0`: as the console script (tests/test_cli_commands.py),
+    the check ends with the shell's 141 and no BrokenPipeError traceback when its reader is gone."""
+    p = subprocess.Popen(
+        [sys.executable, contracts.__file__],
+        cwd=contracts.ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 @pytest.mark.parametrize(
