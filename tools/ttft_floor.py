@@ -17,12 +17,11 @@ Only rows with status ok and, where the file has the column, a TTFT that is a se
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import pandas as pd
 
-from decodelab.apps.common import errors
+from decodelab.apps.common import errors, quiet_on_closed_pipe
 from decodelab.output.report import md_table
 
 KEYS = ["engine", "system", "model", "precision", "tp", "mode", "osl"]
@@ -86,10 +85,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:  # `... | head`: quiet, with the shell's 141, as decodelab's CLI
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 141
-    sys.exit(code)
+    sys.exit(quiet_on_closed_pipe(main))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import os
 import sys
 from typing import Dict, List, Optional, Tuple
 
 import decodelab
-from decodelab.apps.common import errors, run_module
+from decodelab.apps.common import errors, quiet_on_closed_pipe, run_module
 
 # name -> (module, one-line summary): the one table `decodelab --help` lists
 COMMANDS: Dict[str, Tuple[str, str]] = {
@@ -80,13 +79,8 @@ def run_command(name: str, argv: List[str]) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """The console script. Output into a pipe its reader closed (`decodelab --help | head`) ends the
-    command quietly with a shell's status for it, 141 (128 + SIGPIPE), not a traceback: the rest of
-    the output goes to /dev/null (Python's documented handling of SIGPIPE, signal module notes)."""
-    try:
-        _main(argv)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """The console script; output into a closed pipe ends it with 141 (common.quiet_on_closed_pipe)."""
+    if quiet_on_closed_pipe(_main, argv) == 141:
         sys.exit(141)
 
 

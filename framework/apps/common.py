@@ -5,9 +5,10 @@ positional KEY=VALUE arguments."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import timeit
-from typing import List, NoReturn
+from typing import Callable, List, NoReturn, Optional
 
 
 class Parser(argparse.ArgumentParser):
@@ -81,6 +82,19 @@ def errors(text: str) -> int:
     for line in str(text).strip().splitlines() or ["(no message)"]:
         print(f"error: {line}", file=sys.stderr)
     return 2
+
+
+def quiet_on_closed_pipe(fn: Callable[..., Optional[int]], *args) -> Optional[int]:
+    """fn(*args) and a flush of its output; output into a pipe its reader closed (`decodelab --help |
+    head`) ends quietly with a shell's status for it, 141 (128 + SIGPIPE), not a traceback: the rest
+    of the output goes to /dev/null (Python's documented handling of SIGPIPE, signal module notes)."""
+    try:
+        code = fn(*args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def best_time(fn, repeat: int) -> float:
