@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
-from decodelab.runs import aic_recipes, aic_rows
+from decodelab.runs import aic_launches, aic_recipes
 from decodelab.runs.validation_disagg import pool_settings
 from test_disagg_recipes import FP4, row
 from test_fp8_block_gemm_kernel import recipe
@@ -100,7 +100,7 @@ def gptoss_vllm_row(version: str, measured: str):
 def test_vllm_gptoss_b200_scripts_fuse_from_2026():
     """gptoss_fp4_b200 scripts pass pass_config {fuse_allreduce_rms: true} from 2026-01-02 (#327): the 0.15.1
     rows' launch fuses; the 2025 rows' (no version, v0.10.2 image) does not."""
-    new = aic_rows.launch_of(gptoss_vllm_row("0.15.1", "2026-02-25T10:00:00Z"))
-    old = aic_rows.launch_of(gptoss_vllm_row("", "2025-11-02T10:00:00Z"))
+    new = aic_launches.launch_of(gptoss_vllm_row("0.15.1", "2026-02-25T10:00:00Z"))
+    old = aic_launches.launch_of(gptoss_vllm_row("", "2025-11-02T10:00:00Z"))
     assert new["launch"] == "inferencex-vllm-gptoss-b200" and FLAG in new["launch_overrides"]
     assert old["launch"] == "inferencex-vllm-gptoss-b200-v0-10" and FLAG not in old["launch_overrides"]

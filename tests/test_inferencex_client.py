@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from conftest import compose_cfg, silicon_row
 from decodelab.modes.serving.workload import requests
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches, aic_rows
 from decodelab.runs.aic_clients import NO_CLIENT, client_of
 from decodelab.runs.validation_predict import launch_engine, row_engine, row_workload, set_row_values
 from omegaconf import OmegaConf
@@ -121,7 +121,7 @@ def test_per_row_values_of_a_launch():
     }
     rule = (("recv_interval", {"below": 16, "then": 10, "else": 30}),)
     assert row_engine({"concurrency": 15, "row_engine": rule}) == {"recv_interval": 10}
-    h200 = aic_rows.launch_of(
+    h200 = aic_launches.launch_of(
         row(
             backend="trtllm",
             backend_version="gpt-oss-dev",
@@ -164,7 +164,7 @@ def test_the_sglang_fp4_checkpoint_and_moe_kernel():
 
 def test_the_2025_11_18_sglang_fp8_rows_take_the_v0_5_5_engine_file():
     """No backend_version, but nvidia-master.yaml @189ae51cc ran lmsysorg/sglang:v0.5.5-cu129-amd64."""
-    r = aic_rows.launch_of(
+    r = aic_launches.launch_of(
         row(precision="fp8", backend_version="", silicon_data_source=IX.format(day="2025-11-18"))
     )
     assert (r["launch"], r["engine_file"]) == ("inferencex-sglang-dsr1-b200-fp8-v0-5-5", "sglang_0_5_8")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import inferencex_source, silicon_row
 from decodelab.paths import PACKAGE_DIR
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches
 
 
 def row(system, model_path, backend, version, precision, measured="2026-04-20T00:00:00Z"):
@@ -31,8 +31,12 @@ def row(system, model_path, backend, version, precision, measured="2026-04-20T00
 )
 def test_a_b300_row_takes_the_b200_launch(model_path, backend, version, precision, launch):
     for system in ("b200_sxm", "b300_sxm"):
-        assert aic_rows.launch_of(row(system, model_path, backend, version, precision))["launch"] == launch
-    assert aic_rows.launch_of(row("h200_sxm", model_path, backend, version, precision))["launch"] != launch
+        assert (
+            aic_launches.launch_of(row(system, model_path, backend, version, precision))["launch"] == launch
+        )
+    assert (
+        aic_launches.launch_of(row("h200_sxm", model_path, backend, version, precision))["launch"] != launch
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,7 +75,7 @@ def test_the_named_kernels_are_timed_on_each_chip(table, kernel, dtype, rows):
 )
 def test_qwen3_5_rows_keep_their_state_in_bf16(system, precision, launch):
     """InferenceX's Qwen3.5 FP8 / FP4 SGLang scripts pass --mamba-ssm-dtype bfloat16 from their first version."""
-    got = aic_rows.launch_of(row(system, "Qwen/Qwen3.5-397B-A17B-FP8", "sglang", "0.5.9", precision))
+    got = aic_launches.launch_of(row(system, "Qwen/Qwen3.5-397B-A17B-FP8", "sglang", "0.5.9", precision))
     assert got["launch"] == launch
     assert "model.linear_state_dtype=bf16" in got["launch_overrides"]
 
@@ -88,4 +92,4 @@ def test_qwen3_5_rows_keep_their_state_in_bf16(system, precision, launch):
 def test_glm5_blackwell_rows_run_the_trtllm_gen_moe(model_path, system, precision, launch):
     """InferenceX's GLM-5 FP8 B200 / B300 and FP4 B300 SGLang scripts pass --moe-runner-backend flashinfer_trtllm
     from their first version; the FP4 B200 script only from 2026-04-09 (not matched)."""
-    assert aic_rows.launch_of(row(system, model_path, "sglang", "0.5.9", precision))["launch"] == launch
+    assert aic_launches.launch_of(row(system, model_path, "sglang", "0.5.9", precision))["launch"] == launch

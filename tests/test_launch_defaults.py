@@ -1,5 +1,5 @@
 """How the dev CSV's rows were launched (framework/data/validation/aic_mapping.yaml `launches`,
-framework/runs/aic_rows.py launch_of, validation_predict.inferencex_tokens) and DeepSeek's dense
+framework/runs/aic_launches.py launch_of, validation_predict.inferencex_tokens) and DeepSeek's dense
 first layers in the MoE cost (framework/opcost/moe.py head_row)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import inferencex_source, silicon_row
 from decodelab.components.models.experts import ffn_ops
 from decodelab.kernel_layout import N_MGRID
 from decodelab.opcost.moe import head_row
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches
 from decodelab.runs.validation_predict import inferencex_tokens, launch_engine, row_launch
 
 
@@ -25,7 +25,7 @@ def aic_row(**cells) -> pd.Series:
 
 
 def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():
-    got = aic_rows.launch_of(aic_row())
+    got = aic_launches.launch_of(aic_row())
     assert got["engine_file"] == "trtllm_inferencex_mtp"
     assert got["tokens_rule"] == (64, 64, 0, 3, 1)  # extra, round, floor, MTP k, k under attention DP
     row = {"concurrency": 4, "isl": 1024, "dp": 1, **got}
@@ -41,16 +41,16 @@ def test_a_post3_deepseek_row_runs_inferencex_mtp_launch():
 
 
 def test_the_launches_by_version_and_date():
-    post2 = aic_rows.launch_of(aic_row(backend_version="1.2.0rc6.post2"))
+    post2 = aic_launches.launch_of(aic_row(backend_version="1.2.0rc6.post2"))
     assert post2["engine_file"] == "trtllm_inferencex" and post2["tokens_rule"] == (64, 64, 8192, 0, 0)
     pr392 = aic_row(backend_version="1.1.0rc2.post2", silicon_data_source="measured=2026-01-14T22:26:21Z")
-    assert aic_rows.launch_of(pr392)["engine_file"] == "trtllm_inferencex_mtp"
+    assert aic_launches.launch_of(pr392)["engine_file"] == "trtllm_inferencex_mtp"
     dec = aic_row(backend_version="1.1.0rc2.post2", silicon_data_source="measured=2025-12-15T00:00:00.000Z")
-    assert aic_rows.launch_of(dec)["engine_file"] == "trtllm_inferencex"
+    assert aic_launches.launch_of(dec)["engine_file"] == "trtllm_inferencex"
     own = aic_row(backend_version="1.3.0rc1")  # AIConfigurator's own gap-analysis rows
-    assert aic_rows.launch_of(own) == aic_rows.NO_LAUNCH
-    assert aic_rows.launch_of(aic_row(mode="disagg")) == aic_rows.NO_LAUNCH
-    gptoss = aic_rows.launch_of(
+    assert aic_launches.launch_of(own) == aic_launches.NO_LAUNCH
+    assert aic_launches.launch_of(aic_row(mode="disagg")) == aic_launches.NO_LAUNCH
+    gptoss = aic_launches.launch_of(
         aic_row(backend="vllm", backend_version="0.15.1", model_path="openai/gpt-oss-120b")
     )
     assert "engine.moe_mxfp4=w4a8" in gptoss["launch_overrides"] and gptoss["tokens_rule"] == ()
@@ -59,14 +59,14 @@ def test_the_launches_by_version_and_date():
     # v0.10.2 (2025-11-02): async-scheduling, the auto (BF16) KV cache
     for system in ("b200_sxm", "h200_sxm"):
         row = aic_row(backend="vllm", backend_version="", model_path="openai/gpt-oss-120b", system=system)
-        old = aic_rows.launch_of(row)["launch_overrides"]
+        old = aic_launches.launch_of(row)["launch_overrides"]
         assert "engine.overlap=true" in old and not any(o.startswith("workload.kv_dtype") for o in old)
 
 
 def test_engine_field_follows_the_defaults_chain():
-    assert aic_rows.engine_field("trtllm_inferencex_mtp", ("mtp", "k")) == 3
-    assert aic_rows.engine_field("trtllm_inferencex", ("kv_block_tokens",)) == 32  # default.yaml's
-    assert aic_rows.engine_field("trtllm_inferencex", ("mtp", "k")) == 0
+    assert aic_launches.engine_field("trtllm_inferencex_mtp", ("mtp", "k")) == 3
+    assert aic_launches.engine_field("trtllm_inferencex", ("kv_block_tokens",)) == 32  # default.yaml's
+    assert aic_launches.engine_field("trtllm_inferencex", ("mtp", "k")) == 0
 
 
 def test_dense_first_layers_are_not_charged_the_moe_block():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import inferencex_source, silicon_row
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches
 from decodelab.runs.validation import base_overrides
 from decodelab.runs.validation_predict import launch_engine, row_launch
 
@@ -19,10 +19,10 @@ def gptoss_row(**cells) -> pd.Series:
 
 def test_every_b200_version_runs_the_fp8_kv_launch():
     for version in ("", "1.2.0rc2", "1.2.0rc2.post2"):
-        got = aic_rows.launch_of(gptoss_row(backend_version=version))
+        got = aic_launches.launch_of(gptoss_row(backend_version=version))
         assert got["launch"] == "inferencex-trtllm-gptoss-b200"
         assert got["launch_overrides"][0] == "workload.kv_dtype=fp8"
-    h200 = aic_rows.launch_of(gptoss_row(system="h200_sxm", backend_version="gpt-oss-dev"))
+    h200 = aic_launches.launch_of(gptoss_row(system="h200_sxm", backend_version="gpt-oss-dev"))
     # gptoss_fp4_h200_trt_slurm.sh: dtype auto (BF16)
     assert not any(o.startswith("workload.kv_dtype") for o in h200["launch_overrides"])
 
@@ -30,7 +30,7 @@ def test_every_b200_version_runs_the_fp8_kv_launch():
 def test_the_script_budget_and_batch():
     """MAX_NUM_TOKENS=20000, --max_batch_size 512, free_gpu_memory_fraction 0.85: design overrides
     (the KV pool is sized from them), nothing per row."""
-    row = {"concurrency": 256, "isl": 1024, "dp": 1, **aic_rows.launch_of(gptoss_row())}
+    row = {"concurrency": 256, "isl": 1024, "dp": 1, **aic_launches.launch_of(gptoss_row())}
     assert row_launch(row, "trtllm", "auto") == "inferencex-trtllm-gptoss-b200"
     assert launch_engine(row, "trtllm", "auto") == {}
     assert {"engine.kv_mem_fraction=0.85", "engine.max_tokens_per_step=20000", "engine.max_batch=512"} <= set(
@@ -46,7 +46,7 @@ def test_the_kv_dtype_is_in_the_design_key():
         "system": "b200_sxm",
         "precision": "mxfp4",
         "tp": 1,
-        **aic_rows.launch_of(gptoss_row()),
+        **aic_launches.launch_of(gptoss_row()),
     }
     key = base_overrides(row)
     kv = [o for o in key if o.startswith("workload.kv_dtype=")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import inferencex_source, silicon_row
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches
 from decodelab.runs.validation_predict import launch_engine, row_engine
 
 
@@ -31,7 +31,7 @@ def test_b200_v0_19_budget_is_twice_the_isl(precision, isl):
         "concurrency": 16,
         "isl": isl,
         "dp": 1,
-        **aic_rows.launch_of(minimax_row("b200_sxm", "0.19.0", precision, isl)),
+        **aic_launches.launch_of(minimax_row("b200_sxm", "0.19.0", precision, isl)),
     }
     assert launch_engine(r, "vllm", "auto") == {"max_tokens_per_step": 2 * isl, "chunk_size": 2 * isl}
     assert "engine.kv_mem_fraction=0.90" in r["launch_overrides"]
@@ -43,5 +43,5 @@ def test_b200_v0_19_budget_is_twice_the_isl(precision, isl):
      ("b200_sxm", "0.17.0", True), ("b200_sxm", "0.19.0", False)],
 )  # fmt: skip
 def test_scripts_without_a_kv_dtype_ran_bf16_kv(system, version, bf16_kv):
-    overrides = aic_rows.launch_of(minimax_row(system, version))["launch_overrides"]
+    overrides = aic_launches.launch_of(minimax_row(system, version))["launch_overrides"]
     assert ("workload.kv_dtype=bf16" in overrides) == bf16_kv

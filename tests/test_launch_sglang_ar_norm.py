@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from conftest import compose_cfg, inferencex_source, silicon_row
 from decodelab.core.build import build
-from decodelab.runs import aic_rows
+from decodelab.runs import aic_launches
 
 FLAG = "engine.allreduce_norm=true"
 
@@ -21,10 +21,10 @@ def ds_row(**cells) -> pd.Series:
 
 def test_every_b200_sglang_deepseek_launch_fuses_the_norms():
     for cells in ({}, {"tp_size": 4}, {"precision": "fp4"}, {"backend_version": ""}):
-        got = aic_rows.launch_of(ds_row(**cells))
+        got = aic_launches.launch_of(ds_row(**cells))
         assert got["launch"].startswith("inferencex-sglang-dsr1-b200"), got["launch"]
         assert got["launch_overrides"][0] == FLAG
-    h200 = aic_rows.launch_of(ds_row(system="h200_sxm"))  # dsr1_fp8_h200.sh: no fusion flag
+    h200 = aic_launches.launch_of(ds_row(system="h200_sxm"))  # dsr1_fp8_h200.sh: no fusion flag
     assert FLAG not in h200["launch_overrides"]
 
 

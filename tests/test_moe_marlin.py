@@ -115,7 +115,7 @@ def test_inferencex_gpt_oss_vllm_hopper_rows_run_marlin(system, version, launche
     """VLLM_MXFP4_USE_MARLIN=1 in InferenceX's gptoss_fp4_h{100,200}.sh from PR #327 (2026-01-02): the 0.18.0 rows,
     not the version-less ones of 2025-11-02 (v0.10.2)."""
     from conftest import inferencex_source, silicon_row
-    from decodelab.runs import aic_rows
+    from decodelab.runs import aic_launches
 
     source = inferencex_source("GPT-OSS-120B", 16, "2026-03-25T00:00:00Z", "vllm/vllm-openai:v0.18.0")
     who = {
@@ -125,7 +125,7 @@ def test_inferencex_gpt_oss_vllm_hopper_rows_run_marlin(system, version, launche
         "system": system,
     }
     row = silicon_row(source, **who)
-    assert ("engine.moe_backend=marlin" in aic_rows.launch_of(row)["launch_overrides"]) == launched
+    assert ("engine.moe_backend=marlin" in aic_launches.launch_of(row)["launch_overrides"]) == launched
 
 
 @pytest.mark.parametrize("chip, kernel", [("b300_sxm", "MXFP4_MARLIN_SM100"), ("gb300", "MXFP4_MARLIN")])

@@ -1,6 +1,7 @@
-"""Disaggregated rows whose launch the data leaves open: the rows of an InferenceX run that record
-no pools and match several of its benchmark recipes (recipes of different pools, or of the same
-pools with and without MTP; framework/runs/aic_recipes.py). `decodelab validate` runs each
+"""Rows whose launch the data leaves open: disaggregated rows of an InferenceX run that record no
+pools and match several of its benchmark recipes (recipes of different pools, or of the same pools
+with and without MTP; framework/runs/aic_recipes.py), and aggregated rows at a setting that
+several configs of one run swept (framework/runs/aic_launches.py). `decodelab validate` runs each
 candidate launch (`expand`: one row per candidate, column `candidate` "i/k") and reports the row
 once, with the mean of the candidates' predictions and their range in its reason (`combine`): the
 expectation over launches the data cannot tell apart, each weighted the same, rather than a
@@ -13,7 +14,7 @@ from typing import List
 
 import numpy as np
 
-from decodelab.runs import aic_recipes, aic_rows
+from decodelab.runs import aic_launches, aic_recipes, aic_rows
 from decodelab.runs.validation_steps import output_rate
 
 # pools_of's refusals that name several launches (aic_recipes.pools_of)
@@ -22,6 +23,13 @@ OPEN = ("ambiguous recipe:", "MTP or not:")
 
 def expand(rec: dict, row, twin) -> List[dict]:
     """`rec` (aic_rows.to_row of CSV row `row`) as one row per candidate launch, or [rec]."""
+    if rec.get("mode") == "agg" and not rec.get("refuse"):
+        gpus = int(rec.get("tp", 1)) * int(rec.get("dp", 1))
+        found = aic_launches.launches_of(row, gpus, rec.get("concurrency"))
+        k = len(found)
+        return (
+            [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(found, start=1)] if k > 1 else [rec]
+        )
     if rec.get("mode") != "disagg" or not any(k in str(rec.get("refuse", "")) for k in OPEN):
         return [rec]
     model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))
@@ -37,7 +45,10 @@ def _merged(g) -> dict:
     """One validation record for the candidate records `g` of one CSV row."""
     ok = g[g["status"] == "ok"]
     out = (ok if len(ok) else g).iloc[0].to_dict()
-    out["recipe"] = " | ".join(str(r) for r in g["recipe"])
+    if out.get("mode") == "agg":  # candidates of one run's configs (aic_launches.launches_of)
+        out["launch"] = " | ".join(str(r) for r in g["launch"])
+    else:
+        out["recipe"] = " | ".join(str(r) for r in g["recipe"])
     out["candidate"] = f"{len(ok)} of {len(g)}"
     if not len(ok):
         return out

@@ -41,10 +41,31 @@ def _one_of(match: dict, key: str, value) -> bool:
     return want is None or str(value) in [str(v) for v in (want if isinstance(want, list) else [want])]
 
 
+def swept(sweep, row, gpus, concurrency) -> bool:
+    """Whether a `match`'s `sweep` (absent: any row) holds the row's setting: an item with its isl,
+    osl and replica GPUs whose `clients` [first, last] range holds its clients."""
+    if sweep is None:
+        return True
+    if concurrency is None or concurrency != concurrency:  # no clients (None, NaN): in no sweep
+        return False
+
+    def holds(s) -> bool:
+        first, last = s["clients"]
+        return (
+            cell(row, "isl") == str(s["isl"])
+            and cell(row, "osl") == str(s["osl"])
+            and str(gpus) == str(s["gpus"])
+            and int(first) <= int(concurrency) <= int(last)
+        )
+
+    return any(holds(s) for s in sweep)
+
+
 def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
     """Whether an aic_mapping.yaml `match` fits an aggregated row: backend, versions, model (a
     substring; none of model_not's), system, precision, measured (date prefixes), and where given the replica's GPUs
-    (tp x attention DP) and clients (concurrency)."""
+    (tp x attention DP), clients (concurrency), the settings a launch swept (`sweep`, swept) and no
+    `source_not` text in its silicon_data_source."""
     m = MEASURED.search(cell(row, "silicon_data_source"))
     return (
         cell(row, "mode").lower() in ("", "agg")  # the entries describe single-node aggregated runs
@@ -57,4 +78,6 @@ def fits(match: dict, row, gpus=None, concurrency=None) -> bool:
         and ("gpus" not in match or _one_of(match, "gpus", gpus))
         and ("concurrency" not in match or _one_of(match, "concurrency", concurrency))
         and any((m.group(1) if m else "").startswith(str(d)) for d in match.get("measured", [""]))
+        and not any(str(x) in cell(row, "silicon_data_source") for x in match.get("source_not", []))
+        and swept(match.get("sweep"), row, gpus, concurrency)
     )

@@ -2,7 +2,7 @@
 "Reading AIConfigurator's silicon rows"): each row becomes decodelab's columns (model, engine,
 engine_version, system, precision, tp, pp, dp, moe_tp, moe_ep, isl, osl, concurrency, ttft_ms,
 tpot_ms) plus `refuse`, the one-line reason a row is not run ('' = it runs), how it was launched
-(launch_of: aic_mapping.yaml `launches`) and the benchmark client that measured it (aic_clients.py:
+(aic_launches.launch_of: aic_mapping.yaml `launches`) and the benchmark client that measured it (aic_clients.py:
 length draw, requests and warm-ups per client, `ttft_ok`).
 
 The schema's quirks, each handled here:
@@ -25,10 +25,10 @@ import re
 from pathlib import Path
 from typing import Dict, Tuple
 
-from decodelab.paths import CONF_DIR
 from decodelab.runs import aic_parallel, aic_recipes
 from decodelab.runs.aic_clients import client_of, not_as_stated
-from decodelab.runs.aic_mapping import cell, fits, mapping, stated_clients
+from decodelab.runs.aic_launches import launch_of
+from decodelab.runs.aic_mapping import cell, mapping, stated_clients
 from decodelab.runs.validation_names import _model_yaml, model_config_name
 
 # The column that marks the schema (AIConfigurator's measured TPOT)
@@ -272,51 +272,6 @@ def model_of(model_path: str) -> Tuple[str, str]:
         return "", str(e)
 
 
-NO_LAUNCH = {"launch": "", "engine_file": "", "launch_overrides": (), "tokens_rule": (), "row_engine": ()}
-
-
-def engine_field(name: str, keys: Tuple[str, ...], default=0):
-    """A field of conf/engine/<name>.yaml (`keys` nested), else of the files its `defaults` list
-    inherits (in order), else `default`."""
-    import yaml
-
-    d = yaml.safe_load((CONF_DIR / "engine" / f"{name}.yaml").read_text()) or {}
-    v = d
-    for k in keys:
-        v = v.get(k) if isinstance(v, dict) else None
-    if v is not None:
-        return v
-    for parent in d.get("defaults") or []:
-        if isinstance(parent, str) and parent != "_self_":
-            v = engine_field(parent, keys, None)
-            if v is not None:
-                return v
-    return default
-
-
-def launch_of(row, gpus=None) -> dict:
-    """How a row was launched where aic_mapping.yaml `launches` knows it (NO_LAUNCH otherwise):
-    the entry's name, engine file, engine overrides (the design's), max_num_tokens rule (extra,
-    round, floor, the engine file's MTP k and k under attention DP) and per-row engine values
-    (`row`: (field, value or rule) pairs, validation_predict.row_engine). `gpus`: the replica's."""
-    for e in mapping().get("launches") or []:
-        if not fits(e.get("match") or {}, row, gpus):
-            continue
-        rule = ()
-        if e.get("tokens"):
-            t, f = e["tokens"], e.get("engine", "")
-            ks = (engine_field(f, ("mtp", "k")), engine_field(f, ("mtp", "k_attention_dp"))) if f else (0, 0)
-            rule = (int(t["extra"]), int(t["round"]), int(t["floor"]), *map(int, ks))
-        return {
-            "launch": str(e["name"]),
-            "engine_file": str(e.get("engine", "")),
-            "launch_overrides": tuple(e.get("overrides") or ()),
-            "tokens_rule": rule,
-            "row_engine": tuple((e.get("row") or {}).items()),
-        }
-    return dict(NO_LAUNCH)
-
-
 def engine_release(row) -> str:
     """The engine release an AIConfigurator row ran: its backend_version, "" where that is the version of the
     Dynamo runtime image it ran in (a Dynamo dump records the image's: `ai-dynamo/<engine>-runtime:<version>`
@@ -349,7 +304,7 @@ def to_row(row, n: int, twins=None) -> dict:
         **meas,
     }
     par, why_p = parallel_of(row, model, system) if model and mode == "agg" else ({}, "")
-    out.update(par, **launch_of(row, par.get("tp", 1) * par.get("dp", 1)), **client_of(row))
+    out.update(par, **launch_of(row, par.get("tp", 1) * par.get("dp", 1), conc), **client_of(row))
     why_p = why_p or not_as_stated(row, par.get("tp", 1) * par.get("dp", 1), conc)
     if mode == "disagg":
         twin = (twins or {}).get(twin_key(row))
