@@ -25,11 +25,9 @@ def expand(rec: dict, row, twin) -> List[dict]:
     """`rec` (aic_rows.to_row of CSV row `row`) as one row per candidate launch, or [rec]."""
     if rec.get("mode") == "agg" and not rec.get("refuse"):
         gpus = int(rec.get("tp", 1)) * int(rec.get("dp", 1))
-        found = aic_launches.launches_of(row, gpus, rec.get("concurrency"))
+        found = aic_launches.open_launches(row, gpus, rec.get("concurrency"))
         k = len(found)
-        return (
-            [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(found, start=1)] if k > 1 else [rec]
-        )
+        return [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(found, start=1)] or [rec]
     if rec.get("mode") != "disagg" or not any(k in str(rec.get("refuse", "")) for k in OPEN):
         return [rec]
     model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))

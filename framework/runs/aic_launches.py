@@ -57,10 +57,9 @@ def described(e: dict) -> dict:
     }
 
 
-def launches_of(row, gpus=None, clients: Optional[int] = None) -> List[dict]:
-    """The launches a row may have run (described entries): the first `launches` entry that fits it
-    (`gpus`: the replica's, `clients`: the row's), and where that one has a `sweep`, every later one
-    with a `sweep` that fits too; [] where none fits."""
+def _fitting(row, gpus, clients) -> List[dict]:
+    """The `launches` entries a row may have run: the first that fits it, and where that one has a
+    `sweep`, every later one with a `sweep` that fits too; [] where none fits."""
     found = []
     for e in mapping().get("launches") or []:
         match = e.get("match") or {}
@@ -70,10 +69,23 @@ def launches_of(row, gpus=None, clients: Optional[int] = None) -> List[dict]:
             found.append(e)
             if "sweep" not in match:
                 break
-    return [described(e) for e in found]
+    return found
+
+
+def launches_of(row, gpus=None, clients: Optional[int] = None) -> List[dict]:
+    """The launches a row may have run, described (_fitting; `gpus`: the replica's, `clients`: the
+    row's)."""
+    return [described(e) for e in _fitting(row, gpus, clients)]
+
+
+def open_launches(row, gpus=None, clients: Optional[int] = None) -> List[dict]:
+    """launches_of where it holds more than one launch (the row's launch left open), else []: a row
+    of one launch reads no engine file here."""
+    found = _fitting(row, gpus, clients)
+    return [described(e) for e in found] if len(found) > 1 else []
 
 
 def launch_of(row, gpus=None, clients: Optional[int] = None) -> dict:
     """The row's launch (the first of launches_of), NO_LAUNCH where aic_mapping.yaml knows none."""
-    found = launches_of(row, gpus, clients)
-    return found[0] if found else dict(NO_LAUNCH)
+    found = _fitting(row, gpus, clients)
+    return described(found[0]) if found else dict(NO_LAUNCH)
