@@ -8,6 +8,7 @@ one run.
   decodelab validate --csv rows.csv engine.chunk_size=2048
   decodelab validate --static                         the decode step alone (calibration)
   decodelab validate --steps                          + each group's decode step and interference
+  decodelab validate --csv rows.csv --explain 12      one row: where its TTFT and TPOT went
 
 The CSV needs the columns model, engine, precision, tp, isl, osl, concurrency, ttft_ms, tpot_ms
 (optional: engine_version picks among an engine's configs; `system` the hardware config, default
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import List
 
+from decodelab.apps import validate_explain
 from decodelab.apps.common import errors, run_module, workers
 from decodelab.config import compose as C
 from decodelab.paths import VALIDATION_DIR
@@ -336,6 +338,12 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--no-track", action="store_true", help="print the table, log nothing")
     p.add_argument(
+        "--explain",
+        metavar="ROW",
+        help="run one row (its data row number or id) and print where its time went: TTFT parts, "
+        "TPOT by cause, the steps, a disaggregated row's pools, the notes (no table, nothing logged)",
+    )
+    p.add_argument(
         "--peer",
         metavar="FILE",
         help="another predictor's numbers on the same rows: a CSV keyed by `row` (1-based data row of "
@@ -369,6 +377,13 @@ def run(a) -> int:
     for csv in csvs:
         if not csv.is_file():
             return errors(f"csv={csv} is not a file")
+    if a.explain is not None:
+        if a.all:
+            return errors("--explain runs one row of one CSV: give it with --csv, not --all")
+        try:
+            return validate_explain.run(csvs[0], a.explain, overrides, a.static, a.launch, a.out)
+        except (ValueError,) + C.hydra_errors() as e:
+            return errors(str(e).strip().splitlines()[0])
     try:
         dfs = run_validations(csvs, overrides, static=a.static, launch=a.launch, jobs=a.jobs)
     except (ValueError,) + C.hydra_errors() as e:
