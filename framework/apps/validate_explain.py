@@ -40,7 +40,7 @@ def _present(rec: dict, keys) -> List[str]:
         v = rec.get(k)
         if v is None or (isinstance(v, float) and v != v) or v == "":
             continue
-        out.append(f"{k}={v}")
+        out.append(f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}")
     return out
 
 
@@ -53,8 +53,9 @@ def print_one(got: dict) -> None:
     con = con if con.is_terminal else Console(width=200)
     rec = got["record"]
     con.print(f"row {rec.get('row')}  " + "  ".join(_present(rec, ("id",))))
-    con.print("  " + "  ".join(_present(rec, SETTING)))
-    con.print("  " + "  ".join(_present(rec, LAUNCH)))
+    for keys in (SETTING, LAUNCH):
+        if _present(rec, keys):
+            con.print("  " + "  ".join(_present(rec, keys)))
     if rec["status"] != "ok":
         con.print(f"  {rec['status']}: {rec['reason']}")
         return
