@@ -69,7 +69,7 @@ def test_a_row_is_named_by_number_or_id_with_every_candidate(tmp_path):
     ]
     assert [it[2]["row"] for it in X.select(csv, "dsr1_c128")] == [2]
     with pytest.raises(
-        ValueError, match=r"--explain 7: no row of silicon.csv has that row number \(1-3\) or id"
+        ValueError, match=r"--explain 7: no row of silicon.csv has that row number \(1-2\) or id"
     ):
         X.select(csv, "7")
 

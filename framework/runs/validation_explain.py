@@ -70,9 +70,8 @@ def select(csv: Path, ident: str, static: bool = False, ckpt: Optional[str] = No
     _, items = read_rows(csv, static, ckpt)
     found = matching(items, ident)
     if not found:
-        raise ValueError(
-            f"--explain {ident}: no row of {csv.name} has that row number (1-{len(items)}) or id"
-        )
+        rows = max((int(it[2].get("row", it[0])) for it in items), default=0)  # candidates share a row
+        raise ValueError(f"--explain {ident}: no row of {csv.name} has that row number (1-{rows}) or id")
     return found
 
 
