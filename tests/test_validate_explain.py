@@ -47,7 +47,7 @@ def _aic(tmp_path):
     1k/1k, which both of its FP8 configs swept (run as each: two candidates), and 128 clients, which
     only the MTP config swept (one)."""
     rows = []
-    for n, clients in ((1, 16), (2, 128)):
+    for clients in (16, 128):
         src = inferencex_source(
             "DeepSeek-R1", clients, "2026-03-25T16:34:14Z", "lmsysorg/sglang:v0.5.9-cu130"
         )
