@@ -50,7 +50,7 @@ def test_groups_carry_the_mean_decoding_requests():
 
 
 def test_a_group_the_model_runs_fuller_than_measured_is_named(capsys):
-    from decodelab.apps.validate import print_steps
+    from decodelab.apps.validate_tables import print_steps
 
     rows = _rows(10.0, 0.0, 10.0, 0.0, osls=(128, 255), ttft=(1270.0, 0.0)) + _rows(
         5.0, 0.0, 5.0, 0.0, osls=(128, 255), tp=8

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import List
 
+from decodelab.apps.validate_tables import console
 from decodelab.runs import validation_explain as X
 
 # the record's columns shown as the row's setting, where present
@@ -46,11 +47,9 @@ def _present(rec: dict, keys) -> List[str]:
 
 def print_one(got: dict) -> None:
     """One run of the row: its setting, the comparison, the parts and the notes."""
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
-    con = con if con.is_terminal else Console(width=200)
+    con = console()
     rec = got["record"]
     con.print(f"row {rec.get('row')}  " + "  ".join(_present(rec, ("id",))))
     for keys in (SETTING, LAUNCH):
