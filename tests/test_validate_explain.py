@@ -22,6 +22,7 @@ def test_the_row_runs_as_the_table_runs_it():
     (got,) = X.explain([item], [])
     rec = got["record"]
     assert rec["row"] == 3 and rec["concurrency"] == 8 and rec["isl"] == 1024 and rec["osl"] == 512
+    assert rec["config"].startswith("model=llama3_1_8b engine=default hardware=h100_sxm")
     assert (rec["ttft_pred"], rec["tpot_pred"]) == (table["ttft_pred"], table["tpot_pred"])
     causes = dict((k, v) for k, v, _ in got["parts"]["tpot"])
     assert set(causes) == {
@@ -77,7 +78,14 @@ def test_a_row_is_named_by_number_or_id_with_every_candidate(tmp_path):
 def test_the_command_prints_the_parts_and_writes_them(tmp_path):
     out = cli(tmp_path, "validate", "--explain", "3", "--out", str(tmp_path / "x"))
     assert out.returncode == 0, out.stderr
-    for text in ("row 3", "TTFT ms", "TPOT by cause", "engine steps", "launch=aic"):
+    for text in (
+        "row 3",
+        "TTFT ms",
+        "TPOT by cause",
+        "engine steps",
+        "launch=aic",
+        "config: model=llama3_1_8b",
+    ):
         assert text in out.stdout
     (dump,) = json.loads((tmp_path / "x" / "h100_llama31_8b_tp1_explain_3.json").read_text())
     assert dump["record"]["row"] == 3 and dump["metrics"]["tpot_ms"] == dump["record"]["tpot_pred"]

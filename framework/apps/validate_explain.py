@@ -55,6 +55,8 @@ def print_one(got: dict) -> None:
     for keys in (SETTING, LAUNCH):
         if _present(rec, keys):
             con.print("  " + "  ".join(_present(rec, keys)))
+    if rec.get("config"):  # the design's overrides, before the row's workload and engine values
+        con.print(f"  config: {rec['config']}")
     if rec["status"] != "ok":
         con.print(f"  {rec['status']}: {rec['reason']}")
         return

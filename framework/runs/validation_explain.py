@@ -97,8 +97,9 @@ def parts(metrics: Dict[str, float]) -> Dict[str, List[tuple]]:
 def explain(
     items: Sequence[P.Item], overrides: List[str], static: bool = False, launch: str = "auto"
 ) -> List[dict]:
-    """Per item: {"record": the validation table's row, "metrics", "notes", "parts"}. A config that
-    does not compose is a ValueError (one line), as in predict_rows."""
+    """Per item: {"record": the validation table's row and its `config` (the design's overrides),
+    "metrics", "notes", "parts"}. A config that does not compose is a ValueError (one line), as in
+    predict_rows."""
     pinned = P.pinned_keys(overrides)
     out = []
     with C.context():
@@ -112,5 +113,7 @@ def explain(
                     raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e))
             metrics = {k: float(v) for k, v in res["metrics"].items() if isinstance(v, (int, float))}
             rec = {"row": row.get("row", n), **P.record(row, key, res, launch)}
+            # the composition the row runs as (before its workload and per-row engine values)
+            rec["config"] = " ".join(key) if key[0] != P.UNMAPPED else ""
             out.append({"record": rec, "metrics": metrics, "notes": list(res.notes), "parts": parts(metrics)})
     return out
