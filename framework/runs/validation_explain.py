@@ -26,6 +26,8 @@ STEP_METRICS = (
     ("mean batch (sequences per step)", "batch_mean", ""),
     ("largest batch", "batch_max", ""),
     ("steps with prefill work, share of busy time", "mixed_step_time_pct", "%"),
+    ("steps with prefill work, mean", "prefill_step_ms", "ms"),
+    ("decode-only steps, mean", "decode_step_ms", "ms"),
     ("engine busy, share of the run", "busy_pct", "%"),
     ("waiting requests per step (mean)", "queue_len_mean", ""),
     ("preemptions", "n_preemptions", ""),

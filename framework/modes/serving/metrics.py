@@ -80,6 +80,18 @@ def first_wave_metrics(sent: np.ndarray, ttft: np.ndarray) -> Dict[str, float]:
     }
 
 
+def step_kind_metrics(steps: np.ndarray) -> Dict[str, float]:
+    """Mean duration of the steps with prefill work (a prompt or a chunk of one beside any decoding)
+    and of the decode-only ones, ms: what an engine's iteration log (TensorRT-LLM `print_iter_log`,
+    SGLang's per-batch log) times. A kind no step ran is left out."""
+    dur, mixed = steps[:, StepLog.DUR], steps[:, StepLog.MIXED] > 0.0
+    out = {}
+    for name, sel in (("prefill_step_ms", mixed), ("decode_step_ms", ~mixed)):
+        if sel.any():
+            out[name] = float(dur[sel].mean()) * 1e3
+    return out
+
+
 def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> Dict[str, float]:
     """Every metric of an aggregated serving run from the scheduler's requests and steps."""
     arrival, done = req[:, Req.ARRIVAL], req[:, Req.DONE]
@@ -106,6 +118,7 @@ def serving_metrics(cfg, design: Design, req: np.ndarray, steps: np.ndarray) -> 
     m["requests_per_s"] = g * len(req) / span
     m["busy_pct"] = 100.0 * busy / span
     m["mixed_step_time_pct"] = 100.0 * float(np.sum(dur * steps[:, StepLog.MIXED])) / busy
+    m.update(step_kind_metrics(steps))
     m["batch_mean"] = float(np.sum(steps[:, StepLog.SEQS] * dur)) / busy
     m["batch_max"] = float(steps[:, StepLog.SEQS].max())
     m["queue_len_mean"] = float(np.sum(steps[:, StepLog.WAIT] * dur)) / busy
