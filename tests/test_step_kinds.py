@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from decodelab.kernel_layout import CAUSES
 from decodelab.modes.serving.layout import StepLog
 from decodelab.modes.serving.metrics import step_kind_metrics
 
@@ -42,3 +43,21 @@ def test_a_closed_loop_run_adds_up():
     assert n_prefill == pytest.approx(round(n_prefill), abs=1e-6) and n_prefill >= 1
     assert n_prefill + n_decode == pytest.approx(m["n_steps"], rel=1e-9)
     assert m["prefill_step_ms"] > m["decode_step_ms"] > 0.0
+
+
+def test_the_summary_prints_both_or_a_dash():
+    from decodelab.output.serving import serving_rows
+
+    base = {
+        k: 1.0
+        for k in (
+            "n_requests n_steps n_preemptions tok_s_aggregate tok_s_system tok_s_user batch_mean batch_max "
+            "kv_mem_mean_gib kv_mem_max_gib kv_pool_gib queue_ms mixed_step_time_pct"
+        ).split()
+    }
+    base.update({f"tpot_{c}_ms": 0.0 for c in CAUSES} | {f"time_{c}_pct": 0.0 for c in CAUSES})
+    rows = dict(serving_rows({**base, "prefill_step_ms": 125.154, "decode_step_ms": 8.106}))
+    assert rows["step mean, with prefill / decode only"] == "125.15 / 8.11 ms"
+    assert dict(serving_rows({**base, "decode_step_ms": 8.0}))["step mean, with prefill / decode only"] == (
+        "- / 8.00 ms"
+    )

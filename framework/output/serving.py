@@ -230,6 +230,8 @@ def serving_rows(m: Dict[str, float]) -> list:
         ("queue wait mean", f"{m['queue_ms']:.2f} ms"),
         ("time in steps with prefill", f"{m['mixed_step_time_pct']:.1f} %"),
     ]
+    steps = [f"{m[k]:.2f}" if k in m else "-" for k in ("prefill_step_ms", "decode_step_ms")]
+    rows.append(("step mean, with prefill / decode only", f"{steps[0]} / {steps[1]} ms"))
     rows += cost_rows(m)
     for cause in CAUSES:
         rows.append(
