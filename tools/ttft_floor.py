@@ -22,7 +22,7 @@ import sys
 import pandas as pd
 
 from decodelab.apps.common import errors, quiet_on_closed_pipe
-from decodelab.output.report import md_table
+from rows_file import print_table, read_rows
 
 KEYS = ["engine", "system", "model", "precision", "tp", "mode", "osl"]
 
@@ -56,26 +56,16 @@ def main(argv=None) -> int:
     ap.add_argument("--short", type=int, default=1024, help="the shorter prompt length (tokens)")
     ap.add_argument("--long", type=int, default=8192, help="the longer prompt length (tokens)")
     args = ap.parse_args(argv)
-    try:
-        rows = pd.read_csv(args.rows)
-    except (OSError, ValueError) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return errors(
-            f"rows: cannot read {args.rows} ({why}); give the rows file `decodelab validate --out` writes"
-        )
-    missing = {"status", "concurrency", "isl", "ttft_meas", "ttft_pred", *KEYS} - set(rows.columns)
-    if missing:
-        return errors(
-            f"rows: {args.rows} has no column {', '.join(sorted(missing))}: not a validate rows file"
-        )
+    rows, why = read_rows(args.rows, {"status", "concurrency", "isl", "ttft_meas", "ttft_pred", *KEYS})
+    if rows is None:
+        return errors(why)
     table = floor_table(rows, args.concurrency, args.short, args.long)
     if table.empty:
         return errors(
             f"--concurrency / --short / --long: no group has ok rows at {args.concurrency:g} clients and "
             f"both {args.short} and {args.long} prompt tokens"
         )
-    cells = [[v if isinstance(v, str) else f"{v:.0f}" for v in row] for row in table.itertuples(index=False)]
-    print(md_table(list(table.columns), cells, [not isinstance(v, str) for v in table.iloc[0]]))
+    print_table(table)
     print(
         f"\n{len(table)} groups; missing at 0 tokens (measured - predicted intercept): median "
         f"{table['missing_at_0'].median():.1f} ms; slope predicted / measured: median "

@@ -19,7 +19,7 @@ from typing import List
 import pandas as pd
 
 from decodelab.apps.common import errors, quiet_on_closed_pipe
-from decodelab.output.report import md_table
+from rows_file import print_table, read_rows
 
 NEEDED = {"status", "concurrency", "ttft_meas", "ttft_pred"}
 
@@ -63,25 +63,16 @@ def main(argv=None) -> int:
     ap.add_argument("--by", default="engine,model,mode", help="comma-separated columns to group by")
     args = ap.parse_args(argv)
     by = [k.strip() for k in args.by.split(",") if k.strip()]
-    try:
-        rows = pd.read_csv(args.rows)
-    except (OSError, ValueError) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return errors(
-            f"rows: cannot read {args.rows} ({why}); give the rows file `decodelab validate --out` writes"
-        )
-    missing = (NEEDED | set(by)) - set(rows.columns)
-    if missing:
-        return errors(
-            f"rows / --by: {args.rows} has no column {', '.join(sorted(missing))}; "
-            f"--by takes columns of the file, e.g. engine, model, mode, system, tp, isl"
-        )
+    rows, why = read_rows(
+        args.rows, NEEDED | set(by), "; --by takes its columns (engine, model, mode, system, tp, isl)"
+    )
+    if rows is None:
+        return errors(why)
     low = low_rows(rows, args.max_clients)
     if low.empty:
         return errors(f"--max-clients: no ok single-launch row at <= {args.max_clients:g} clients")
     table = gap_table(low, by)
-    cells = [[v if isinstance(v, str) else f"{v:.0f}" for v in row] for row in table.itertuples(index=False)]
-    print(md_table(list(table.columns), cells, [not isinstance(v, str) for v in table.iloc[0]]))
+    print_table(table)
     print(f"{len(low)} rows at <= {args.max_clients:g} clients; gap median {low['gap'].median():.1f} ms")
     return 0
 

@@ -1,0 +1,33 @@
+"""A `decodelab validate --out` rows file (DIR/<csv>_rows.csv) for the tools that tabulate one
+(ttft_floor.py, ttft_gap.py): reading it with one error line, printing a table of it."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Tuple
+
+import pandas as pd
+
+from decodelab.output.report import md_table
+
+
+def read_rows(path: str, needed: Iterable[str], hint: str = "") -> Tuple[Optional[pd.DataFrame], str]:
+    """(the rows, "") or (None, the error line): a file that does not read, or lacks a needed column
+    (`hint` says which option names columns, if one does)."""
+    try:
+        rows = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return None, f"rows: cannot read {path} ({why}); give the rows file `decodelab validate --out` writes"
+    missing = set(needed) - set(rows.columns)
+    if missing:
+        return (
+            None,
+            f"rows: {path} has no column {', '.join(sorted(missing))}: not a validate rows file{hint}",
+        )
+    return rows, ""
+
+
+def print_table(table: pd.DataFrame) -> None:
+    """The table as Markdown, numbers to whole units and right-aligned."""
+    cells = [[v if isinstance(v, str) else f"{v:.0f}" for v in row] for row in table.itertuples(index=False)]
+    print(md_table(list(table.columns), cells, [not isinstance(v, str) for v in table.iloc[0]]))
