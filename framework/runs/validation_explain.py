@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from decodelab.config import compose as C
-from decodelab.core.result import Result
 from decodelab.kernel_layout import CAUSES
 from decodelab.runs import validation_predict as P
 from decodelab.runs.validation import read_rows
@@ -106,13 +105,7 @@ def explain(
     out = []
     with C.context():
         for n, key, row in items:
-            if key[0] == P.UNMAPPED:
-                res = Result.invalid(key[1])
-            else:
-                try:
-                    res = P.predict({}, key, row, overrides, pinned, static, launch)
-                except (ValueError,) + C.hydra_errors() as e:
-                    raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e))
+            res = P.row_result({}, key, row, overrides, pinned, static, launch)
             metrics = {k: float(v) for k, v in res["metrics"].items() if isinstance(v, (int, float))}
             rec = {"row": row.get("row", n), **P.record(row, key, res, launch)}
             # the composition the row runs as (before its workload and per-row engine values)

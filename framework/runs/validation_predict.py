@@ -374,6 +374,17 @@ def record(row, key, res, launch: str = "") -> dict:
 Item = Tuple[object, tuple, object]  # (sort key: row number, or (CSV index, row number); design key; row)
 
 
+def row_result(cache, key, row, overrides, pinned, static, launch) -> Result:
+    """predict() of one row, a row the table maps to no design invalid with its reason; a config
+    that does not compose is a ValueError of its first line (picklable, whatever raised it)."""
+    if key[0] == UNMAPPED:
+        return Result.invalid(key[1])
+    try:
+        return predict(cache, key, row, overrides, pinned, static, launch)
+    except (ValueError,) + C.hydra_errors() as e:
+        raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e)) from None
+
+
 def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> List[Tuple[int, object]]:
     """(row number, record) per item; a config that does not compose ends the chunk with (row
     number, ValueError of its first line)."""
@@ -381,15 +392,12 @@ def predict_chunk(cache, items: Sequence[Item], overrides, static, launch) -> Li
     out = []
     with C.context():
         for n, key, row in items:
-            if key[0] == UNMAPPED:
-                out.append((n, record(row, key, Result.invalid(key[1]))))
-                continue
             try:
-                res = predict(cache, key, row, overrides, pinned, static, launch)
-                out.append((n, record(row, key, res, launch)))
-            except (ValueError,) + C.hydra_errors() as e:  # picklable, whatever raised it
-                out.append((n, ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e))))
+                res = row_result(cache, key, row, overrides, pinned, static, launch)
+            except ValueError as e:
+                out.append((n, e))
                 break
+            out.append((n, record(row, key, res, launch)))
     return out
 
 
