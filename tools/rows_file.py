@@ -1,5 +1,6 @@
 """A `decodelab validate --out` rows file (DIR/<csv>_rows.csv) for the tools that tabulate one
-(ttft_floor.py, ttft_gap.py): reading it with one error line, printing a table of it."""
+(ttft_floor.py, ttft_gap.py): reading it with one error line, keeping the rows whose TTFT is a
+serving measurement, printing a table of it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def read_rows(path: str, needed: Iterable[str], hint: str = "") -> Tuple[Optiona
             f"rows: {path} has no column {', '.join(sorted(missing))}: not a validate rows file{hint}",
         )
     return rows, ""
+
+
+def serving_ttft(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose TTFT is a serving measurement (`ttft_ok`), every row where the file has no
+    such column."""
+    return rows[rows["ttft_ok"].astype(str) == "True"] if "ttft_ok" in rows else rows
 
 
 def print_table(table: pd.DataFrame) -> None:

@@ -22,7 +22,7 @@ import sys
 import pandas as pd
 
 from decodelab.apps.common import errors, quiet_on_closed_pipe
-from rows_file import print_table, read_rows
+from rows_file import print_table, read_rows, serving_ttft
 
 KEYS = ["engine", "system", "model", "precision", "tp", "mode", "osl"]
 
@@ -31,8 +31,7 @@ def floor_table(rows: pd.DataFrame, concurrency: float, short: int, long: int) -
     """Per group (KEYS) with rows at both prompt lengths: median measured / predicted TTFT at each,
     slope per 1,000 tokens and intercept of the line through the two, measured and predicted."""
     ok = rows[(rows["status"] == "ok") & (rows["concurrency"] == concurrency)]
-    if "ttft_ok" in ok:
-        ok = ok[ok["ttft_ok"].astype(str) == "True"]
+    ok = serving_ttft(ok)
     ok = ok[ok["isl"].isin([short, long])].assign(model=ok["model"].str.split("/").str[-1])
     med = ok.groupby(KEYS + ["isl"], dropna=False)[["ttft_meas", "ttft_pred"]].median().unstack("isl")
     if any((f"ttft_{w}", n) not in med.columns for w in ("meas", "pred") for n in (short, long)):

@@ -19,7 +19,7 @@ from typing import List
 import pandas as pd
 
 from decodelab.apps.common import errors, quiet_on_closed_pipe
-from rows_file import print_table, read_rows
+from rows_file import print_table, read_rows, serving_ttft
 
 NEEDED = {"status", "concurrency", "ttft_meas", "ttft_pred"}
 
@@ -28,8 +28,7 @@ def low_rows(rows: pd.DataFrame, max_clients: float) -> pd.DataFrame:
     """The ok, single-launch rows at <= max_clients whose TTFT is a serving measurement, with the
     model's organisation dropped and `gap` = measured - predicted TTFT."""
     ok = rows[(rows["status"] == "ok") & (rows["concurrency"] <= max_clients)]
-    if "ttft_ok" in ok:
-        ok = ok[ok["ttft_ok"].astype(str) == "True"]
+    ok = serving_ttft(ok)
     if "candidate" in ok:
         ok = ok[ok["candidate"].isna() | (ok["candidate"].astype(str) == "")]
     out = ok.assign(gap=ok["ttft_meas"] - ok["ttft_pred"])
