@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from decodelab.paths import VALIDATION_DIR
-from decodelab.runs import aic_candidates, aic_rows
+from decodelab.runs import aic_candidates, aic_rows, validation_columns
 from decodelab.runs.validation_names import (  # noqa: F401 (part of this module's API)
     engine_config_name,
     engine_maps,
@@ -137,6 +137,7 @@ def check_rows(df, csv: Path) -> None:
             raise ValueError(
                 f"{csv.name} data row {df.index[int(bad.to_numpy().argmax())] + 1}: {col} is empty"
             )
+    validation_columns.check_optional(df, csv)
 
 
 def base_overrides(
@@ -261,7 +262,7 @@ def _frame(csv: Path):
         raise ValueError(f"{csv.name} is empty (needs the columns {', '.join(COLUMNS)})")
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ValueError(f"{csv.name} is not a readable CSV ({type(e).__name__})")
-    df = aic_columns(df)
+    df = validation_columns.named_launches(aic_columns(df), csv)
     modes = [_unmapped_mode(row) for _, row in df.iterrows()] if "mode" in df.columns else [""] * len(df)
     return df, modes, False
 
