@@ -57,3 +57,15 @@ def test_a_named_launch_runs_with_its_entry(tmp_path):
     assert not any("mixed_steps" in o for _, key, _ in items[1:] for o in key)
     assert list(df["launch"]) == ["inferencex-sglang-dsr1-h200", "", "defaults", "aic"]
 
+
+def test_the_public_figures_file_maps_every_row():
+    """docs/journal/data/public_serving_figures.csv (journal 2026-12-01-public-figures.md): its 19 rows
+    map, the InferenceX rows under their named launch, the TensorRT-LLM ones on the engine file."""
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[1] / "docs/journal/data/public_serving_figures.csv"
+    df, items = read_rows(p)
+    assert len(items) == 19 and all(key[0] != "unmapped" for _, key, _ in items)
+    sglang = [key for _, key, row in items if row["engine"] == "sglang"]
+    assert len(sglang) == 4 and all("engine.max_tokens_per_step=32768" in key for key in sglang)
+    assert list(df["launch"]).count("defaults") == 15
