@@ -60,14 +60,25 @@ class Layout(types.ModuleType):
         """A float vector with every field taken from `values` by its lower-case name (keys that are
         no field are ignored); a field `values` lacks is a ValueError naming it. A block field
         takes a sequence of its width."""
-        missing = [n.lower() for n in self.names if n.lower() not in values]
-        if missing:
-            raise ValueError(f"{self.__name__}: no value for {', '.join(missing)}")
         out = np.zeros(self.size)
-        ends = [getattr(self, n) for n in self.names[1:]] + [self.size]
-        for (n, at), end in zip(self, ends):
-            out[at:end] = values[n.lower()]
+        try:
+            for key, at, end in self._slots():
+                out[at:end] = values[key]
+        except KeyError:
+            missing = [key for key, _, _ in self._slots() if key not in values]
+            if not missing:  # the mapping's own KeyError, not an absent field
+                raise
+            raise ValueError(f"{self.__name__}: no value for {', '.join(missing)}") from None
         return out
+
+    def _slots(self) -> Tuple[Tuple[str, int, int], ...]:
+        """(lower-case name, first position, end) of every field, worked out once."""
+        slots = self.__dict__.get("_slot_cache")
+        if slots is None:
+            starts = [getattr(self, n) for n in self.names]
+            slots = tuple(zip((n.lower() for n in self.names), starts, starts[1:] + [self.size]))
+            self.__dict__["_slot_cache"] = slots
+        return slots
 
 
 # The causes a step's time is split by (out[r, Cause.*]); CAUSES are their names in results.

@@ -3,8 +3,10 @@ and what is allowed. Hydra's schema already rejected unknown fields and wrong ty
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from typing import List
+from typing import FrozenSet, List
 
 from decodelab.components.models.experts import MOE_MAPPINGS, ep_groups
 from decodelab.components.models.csa import INDEXED_RATIO
@@ -52,8 +54,6 @@ def _choice(errors: List[str], field: str, value, allowed) -> None:
 def schema_problems(cfg) -> List[str]:
     """Fields the typed schema cannot catch, on a resolved design (core.tree.Tree): required
     fields left unset (MISSING) and keys added with Hydra's `+` append, which opens a typed node."""
-    from dataclasses import fields
-
     if not isinstance(cfg, dict):  # an attribute object made by hand (tests): nothing to check
         return []
     e = [
@@ -71,11 +71,17 @@ def schema_problems(cfg) -> List[str]:
     for g, dc in groups.items():
         if g not in cfg:
             continue
-        known = {f.name for f in fields(dc)}
+        known = _field_names(dc)
         for k in cfg[g]:
             if k not in known:
                 e.append(f"{g}.{k} is not a field of {g}; fields: {', '.join(sorted(known))}")
     return e
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(dc) -> FrozenSet[str]:
+    """The field names of a schema dataclass (read once per class)."""
+    return frozenset(f.name for f in dataclasses.fields(dc))
 
 
 def nonfinite(x, prefix: str = "") -> List[str]:
