@@ -2,6 +2,8 @@
 docs/validation.md "Reading AIConfigurator's silicon rows"): each quirk of the schema by a hand-worked
 row, the rows refused with their reason, and another predictor's numbers beside ours (--peer)."""
 
+import re
+
 import pandas as pd
 import pytest
 from decodelab.runs import aic_rows
@@ -179,6 +181,19 @@ def test_peer_mape_on_the_rows_both_predict(tmp_path):
     p.write_text("name,tpot_ms\nb,22.0\n")
     with pytest.raises(ValueError, match="needs a `row`"):
         read_peer(p, df)
+    # a bad cell is one error naming it, never a prediction taken or dropped in silence; an empty
+    # one is no prediction; rows the measured CSV lacks are left, but not a file of only those
+    for text, message in [
+        ("row,tpot_ms\n2,-3\n", "row 2: tpot_ms=-3 must be a number > 0"),
+        ("row,tpot_ms\n2,abc\n", "row 2: tpot_ms='abc' must be a number > 0"),
+        ("row,tpot_ms\n1.5,3\n", "row=1.5 must be a positive integer"),
+        ("row,tpot_ms\n9,3\n", "no row of it is a row of the measured CSV"),
+    ]:
+        p.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            read_peer(p, df)
+    p.write_text("row,tpot_ms\n1,\n2,21.0\n9,3\n")
+    assert peer_stats(read_peer(p, df))["tpot_both"] == 1
 
 
 def test_validate_peer_on_a_tiny_csv(tmp_path):
