@@ -97,7 +97,7 @@ ALIASES = {
     "silicon_tpot_ms": "tpot_ms",
 }
 AGG_MODES = ("agg", "")  # a `mode` column's aggregated (one engine serves prefill and decode) rows
-LAUNCHES = ("auto", "defaults", "aic")
+LAUNCHES = validation_columns.LAUNCHES  # validate --launch's values (also a `launch` cell's)
 GROUPS = ("engine", "model", "tp", "concurrency")
 
 

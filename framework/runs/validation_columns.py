@@ -29,7 +29,7 @@ CLIENT_COLUMNS: Dict[str, Tuple[str, Callable[[float], bool]]] = {
     "warmup_per_client": ("an integer >= 0", lambda v: v >= 0 and v == round(v)),
     "prompt_bytes_per_token": ("a number > 0", lambda v: v > 0),
 }
-LAUNCH_MODES = ("auto", "aic", "defaults")  # validate --launch's values, also a cell's
+LAUNCHES = ("auto", "aic", "defaults")  # validate --launch's values, also a cell's
 
 
 def _cells(df, col: str):
@@ -74,11 +74,11 @@ def named_launches(df, csv: Path):
     for at, n, text in _cells(df, "launch"):
         if text in entries:
             rows[at] = aic_launches.described(entries[text])
-        elif text in LAUNCH_MODES:
+        elif text in LAUNCHES:
             rows[at]["launch"] = "" if text == "auto" else text
         else:
             raise ValueError(
-                f"{csv.name} data row {n}: launch={text!r} is not one of: {', '.join(LAUNCH_MODES)}, "
+                f"{csv.name} data row {n}: launch={text!r} is not one of: {', '.join(LAUNCHES)}, "
                 f"or a `launches` entry of aic_mapping.yaml ({', '.join(entries)})"
             )
     return df.assign(**{k: [r[k] for r in rows] for k in aic_launches.NO_LAUNCH})
