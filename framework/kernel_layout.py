@@ -38,6 +38,11 @@ class Layout(types.ModuleType):
             at += width
         self.names: Tuple[str, ...] = tuple(names)  # the fields, in order (aliases not included)
         self.size: int = at
+        starts = [getattr(self, n) for n in names]
+        # (lower-case name, first position, end) of every field: what `vector` fills
+        self.slots: Tuple[Tuple[str, int, int], ...] = tuple(
+            zip((n.lower() for n in names), starts, starts[1:] + [at])
+        )
 
     def __len__(self) -> int:
         return self.size
@@ -62,23 +67,14 @@ class Layout(types.ModuleType):
         takes a sequence of its width."""
         out = np.zeros(self.size)
         try:
-            for key, at, end in self._slots():
+            for key, at, end in self.slots:
                 out[at:end] = values[key]
         except KeyError:
-            missing = [key for key, _, _ in self._slots() if key not in values]
+            missing = [key for key, _, _ in self.slots if key not in values]
             if not missing:  # the mapping's own KeyError, not an absent field
                 raise
             raise ValueError(f"{self.__name__}: no value for {', '.join(missing)}") from None
         return out
-
-    def _slots(self) -> Tuple[Tuple[str, int, int], ...]:
-        """(lower-case name, first position, end) of every field, worked out once."""
-        slots = self.__dict__.get("_slot_cache")
-        if slots is None:
-            starts = [getattr(self, n) for n in self.names]
-            slots = tuple(zip((n.lower() for n in self.names), starts, starts[1:] + [self.size]))
-            self.__dict__["_slot_cache"] = slots
-        return slots
 
 
 # The causes a step's time is split by (out[r, Cause.*]); CAUSES are their names in results.
