@@ -182,6 +182,7 @@ Acc = Layout(
     "LAW_T0",  # its t0
     "LAW_COLL",  # its collective time
     "TIME",  # the call's whole time in the step
+    "CBUSY",  # its busy time when compute-bound (invocations x achieved), else 0: sustained clocks
 )
 
 # The per-call link accumulators (acc_link[c, Link.*]): bytes over the link, collectives issued.
@@ -231,6 +232,10 @@ Hw = Layout(
     # the replica's tokens per token of the simulated attention group (1 but in serving under
     # data-parallel attention: core/parallel.py dp_token_scale)
     "DP_TOKENS",
+    # sustained clocks (core/kernel.py): compute-bound time of a step beyond SUST_AFTER seconds
+    # takes SUST_SLOW longer (1 / hardware.sustained_compute_ratio - 1; 0 = burst clocks throughout)
+    "SUST_SLOW",
+    "SUST_AFTER",
 )
 
 # KV-policy caps (0 = none), the plain form every policy reduces to: its kernel_params by these

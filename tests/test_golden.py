@@ -59,6 +59,7 @@ ZERO_OVERHEAD = (
     "hardware.host_step_us=0",
     "hardware.collective_latency_us=0",
     "hardware.fill_drain_us=0",
+    "hardware.sustained_compute_ratio=1",  # burst clocks throughout (tests/test_sustained_clocks.py)
     "optimizations.cuda_graphs=true",
 )
 

@@ -103,6 +103,15 @@ def test_the_decode_walk_is_cheaper_where_exact(mixed):
     "overrides",
     [
         ["model=llama3_1_8b", "hardware=dgx_a100", "hardware.op_model=roofline"],  # a GPU on the roofline law
+        # decode steps of 512 sequences: ~7 ms of compute-bound GEMMs a step, past the H100's
+        # sustained-clock onset (5 ms) on every row
+        [
+            "model=llama3_1_8b",
+            "hardware=h100_sxm",
+            "hardware.op_model=roofline",
+            "workload.batch_size=512",
+            "workload.prompt_len=100",
+        ],
         ["model=mixtral_8x7b", "hardware=sn40l_rack16", "kv_policy=streaming_llm", "workload.output_len=900"],
         ["model=gpt_oss_120b", "hardware=sn40l_node8", "workload.prompt_len=200", "workload.output_len=400"],
         [

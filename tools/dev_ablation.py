@@ -29,6 +29,7 @@ from decodelab.runs.validation import bias, mape, run_validation
 # (name, what is switched off, Hydra overrides, --launch)
 ABLATIONS: List[Tuple[str, str, List[str], str]] = [
     ("all", "nothing", [], "auto"),
+    ("sustained", "sustained clocks", ["hardware.sustained_compute_ratio=1"], "auto"),
     ("roofline", "measured kernels (roofline instead)", ["hardware.op_model=roofline"], "auto"),
     ("defaults", "per-row launch rules (file defaults instead)", [], "defaults"),
     ("mtp", "in-engine MTP (aggregated rows)", ["engine.mtp.k=0"], "auto"),

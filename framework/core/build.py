@@ -128,6 +128,8 @@ def machine_vector(cfg, act_tier: int, steps_per_trip: float, act_bytes: float) 
             "host_step": hw.host_step_us * 1e-6 / steps_per_trip,
             "act_tier": act_tier,
             "dp_tokens": 1.0,  # a serving run sets its groups' share (modes/serving/simulate.py)
+            "sust_slow": 1.0 / hw.sustained_compute_ratio - 1.0,
+            "sust_after": hw.sustained_after_ms * 1e-3,
             **parallel.pipeline_fields(cfg, act_bytes),
         }
     )

@@ -37,6 +37,26 @@ ARCHS_KNOWN = ("dense", "moe", "mla", "hybrid", "csa")
 FUSIONS = ("auto", "none", "layer")
 ORCHESTRATIONS = ("auto", "software", "hardware")
 TIER_NAMES = schema.TIER_ORDER
+FRACTION_HW = ("bw_eff_max", "compute_eff_max", "sustained_compute_ratio")  # hardware fields in (0, 1]
+# hardware fields that must be >= 0
+NON_NEGATIVE_HW = (
+    "bw_half_mb",
+    "compute_half_gflop",
+    "launch_us",
+    "sync_us",
+    "fill_drain_us",
+    "route_fill_us",
+    "hw_launch_us",
+    "host_step_us",
+    "collective_latency_us",
+    "sample_interval_us",
+    "loop_buffer_slots",
+    "peak_tflops_fp4",
+    "tdp_w",
+    "idle_w",
+    "price_per_chip_hour",
+    "sustained_after_ms",
+)
 
 
 def _positive(errors: List[str], prefix: str, obj, names) -> None:
@@ -152,7 +172,7 @@ def check_config(cfg) -> None:
         e.append(
             f"hardware.link_bw_gb_s={hw.link_bw_gb_s} must be > 0 when tensor_parallel={hw.tensor_parallel}"
         )
-    for n in ("bw_eff_max", "compute_eff_max"):
+    for n in FRACTION_HW:
         v = getattr(hw, n)
         if not 0 < v <= 1:
             e.append(f"hardware.{n}={v} must be in (0, 1]")
@@ -161,23 +181,7 @@ def check_config(cfg) -> None:
             f"hardware.attn_compute_eff_max={hw.attn_compute_eff_max} must be in [0, 1] "
             "(0: attention runs at compute_eff_max)"
         )
-    for n in (
-        "bw_half_mb",
-        "compute_half_gflop",
-        "launch_us",
-        "sync_us",
-        "fill_drain_us",
-        "route_fill_us",
-        "hw_launch_us",
-        "host_step_us",
-        "collective_latency_us",
-        "sample_interval_us",
-        "loop_buffer_slots",
-        "peak_tflops_fp4",
-        "tdp_w",
-        "idle_w",
-        "price_per_chip_hour",
-    ):
+    for n in NON_NEGATIVE_HW:
         if not getattr(hw, n) >= 0:  # also rejects NaN
             e.append(f"hardware.{n}={getattr(hw, n)} must be >= 0")
     if hw.tdp_w > 0 and hw.idle_w > hw.tdp_w:

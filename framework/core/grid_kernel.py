@@ -8,10 +8,10 @@ The decode rows are summed in closed form where that is exact: on a run of rows 
 attended context x grows by a constant per row (between the KV policy's caps and window
 breakpoints), every cost of a step is affine in x as long as each branch of the step's cost
 (per call: memory- or compute-bound, the ideal vs achieved time, link overlap, which tiers hold
-bytes; per step: launches exposed or hidden) goes the same way. Each branch is a comparison of two
-affine functions of x, so the rows where a set of branches holds form an interval: when both ends
-of a run take the same branches, every row between does too, and the run's sum is (rows) x
-(first + last) / 2. Otherwise the run is halved until it is. Not affine, and so walked row by row: a call whose bytes
+bytes; per step: launches exposed or hidden, compute-bound time past the sustained-clock onset)
+goes the same way. Each branch is a comparison of two affine functions of x, so the rows where a
+set of branches holds form an interval: when both ends of a run take the same branches, every row
+between does too, and the run's sum is (rows) x (first + last) / 2. Otherwise the run is halved until it is. Not affine, and so walked row by row: a call whose bytes
 span tiers of different bandwidth under a bandwidth ramp (bw_half > 0: memory spilled to DDR),
 and fitted decode-attention laws (a p-norm in x; `walk=True`). `tests/test_grid.py` checks the
 sums against the row-by-row walk and `evaluate()`.
@@ -26,8 +26,19 @@ from decodelab.core import kernel as K
 from decodelab.kernel_layout import Acc, Call, Cause, Hw, Layout, Link, Step
 
 # branch bits of one call (sig[c], bit 1 << Branch.*): which way each max/min/if of kernel.step_core went
-Branch = Layout("Branch", "ACTIVE", "TOTAL", "FLOPS", "MEMA", "LINK", "IDEAL", "MEMI", "EXPOSED", "CTX")
+Branch = Layout(
+    "Branch", "ACTIVE", "TOTAL", "FLOPS", "MEMA", "LINK", "IDEAL", "MEMI", "EXPOSED", "CTX", "SUST"
+)
 _NONAFFINE = -1  # a call whose memory time is not affine in x: walk the rows
+
+
+@njit(cache=True)
+def _throttled(hw, acc_flops):
+    """Whether the step's compute-bound time runs past the sustained-clock onset (kernel.sustained)."""
+    busy = 0.0
+    for c in range(acc_flops.shape[0]):
+        busy += acc_flops[c, Acc.CBUSY]
+    return hw[Hw.SUST_SLOW] > 0.0 and busy > hw[Hw.SUST_AFTER]
 
 
 @njit(cache=True)
@@ -38,6 +49,7 @@ def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_
     peak = hw[Hw.PEAK_FLOPS]
     host, device = K.dispatch_device(call_rep, call_cost, acc_flops)
     host_bound = host > device  # the step's launches exposed (kernel._step_body): marked on every call
+    throttled = _throttled(hw, acc_flops)  # past the sustained-clock onset: marked likewise
     for c in range(n_calls):
         if acc_flops[c, Acc.ACTIVE] == 0.0:
             sig[c] = 0
@@ -87,6 +99,8 @@ def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_
             bits |= 1 << Branch.MEMI
         if host_bound:
             bits |= 1 << Branch.EXPOSED
+        if throttled:
+            bits |= 1 << Branch.SUST
         sig[c] = bits
 
 

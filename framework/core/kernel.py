@@ -74,13 +74,9 @@ def _step_body(
     n_tiers = tier_bw.shape[0]
     act_tier = int(hw[Hw.ACT_TIER])
     attn_rel = hw[Hw.ATTN_REL]
-    for c in range(n_calls):
-        for a in range(Acc.size):
-            acc_flops[c, a] = 0.0
-        acc_link[c, Link.BYTES] = 0.0
-        acc_link[c, Link.NCOLL] = 0.0
-        for t in range(n_tiers):
-            acc_bytes[c, t] = 0.0
+    acc_flops[:n_calls, :] = 0.0
+    acc_link[:n_calls, :] = 0.0
+    acc_bytes[:n_calls, :n_tiers] = 0.0
 
     for o in range(n_ops):
         c = op_call[o]
@@ -194,6 +190,7 @@ def _step_body(
             out_row[Cause.MEMORY] += rep * ideal
         else:
             out_row[Cause.COMPUTE] += rep * ideal
+            acc_flops[c, Acc.CBUSY] = rep * ach
         out_row[Cause.EXCESS] += rep * (ach - ideal)
         out_row[Cause.COLLECTIVES] += rep * (body - ach)
         fill = call_cost[c, Call.FILL_EACH]
@@ -206,10 +203,32 @@ def _step_body(
         acc_flops[c, Acc.TIME] = (
             rep * (body + fill + serial) + call_cost[c, Call.LAUNCH_ONCE] + call_cost[c, Call.FILL_ONCE]
         )
+    sustained(acc_flops, hw, out_row)
     host, device = dispatch_device(call_rep, call_cost, acc_flops)
     if host > device:  # launches enqueued ahead of the GPU: the step lasts max(host, device)
         out_row[Cause.LAUNCH_SYNC] += host - device
     out_row[Cause.HOST] += hw[Hw.HOST_STEP]
+
+
+@njit(cache=True)
+def sustained(acc_flops, hw, out_row):
+    """Sustained clocks: a GPU's power governor lowers its SM clock once compute-bound kernels have
+    run back to back for a while, where the measured tables (short bursts) hold the burst clock.
+    The step's compute-bound time (Acc.CBUSY summed) beyond hw[Hw.SUST_AFTER] seconds takes
+    hw[Hw.SUST_SLOW] longer; the extra time goes to Cause.COMPUTE and to each compute-bound call's
+    Acc.TIME in proportion to its busy time (a pipeline composes the calls' times)."""
+    slow = hw[Hw.SUST_SLOW]
+    if slow <= 0.0:
+        return
+    busy = 0.0
+    for c in range(acc_flops.shape[0]):
+        busy += acc_flops[c, Acc.CBUSY]
+    if busy <= hw[Hw.SUST_AFTER]:
+        return
+    extra = slow * (busy - hw[Hw.SUST_AFTER])
+    for c in range(acc_flops.shape[0]):
+        acc_flops[c, Acc.TIME] += extra * acc_flops[c, Acc.CBUSY] / busy
+    out_row[Cause.COMPUTE] += extra
 
 
 @njit(cache=True)

@@ -112,6 +112,18 @@ def _pipeline_step(design, cfg, pp: int, agg) -> Dict[str, float]:
     return res
 
 
+def _sustained(hw, busy_c: List[float], t_call: List[float], out: Dict[str, float]) -> List[float]:
+    """Sustained clocks (kernel.sustained): the compute-bound calls' busy time beyond
+    hardware.sustained_after_ms runs at sustained_compute_ratio of the burst rate; the extra goes
+    to out["compute"] and to those calls' times by their busy time. The calls' new times."""
+    busy, after = sum(busy_c), hw.sustained_after_ms * 1e-3
+    if busy <= after:
+        return t_call
+    extra = (1.0 / hw.sustained_compute_ratio - 1.0) * (busy - after)
+    out["compute"] += extra
+    return [t + extra * b / busy for t, b in zip(t_call, busy_c)]
+
+
 def _group_step(
     design, cfg, tokens, kv_read, pairs, seqs, sampled, pre_tokens, pre_kv, pre_pairs, pre_seqs
 ) -> Tuple[Dict[str, float], List[float]]:
@@ -125,19 +137,9 @@ def _group_step(
 
     # seconds of achieved compute per FLOP relative to a GEMM: attention's pair FLOPs are slower
     attn_slow = hw.compute_eff_max / attention_efficiency(hw)
+    zero = dict.fromkeys(("flops", "work", "link", "law_t", "law_t0", "law_coll", "busy_c"), 0.0)
     per_call: List[dict] = [
-        {
-            "bytes": {t: 0.0 for t in tiers},
-            "flops": 0.0,
-            "work": 0.0,
-            "link": 0.0,
-            "ncoll": 0,
-            "law": False,
-            "law_t": 0.0,
-            "law_t0": 0.0,
-            "law_coll": 0.0,
-        }
-        for _ in design.calls
+        {"bytes": dict.fromkeys(tiers, 0.0), "ncoll": 0, "law": False, **zero} for _ in design.calls
     ]
     active = set()
     shares = {
@@ -208,6 +210,7 @@ def _group_step(
         # the roofline time at peak, never more than the law's time
         ideal = min(max(t_mem, t_comp), busy)
         out["memory" if t_mem >= t_comp else "compute"] += n * ideal
+        acc["busy_c"] = 0.0 if t_mem >= t_comp else n * busy  # compute-bound busy (sustained clocks)
         out["excess"] += n * (busy - ideal)
         out["collectives"] += n * (body - busy)
         # batch barrier: each invocation idles while the samples beyond the free slots leave it
@@ -218,6 +221,7 @@ def _group_step(
         out["fill_drain"] += n * fill + call["fill_once"]
         t_call[c] = n * (body + fill + serial) + call["launch_once"] + call["fill_once"]
         dispatch += n * call["launch_async"]
+    t_call = _sustained(hw, [acc["busy_c"] for acc in per_call], t_call, out)
     device = sum(t_call)  # launches enqueued ahead: the step lasts max(dispatch, device)
     if dispatch > device:  # host-bound: every call waits on its launches alike (pipeline stages)
         out["launch_sync"] += dispatch - device

@@ -91,6 +91,11 @@ class HardwareConfig:
     compute_eff_max: float = 1.0
     compute_half_gflop: float = 0.0
     attn_compute_eff_max: float = 0.0  # attention (query, key) FLOPs: fraction of peak; 0 = compute_eff_max
+    # Sustained clocks (core/kernel.py sustained): compute-bound time of a step beyond
+    # sustained_after_ms runs at this fraction of the burst rate the operator tables and
+    # efficiencies were measured at (a power governor lowering the clock); 1 = none
+    sustained_compute_ratio: float = 1.0
+    sustained_after_ms: float = 0.0
     # Per kernel call overheads
     launch_us: float = 0.0  # host/software launch of one kernel call
     sync_us: float = 0.0  # synchronisation at a kernel boundary
