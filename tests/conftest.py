@@ -43,6 +43,26 @@ def _compose_cached(overrides: tuple):
 
 # the serving front end off (engine.frontend): hand-worked scheduler timings start at the scheduler
 NO_FRONTEND = ("engine.frontend.request_ms=0", "engine.frontend.tokenize_mb_s=0")
+# Llama-3.1-8B BF16 on one H100 under the roofline law at peak (every efficiency 1, no sync, host or
+# collective overhead), the Kernel Looping paper's kernels, a 4,095-token prompt and 2 output tokens
+# (tests/test_eager_launch.py, tests/test_sustained_clocks.py)
+LLAMA8B_H100_PEAK = (
+    "model=llama3_1_8b",
+    "hardware=h100_sxm",
+    "hardware.op_model=roofline",
+    "engine.fused_add_norm=false",
+    "workload.batch_size=1",
+    "workload.prompt_len=4095",
+    "workload.output_len=2",
+    "hardware.bw_eff_max=1",
+    "hardware.bw_half_mb=0",
+    "hardware.compute_eff_max=1",
+    "hardware.compute_half_gflop=0",
+    "hardware.attn_compute_eff_max=1",
+    "hardware.sync_us=0",
+    "hardware.host_step_us=0",
+    "hardware.collective_latency_us=0",
+)
 
 
 def compose_cfg(*overrides: str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import compose_cfg
+from conftest import LLAMA8B_H100_PEAK, compose_cfg
 from decodelab.components.execution import gpu
 from decodelab.core import grid_kernel, kv_costs
 from decodelab.core import kernel as K
@@ -27,23 +27,7 @@ from decodelab.modes.dispatch import evaluate
 N = 1 + 10 * 32 + 3
 NK = N + 32
 D_HAND = 15_546_851_328 / 3.35e12
-BASE = (
-    "model=llama3_1_8b",
-    "hardware=h100_sxm",
-    "hardware.op_model=roofline",
-    "engine.fused_add_norm=false",
-    "workload.batch_size=1",
-    "workload.prompt_len=4095",
-    "workload.output_len=2",
-    "hardware.bw_eff_max=1",
-    "hardware.bw_half_mb=0",
-    "hardware.compute_eff_max=1",
-    "hardware.compute_half_gflop=0",
-    "hardware.attn_compute_eff_max=1",
-    "hardware.sync_us=0",
-    "hardware.host_step_us=0",
-    "hardware.collective_latency_us=0",
-)
+BASE = LLAMA8B_H100_PEAK
 
 
 def _m(*ov):

@@ -5,31 +5,15 @@ efficiencies were measured at, the extra going to the step's compute cause."""
 from __future__ import annotations
 
 import pytest
-from conftest import compose_cfg
+from conftest import LLAMA8B_H100_PEAK, compose_cfg
 from decodelab.modes.dispatch import evaluate
 
-# Llama-3.1-8B BF16 on one H100 under the roofline law at peak (every efficiency 1, no overheads), as
-# tests/test_eager_launch.py. Its 4,095-token prefill is compute-bound in every GEMM and attention
-# call: 2 x 6,979,588,096 decoder-stack weights x 4,095 tokens = 57.163 TFLOP, plus 4 x 32 heads x 128
-# = 16,384 FLOPs per causal (query, key) pair x (4,095^2 - 4,095 x 4,094 / 2 = 8,386,560 pairs) x 32
-# layers = 4.397 TFLOP: 61.56 TFLOP / 989.4 TFLOP/s = 62.22 ms of compute-bound time.
-BASE = (
-    "model=llama3_1_8b",
-    "hardware=h100_sxm",
-    "hardware.op_model=roofline",
-    "engine.fused_add_norm=false",
-    "workload.batch_size=1",
-    "workload.prompt_len=4095",
-    "workload.output_len=2",
-    "hardware.bw_eff_max=1",
-    "hardware.bw_half_mb=0",
-    "hardware.compute_eff_max=1",
-    "hardware.compute_half_gflop=0",
-    "hardware.attn_compute_eff_max=1",
-    "hardware.sync_us=0",
-    "hardware.host_step_us=0",
-    "hardware.collective_latency_us=0",
-)
+# Llama-3.1-8B BF16 on one H100 under the roofline law at peak (conftest.LLAMA8B_H100_PEAK). Its
+# 4,095-token prefill is compute-bound in every GEMM and attention call: 2 x 6,979,588,096
+# decoder-stack weights x 4,095 tokens = 57.163 TFLOP, plus 4 x 32 heads x 128 = 16,384 FLOPs per
+# causal (query, key) pair x (4,095^2 - 4,095 x 4,094 / 2 = 8,386,560 pairs) x 32 layers = 4.397
+# TFLOP: 61.56 TFLOP / 989.4 TFLOP/s = 62.22 ms of compute-bound time.
+BASE = LLAMA8B_H100_PEAK
 T_C_MS = (2 * 6_979_588_096 * 4095 + 16_384 * 8_386_560 * 32) / 989.4e12 * 1e3
 
 
