@@ -33,15 +33,6 @@ _NONAFFINE = -1  # a call whose memory time is not affine in x: walk the rows
 
 
 @njit(cache=True)
-def _throttled(hw, acc_flops):
-    """Whether the step's compute-bound time runs past the sustained-clock onset (kernel.sustained)."""
-    busy = 0.0
-    for c in range(acc_flops.shape[0]):
-        busy += acc_flops[c, Acc.CBUSY]
-    return hw[Hw.SUST_SLOW] > 0.0 and busy > hw[Hw.SUST_AFTER]
-
-
-@njit(cache=True)
 def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_link, sig):
     """Branches of the step kernel.step_core just costed (its accumulators are still in acc_*)."""
     n_calls = acc_flops.shape[0]
@@ -49,7 +40,8 @@ def _signature(call_rep, call_cost, tier_bw, hw, ctx, acc_bytes, acc_flops, acc_
     peak = hw[Hw.PEAK_FLOPS]
     host, device = K.dispatch_device(call_rep, call_cost, acc_flops)
     host_bound = host > device  # the step's launches exposed (kernel._step_body): marked on every call
-    throttled = _throttled(hw, acc_flops)  # past the sustained-clock onset: marked likewise
+    # the step's compute-bound time past the sustained-clock onset (kernel.sustained): marked likewise
+    throttled = hw[Hw.SUST_SLOW] > 0.0 and K.compute_busy(acc_flops) > hw[Hw.SUST_AFTER]
     for c in range(n_calls):
         if acc_flops[c, Acc.ACTIVE] == 0.0:
             sig[c] = 0

@@ -220,15 +220,22 @@ def sustained(acc_flops, hw, out_row):
     slow = hw[Hw.SUST_SLOW]
     if slow <= 0.0:
         return
-    busy = 0.0
-    for c in range(acc_flops.shape[0]):
-        busy += acc_flops[c, Acc.CBUSY]
+    busy = compute_busy(acc_flops)
     if busy <= hw[Hw.SUST_AFTER]:
         return
     extra = slow * (busy - hw[Hw.SUST_AFTER])
     for c in range(acc_flops.shape[0]):
         acc_flops[c, Acc.TIME] += extra * acc_flops[c, Acc.CBUSY] / busy
     out_row[Cause.COMPUTE] += extra
+
+
+@njit(cache=True)
+def compute_busy(acc_flops):
+    """The busy time of the step's compute-bound calls (Acc.CBUSY summed): what `sustained` slows."""
+    busy = 0.0
+    for c in range(acc_flops.shape[0]):
+        busy += acc_flops[c, Acc.CBUSY]
+    return busy
 
 
 @njit(cache=True)
