@@ -24,9 +24,9 @@ prefill pool's delays the decode ranks' arrivals), so the delays are the fixed p
 ranks with delays d -> send times -> prefill pool and transfers -> delays d'. Starting from d = 0
 it is iterated until no delay moves more than TOL_S, or the delays repeat those of two rounds
 before (a few requests whose order flips each round, e.g. two transfers of equal prefill end taking
-a NIC in turn), or MAX_ROUNDS (said in a note). A decode rank takes its requests in the order its
-clients sent them (the scheduler admits arrivals in index order: with equal prompts the prefill
-pool ends them in sending order too). The run's requests are every simulated rank's, each counted
+a NIC in turn), or MAX_ROUNDS (said in a note). A decode rank reads each request once its KV has
+arrived, whatever order its clients sent them in (recv.receive: prompts of unequal length end their
+prefills out of sending order). The run's requests are every simulated rank's, each counted
 once per rank it stands for (`expand`); its decode steps weigh as many ranks (`decode_step_weights`)."""
 
 from __future__ import annotations

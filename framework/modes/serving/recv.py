@@ -115,13 +115,56 @@ def batch_held(fb, eng, tokens) -> bool:
 
 
 @njit(cache=True)
-def receive(arrival, cut, next_arr, req, ix, cnt, pre_len, order):
-    """Queue the requests that arrived by `cut` (in arrival order, from `next_arr`); returns the
-    next request not yet arrived."""
+def sent_order(arrival):
+    """(the requests whose send is known before the run -- a prefix: an open loop's every one, a
+    closed loop's first requests -- in order of arrival, ties by index; how many). The rest are
+    issued during the run, in index order, each once its client's last request has ended."""
+    m = 0
+    while m < arrival.shape[0] and not np.isnan(arrival[m]):
+        m += 1
+    return np.argsort(arrival[:m], kind="mergesort"), m
+
+
+@njit(cache=True)
+def receive(arrival, cut, rp, by_arr, m, req, ix, cnt, pre_len, order):
+    """Queue every request that has arrived by `cut`, whatever its index: the known sends in
+    arrival order (`by_arr` from `rp[0]`), then the issued ones (index `rp[1]` on, arrival times set
+    as they are sent, up to the first not yet issued). An engine reads whatever has reached it: a
+    request sent later that arrives sooner (a shorter prompt to tokenize, a disaggregated prefill
+    that ended first) is not held behind one still on its way. rp[1] becomes the first issued
+    request not yet read."""
+    p = rp[0]
+    while p < m and arrival[by_arr[p]] <= cut:
+        _read(by_arr[p], arrival, req, ix, cnt, pre_len, order)
+        p += 1
+    rp[0] = p
     n = arrival.shape[0]
-    while next_arr < n and not np.isnan(arrival[next_arr]) and arrival[next_arr] <= cut:
-        ix[Ix.STATE, next_arr] = State.WAIT
-        req[next_arr, Req.ARRIVAL] = arrival[next_arr]
-        cnt[Cnt.WAIT] = _enqueue(ix[Ix.WQ], cnt[Cnt.WAIT], next_arr, pre_len, order)
-        next_arr += 1
-    return next_arr
+    first = -1
+    j = rp[1]
+    while j < n and not np.isnan(arrival[j]):
+        if ix[Ix.STATE, j] == State.NEW:
+            if arrival[j] <= cut:
+                _read(j, arrival, req, ix, cnt, pre_len, order)
+            elif first < 0:
+                first = j
+        j += 1
+    rp[1] = first if first >= 0 else j
+
+
+@njit(cache=True)
+def _read(i, arrival, req, ix, cnt, pre_len, order):
+    ix[Ix.STATE, i] = State.WAIT
+    req[i, Req.ARRIVAL] = arrival[i]
+    cnt[Cnt.WAIT] = _enqueue(ix[Ix.WQ], cnt[Cnt.WAIT], i, pre_len, order)
+
+
+@njit(cache=True)
+def earliest(arrival, rp, by_arr, m, ix):
+    """The first arrival of the requests sent and not yet read; inf when none is on its way."""
+    best = arrival[by_arr[rp[0]]] if rp[0] < m else np.inf
+    j = rp[1]
+    while j < arrival.shape[0] and not np.isnan(arrival[j]):
+        if ix[Ix.STATE, j] == State.NEW and arrival[j] < best:
+            best = arrival[j]
+        j += 1
+    return best

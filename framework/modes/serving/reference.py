@@ -29,13 +29,20 @@ def engine_dict(eng, buckets) -> dict:
     return {**named, "order": order, "spec_tok": spec_tok, "buckets": [float(b) for b in buckets]}
 
 
-def _arrive(reqs: List[Req], pending, nxt: int, cut: float, enqueue) -> int:
-    """Queue the requests that arrived by `cut`, from `nxt`; returns the next one not yet arrived."""
-    while nxt < len(reqs) and not math.isnan(pending[nxt]) and pending[nxt] <= cut:
-        reqs[nxt].arrival = pending[nxt]
-        enqueue(reqs[nxt])
-        nxt += 1
-    return nxt
+def _arrive(reqs: List[Req], pending, cut: float, enqueue) -> None:
+    """Queue every request sent (its time known) that has arrived by `cut` and is not queued yet,
+    whatever its index (recv.receive)."""
+    for r, a in zip(reqs, pending):
+        if math.isnan(r.arrival) and not math.isnan(a) and a <= cut:
+            r.arrival = a
+            enqueue(r)
+
+
+def _next_arrival(reqs: List[Req], pending) -> float:
+    """The first arrival of the requests sent and not yet queued; inf when none is on its way."""
+    return min(
+        (a for r, a in zip(reqs, pending) if math.isnan(r.arrival) and not math.isnan(a)), default=math.inf
+    )
 
 
 def _no_call_launch(design):
@@ -74,7 +81,6 @@ def reference_serve(
             r.prefilled = r.target
     pending = [float(a) for a in arrival]  # arrival times; NaN = not issued yet (closed loop)
     issued = sum(1 for a in pending if not math.isnan(a))
-    nxt = 0
     key = (lambda r: (r.target, r.idx)) if eng["order"] == "sjf" else (lambda r: (r.idx,))
     waiting: List[Req] = []
     running: List[Req] = []
@@ -108,14 +114,14 @@ def reference_serve(
     while finished < len(reqs):
         cut = last_start if (eng["lookahead"] and in_flight) else t
         if recv.poll() and recv.released(len(running)):  # a polling round the balance releases
-            nxt = _arrive(reqs, pending, nxt, cut, enqueue)
+            _arrive(reqs, pending, cut, enqueue)
         if not running and not waiting:
             if in_flight:
                 in_flight = False
                 continue
             ratio = eng["admit_ratio"]  # idle: the ratio starts over
-            if nxt < len(reqs) and not math.isnan(pending[nxt]):
-                t = pending[nxt]
+            if _next_arrival(reqs, pending) < math.inf:
+                t = _next_arrival(reqs, pending)
                 continue
             raise RuntimeError("stuck: no request running, waiting or yet to arrive")
         budget = eng["max_tokens"]
@@ -255,8 +261,8 @@ def reference_serve(
                 in_flight = False
                 continue
             ratio = eng["admit_ratio"]
-            if not running and nxt < len(reqs) and not math.isnan(pending[nxt]):
-                t = max(t, pending[nxt])
+            if not running and _next_arrival(reqs, pending) < math.inf:
+                t = max(t, _next_arrival(reqs, pending))
                 continue
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 

@@ -6,15 +6,16 @@ prompt), and the step costs ONE pass of the token GEMMs over all the step's toke
 sequence's own attention (the KV tokens it reads, its causal query-key pairs): `kernel.step_core`
 over the step's aggregates. Semantics (framework/modes/serving/reference.py is the pure-Python mirror):
 
-- arrivals enter a waiting queue ordered by `order` (fcfs: arrival order; sjf: shortest prefill
-  first); closed loop: a finished request's client issues the next request think[k] s later,
-  and it reaches the engine strictly after the step boundary its predecessor finished at (one
-  ulp later): an engine loop sends a step's outputs and schedules its next step in the same
-  thread, microseconds apart, while the client's reply (streamed response, new HTTP request,
-  front end) takes longer, so the step scheduled at that boundary never holds it; an idle
-  engine schedules it as soon as it arrives; with engine.recv_interval > 1 (SGLang's
-  --scheduler-recv-interval) arrivals are read only on polling rounds, under TensorRT-LLM's
-  attention-DP balance only every Eng.ADP_RELEASE steps or by an idle group (recv.py);
+- arrivals enter a waiting queue ordered by `order` (fcfs: request order; sjf: shortest prefill
+  first), each read once it has arrived, whatever its index (recv.receive); closed loop: a
+  finished request's client issues the next request think[k] s later, and it reaches the engine
+  strictly after the step boundary its predecessor finished at (one ulp later): an engine loop
+  sends a step's outputs and schedules its next step in the same thread, microseconds apart, while
+  the client's reply (streamed response, new HTTP request, front end) takes longer, so the step
+  scheduled at that boundary never holds it; an idle engine schedules it as soon as it arrives;
+  with engine.recv_interval > 1 (SGLang's --scheduler-recv-interval) arrivals are read only on
+  polling rounds, under TensorRT-LLM's attention-DP balance only every Eng.ADP_RELEASE steps or by
+  an idle group (recv.py);
 - a step schedules, in order: decoding sequences (1 token each), sequences part-way through their
   prefill (a chunk each), then admits waiting requests head first while `max_batch` sequences,
   the token budget `max_tokens` and KV memory allow (the first that does not fit blocks the rest);
@@ -203,12 +204,9 @@ def serve(
     adm[Adm.DECAY] = eng[Eng.ADMIT_DECAY]
     adm[Adm.CLIP] = eng[Eng.ADMIT_CLIP]
     adm[Adm.RETRACT] = eng[Eng.ADMIT_RETRACT]
-    next_arr = 0
-    issued = n
-    if closed:
-        issued = 0
-        while issued < n and not np.isnan(arrival[issued]):
-            issued += 1
+    by_arr, m = RV.sent_order(arrival)
+    rp = np.array([0, m], np.int64)  # recv.receive's place in by_arr and in the issued requests
+    issued = m if closed else n
 
     steps = np.zeros((4096, StepLog.size))  # grows by doubling
     n_steps = 0
@@ -220,14 +218,15 @@ def serve(
         if lookahead and in_flight:  # this step was scheduled when the previous one started
             cut = steps[n_steps - 1, StepLog.START]
         if RV.reads(recv, eng[Eng.RECV_INTERVAL], eng[Eng.ADP_RELEASE], cnt[Cnt.RUN]):  # recv.py
-            next_arr = RV.receive(arrival, cut, next_arr, req, ix, cnt, pre_len, order)
+            RV.receive(arrival, cut, rp, by_arr, m, req, ix, cnt, pre_len, order)
         if cnt[Cnt.RUN] == 0 and cnt[Cnt.WAIT] == 0:
             if in_flight:  # an idle engine schedules as soon as its last step ends
                 in_flight = False
                 continue
             AD.idle(adm)
-            if next_arr < n and not np.isnan(arrival[next_arr]):
-                t = arrival[next_arr]
+            t_next = RV.earliest(arrival, rp, by_arr, m, ix)
+            if t_next < np.inf:
+                t = t_next
                 continue
             status = 1
             break
@@ -240,8 +239,9 @@ def serve(
                 in_flight = False
                 continue
             AD.idle(adm)
-            if next_arr < n and not np.isnan(arrival[next_arr]) and cnt[Cnt.RUN] == 0:
-                t = max(t, arrival[next_arr])
+            t_next = RV.earliest(arrival, rp, by_arr, m, ix)
+            if t_next < np.inf and cnt[Cnt.RUN] == 0:
+                t = max(t, t_next)
                 continue
             status = 1
             break
