@@ -58,9 +58,9 @@ def test_a_later_request_arriving_first_is_not_held(ready):
 
 @pytest.mark.parametrize("ready", [False, True])
 def test_shuffled_arrivals_match_reference(ready):
-    """Arrivals out of index order (a seeded shuffle of an open loop's, two more moved past their
-    neighbours by a few steps): the kernel's per-request times equal the reference's, and every
-    request starts no earlier than it arrives."""
+    """An open loop's arrivals out of index order (a seeded shuffle, one of them 50 ms later): the
+    kernel's per-request times equal the reference's, every request starts no earlier than it
+    arrives, and not in index order."""
     cfg, design, p = _prepared(24, "workload.output_dist.kind=uniform", "workload.output_dist.low=2",
                                "workload.output_dist.high=30")  # fmt: skip
     rng = np.random.default_rng(7)
@@ -72,3 +72,32 @@ def test_shuffled_arrivals_match_reference(ready):
     np.testing.assert_allclose(full, ref, rtol=1e-9, atol=1e-12)
     assert (full[:, 1] >= full[:, 0]).all()  # START >= ARRIVAL
     assert (np.argsort(full[:, 1], kind="stable") != np.arange(24)).any()  # not started in index order
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_closed_loop_issues_out_of_order_match_reference(ready):
+    """A closed loop of 4 clients whose delay before each next request is drawn per request (0-200
+    ms, as a disaggregated prefill's): requests issued later reach the engine sooner and start
+    before a lower-numbered one has arrived; the kernel's times equal the reference's."""
+    cfg = compose_cfg(
+        "workload=closed_loop",
+        "workload.concurrency=4",
+        "workload.n_requests=24",
+        "workload.prompt_len=200",
+        "workload.output_len=12",
+        "workload.output_dist.kind=uniform",
+        "workload.output_dist.low=2",
+        "workload.output_dist.high=30",
+        *NO_FRONTEND,
+    )
+    design = build(cfg)
+    p = S.prepare(cfg, design)
+    p["think"][:] = np.random.default_rng(3).uniform(0.0, 0.2, len(p["think"]))
+    if ready:
+        p["eng"][Eng.READY] = 1.0
+    full, ref = _both(cfg, design, p)
+    np.testing.assert_allclose(full, ref, rtol=1e-9, atol=1e-12)
+    arrival, start = full[:, 0], full[:, 1]
+    later_arrival_before = np.maximum.accumulate(arrival)  # the latest arrival among requests 0..i
+    # some request starts before a lower-numbered one has arrived (never, read in index order)
+    assert (start[1:] < later_arrival_before[:-1]).any()
