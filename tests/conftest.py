@@ -175,6 +175,17 @@ UNIFORM_LENGTHS = (
 )
 
 
+# 200-token prompts and outputs drawn in 2-30 tokens: the READY / arrival-order scheduler tests'
+# requests, ending at different steps after short prefills
+SHORT_UNIFORM_OUTPUTS = (
+    "workload.prompt_len=200",
+    "workload.output_len=12",
+    "workload.output_dist.kind=uniform",
+    "workload.output_dist.low=2",
+    "workload.output_dist.high=30",
+)
+
+
 def trace_file(tmp_path: Path, rows) -> str:
     """A workload.trace CSV of (arrival_s, prompt_len, output_len) rows; its path."""
     p = tmp_path / "trace.csv"

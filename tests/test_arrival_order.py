@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import NO_FRONTEND, compose_cfg
+from conftest import NO_FRONTEND, SHORT_UNIFORM_OUTPUTS, compose_cfg
 from decodelab.core.build import build
 from decodelab.modes.serving import scheduler as SK
 from decodelab.modes.serving import simulate as S
@@ -22,8 +22,7 @@ def _prepared(n: int, *overrides: str):
         "workload=open_loop",
         f"workload.n_requests={n}",
         "workload.arrival_rate=50",
-        "workload.prompt_len=200",
-        "workload.output_len=12",
+        *SHORT_UNIFORM_OUTPUTS,
         *NO_FRONTEND,
         *overrides,
     )
@@ -61,8 +60,7 @@ def test_shuffled_arrivals_match_reference(ready):
     """An open loop's arrivals out of index order (a seeded shuffle, one of them 50 ms later): the
     kernel's per-request times equal the reference's, every request starts no earlier than it
     arrives, and not in index order."""
-    cfg, design, p = _prepared(24, "workload.output_dist.kind=uniform", "workload.output_dist.low=2",
-                               "workload.output_dist.high=30")  # fmt: skip
+    cfg, design, p = _prepared(24)
     rng = np.random.default_rng(7)
     p["arrival"][:] = rng.permutation(p["arrival"])
     p["arrival"][3] += 0.05
@@ -83,11 +81,7 @@ def test_closed_loop_issues_out_of_order_match_reference(ready):
         "workload=closed_loop",
         "workload.concurrency=4",
         "workload.n_requests=24",
-        "workload.prompt_len=200",
-        "workload.output_len=12",
-        "workload.output_dist.kind=uniform",
-        "workload.output_dist.low=2",
-        "workload.output_dist.high=30",
+        *SHORT_UNIFORM_OUTPUTS,
         *NO_FRONTEND,
     )
     design = build(cfg)

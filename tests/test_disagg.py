@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import NO_FRONTEND, compose_cfg, decodelab, the_run_dir
+from conftest import NO_FRONTEND, SHORT_UNIFORM_OUTPUTS, compose_cfg, decodelab, the_run_dir
 from decodelab.core.build import build
 from decodelab.core.reference import reference_step
 from decodelab.modes.dispatch import evaluate
@@ -117,11 +117,7 @@ def test_ready_arrivals_match_reference(case):
     cfg = compose_cfg(
         "workload=open_loop",
         "workload.n_requests=14",
-        "workload.prompt_len=200",
-        "workload.output_len=12",
-        "workload.output_dist.kind=uniform",
-        "workload.output_dist.low=2",
-        "workload.output_dist.high=30",
+        *SHORT_UNIFORM_OUTPUTS,
         *READY_CASES[case],
     )
     design = build(cfg)
