@@ -11,10 +11,11 @@ breakpoints), every cost of a step is affine in x as long as each branch of the 
 bytes; per step: launches exposed or hidden, compute-bound time past the sustained-clock onset)
 goes the same way. Each branch is a comparison of two affine functions of x, so the rows where a
 set of branches holds form an interval: when both ends of a run take the same branches, every row
-between does too, and the run's sum is (rows) x (first + last) / 2. Otherwise the run is halved until it is. Not affine, and so walked row by row: a call whose bytes
-span tiers of different bandwidth under a bandwidth ramp (bw_half > 0: memory spilled to DDR),
-and fitted decode-attention laws (a p-norm in x; `walk=True`). `tests/test_grid.py` checks the
-sums against the row-by-row walk and `evaluate()`.
+between does too, and the run's sum is (rows) x (first + last) / 2. Otherwise the run is halved
+until it is. Not affine, and so walked row by row: a call whose bytes span tiers of different
+bandwidth under a bandwidth ramp (bw_half > 0: memory spilled to DDR), and fitted decode-attention
+laws (a p-norm in x; `walk=True`). `tests/test_grid.py` checks the sums against the row-by-row walk
+and `evaluate()`.
 """
 
 from __future__ import annotations

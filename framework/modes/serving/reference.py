@@ -120,8 +120,8 @@ def reference_serve(
                 in_flight = False
                 continue
             ratio = eng["admit_ratio"]  # idle: the ratio starts over
-            if _next_arrival(reqs, pending) < math.inf:
-                t = _next_arrival(reqs, pending)
+            if (t_next := _next_arrival(reqs, pending)) < math.inf:
+                t = t_next
                 continue
             raise RuntimeError("stuck: no request running, waiting or yet to arrive")
         budget = eng["max_tokens"]
@@ -261,8 +261,8 @@ def reference_serve(
                 in_flight = False
                 continue
             ratio = eng["admit_ratio"]
-            if not running and _next_arrival(reqs, pending) < math.inf:
-                t = max(t, _next_arrival(reqs, pending))
+            if not running and (t_next := _next_arrival(reqs, pending)) < math.inf:
+                t = max(t, t_next)
                 continue
             raise RuntimeError("stuck: a waiting request can never be scheduled")
 

@@ -239,8 +239,8 @@ def serve(
                 in_flight = False
                 continue
             AD.idle(adm)
-            t_next = RV.earliest(arrival, rp, by_arr, m, ix)
-            if t_next < np.inf and cnt[Cnt.RUN] == 0:
+            t_next = RV.earliest(arrival, rp, by_arr, m, ix) if cnt[Cnt.RUN] == 0 else np.inf
+            if t_next < np.inf:
                 t = max(t, t_next)
                 continue
             status = 1
