@@ -219,3 +219,35 @@ def test_a_recipe_serves_only_its_model(tmp_path):
     assert r["refuse"] == ""
     assert [r["prefill_workers"], r["prefill_tp"], r["decode_workers"], r["decode_tp"]] == [1, 1, 1, 4]
     assert aic_rows.reason_kind(df.refuse[1]) == "mode=disagg no recipe"
+
+
+def test_a_recorded_rows_decode_batch_is_its_recipes_cap(tmp_path):
+    """The db-dump copy of PR #588's run at 180 clients records its pools (prefill 1 worker of attention
+    DP 4, experts 1 x 4; decode 5 workers of TP 8, experts 1 x 8) and decode_batch_size 36, which is
+    180 clients / 5 workers, a fill-in: its one recipe of those pools, ctx1_gen5_tep8_batch32_eplb0_mtp0,
+    caps each decode worker at 32 (the file name's batch32, as its twin without pools, the same
+    measurement, reads it: that twin alone matches the MTP recipe too, the recorded row picks the
+    non-MTP one). So decode batch 32 and the clients stay 180: 160 decode slots, 20 requests waiting."""
+    dump = "db-dump/2026-04-27; config_id=320; silicon_concurrency=180; measured=2026-01-29T00:00:00.000Z"
+    pools = "1,1,1,1,4,1,4,36,5,8,1,1,1,8"  # prefill batch 1 x 1 worker ..., decode batch 36 x 5 workers ...
+    dumped = f"t,{dump},{FP4.format(isl=1024)},{pools},1000.0,20.0\n"
+    r, twin = frame(tmp_path, dumped, row(180)).itertuples(index=False)
+    assert r.refuse == "" and r.concurrency == 180
+    assert r.recipe == "recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_tep8_batch32_eplb0_mtp0.yaml"
+    assert [r.decode_workers, r.decode_tp, r.decode_dp, r.decode_moe_ep, r.decode_batch] == [5, 8, 1, 8, 32]
+    assert twin.decode_batch == 32 and twin.recipe == r.recipe
+
+
+def test_a_recorded_rows_prefill_batch_is_its_recipes_not_the_dumps_one(tmp_path):
+    """The db-dump copy of a B200 SGLang FP8 8k/1k run at 64 clients (measured 2026-02-07, image v0.5.8.post1)
+    records prefill 1 worker of TP 8, experts 1 x 8, prefill_batch_size 1 (every db-dump row's), and decode 4
+    workers of batch 16 (64 / 4): its recipe of those pools, low-latency-tep8-1p4d, states no prefill step
+    (aic_mapping.yaml `prefill_step` has no b200-fp8/8k1k directory), so the prefill pool keeps the engine's
+    cap (0), not one prompt a step; decode 16, the clients over the workers, as a row without pools reads
+    it (no batch in the file name)."""
+    dump = "db-dump/2026-04-27; config_id=453; silicon_concurrency=64; measured=2026-02-07T00:00:00.000Z"
+    sg = "sglang,0.5.8.post1,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,disagg,8192,1024,fp8,fp8_block,,,,,,"
+    pools = "1,1,8,1,1,1,8,16,4,8,1,1,1,8"
+    r = frame(tmp_path, f"t,{dump},{sg},{pools},9717.9,13.05\n").iloc[0]
+    assert r["refuse"] == "" and r["recipe"] == "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p4d.yaml"
+    assert [r["prefill_workers"], r["prefill_batch"], r["prefill_tokens"], r["decode_batch"]] == [1, 0, 0, 16]

@@ -13,7 +13,7 @@ disaggregated DeepSeek-R1 recipes as its nvidia-master.yaml stated them over tim
 - `prefill_step`: the tokens and prompts one prefill step of one attention rank carries (`prefill_step`);
 - `pool_backends`: each pool's MoE backend, block-scaled FP8 GEMM kernel and fused all-reduce + norm
   its recipes state (`moe_backend`, `gemm_backend_fp8_block`, `allreduce_norm`); `recorded_settings`:
-  those and the prefill step for a row that records its pools;
+  those, the prefill step and the decode batch cap for a row that records its pools;
 - `kv_of`: the KV cache dtype the recipes of a backend on a chip ran (`kv_dtype`)."""
 
 from __future__ import annotations
@@ -172,6 +172,8 @@ def _name(e: dict) -> str:
 POOL_COLUMNS = [
     f"{s}_{k}" for s in ("prefill", "decode") for k in ("workers", "tp", "dp", "moe_tp", "moe_ep")
 ]
+# the batch caps a row that records its pools takes from its recipes (recorded_settings)
+CAPS = ("prefill_batch", "prefill_tokens", "decode_batch")
 
 
 def of_pools(found: List[dict], clients: int, pools: Dict[str, int]) -> List[dict]:
@@ -286,18 +288,21 @@ def pool_backends(found: List[dict]) -> Dict[str, str]:
 def recorded_settings(row, pools: Dict[str, int]) -> Dict[str, object]:
     """What a row that records its pools (aic_rows.disagg_of's `pools`) takes from the recipes it
     may have run (`matches`) whose pools are those and that run no MTP (a recorded row runs
-    without): each pool's MoE backend (pool_backends) and the prefill step their directory states
-    (prefill_step; the dumps' prefill_batch_size is a fill-in: 1 in every db-dump row, whose
-    decode_batch_size is its clients over the decode ranks); {} where none matches."""
+    without): each pool's MoE backend (pool_backends) and the batch caps a row without pools reads
+    from them (`_columns`: the prefill step their directory states, 0 = the engine's where none is,
+    and the decode batch their files state), where every such recipe gives the same. The dumps'
+    batch sizes are fill-ins, not caps: prefill_batch_size is 1 in every db-dump row and
+    decode_batch_size its clients over the decode ranks (180 clients on five decode workers of
+    batch32 recipes record 36). {} where none matches."""
     clients = stated_clients(row)
     found = matches(row, clients) if clients is not None else []
     found = [e for e in of_pools(found, clients, pools) if not e["mtp"]]
     out: Dict[str, object] = (
         {**pool_backends(found), **mem_fractions(found), "recipe": files(found)} if found else {}
     )
-    steps = {tuple(sorted(prefill_step(e).items())) for e in found}
-    if len(steps) == 1 and (step := dict(steps.pop())):
-        out.update(prefill_batch=step.get("batch", 0), prefill_tokens=step.get("tokens", 0))
+    caps = {tuple(_columns(e, clients)[k] for k in CAPS) for e in found}
+    if len(caps) == 1:
+        out.update(zip(CAPS, caps.pop()))
     return out
 
 

@@ -5,8 +5,9 @@ launch settings of each pool's engine.
 
 A pool of `workers` instances of tp x dp GPUs runs its attention in dp data-parallel groups and
 its experts moe_tp x moe_ep ways (the aggregated rows' mapping, validation.parallel_overrides);
-its batch size is per attention-DP rank (concurrency = decode workers x dp x batch in every row),
-the batch cap of each rank (`disagg.<pool>.max_batch`). The KV crosses InfiniBand: every mapped
+its batch size, per attention-DP rank, is the batch cap of each rank (`disagg.<pool>.max_batch`):
+the row's own (concurrency = decode workers x dp x batch as recorded), or its recipe's where a dump
+records clients per rank (aic_recipes.recorded_settings). The KV crosses InfiniBand: every mapped
 row's deployment spans two or more 8-GPU nodes and which GPUs share a node is not recorded
 (conf/disagg/ib_1p1d.yaml: 400 Gb/s per GPU, one ConnectX-7 per GPU in DGX H100, H200 and B200)."""
 
