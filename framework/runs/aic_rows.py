@@ -99,12 +99,15 @@ def pool_row(row, side: str) -> dict:
 
 
 # A measurement to the last digit: a row without pool sizes and a row that records them with the same
-# key are one run dumped twice (the db-dump copies of InferenceX's runs record the pools)
-TWIN_KEY = ("system", "backend", "precision", "isl", "osl", "silicon_tpot_ms", "silicon_ttft_ms")
+# key are one run dumped twice (the db-dump copies of InferenceX's runs record the pools). The dumps
+# print one float apart in the 17th digit (13693.258112009305 and ...304 ms): 12 significant digits.
+TWIN_KEY = ("system", "backend", "precision", "isl", "osl")
+TWIN_TIMES = ("silicon_tpot_ms", "silicon_ttft_ms")
 
 
 def twin_key(row) -> tuple:
-    return (*(cell(row, k) for k in TWIN_KEY), stated_clients(row))
+    times = tuple(f"{v:.12g}" if (v := number(row, k)) is not None else "" for k in TWIN_TIMES)
+    return (*(cell(row, k) for k in TWIN_KEY), *times, stated_clients(row))
 
 
 def recorded(row) -> bool:
@@ -322,13 +325,46 @@ def frame(csv: Path, expand=None):
     `expand(record, row, twin)`: the records a row becomes instead (aic_candidates.expand)."""
     import pandas as pd
 
-    rows = [row for _, row in read_csv(csv).iterrows()]
+    rows = same_run([row for _, row in read_csv(csv).iterrows()])
     disagg = [r for r in rows if cell(r, "mode").lower() == "disagg" and recorded(r)]
     twins = {twin_key(r): r for r in disagg}
     recs = [(to_row(row, n, twins), row) for n, row in enumerate(rows, start=1)]
     return pd.DataFrame(
         [x for rec, row in recs for x in (expand(rec, row, twins.get(twin_key(row))) if expand else [rec])]
     )
+
+
+# what one copy of a measurement states that another may lack (same_run)
+EXACT_TIME = re.compile(r"measured=(\d{4}-\d\d-\d\d)T(?!00:00:00\.000Z)[\d:.]+Z")
+DATE_ONLY_TIME = re.compile(r"measured=(\d{4}-\d\d-\d\d)T00:00:00\.000Z")
+CONFIG_ID = re.compile(r"config_id=\d+;")
+
+
+def same_run(rows: list) -> list:
+    """`rows` with what a copy of the same measurement (twin_key) states and a row lacks: the time
+    to the second where the row has its UTC day only (a db-dump or 2026-04-06 copy), the run's
+    config_id (a db-dump copy's); a row's own statements are kept."""
+    copies: dict = {}
+    for r in rows:
+        copies.setdefault(twin_key(r), []).append(cell(r, "silicon_data_source"))
+    return [_completed(r, copies[twin_key(r)]) for r in rows]
+
+
+def _completed(row, sources: list):
+    """Row `row` with its silicon_data_source completed from its copies' `sources` (same_run)."""
+    own = new = cell(row, "silicon_data_source")
+    day = DATE_ONLY_TIME.search(own)
+    exact = [m.group(0) for s in sources if (m := EXACT_TIME.search(s))]
+    if day and exact and exact[0][len("measured=") :].startswith(day.group(1)):
+        new = new.replace(day.group(0), exact[0])
+    ids = [m.group(0) for s in sources if (m := CONFIG_ID.search(s))]
+    if ids and not CONFIG_ID.search(new):
+        new = f"{new}; {ids[0]}"
+    if new == own:
+        return row
+    row = row.copy()
+    row["silicon_data_source"] = new
+    return row
 
 
 def reason_kind(reason: str) -> str:
