@@ -26,7 +26,7 @@ def test_a_copy_one_digit_apart_is_the_same_run(tmp_path):
     assert len(alone) == 2
     _, df = expanded(tmp_path, row(180), f"t,{dump},{FP4.format(isl=1024)},{pools},1000.0000000000002,20.0\n")
     assert len(df) == 2 and list(df["row"]) == [1, 2]
-    assert df["decode_mtp"][0] == 0 and df["recipe"].nunique() == 1  # the recorded row runs no MTP
+    assert df["decode_mtp"][0] == 0 and df["recipe"].nunique() == 1  # row 1 runs the non-MTP recipe
 
 
 def test_a_day_only_copy_takes_its_copys_time(tmp_path):

@@ -16,7 +16,9 @@ The schema's quirks, each handled here:
 - a replica is tp_size x attention_dp_size GPUs per pipeline stage (x pp_size), its experts split
   moe_tp_size x moe_ep_size ways over them (moe_tp x moe_ep = tp x attention_dp);
 - a disaggregated row (`mode` disagg) has empty tp/batch columns and `prefill_*` / `decode_*` pool
-  columns instead (disagg_of): run as conf/disagg pools (framework/runs/validation_disagg.py)."""
+  columns instead (disagg_of): run as conf/disagg pools (framework/runs/validation_disagg.py);
+- one measurement dumped two or three times, its times printed a digit apart, each copy stating part
+  of what is known (the time to the second, the config_id, the pools): read as one (same_run, twin_key)."""
 
 from __future__ import annotations
 
