@@ -17,7 +17,7 @@ SGL_FP4 = FP4.replace("trtllm,0.8.1.post1", "sglang,0.5.8.post1")
 def expanded(tmp_path, *rows):
     p = tmp_path / "silicon.csv"
     p.write_text(HEAD + "".join(rows))
-    return p, aic_rows.frame(p, aic_candidates.expand)
+    return p, aic_rows.frame(p, aic_candidates.expand_all)
 
 
 def test_ambiguous_pools_become_one_row_per_recipe(tmp_path):

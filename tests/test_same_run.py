@@ -64,3 +64,27 @@ def test_a_copy_takes_the_config_id_its_db_dump_copy_names(tmp_path):
     assert len(alone) == 2
     _, df = expanded(tmp_path, copy, f"d,{dump}; lmsysorg/sglang:v0.5.9-cu130,{eng},799.0,22.5\n")
     assert list(df["launch"]) == ["inferencex-sglang-dsr1-b200-fp8-0325"] * 2
+
+
+def test_a_sibling_settled_by_its_copy_leaves_the_other_config(tmp_path):
+    """The same run measured 64 clients twice at 16:34:14Z, once per config it swept (MTP and non-MTP):
+    TPOT 22.5 and 20.4 ms. The 22.5 ms row's db-dump copy names config_id=87 (non-MTP), so the 20.4 ms
+    row, another measurement of that run at that setting, ran the other config: MTP. A row of another
+    time is no sibling and stays open."""
+    eng = (
+        "sglang,0.5.9,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,agg,1024,1024,fp8,fp8_block,64,8,1,1,8,1"
+        + "," * 14
+    )
+    src = "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=64; measured={t}"
+    img = "image=lmsysorg/sglang:v0.5.9-cu130"
+    dump = "db-dump/2026-04-27; config_id=87; silicon_concurrency=64; measured=2026-03-25T00:00:00.000Z"
+    t = "2026-03-25T16:34:14Z"
+    non_mtp = f"a,{src.format(t=t)}; {img},{eng},799.0,22.5\n"
+    copy = f"b,{dump}; lmsysorg/sglang:v0.5.9-cu130,{eng},799.0,22.5\n"
+    sibling = f"c,{src.format(t=t)}; {img},{eng},700.0,20.4\n"
+    later = f"d,{src.format(t='2026-03-25T20:00:00Z')}; {img},{eng},650.0,19.0\n"
+    _, df = expanded(tmp_path, non_mtp, copy, sibling, later)
+    launch = dict(zip(df["id"], df["launch"]))
+    assert launch["a"] == launch["b"] == "inferencex-sglang-dsr1-b200-fp8-0325"
+    assert launch["c"] == "inferencex-sglang-dsr1-b200-fp8-mtp"
+    assert list(df["id"]).count("d") == 2

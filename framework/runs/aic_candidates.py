@@ -1,7 +1,8 @@
 """Rows whose launch the data leaves open: disaggregated rows of an InferenceX run that record no
 pools and match several of its benchmark recipes (recipes of different pools, or of the same pools
 with and without MTP; framework/runs/aic_recipes.py), and aggregated rows at a setting that
-several configs of one run swept (framework/runs/aic_launches.py). `decodelab validate` runs each
+several configs of one run swept (framework/runs/aic_launches.py), less the configs the run's other
+measurements at that setting settle (`expand_all`). `decodelab validate` runs each
 candidate launch (`expand`: one row per candidate, column `candidate` "i/k") and reports the row
 once, with the mean of the candidates' predictions and their range in its reason (`combine`): the
 expectation over launches the data cannot tell apart, each weighted the same, rather than a
@@ -21,13 +22,55 @@ from decodelab.runs.validation_steps import output_rate
 OPEN = ("ambiguous recipe:", "MTP or not:")
 
 
-def expand(rec: dict, row, twin) -> List[dict]:
-    """`rec` (aic_rows.to_row of CSV row `row`) as one row per candidate launch, or [rec]."""
+def expand_all(recs: List[tuple], twins: dict) -> List[dict]:
+    """The records of every (record, CSV row) pair of `recs` (aic_rows.frame), each row's by `expand`,
+    an aggregated row's open launches less those its siblings settle (`_settled`)."""
+    settled = _settled(recs)
+    out: List[dict] = []
+    for rec, row in recs:
+        key, own = _run_key(rec, row), aic_rows.twin_key(row)
+        others = {launch for twin, launch in settled.get(key, ()) if twin != own}
+        out += expand(rec, row, twins.get(own), others)
+    return out
+
+
+def _gpus(rec: dict) -> int:
+    return int(rec.get("tp", 1)) * int(rec.get("dp", 1))
+
+
+def _run_key(rec: dict, row):
+    """An aggregated row's setting in one run: its system, engine, version, precision, lengths, clients,
+    GPUs and measured time to the second (aic_rows.EXACT_TIME; None without one, or refused)."""
+    m = aic_rows.EXACT_TIME.search(aic_rows.cell(row, "silicon_data_source"))
+    if rec.get("mode") != "agg" or rec.get("refuse") or not m:
+        return None
+    keys = ("system", "engine", "engine_version", "precision", "isl", "osl", "concurrency")
+    return (*(rec.get(k) for k in keys), _gpus(rec), m.group(0))
+
+
+def _settled(recs: List[tuple]) -> dict:
+    """{run key: {(twin_key, launch)}}: the aggregated rows one launch settles (one entry fits, or a
+    copy's config_id picks one: aic_rows.same_run). A run measures each config it swept once at a
+    setting, so a sibling row there (another measurement, the same run key) ran another config."""
+    out: dict = {}
+    for rec, row in recs:
+        key = _run_key(rec, row)
+        found = aic_launches.launches_of(row, _gpus(rec), rec.get("concurrency")) if key else []
+        if len(found) == 1:
+            out.setdefault(key, set()).add((aic_rows.twin_key(row), found[0]["launch"]))
+    return out
+
+
+def expand(rec: dict, row, twin, others=frozenset()) -> List[dict]:
+    """`rec` (aic_rows.to_row of CSV row `row`) as one row per candidate launch, or [rec]; `others`:
+    the launches other measurements of its run at its setting settle (expand_all), not its own."""
     if rec.get("mode") == "agg" and not rec.get("refuse"):
-        gpus = int(rec.get("tp", 1)) * int(rec.get("dp", 1))
-        found = aic_launches.open_launches(row, gpus, rec.get("concurrency"))
-        k = len(found)
-        return [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(found, start=1)] or [rec]
+        found = aic_launches.open_launches(row, _gpus(rec), rec.get("concurrency"))
+        left = [c for c in found if c["launch"] not in others] or found
+        if len(left) == 1:
+            return [{**rec, **left[0]}]
+        k = len(left)
+        return [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(left, start=1)] or [rec]
     if rec.get("mode") != "disagg" or not any(k in str(rec.get("refuse", "")) for k in OPEN):
         return [rec]
     model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))

@@ -324,16 +324,15 @@ def to_row(row, n: int, twins=None) -> dict:
 
 def frame(csv: Path, expand=None):
     """The rows of an AIConfigurator CSV as decodelab's (to_row), one per data row, in order;
-    `expand(record, row, twin)`: the records a row becomes instead (aic_candidates.expand)."""
+    `expand(recs, twins)`: the records the (record, row) pairs become instead, `twins` the rows that
+    record their pools by twin_key (aic_candidates.expand_all)."""
     import pandas as pd
 
     rows = same_run([row for _, row in read_csv(csv).iterrows()])
     disagg = [r for r in rows if cell(r, "mode").lower() == "disagg" and recorded(r)]
     twins = {twin_key(r): r for r in disagg}
     recs = [(to_row(row, n, twins), row) for n, row in enumerate(rows, start=1)]
-    return pd.DataFrame(
-        [x for rec, row in recs for x in (expand(rec, row, twins.get(twin_key(row))) if expand else [rec])]
-    )
+    return pd.DataFrame(expand(recs, twins) if expand else [rec for rec, _ in recs])
 
 
 # what one copy of a measurement states that another may lack (same_run)

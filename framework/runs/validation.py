@@ -252,7 +252,7 @@ def _frame(csv: Path):
     import pandas as pd
 
     if aic_rows.is_aic(csv):
-        df = aic_rows.frame(csv, aic_candidates.expand)  # open launches: one row per candidate
+        df = aic_rows.frame(csv, aic_candidates.expand_all)  # open launches: one row per candidate
         if df.empty:
             raise ValueError(f"{csv.name} has a header but no data rows")
         return df, list(df["refuse"]), True
