@@ -40,12 +40,12 @@ def _gpus(rec: dict) -> int:
 
 def _run_key(rec: dict, row):
     """An aggregated row's setting in one run: its system, engine, version, precision, lengths, clients,
-    GPUs and measured time to the second (aic_rows.EXACT_TIME; None without one, or refused)."""
-    m = aic_rows.EXACT_TIME.search(aic_rows.cell(row, "silicon_data_source"))
-    if rec.get("mode") != "agg" or rec.get("refuse") or not m:
+    GPUs and measured time to the second (aic_recipes.exact_time; None without one, or refused)."""
+    t = aic_recipes.exact_time(aic_rows.cell(row, "silicon_data_source"))
+    if rec.get("mode") != "agg" or rec.get("refuse") or not t:
         return None
     keys = ("system", "engine", "engine_version", "precision", "isl", "osl", "concurrency")
-    return (*(rec.get(k) for k in keys), _gpus(rec), m.group(0))
+    return (*(rec.get(k) for k in keys), _gpus(rec), t)
 
 
 def _settled(recs: List[tuple]) -> dict:

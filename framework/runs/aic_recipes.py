@@ -61,6 +61,13 @@ def applies(row) -> bool:
     return any(m in source for m in _rule().get("markers") or [])
 
 
+def exact_time(source: str) -> Optional[str]:
+    """The measured= time a silicon_data_source states to the second; None where it states the UTC
+    day only (DATE_ONLY) or no time."""
+    m = MEASURED.search(source)
+    return m.group(1) if m and not m.group(1).endswith(DATE_ONLY) else None
+
+
 def _window(source: str) -> Optional[Tuple[dt.datetime, dt.datetime]]:
     """(first, last) time the row may have been measured: its measured= time, or its UTC day."""
     m = MEASURED.search(source)

@@ -335,9 +335,7 @@ def frame(csv: Path, expand=None):
     return pd.DataFrame(expand(recs, twins) if expand else [rec for rec, _ in recs])
 
 
-# what one copy of a measurement states that another may lack (same_run)
-EXACT_TIME = re.compile(r"measured=(\d{4}-\d\d-\d\d)T(?!00:00:00\.000Z)[\d:.]+Z")
-DATE_ONLY_TIME = re.compile(r"measured=(\d{4}-\d\d-\d\d)T00:00:00\.000Z")
+# the run's config a db-dump copy names, which its other copies lack (same_run)
 CONFIG_ID = re.compile(r"config_id=\d+;")
 
 
@@ -354,10 +352,10 @@ def same_run(rows: list) -> list:
 def _completed(row, sources: list):
     """Row `row` with its silicon_data_source completed from its copies' `sources` (same_run)."""
     own = new = cell(row, "silicon_data_source")
-    day = DATE_ONLY_TIME.search(own)
-    exact = [m.group(0) for s in sources if (m := EXACT_TIME.search(s))]
-    if day and exact and exact[0][len("measured=") :].startswith(day.group(1)):
-        new = new.replace(day.group(0), exact[0])
+    day = aic_recipes.MEASURED.search(own)
+    exact = [t for s in sources if (t := aic_recipes.exact_time(s))]
+    if day and day.group(1).endswith(aic_recipes.DATE_ONLY) and exact and exact[0][:10] == day.group(1)[:10]:
+        new = new.replace(day.group(1), exact[0])
     ids = [m.group(0) for s in sources if (m := CONFIG_ID.search(s))]
     if ids and not CONFIG_ID.search(new):
         new = f"{new}; {ids[0]}"
