@@ -107,3 +107,22 @@ def test_a_recorded_twin_settles_mtp_or_not(tmp_path):
     r = df.iloc[0]
     assert len(df[df["row"] == 1]) == 1 and r["decode_mtp"] == 0 and r["refuse"] == ""
     assert r["recipe"] == "recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_tep8_batch32_eplb0_mtp0.yaml"
+
+
+def test_a_disaggregated_sibling_runs_the_launch_its_run_has_left(tmp_path):
+    """10 clients of the TensorRT-LLM FP4 key, measured twice at 15:52:16Z (PR #588's run): TTFT / TPOT
+    1000 / 20 ms, whose db-dump copy records the ctx1_gen5_tep8_batch32 pools and so runs them without MTP
+    (test above), and 900 / 15 ms, which matches the same pools' MTP and non-MTP files. The run measured
+    each file once at a setting, so the second ran the MTP one (draft 3). A row of another time is no
+    sibling: it keeps both candidates."""
+    from test_disagg_moe_backend import TEP8_X5, dumped
+
+    sibling = row(10).replace("1000.0,20.0", "900.0,15.0")
+    later = row(10, t="2026-01-29T18:00:00Z").replace("1000.0,20.0", "800.0,14.0")
+    copy = dumped(10, "2026-01-29T00:00:00.000Z", TEP8_X5)
+    _, df = expanded(tmp_path, row(10), copy, sibling, later)
+    assert list(df["row"]) == [1, 2, 3, 4, 4]
+    mtp = df[df["row"] == 3].iloc[0]
+    assert mtp["decode_mtp"] == 3 and mtp["refuse"] == ""
+    assert mtp["recipe"] == "recipes/trtllm/b200-fp4/1k1k/mtp/ctx1_gen5_tep8_batch32_eplb0_mtp3.yaml"
+    assert sorted(df[df["row"] == 4]["decode_mtp"]) == [0, 3]

@@ -1,7 +1,7 @@
 """Rows whose launch the data leaves open: disaggregated rows of an InferenceX run that record no
 pools and match several of its benchmark recipes (recipes of different pools, or of the same pools
 with and without MTP; framework/runs/aic_recipes.py), and aggregated rows at a setting that
-several configs of one run swept (framework/runs/aic_launches.py), less the configs the run's other
+several configs of one run swept (framework/runs/aic_launches.py), less the launches the run's other
 measurements at that setting settle (`expand_all`). `decodelab validate` runs each
 candidate launch (`expand`: one row per candidate, column `candidate` "i/k") and reports the row
 once, with the mean of the candidates' predictions and their range in its reason (`combine`): the
@@ -16,6 +16,7 @@ from typing import List
 import numpy as np
 
 from decodelab.runs import aic_launches, aic_recipes, aic_rows
+from decodelab.runs.aic_mapping import stated_clients
 from decodelab.runs.validation_steps import output_rate
 
 # pools_of's refusals that name several launches (aic_recipes.pools_of)
@@ -24,7 +25,7 @@ OPEN = ("ambiguous recipe:", "MTP or not:")
 
 def expand_all(recs: List[tuple], twins: dict) -> List[dict]:
     """The records of every (record, CSV row) pair of `recs` (aic_rows.frame), each row's by `expand`,
-    an aggregated row's open launches less those its siblings settle (`_settled`)."""
+    its open launches less those its siblings settle (`_settled`)."""
     settled = _settled(recs)
     out: List[dict] = []
     for rec, row in recs:
@@ -38,24 +39,46 @@ def _gpus(rec: dict) -> int:
     return int(rec.get("tp", 1)) * int(rec.get("dp", 1))
 
 
+def _is_open(rec: dict) -> bool:
+    """Whether a disaggregated record names several launches (pools_of's OPEN refusals)."""
+    return rec.get("mode") == "disagg" and any(k in str(rec.get("refuse", "")) for k in OPEN)
+
+
 def _run_key(rec: dict, row):
-    """An aggregated row's setting in one run: its system, engine, version, precision, lengths, clients,
-    GPUs and measured time to the second (aic_recipes.exact_time; None without one, or refused)."""
+    """A row's setting in one run: its mode, system, engine, version, precision, lengths, clients,
+    an aggregated row's GPUs (a disaggregated run's launches differ in pools) and its measured time to
+    the second (aic_recipes.exact_time); None without one, or refused other than for its launch."""
     t = aic_recipes.exact_time(aic_rows.cell(row, "silicon_data_source"))
-    if rec.get("mode") != "agg" or rec.get("refuse") or not t:
+    mode = rec.get("mode")
+    if mode not in ("agg", "disagg") or not t or (rec.get("refuse") and not _is_open(rec)):
         return None
-    keys = ("system", "engine", "engine_version", "precision", "isl", "osl", "concurrency")
-    return (*(rec.get(k) for k in keys), _gpus(rec), t)
+    keys = ("system", "engine", "engine_version", "precision", "isl", "osl")
+    clients = stated_clients(row) if mode == "disagg" else rec.get("concurrency")
+    return (mode, *(rec.get(k) for k in keys), clients, _gpus(rec) if mode == "agg" else 0, t)
+
+
+def _disagg_launch(rec: dict) -> tuple:
+    """A disaggregated launch as its siblings compare it: its pools (aic_recipes.POOL_COLUMNS) and
+    whether it drafts (MTP); a row that records its pools runs none (aic_recipes.recorded_settings)."""
+    mtp = bool(rec.get("decode_mtp") or rec.get("prefill_mtp"))
+    return (*(rec.get(k) for k in aic_recipes.POOL_COLUMNS), mtp)
 
 
 def _settled(recs: List[tuple]) -> dict:
-    """{run key: {(twin_key, launch)}}: the aggregated rows one launch settles (one entry fits, or a
-    copy's config_id picks one: aic_rows.same_run). A run measures each config it swept once at a
-    setting, so a sibling row there (another measurement, the same run key) ran another config."""
+    """{run key: {(twin_key, launch)}}: the rows one launch settles: an aggregated row where one entry
+    fits or a copy's config_id picks one (aic_rows.same_run), a disaggregated one that runs (its recorded
+    pools, or the one recipe of pools and MTP it matches: `_disagg_launch`). A run measures each launch
+    it swept once at a setting, so a sibling row there (another measurement, the same run key) ran
+    another."""
     out: dict = {}
     for rec, row in recs:
         key = _run_key(rec, row)
-        found = aic_launches.launches_of(row, _gpus(rec), rec.get("concurrency")) if key else []
+        if key is None or (rec["mode"] == "disagg" and rec.get("refuse")):
+            continue
+        if rec["mode"] == "disagg":
+            out.setdefault(key, set()).add((aic_rows.twin_key(row), _disagg_launch(rec)))
+            continue
+        found = aic_launches.launches_of(row, _gpus(rec), rec.get("concurrency"))
         if len(found) == 1:
             out.setdefault(key, set()).add((aic_rows.twin_key(row), found[0]["launch"]))
     return out
@@ -71,14 +94,17 @@ def expand(rec: dict, row, twin, others=frozenset()) -> List[dict]:
             return [{**rec, **left[0]}]
         k = len(left)
         return [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(left, start=1)] or [rec]
-    if rec.get("mode") != "disagg" or not any(k in str(rec.get("refuse", "")) for k in OPEN):
+    if not _is_open(rec):
         return [rec]
     model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))
     found = aic_recipes.candidates(row, aic_rows.twin_pools(twin, model))
-    k = len(found)
+    left = [c for c in found if _disagg_launch(c) not in others] or found
+    if len(left) == 1:
+        return [{**rec, **left[0], "tp": left[0]["decode_tp"], "refuse": ""}]
+    k = len(left)
     return [
         {**rec, **c, "tp": c["decode_tp"], "refuse": "", "candidate": f"{i}/{k}"}
-        for i, c in enumerate(found, start=1)
+        for i, c in enumerate(left, start=1)
     ] or [rec]
 
 
