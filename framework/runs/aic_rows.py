@@ -186,7 +186,7 @@ def precision_of(row, model: str) -> str:
     """The row's precision: empty = bf16; `fp4` of a model (conf/model name, '' if none) whose 4-bit checkpoint is MXFP4
     (model.expert_only_dtypes lists mxfp4: gpt-oss, DeepSeek-V4) = mxfp4, nvfp4 for a checkpoint its model_path names
     NVFP4; without a `precision` column, the moe_quant_mode where given, else the gemm_quant_mode."""
-    if "precision" not in row.index:
+    if "precision" not in row.keys():
         return cell(row, "moe_quant_mode") or cell(row, "gemm_quant_mode") or "bf16"
     prec = cell(row, "precision").lower()
     if not prec:
@@ -328,7 +328,7 @@ def frame(csv: Path, expand=None):
     record their pools by twin_key (aic_candidates.expand_all)."""
     import pandas as pd
 
-    rows = same_run([row for _, row in read_csv(csv).iterrows()])
+    rows = same_run(read_csv(csv).to_dict("records"))  # plain dicts: cell() reads each many times
     disagg = [r for r in rows if cell(r, "mode").lower() == "disagg" and recorded(r)]
     twins = {twin_key(r): r for r in disagg}
     recs = [(to_row(row, n, twins), row) for n, row in enumerate(rows, start=1)]

@@ -46,10 +46,16 @@ def _model_yaml(name: str) -> dict:
     return yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
 
 
+@functools.lru_cache(maxsize=4)
+def _model_names(mtime_ns: int) -> dict:
+    """{normalised name: file stem} of conf/model's files, read again when the directory changes."""
+    return {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+
+
 def model_config_name(model: str) -> str:
     """conf/model/<name>.yaml whose name matches a model id (meta-llama/Llama-3.1-8B-Instruct ->
     llama3_1_8b; Qwen/Qwen3-32B-FP8 -> qwen3_32b; mistralai/Mixtral-8x7B-v0.1 -> mixtral_8x7b)."""
-    names = {_norm(p.stem): p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+    names = _model_names((CONF_DIR / "model").stat().st_mtime_ns)
     for key in _candidates(model):
         if key in names:
             return names[key]
