@@ -215,6 +215,17 @@ def context_composer(config_name: str = "config") -> Composer:
     return Composer(Source(None, config_name), GlobalHydra.instance().config_loader())
 
 
+def compose_job(composer: Composer, job: Sequence[str], reuse: bool = True):
+    """A job's config: `composer`'s fast path (Composer.config: one Hydra composition per choice of
+    config groups; reuse: its working copy, valid until the next call), Hydra itself (the context
+    open now) for a job naming `hydra.*` settings (search paths)."""
+    if any(o.lstrip("+~").startswith("hydra") for o in job):
+        from hydra import compose
+
+        return compose(config_name=composer.source.config_name, overrides=list(job))
+    return composer.config(job, reuse=reuse)
+
+
 def composer(source: Source) -> Composer:
     """One Hydra context and composition cache per worker process, kept between chunks."""
     if source not in _COMPOSERS:

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Tuple
 
 from decodelab.config import compose as C
 from decodelab.config import plan as SP
+from decodelab.config.composition import compose_job
 from decodelab.config.diagnose import did_you_mean, listing
 from decodelab.config.sweepfile import load_sweep
 from decodelab.errors import ConfigError
@@ -183,13 +184,6 @@ def with_what_if(job: Dict[str, str], what_if: List[str]) -> List[str]:
     any key they set."""
     keys = {key_of(w) for w in what_if}
     return [f"{k}={v}" for k, v in job.items() if key_of(k) not in keys] + list(what_if)
-
-
-def compose_job(composer, job: List[str]):
-    """A claim job's config: the composer's fast path, Hydra itself for a job naming search paths."""
-    if any(o.lstrip("+~").startswith("hydra") for o in job):
-        return C.compose_in_context(job)
-    return composer.config(job, reuse=True)
 
 
 def mark_calibrations(rows: List[dict]) -> List[dict]:

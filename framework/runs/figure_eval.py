@@ -19,7 +19,8 @@ from decodelab.modes.resolve import with_fields
 from decodelab.modes.dispatch import evaluate
 from decodelab.paths import SWEEPS_DIR
 from omegaconf import OmegaConf
-from decodelab.runs.claims import _matches, compose_job, figure_value, with_what_if
+from decodelab.config.composition import compose_job
+from decodelab.runs.claims import _matches, figure_value, with_what_if
 from decodelab.runs.placeholders import Param, figure_ids, select
 
 SKIPPED = {"status": "skipped", "reason": "not read by this figure", "metrics": {}}

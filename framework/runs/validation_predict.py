@@ -15,6 +15,7 @@ import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from decodelab.config import compose as C
+from decodelab.config.composition import compose_job, context_composer
 from decodelab.core import profile_reserve
 from decodelab.core.result import Result
 from decodelab.errors import ConfigError, Infeasible
@@ -236,14 +237,18 @@ def pinned_keys(overrides) -> set:
 
 
 def composed(cache, key, overrides):
-    """The composed config of a row's design. Hydra composes once per design without its tensor
-    parallelism (the slow part: ~0.5-1 s each); each TP degree is a copy with the two fields set,
-    exactly what composing with them would give (an override of either on the command line wins)."""
+    """The composed config of a row's design: once per design without its tensor parallelism, on
+    a Composer kept in `cache` (Hydra composes once per choice of config groups, ~0.5-1 s each; a
+    design's field overrides go on a copy of that, as `decodelab -m` applies them); each TP degree
+    is a copy with the two fields set, exactly what composing with them would give (an override of
+    either on the command line wins)."""
     from omegaconf import OmegaConf
 
     base = tuple(k for k in key if not k.startswith(_TP_KEYS))
     if ("compose", base) not in cache:
-        cfg = C.compose_in_context(["tracking=off", *base, *overrides])
+        if "composer" not in cache:
+            cache["composer"] = context_composer()
+        cfg = compose_job(cache["composer"], ["tracking=off", *base, *overrides], reuse=False)
         OmegaConf.set_readonly(cfg, False)
         cache[("compose", base)] = cfg
     cfg = cache[("compose", base)].copy()
