@@ -26,10 +26,10 @@ OPEN = ("ambiguous recipe:", "MTP or not:")
 def expand_all(recs: List[tuple], twins: dict) -> List[dict]:
     """The records of every (record, CSV row) pair of `recs` (aic_rows.frame), each row's by `expand`,
     its open launches less those its siblings settle (`_settled`)."""
-    settled = _settled(recs)
+    keys = [(_run_key(rec, row), aic_rows.twin_key(row)) for rec, row in recs]
+    settled = _settled(recs, keys)
     out: List[dict] = []
-    for rec, row in recs:
-        key, own = _run_key(rec, row), aic_rows.twin_key(row)
+    for (rec, row), (key, own) in zip(recs, keys):
         others = {launch for twin, launch in settled.get(key, ()) if twin != own}
         out += expand(rec, row, twins.get(own), others)
     return out
@@ -64,23 +64,24 @@ def _disagg_launch(rec: dict) -> tuple:
     return (*(rec.get(k) for k in aic_recipes.POOL_COLUMNS), mtp)
 
 
-def _settled(recs: List[tuple]) -> dict:
-    """{run key: {(twin_key, launch)}}: the rows one launch settles: an aggregated row where one entry
-    fits or a copy's config_id picks one (aic_rows.same_run), a disaggregated one that runs (its recorded
-    pools, or the one recipe of pools and MTP it matches: `_disagg_launch`). A run measures each launch
-    it swept once at a setting, so a sibling row there (another measurement, the same run key) ran
-    another."""
+def _settled(recs: List[tuple], keys: List[tuple]) -> dict:
+    """{run key: {(twin_key, launch)}}: the rows one launch settles (`keys`: each row's run key and
+    twin key): an aggregated row where one entry fits or a copy's config_id picks one
+    (aic_rows.same_run), a disaggregated one that runs (its recorded pools, or the one recipe of pools
+    and MTP it matches: `_disagg_launch`). A run measures each launch it swept once at a setting, so a
+    sibling row there (another measurement, the same run key) ran another."""
     out: dict = {}
-    for rec, row in recs:
-        key = _run_key(rec, row)
+    for (rec, row), (key, own) in zip(recs, keys):
         if key is None or (rec["mode"] == "disagg" and rec.get("refuse")):
             continue
         if rec["mode"] == "disagg":
-            out.setdefault(key, set()).add((aic_rows.twin_key(row), _disagg_launch(rec)))
-            continue
-        found = aic_launches.launches_of(row, _gpus(rec), rec.get("concurrency"))
-        if len(found) == 1:
-            out.setdefault(key, set()).add((aic_rows.twin_key(row), found[0]["launch"]))
+            launch = _disagg_launch(rec)
+        else:
+            found = aic_launches.launches_of(row, _gpus(rec), rec.get("concurrency"))
+            if len(found) != 1:
+                continue
+            launch = found[0]["launch"]
+        out.setdefault(key, set()).add((own, launch))
     return out
 
 
@@ -89,23 +90,23 @@ def expand(rec: dict, row, twin, others=frozenset()) -> List[dict]:
     the launches other measurements of its run at its setting settle (expand_all), not its own."""
     if rec.get("mode") == "agg" and not rec.get("refuse"):
         found = aic_launches.open_launches(row, _gpus(rec), rec.get("concurrency"))
-        left = [c for c in found if c["launch"] not in others] or found
-        if len(left) == 1:
-            return [{**rec, **left[0]}]
-        k = len(left)
-        return [{**rec, **c, "candidate": f"{i}/{k}"} for i, c in enumerate(left, start=1)] or [rec]
+        return _records(rec, found, others, lambda c: c["launch"], lambda c: {})
     if not _is_open(rec):
         return [rec]
     model, _ = aic_rows.model_of(aic_rows.cell(row, "model_path"))
     found = aic_recipes.candidates(row, aic_rows.twin_pools(twin, model))
-    left = [c for c in found if _disagg_launch(c) not in others] or found
+    return _records(rec, found, others, _disagg_launch, lambda c: {"tp": c["decode_tp"], "refuse": ""})
+
+
+def _records(rec: dict, found: List[dict], others, launch, extra) -> List[dict]:
+    """`rec` with each launch of `found` whose `launch(c)` is not in `others` (every one where all
+    are), plus `extra(c)`: one settled launch as the row itself, several as candidates "i/k"; [rec]
+    where `found` is empty."""
+    left = [c for c in found if launch(c) not in others] or found
     if len(left) == 1:
-        return [{**rec, **left[0], "tp": left[0]["decode_tp"], "refuse": ""}]
+        return [{**rec, **left[0], **extra(left[0])}]
     k = len(left)
-    return [
-        {**rec, **c, "tp": c["decode_tp"], "refuse": "", "candidate": f"{i}/{k}"}
-        for i, c in enumerate(left, start=1)
-    ] or [rec]
+    return [{**rec, **c, **extra(c), "candidate": f"{i}/{k}"} for i, c in enumerate(left, start=1)] or [rec]
 
 
 def _merged(g) -> dict:

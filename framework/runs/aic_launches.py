@@ -11,27 +11,18 @@ as that one."""
 
 from __future__ import annotations
 
-import functools
 from typing import List, Optional, Tuple
 
-from decodelab.paths import CONF_DIR
 from decodelab.runs.aic_mapping import fits, mapping
+from decodelab.runs.validation_names import conf_yaml
 
 NO_LAUNCH = {"launch": "", "engine_file": "", "launch_overrides": (), "tokens_rule": (), "row_engine": ()}
-
-
-@functools.lru_cache(maxsize=None)
-def _engine_yaml(name: str) -> dict:
-    """conf/engine/<name>.yaml, parsed once a process (a row's launch reads it per row)."""
-    import yaml
-
-    return yaml.safe_load((CONF_DIR / "engine" / f"{name}.yaml").read_text()) or {}
 
 
 def engine_field(name: str, keys: Tuple[str, ...], default=0):
     """A field of conf/engine/<name>.yaml (`keys` nested), else of the files its `defaults` list
     inherits (in order), else `default`."""
-    d = _engine_yaml(name)
+    d = conf_yaml("engine", name)
     v = d
     for k in keys:
         v = v.get(k) if isinstance(v, dict) else None

@@ -40,10 +40,15 @@ def _candidates(model: str) -> List[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _model_yaml(name: str) -> dict:
+def conf_yaml(group: str, name: str) -> dict:
+    """conf/<group>/<name>.yaml as parsed, once a process (the rows of a CSV read the same files)."""
     import yaml
 
-    return yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text()) or {}
+    return yaml.safe_load((CONF_DIR / group / f"{name}.yaml").read_text()) or {}
+
+
+def _model_yaml(name: str) -> dict:
+    return conf_yaml("model", name)
 
 
 @functools.lru_cache(maxsize=4)
