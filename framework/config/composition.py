@@ -166,9 +166,11 @@ class Composer:
     def config(self, job: Sequence[str], reuse: bool = False):
         """The composed config of one job: what `decodelab -m` would give its task function.
 
-        reuse=True: a working copy per choice of groups is kept and only the top-level nodes
-        the previous job's field overrides touched are put back from the pristine config
-        (a node copy, interpolations kept) -- ~1 ms instead of a ~8 ms deep copy. The config is
+        reuse=True: a working copy per choice of groups is kept and only the values the previous
+        job's field overrides touched are put back from the pristine config (a node copy,
+        interpolations kept; the whole top-level node where an override added a key or set a
+        mapping or a list),
+        instead of a deep copy of the config. The config is
         then valid until the next call; evaluate() never mutates its config (it copies)."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
         from omegaconf import open_dict
@@ -182,17 +184,40 @@ class Composer:
             if cfg is None:
                 cfg = copy.deepcopy(base)
             with open_dict(cfg):
-                for top in dirty:
-                    if top in base:
-                        cfg[top] = base[top]
-                    elif top in cfg:
-                        del cfg[top]
+                for key in dirty:
+                    if not _restore_leaf(cfg, base, key):
+                        top = key.split(".")[0]
+                        if top in base:
+                            cfg[top] = base[top]
+                        elif top in cfg:
+                            del cfg[top]
             self._work[groups] = (cfg, set())
         parsed = [parse(o) for o in fields]
         if reuse:
-            self._work[groups][1].update(o.key_or_group.split(".")[0] for o in parsed)
+            self._work[groups][1].update(o.key_or_group for o in parsed)
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
         return cfg
+
+
+def _restore_leaf(cfg, base, key: str) -> bool:
+    """Put `key` of the working copy `cfg` back as the pristine `base` has it -- the base's node,
+    interpolation kept -- where its parent is a mapping in both and the base holds a value there;
+    False (a key the base lacks, a mapping or a list): the caller puts back the whole top-level
+    node instead. Nodes are looked up without resolving anything."""
+    from omegaconf import DictConfig, ListConfig
+
+    *path, last = key.split(".")
+    cp, bp = cfg, base
+    for part in path:
+        cp = cp._get_node(part, validate_access=False) if isinstance(cp, DictConfig) else None
+        bp = bp._get_node(part, validate_access=False) if isinstance(bp, DictConfig) else None
+    if not (isinstance(cp, DictConfig) and isinstance(bp, DictConfig)):
+        return False
+    node = bp._get_node(last, validate_access=False)
+    if node is None or isinstance(node, (DictConfig, ListConfig)):
+        return False  # a key the base lacks (a typed node deletes none) or a mapping / list
+    cp[last] = node
+    return True
 
 
 def one_line(e: BaseException) -> str:
