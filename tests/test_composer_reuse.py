@@ -1,8 +1,8 @@
 """Composer.config(job, reuse=True) (framework/config/composition.py) keeps one working copy per
 choice of config groups and puts back only what the previous job's overrides touched: a value's
-node where the base holds a value, the whole top-level node where it holds a mapping or a list, no
-key where it holds none. Whatever the order of the jobs, each one's resolved config equals a fresh
-copy's (reuse=False)."""
+node where the base holds a value, the whole top-level node where the base holds a mapping or a
+list there or lacks the key. Whatever the order of the jobs, each one's resolved config equals a
+fresh copy's (reuse=False)."""
 
 from __future__ import annotations
 

@@ -169,9 +169,8 @@ class Composer:
         reuse=True: a working copy per choice of groups is kept and only the values the previous
         job's field overrides touched are put back from the pristine config (a node copy,
         interpolations kept; the whole top-level node where an override added a key or set a
-        mapping or a list),
-        instead of a deep copy of the config. The config is
-        then valid until the next call; evaluate() never mutates its config (it copies)."""
+        mapping or a list), instead of a deep copy of the config. The config is then valid until
+        the next call; evaluate() never mutates its config (it copies)."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
         from omegaconf import open_dict
 
