@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from decodelab.config.composition import Source, composer
+from decodelab.config.composition import Source, composer, reset
 
 JOBS = [
     ["model=llama3_1_8b", "workload.batch_size=7"],  # a value
@@ -26,7 +26,8 @@ JOBS = [
 
 @pytest.fixture(scope="module")
 def comp():
-    return composer(Source(None, "config"))
+    yield composer(Source(None, "config"))
+    reset()  # leave the Hydra context the composer opened: later tests in this process initialise their own
 
 
 def test_each_job_of_a_working_copy_equals_a_fresh_copy(comp):
