@@ -17,6 +17,8 @@ JOBS = [
     ["model=llama3_1_8b", "hardware.tensor_parallel=2", "hardware.n_chips=2"],  # a value others interpolate
     ["model=llama3_1_8b", "+workload.note_for_test=1"],  # a key the base lacks
     ["model=llama3_1_8b"],  # ... gone again
+    ["model=llama3_1_8b", "+workload.a_for_test=1", "+workload.b_for_test=2"],  # two under one node
+    ["model=llama3_1_8b", "workload.batch_size=9"],  # ... that node put back once
     ["model=llama3_1_8b", "~kv_policy.window"],  # a key deleted
     ["model=llama3_1_8b", "workload.batch_size=3"],  # ... back
     ["model=llama3_1_8b", "hardware.memory.hbm={bandwidth_gb_s: 100, capacity_gib: 8}"],  # a mapping set

@@ -182,14 +182,17 @@ class Composer:
             cfg, dirty = self._work.get(groups, (None, set()))
             if cfg is None:
                 cfg = copy.deepcopy(base)
+            tops = set()  # top-level nodes put back whole, once each
             with open_dict(cfg):
                 for key in dirty:
-                    if not _restore_leaf(cfg, base, key):
-                        top = key.split(".")[0]
-                        if top in base:
-                            cfg[top] = base[top]
-                        elif top in cfg:
-                            del cfg[top]
+                    top = key.split(".")[0]
+                    if top not in tops and not _restore_leaf(cfg, base, key):
+                        tops.add(top)
+                for top in tops:
+                    if top in base:
+                        cfg[top] = base[top]
+                    elif top in cfg:
+                        del cfg[top]
             self._work[groups] = (cfg, set())
         parsed = [parse(o) for o in fields]
         if reuse:
