@@ -73,10 +73,14 @@ class UserConfigFirst(SearchPathPlugin):
 
 def register() -> None:
     """Hydra uses UserConfigFirst from now on in this process (idempotent). Every entry point
-    that starts Hydra on conf/ calls it: config.compose, config.composition, apps.run."""
+    that starts Hydra on conf/ calls it: config.compose, config.composition, apps.run. It also
+    installs the parsed-file cache (config.filecache)."""
     from hydra.core.plugins import Plugins
 
+    from decodelab.config import filecache
+
     Plugins.instance().register(UserConfigFirst)
+    filecache.register()
 
 
 def search_path(config_dir: Optional[str], extra: Sequence[str] = ()) -> ConfigSearchPath:
