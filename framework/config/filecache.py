@@ -38,10 +38,10 @@ class FileConfigSource(file_config_source.FileConfigSource):
         kept = _PARSED.get(key)
         if kept is None:
             kept = _PARSED[key] = super().load_config(config_path)
-        return ConfigResult(
+        return ConfigResult(  # where it was found: this source's, if another found it first
             config=copy.deepcopy(kept.config),
-            path=kept.path,
-            provider=kept.provider,
+            path=f"{self.scheme()}://{self.path}",
+            provider=self.provider,
             header=dict(kept.header),
         )
 
