@@ -5,6 +5,7 @@ measured validation data. In a source checkout `conf/` and `sweeps/` sit beside 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -20,6 +21,15 @@ CONF_DIR = _shipped("conf")
 SWEEPS_DIR = _shipped("sweeps")
 DATA_DIR = PACKAGE_DIR / "data"  # shipped data (validation CSVs and their provenance)
 VALIDATION_DIR = DATA_DIR / "validation"
+
+
+def cache_root() -> Path:
+    """decodelab's per-user cache (derived files, safe to delete): $DECODELAB_CACHE, else
+    $XDG_CACHE_HOME/decodelab, else ~/.cache/decodelab. Not created here."""
+    base = os.environ.get("DECODELAB_CACHE")
+    return (
+        Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decodelab"
+    )
 
 
 def resolve_user_path(path: str) -> Path:

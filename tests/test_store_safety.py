@@ -13,7 +13,10 @@ directory), each bounded in time.
   minutes of retries); an out-of-date or foreign schema is one line too.
 - A store is created in a temporary file and renamed into place: a migration that fails (a full
   disk, an interrupt) leaves nothing at the final path. Its files are 0600, a new artifact root
-  0700; creation and sync take one FileLock (`<store>.lock`), a held one times out in one line."""
+  0700; creation and sync take one FileLock (`<store>.lock`), a held one times out in one line.
+- A new store is a copy of the empty migrated store kept in the cache (no migration run), with a
+  migrated store's schema and Default experiment; a damaged or stale template is replaced; a cache
+  that cannot be written still gives a store."""
 
 from __future__ import annotations
 
@@ -317,7 +320,7 @@ def test_an_interrupted_creation_leaves_no_store(tmp_path, monkeypatch, fault):
 
     def half_migrate(tmp):  # some tables written, then the disk fills (or ^C)
         con = sqlite3.connect(tmp)
-        con.execute("CREATE TABLE experiments (x)")
+        con.execute("CREATE TABLE half_written (x)")
         con.commit()
         con.close()
         raise fault
@@ -396,3 +399,80 @@ def test_no_other_file_lock_guards_the_store():
     for f in root.rglob("*.py"):
         text = f.read_text()
         assert "fcntl" not in text and "flock(" not in text, f
+
+
+def _schema(db: Path) -> tuple:
+    """(alembic version, every table's and index's SQL, the experiments' rows) of a store."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        version = con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+        sql = sorted(r[0] for r in con.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"))
+        experiments = con.execute("SELECT experiment_id, name, artifact_location FROM experiments").fetchall()
+    finally:
+        con.close()
+    return version, sql, experiments
+
+
+def test_a_new_store_starts_from_the_kept_template(tmp_path, monkeypatch):
+    """The first store an MLflow migrates is kept, its Default experiment left out; a later new
+    store is a copy of it that MLflow completes with the Default experiment, without running a
+    migration: the same schema, and Default where this working directory puts it."""
+    import mlflow.store.db.utils as db_utils
+
+    from decodelab.tracking import local_store
+
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    migrated = tmp_path / "a" / "mlflow.db"
+    local_store.open_store(migrated)
+    tpl = local_store.template_path()
+    assert tpl.parent == tmp_path / "cache" / "mlflow-stores"
+    version, sql, experiments = _schema(tpl)
+    assert version == local_store.schema_head() and experiments == []
+
+    def no_migration(engine):
+        raise AssertionError("a store made from the template ran MLflow's migrations")
+
+    monkeypatch.setattr(db_utils, "_initialize_tables", no_migration)
+    copied = tmp_path / "b" / "mlflow.db"
+    local_store.open_store(copied)
+    assert _schema(copied) == _schema(migrated)
+    assert _schema(copied)[2] == [(0, "Default", str(tmp_path / "mlruns" / "0"))]
+    assert oct(copied.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("bad", ["garbage", "stale"])
+def test_a_template_that_is_not_sound_is_replaced(tmp_path, monkeypatch, good_store, bad):
+    import shutil
+    import sqlite3
+
+    from decodelab.tracking import local_store
+
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    tpl = local_store.template_path()
+    tpl.parent.mkdir(parents=True)
+    if bad == "garbage":
+        tpl.write_bytes(garbage_pages(tmp_path / "garbage.db"))
+    else:  # a store at another schema under this MLflow's name
+        shutil.copy(good_store, tpl)
+        con = sqlite3.connect(tpl)
+        con.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")
+        con.commit()
+        con.close()
+    db = tmp_path / "outputs" / "mlflow.db"
+    local_store.open_store(db)  # migrated, not copied
+    assert _schema(db)[0] == local_store.schema_head()
+    assert _schema(tpl)[0] == local_store.schema_head() and _schema(tpl)[2] == []
+
+
+def test_a_cache_that_cannot_be_written_still_gives_a_store(tmp_path, monkeypatch):
+    from decodelab.tracking import local_store
+
+    (tmp_path / "cache").write_text("a file where the cache directory would be")
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "cache"))
+    db = tmp_path / "outputs" / "mlflow.db"
+    local_store.open_store(db)
+    assert _schema(db)[0] == local_store.schema_head()
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db.lock"]

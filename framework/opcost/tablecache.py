@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from decodelab import paths
-from decodelab.paths import PACKAGE_DIR, resolve_user_path
+from decodelab.paths import PACKAGE_DIR, cache_root, resolve_user_path
 
 _CACHES: List[Callable] = []  # every table_cache'd function's lru_cache
 _STAMPS: Dict[str, Tuple[str, int, int]] = {}  # path as given -> (file, mtime ns, size) when last read
@@ -154,11 +154,7 @@ def _root() -> Optional[Path]:
         spec = find_spec(lib)
         origin = spec.origin if spec is not None and spec.origin else ""
         code.update(f"{lib}:{origin}:{os.stat(origin).st_mtime_ns if origin else 0};".encode())
-    base = (
-        os.environ.get("DECODELAB_CACHE")
-        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decodelab"
-    )
-    root = Path(base) / "tables" / code.hexdigest()
+    root = cache_root() / "tables" / code.hexdigest()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -7,15 +7,25 @@
 - A new store is created and migrated in a 0600 temporary file beside it and renamed into place
   only when complete, under the store's one lock (`<store>.lock`): a full disk or an interrupt
   never leaves a half-migrated store at the final path, and two processes never create it twice.
+- Migrating an empty file through MLflow's ~150 alembic revisions takes 1-2 s, each time. The
+  first migration an installed MLflow makes is kept, its Default experiment left out, as a
+  template in decodelab's cache (`<cache>/mlflow-stores/mlflow-<version>-<schema head>.db`,
+  paths.cache_root); a later new store starts as a copy of it, and MLflow, opening it, adds the
+  Default experiment as it does to any store that lacks one (its artifact location from the
+  working directory, as a migration would set it). A template that fails its integrity check
+  or is at another schema is not used; a cache that cannot be written leaves the migration.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
+import sqlite3
 from pathlib import Path
-from typing import Set, Tuple
+from typing import Optional, Set, Tuple
 
+from decodelab.paths import cache_root
 from decodelab.tracking.sqlite import (
     StoreError,
     finish_file,
@@ -93,15 +103,68 @@ def _migrate(tmp: Path) -> None:
             engine.dispose()
 
 
+def template_path() -> Path:
+    """Where the installed MLflow's empty migrated store is kept (module docstring)."""
+    import mlflow
+
+    return cache_root() / "mlflow-stores" / f"mlflow-{mlflow.__version__}-{schema_head()}.db"
+
+
+def _from_template(tmp: Path) -> bool:
+    """Copy the template over the empty file `tmp`; False (tmp untouched) where there is no sound
+    template at the installed MLflow's schema."""
+    tpl = template_path()
+    try:
+        if not tpl.is_file() or integrity(tpl) != schema_head():
+            return False
+    except (OSError, StoreError):
+        return False
+    try:
+        shutil.copyfile(tpl, tmp)  # tmp keeps its 0600 mode
+    except OSError:
+        open(tmp, "wb").close()  # empty again: the migration starts from nothing
+        return False
+    return True
+
+
+def _keep_template(migrated: Path) -> None:
+    """Save a copy of the freshly migrated store `migrated`, its experiments removed, as the
+    template (atomically; best effort: a cache that cannot be written is left alone)."""
+    tpl: Optional[Path] = None
+    part: Optional[Path] = None
+    try:
+        tpl = template_path()
+        tpl.parent.mkdir(parents=True, exist_ok=True)
+        part = tpl.with_name(f"{tpl.name}.tmp-{os.getpid()}")
+        remove_quietly(part)
+        src, dst = sqlite3.connect(str(migrated)), sqlite3.connect(str(part))
+        try:
+            src.backup(dst)  # a consistent copy, the write-ahead log's pages included
+            dst.execute("PRAGMA journal_mode=DELETE")  # one file
+            dst.execute("DELETE FROM experiments")
+            dst.commit()
+        finally:
+            src.close()
+            dst.close()
+        os.replace(part, tpl)
+    except (OSError, sqlite3.Error):
+        if part is not None:
+            remove_quietly(part)
+
+
 def create_store(path: Path) -> None:
-    """A new, fully migrated store at `path`, built in `<store>.tmp-<pid>` and renamed into place;
-    on any failure nothing is left at `path` (nor the temporary file)."""
+    """A new, fully migrated store at `path`, built in `<store>.tmp-<pid>` (from the template when
+    there is one) and renamed into place; on any failure nothing is left at `path` (nor the
+    temporary file)."""
     path = path.resolve()
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     remove_quietly(tmp)  # a leftover of an earlier process with this pid
     try:
         private_file(tmp)
-        _migrate(tmp)
+        templated = _from_template(tmp)
+        _migrate(tmp)  # from the template: MLflow only adds the Default experiment
+        if not templated:
+            _keep_template(tmp)
         finish_file(tmp, path)
     except BaseException:
         remove_quietly(tmp)
