@@ -264,8 +264,9 @@ def composed(cache, key, overrides):
     return cfg
 
 
-def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
-    """The result of one row (its design built once per `cache`, its workload set in place)."""
+def predict(cache, key, row, overrides, pinned, static, launch, keep_steps: bool = False) -> Result:
+    """The result of one row (its design built once per `cache`, its workload set in place);
+    `keep_steps`: with the run's per-request and per-step tables (Result.serving)."""
     from omegaconf import OmegaConf
 
     disagg = is_disagg(row)  # pools of their own: evaluated whole (modes/serving/disagg.py)
@@ -290,11 +291,11 @@ def predict(cache, key, row, overrides, pinned, static, launch) -> Result:
         for k, v in values.items():
             if k not in pinned:  # a pool's engine dict takes new keys (validation_disagg.pool_settings)
                 OmegaConf.update(cfg, k, v, force_add=k.startswith("disagg."))
-        return evaluate(cfg, keep_steps=False)
+        return evaluate(cfg, keep_steps=keep_steps)
     set_row_values(cfg, values, pinned, first)
     try:
         design, mixed, draft = designs_for_row(cache, (key, built), cfg, (design, mixed, draft))
-        return evaluate_serving(cfg, design, keep_steps=False, mixed=mixed, draft=draft)
+        return evaluate_serving(cfg, design, keep_steps=keep_steps, mixed=mixed, draft=draft)
     except ConfigError as e:
         return Result.invalid(str(e))
     except Infeasible as e:
@@ -379,13 +380,13 @@ def record(row, key, res, launch: str = "") -> dict:
 Item = Tuple[object, tuple, object]  # (sort key: row number, or (CSV index, row number); design key; row)
 
 
-def row_result(cache, key, row, overrides, pinned, static, launch) -> Result:
+def row_result(cache, key, row, overrides, pinned, static, launch, keep_steps: bool = False) -> Result:
     """predict() of one row, a row the table maps to no design invalid with its reason; a config
     that does not compose is a ValueError of its first line (picklable, whatever raised it)."""
     if key[0] == UNMAPPED:
         return Result.invalid(key[1])
     try:
-        return predict(cache, key, row, overrides, pinned, static, launch)
+        return predict(cache, key, row, overrides, pinned, static, launch, keep_steps)
     except (ValueError,) + C.hydra_errors() as e:
         raise ValueError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e)) from None
 
