@@ -29,28 +29,35 @@ import pandas as pd
 from decodelab.apps.common import errors, quiet_on_closed_pipe
 from decodelab.config import compose as C
 from decodelab.modes.serving.layout import Req
+from decodelab.modes.serving.metrics import first_wave
 from decodelab.runs import validation_explain as X
 from decodelab.runs import validation_predict as P
 from rows_file import print_table
 
 
-def cascade(req: np.ndarray, clients: int) -> dict:
-    """TTFT parts (ms) of one run's per-request table (Req columns; times from the client's send)."""
-    order = np.argsort(req[:, Req.ARRIVAL], kind="stable")
-    first, rest = order[:clients], order[clients:]
-    ttft = (req[:, Req.FIRST] - req[:, Req.ARRIVAL]) * 1e3
-    wait = (req[:, Req.START] - req[:, Req.ARRIVAL]) * 1e3
-    out = {"predicted": ttft.mean(), "first_wave": ttft[first].mean()}
-    if len(rest):
-        least = wait[rest].min()
-        no_cascade = np.concatenate([ttft[first], ttft[rest] - wait[rest] + least])
-        out.update(after=ttft[rest].mean(), after_wait=wait[rest].mean(), no_cascade=no_cascade.mean())
+def cascade(req: np.ndarray, metrics: dict) -> dict:
+    """TTFT parts (ms) of one run: the run's own TTFT metrics (first wave as the serving metrics
+    define it, serving.metrics.first_wave) and, from its per-request table (Req columns; times from
+    the client's send), the wait after the first wave and the mean with no cascade."""
+    sent = req[:, Req.ARRIVAL]
+    rest = ~first_wave(sent)
+    ttft = (req[:, Req.FIRST] - sent) * 1e3
+    wait = (req[:, Req.START] - sent) * 1e3
+    out = {
+        "predicted": metrics["ttft_ms"],
+        "first_wave": metrics.get("ttft_first_wave_ms", np.nan),
+        "after": metrics.get("ttft_after_first_wave_ms", np.nan),
+    }
+    if rest.any():
+        no_cascade = ttft.copy()
+        no_cascade[rest] = ttft[rest] - wait[rest] + wait[rest].min()
+        out.update(after_wait=wait[rest].mean(), no_cascade=no_cascade.mean())
     return out
 
 
 def row_parts(csv: Path, ident: str) -> dict:
     """The row's measured TTFT and cascade() of its run; ValueError (one line) when it has none."""
-    n, key, row = X.select(csv, ident)[0]
+    _, key, row = X.select(csv, ident)[0]
     with C.context():
         res = P.row_result({}, key, row, [], set(), False, "auto", keep_steps=True)
     if not res.ok or not res.serving or "requests" not in res.serving:
@@ -59,7 +66,7 @@ def row_parts(csv: Path, ident: str) -> dict:
         "row": str(ident),
         "clients": int(row["concurrency"]),
         "measured": float(row["ttft_ms"]),
-        **cascade(res.serving["requests"], int(row["concurrency"])),
+        **cascade(res.serving["requests"], res.metrics),
     }
 
 

@@ -64,12 +64,17 @@ def latency_metrics(req: np.ndarray) -> Tuple[Dict[str, float], np.ndarray]:
 SAME_SEND_S = 1e-9
 
 
+def first_wave(sent: np.ndarray) -> np.ndarray:
+    """Which requests were sent together at the start: at the earliest send, to float round-off."""
+    return sent <= sent.min() + SAME_SEND_S
+
+
 def first_wave_metrics(sent: np.ndarray, ttft: np.ndarray) -> Dict[str, float]:
     """The requests sent together at the start (a closed loop's clients released at once: each
     client's first request) against the rest: their share and mean TTFT. The first wave queues for
     one another's prefills, so a few rounds of requests per client can hold most of the mean TTFT.
     Nothing (an empty dict) where at most one request was sent first (an open loop's arrivals)."""
-    wave = sent <= sent.min() + SAME_SEND_S
+    wave = first_wave(sent)
     if wave.sum() < 2:
         return {}
     rest = ttft[~wave]
