@@ -22,7 +22,8 @@ from pathlib import Path
 # function, but modes/serving/scheduler.py inlines core/kernel.step_core and its helper modules (and core/grid_kernel.py
 # its step_time): after an edit of kernel.py they would load a stale compiled step. The cache
 # therefore lives in a directory named by a hash of every jitted source, so any edit starts a
-# fresh one. A NUMBA_CACHE_DIR the user set wins; an unwritable cache directory leaves Numba's default (__pycache__).
+# fresh one, under decodelab's cache root (paths.cache_root). A NUMBA_CACHE_DIR the user set wins;
+# an unwritable cache directory leaves Numba's default (__pycache__).
 _JITTED = (
     "core/kernel.py",
     "core/kernel_lookup.py",
@@ -47,8 +48,9 @@ def _numba_cache_dir() -> None:
     digest = hashlib.sha1()
     for name in _JITTED:
         digest.update((here / name).read_bytes())
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = root / "decodelab" / "numba" / digest.hexdigest()[:16]
+    from decodelab.paths import cache_root
+
+    path = cache_root() / "numba" / digest.hexdigest()[:16]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -122,15 +122,21 @@ def test_claims_what_if_override_is_applied_and_labelled(tmp_path):
 def test_numba_cache_dir_follows_the_jitted_sources(tmp_path):
     """framework/__init__.py keys Numba's cache by a hash of the jitted sources (an edit of
     kernel.py can never leave serving_kernel.py a stale inlined step); a user's own
-    NUMBA_CACHE_DIR is kept."""
+    NUMBA_CACHE_DIR is kept. The cache sits under decodelab's cache root, so $DECODELAB_CACHE
+    moves it as it moves the table and store caches."""
     code = "import decodelab, os; print(os.environ['NUMBA_CACHE_DIR'])"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "DECODELAB_CACHE")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
     assert re.fullmatch(re.escape(str(tmp_path / "xdg" / "decodelab" / "numba")) + r"/[0-9a-f]{16}", out), out
     assert Path(out).is_dir()
+    env["DECODELAB_CACHE"] = str(tmp_path / "own")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert re.fullmatch(re.escape(str(tmp_path / "own" / "numba")) + r"/[0-9a-f]{16}", out), out
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

