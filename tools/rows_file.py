@@ -34,7 +34,14 @@ def serving_ttft(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["ttft_ok"].astype(str) == "True"] if "ttft_ok" in rows else rows
 
 
-def print_table(table: pd.DataFrame) -> None:
-    """The table as Markdown, numbers to whole units and right-aligned."""
-    cells = [[v if isinstance(v, str) else f"{v:.0f}" for v in row] for row in table.itertuples(index=False)]
-    print(md_table(list(table.columns), cells, [not isinstance(v, str) for v in table.iloc[0]]))
+def print_table(table: pd.DataFrame, digits: int = 0) -> None:
+    """The table as Markdown, numbers to `digits` decimals (none: whole units) and right-aligned,
+    a missing number blank."""
+
+    def cell(v) -> str:
+        return v if isinstance(v, str) else "" if pd.isna(v) else f"{v:.{digits}f}"
+
+    cells = [[cell(v) for v in row] for row in table.itertuples(index=False)]
+    print(
+        md_table(list(table.columns), cells, [pd.api.types.is_numeric_dtype(table[c]) for c in table.columns])
+    )
