@@ -49,6 +49,16 @@ def test_groups_carry_the_mean_decoding_requests():
     assert s.loc[0, "n_pred"] == pytest.approx(8.0)
 
 
+def test_stall_per_other_prompt_and_ttft_gap_by_hand():
+    """8 clients: 7 other prompts land in a request's decode span. I measured 1,400 ms against 700
+    predicted: each prompt's step is 100 ms short; TTFT 150 against 50 ms: its own first token 100
+    ms late, the same figure. One client has no other prompt: NaN."""
+    s = step_split(pd.DataFrame(_rows(10.0, 1400.0, 10.0, 700.0, ttft=(150.0, 50.0))))
+    assert s.loc[0, "stall_ms"] == pytest.approx(100.0) and s.loc[0, "ttft_gap_ms"] == pytest.approx(100.0)
+    one = step_split(pd.DataFrame(_rows(10.0, 0.0, 10.0, 0.0, concurrency=1)))
+    assert one.loc[0, "stall_ms"] != one.loc[0, "stall_ms"]
+
+
 def test_a_group_the_model_runs_fuller_than_measured_is_named(capsys):
     from decodelab.apps.validate_tables import print_steps
 

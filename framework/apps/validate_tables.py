@@ -193,8 +193,10 @@ def print_steps(steps) -> None:
     con = console()
     t = Table(
         title="decode step D and interference I by group: TPOT = D + I / (osl - 1), "
-        "least squares over the group's osl values (error = predicted / measured - 1); N: requests "
-        "decoding at once, concurrency x (osl - 1) TPOT / (TTFT + (osl - 1) TPOT), the group's mean"
+        "least squares over the group's osl values (error = predicted / measured - 1); stall: "
+        "(I meas - I pred) / (conc - 1), a prompt's step the prediction lacks; TTFT gap: measured - "
+        "predicted; N: requests decoding at once, concurrency x (osl - 1) TPOT / (TTFT + (osl - 1) "
+        "TPOT), the group's mean"
     )
     for col in (
         "model",
@@ -209,6 +211,8 @@ def print_steps(steps) -> None:
         "err",
         "I meas",
         "I pred",
+        "stall",
+        "TTFT gap",
         "N meas",
         "N pred",
     ):
@@ -222,6 +226,8 @@ def print_steps(steps) -> None:
             f"{r['d_err_pct']:+.1f}%",
             f"{r['i_meas_ms']:.0f}",
             f"{r['i_pred_ms']:.0f}",
+            f"{r['stall_ms']:.0f}",
+            f"{r['ttft_gap_ms']:.0f}",
             f"{r['n_meas']:.1f}",
             f"{r['n_pred']:.1f}",
         )

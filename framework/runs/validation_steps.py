@@ -21,7 +21,14 @@ spends (osl - 1) x TPOT of each TTFT + (osl - 1) x TPOT cycle decoding, so
 requests decode at once on average (measured and predicted, the mean over the group's rows). A
 predicted N well above the measured one says the engine ran fewer requests at once than the model
 lets it (a KV pool, batch cap or admission rule the model does not have), not that a step costs
-more; a D error with equal N says the opposite."""
+more; a D error with equal N says the opposite.
+
+In a closed loop of equal cycles, each of the other concurrency - 1 clients sends one prompt while
+a request decodes, so (I measured - I predicted) / (concurrency - 1) is the work of one prompt's
+step that the prediction lacks or adds (`stall_ms`). Beside it the group's mean TTFT gap (measured
+- predicted, `ttft_gap_ms`): a prompt step that is short by the same amount delays the prompt's own
+first token by it too, so the two agree where the step itself, not the client or the front end,
+is short (docs/journal/2026-12-02-gap-budget.md)."""
 
 from __future__ import annotations
 
@@ -64,8 +71,8 @@ def output_rate(concurrency, osl, ttft_ms, tpot_ms):
 
 def step_split(df):
     """One row per group with >= 2 osl values among the `ok` rows of a validation frame: rows,
-    osl values, D and I measured and predicted, D's error in %, and the mean decoding requests N
-    measured and predicted."""
+    osl values, D and I measured and predicted, D's error in %, the prompt step's stall and the
+    TTFT gap (ms), and the mean decoding requests N measured and predicted."""
     import pandas as pd  # heavy: on use
 
     ok = df[df["status"] == "ok"] if "status" in df else df
@@ -84,10 +91,18 @@ def step_split(df):
             d_err_pct=100.0 * (dp / dm - 1.0),
             i_meas_ms=im,
             i_pred_ms=ip,
+            stall_ms=_per_prompt(im - ip, key[GROUP.index("concurrency")]),
+            ttft_gap_ms=float((g["ttft_meas"] - g["ttft_pred"]).mean()),
             n_meas=float(decoding(g["concurrency"], g["osl"], g["ttft_meas"], g["tpot_meas"]).mean()),
             n_pred=float(decoding(g["concurrency"], g["osl"], g["ttft_pred"], g["tpot_pred"]).mean()),
         )
         out.append(row)
     cols = GROUP + ["rows", "osl", "d_meas_ms", "d_pred_ms", "d_err_pct", "i_meas_ms", "i_pred_ms"]
-    cols += ["n_meas", "n_pred"]
+    cols += ["stall_ms", "ttft_gap_ms", "n_meas", "n_pred"]
     return pd.DataFrame(out, columns=cols)
+
+
+def _per_prompt(interference_ms: float, concurrency) -> float:
+    """Interference over a request's decode span per other client's prompt (NaN at one client)."""
+    others = float(concurrency) - 1.0
+    return interference_ms / others if others > 0 else float("nan")
