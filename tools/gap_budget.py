@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from decodelab.apps.common import errors, quiet_on_closed_pipe
+from decodelab.runs.aic_mapping import CONCURRENCY
 from rows_file import print_table, read_rows
 
 NEEDED = {"status", "system", "engine", "model", "mode", "tpot_meas", "tpot_pred", "ttft_meas", "ttft_pred"}
@@ -97,13 +98,13 @@ def budget(rows: pd.DataFrame, groups) -> pd.DataFrame:
         )
     out = pd.DataFrame(lines)
     first = [c for c in ("group", "rows", "its TPOT", "its TTFT") if c in out]
-    return out[first + [c for c in out.columns if c not in first]].astype({"rows": str})
+    return out[first + [c for c in out.columns if c not in first]]
 
 
 def floor(measured: pd.DataFrame) -> dict:
     """The lowest TPOT and TTFT MAPE (%) one prediction per set of rows with the same recorded
     cells and stated clients can reach: each set's 1/m-weighted median of its measurements m."""
-    clients = measured["silicon_data_source"].fillna("").str.extract(r"silicon_concurrency=(\d+)")[0]
+    clients = measured["silicon_data_source"].fillna("").str.extract(CONCURRENCY.pattern)[0]
     cells = [c for c in measured.columns if c not in (*MEASURED, "id", "silicon_data_source")]
     keyed = measured.assign(_clients=clients)
     out = {}

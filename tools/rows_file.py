@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from decodelab.output.report import md_table
@@ -35,11 +36,13 @@ def serving_ttft(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def print_table(table: pd.DataFrame, digits: int = 0) -> None:
-    """The table as Markdown, numbers to `digits` decimals (none: whole units) and right-aligned,
-    a missing number blank."""
+    """The table as Markdown, numbers right-aligned: a count as it is, others to `digits` decimals
+    (none: whole units), a missing number blank."""
 
     def cell(v) -> str:
-        return v if isinstance(v, str) else "" if pd.isna(v) else f"{v:.{digits}f}"
+        if isinstance(v, str) or isinstance(v, (int, np.integer)):
+            return str(v)
+        return "" if pd.isna(v) else f"{v:.{digits}f}"
 
     cells = [[cell(v) for v in row] for row in table.itertuples(index=False)]
     print(
